@@ -1,0 +1,136 @@
+package waitroom
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// RoomState says what a room lets happen.
+type RoomState string
+
+const (
+	// RoomOpen accepts entries and admits users.
+	RoomOpen RoomState = "open"
+	// RoomPaused accepts entries but admits nobody.
+	RoomPaused RoomState = "paused"
+	// RoomClosed refuses new entries with ErrRoomClosed; users already
+	// queued are still admitted and issued tokens stay valid.
+	RoomClosed RoomState = "closed"
+)
+
+// Defaults of the fields of RoomConfig left zero.
+const (
+	DefaultRate     = 140.0 // 40 connections / 0.2 s × 0.7
+	DefaultSlice    = 100 * time.Millisecond
+	DefaultMaxQueue = 100_000
+	DefaultTokenTTL = 300 * time.Second
+	DefaultLease    = 30 * time.Second
+)
+
+// Bounds on RoomConfig that keep one admission tick small enough for one
+// store round trip.
+const (
+	MaxRate      = 100_000.0
+	MaxTickQuota = 10_000
+	MinSlice     = 10 * time.Millisecond
+	MaxSlice     = 10 * time.Second
+	MaxMaxQueue  = 100_000_000
+	MaxTokenTTL  = 24 * time.Hour
+	MinTokenTTL  = time.Second
+	MinLease     = 100 * time.Millisecond
+	MaxLease     = 10 * time.Minute
+)
+
+// RoomConfig holds the live settings of one room. It is kept in the store so
+// that every instance admits by the same numbers. The zero value of each
+// field means its default.
+type RoomConfig struct {
+	// Rate is how many users per second the admitter lets through.
+	Rate float64
+	// Slice is the admission tick; at most ceil(Rate×Slice) users are
+	// admitted per tick, so no burst hits the protected API.
+	Slice time.Duration
+	// MaxQueue bounds the queue; entries beyond it get ErrQueueFull.
+	MaxQueue int
+	// TokenTTL is how long an entry token lives once issued.
+	TokenTTL time.Duration
+	// Lease is how long a claimed token stays held before it becomes
+	// usable again by itself (the holder died).
+	Lease time.Duration
+	// MaxActive caps live entry tokens; 0 means no cap.
+	MaxActive int
+	// State is open, paused or closed; empty means open.
+	State RoomState
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c RoomConfig) WithDefaults() RoomConfig {
+	if c.Rate == 0 {
+		c.Rate = DefaultRate
+	}
+	if c.Slice == 0 {
+		c.Slice = DefaultSlice
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = DefaultMaxQueue
+	}
+	if c.TokenTTL == 0 {
+		c.TokenTTL = DefaultTokenTTL
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.State == "" {
+		c.State = RoomOpen
+	}
+	return c
+}
+
+// Validate reports the first field out of range, as a BAD_REQUEST error.
+// Call it on the result of WithDefaults.
+func (c RoomConfig) Validate() error {
+	switch {
+	case math.IsNaN(c.Rate) || c.Rate <= 0 || c.Rate > MaxRate:
+		return BadRequest(fmt.Sprintf("rate must be in (0, %g] users/s, got %g", MaxRate, c.Rate))
+	case c.Slice < MinSlice || c.Slice > MaxSlice:
+		return BadRequest(fmt.Sprintf("slice must be in [%s, %s], got %s", MinSlice, MaxSlice, c.Slice))
+	case c.TickQuota() > MaxTickQuota:
+		return BadRequest(fmt.Sprintf("rate × slice must admit at most %d users per tick, got %d", MaxTickQuota, c.TickQuota()))
+	case c.MaxQueue < 1 || c.MaxQueue > MaxMaxQueue:
+		return BadRequest(fmt.Sprintf("max queue must be in [1, %d], got %d", MaxMaxQueue, c.MaxQueue))
+	case c.TokenTTL < MinTokenTTL || c.TokenTTL > MaxTokenTTL:
+		return BadRequest(fmt.Sprintf("token TTL must be in [%s, %s], got %s", MinTokenTTL, MaxTokenTTL, c.TokenTTL))
+	case c.Lease < MinLease || c.Lease > MaxLease:
+		return BadRequest(fmt.Sprintf("lease must be in [%s, %s], got %s", MinLease, MaxLease, c.Lease))
+	case c.MaxActive < 0:
+		return BadRequest(fmt.Sprintf("max active must be ≥ 0, got %d", c.MaxActive))
+	}
+	switch c.State {
+	case RoomOpen, RoomPaused, RoomClosed:
+	default:
+		return BadRequest(fmt.Sprintf("state must be open, paused or closed, got %q", c.State))
+	}
+	return nil
+}
+
+// TickQuota is the most users one admission tick may let through: one
+// slice's share of the rate, rounded up.
+func (c RoomConfig) TickQuota() int {
+	return int(math.Ceil(c.Rate * c.Slice.Seconds()))
+}
+
+// RateFromCapacity derives the admission rate from what the protected API
+// can serve: pool connections, each busy for serviceTime per order, with a
+// safety margin in (0, 1]. 40 connections, 200 ms, 0.7 → 140 users/s.
+func RateFromCapacity(pool int, serviceTime time.Duration, margin float64) (float64, error) {
+	switch {
+	case pool < 1:
+		return 0, BadRequest(fmt.Sprintf("pool must be ≥ 1, got %d", pool))
+	case serviceTime <= 0:
+		return 0, BadRequest(fmt.Sprintf("service time must be > 0, got %s", serviceTime))
+	case math.IsNaN(margin) || margin <= 0 || margin > 1:
+		return 0, BadRequest(fmt.Sprintf("margin must be in (0, 1], got %g", margin))
+	}
+	return float64(pool) / serviceTime.Seconds() * margin, nil
+}

@@ -1,0 +1,209 @@
+// Package waitroom is a virtual waiting room for flash sales: a fair FIFO
+// queue per room, an admitter that lets users through at the rate the
+// protected API can serve, and single-use entry tokens guarded by a gate.
+//
+// The root package holds the domain: room settings, statuses, errors and the
+// Store interface that redisstore (Redis) and memstore (in process) implement
+// with the same semantics, checked by storetest.
+package waitroom
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"math"
+	"time"
+)
+
+// State is where a user stands in a room.
+type State string
+
+const (
+	// StateWaiting: the user is in the queue.
+	StateWaiting State = "waiting"
+	// StateAdmitted: the user holds a live entry token.
+	StateAdmitted State = "admitted"
+)
+
+// Status is a user's standing in a room.
+type Status struct {
+	State State
+	// Position is 1-based; set when waiting.
+	Position int64
+	// Token and ExpiresIn are set when admitted.
+	Token     string
+	ExpiresIn time.Duration
+}
+
+// Ahead is how many users wait in front of a waiting user.
+func (s Status) Ahead() int64 {
+	if s.Position < 1 {
+		return 0
+	}
+	return s.Position - 1
+}
+
+// Admission is one user turned into a token holder by Admit.
+type Admission struct {
+	User  string
+	Token string
+}
+
+// Hold is a claimed entry token: the gate holds it while the protected
+// request runs, then completes or releases it. Lease identifies this claim,
+// so that a claim whose lease ran out cannot release someone else's.
+type Hold struct {
+	Room  string
+	User  string
+	Token string
+	Lease string
+}
+
+// Stats are a room's figures.
+type Stats struct {
+	Waiting   int64 // users in the queue now
+	Active    int64 // live entry tokens now
+	Entered   int64 // enters that took a new place
+	Full      int64 // enters refused with QUEUE_FULL
+	Admitted  int64 // tokens issued
+	Completed int64 // tokens spent by a successful order
+	Released  int64 // tokens given back by a failed order
+	Expired   int64 // tokens that ran out unused
+}
+
+// Store keeps rooms, queues and tokens. Every method is one atomic step in
+// the store (in Redis one Lua script), safe for concurrent use by many
+// goroutines and, for shared stores, by many processes. Time decisions use
+// the store's clock.
+type Store interface {
+	// CreateRoom stores cfg (with defaults applied) unless the room exists;
+	// it reports whether it created it.
+	CreateRoom(ctx context.Context, room string, cfg RoomConfig) (created bool, err error)
+	// UpdateRoom replaces the live settings of an existing room
+	// (ErrRoomNotFound otherwise).
+	UpdateRoom(ctx context.Context, room string, cfg RoomConfig) error
+	// RoomConfig returns a room's live settings.
+	RoomConfig(ctx context.Context, room string) (RoomConfig, error)
+	// Rooms lists the names of all rooms.
+	Rooms(ctx context.Context) ([]string, error)
+
+	// Enter queues user, or returns the standing it already has: its own
+	// live token, or its place. ErrRoomClosed, ErrQueueFull (nothing
+	// written), ErrRoomNotFound.
+	Enter(ctx context.Context, room, user string) (Status, error)
+	// Status returns the user's standing, or ErrNotInQueue.
+	Status(ctx context.Context, room, user string) (Status, error)
+	// Leave removes user from the queue; leaving when not queued is no error.
+	Leave(ctx context.Context, room, user string) error
+
+	// Admit turns the head of the queue into token holders, as many as the
+	// room's token bucket allows since the last admission by any instance,
+	// at most RoomConfig.TickQuota, and within MaxActive. It returns them
+	// in arrival order.
+	Admit(ctx context.Context, room string) ([]Admission, error)
+
+	// Claim holds user's token for the room's lease. Exactly one of
+	// concurrent claims succeeds; the others get ErrTokenInUse. Missing or
+	// expired: ErrTokenNotFound; another value: ErrTokenInvalid.
+	Claim(ctx context.Context, room, user, token string) (Hold, error)
+	// Complete spends the token: the order succeeded.
+	Complete(ctx context.Context, h Hold) error
+	// Release makes the token usable again with the TTL it had left. A
+	// hold whose lease was lost is not released (no error).
+	Release(ctx context.Context, h Hold) error
+
+	// Stats returns a room's figures.
+	Stats(ctx context.Context, room string) (Stats, error)
+	// Ping reports whether the store is reachable.
+	Ping(ctx context.Context) error
+}
+
+// NewToken returns a fresh entry token: 128 bits from crypto/rand,
+// base64url without padding (22 characters).
+func NewToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// ValidToken reports whether s has the shape NewToken gives.
+func ValidToken(s string) bool {
+	if len(s) != 22 {
+		return false
+	}
+	_, err := base64.RawURLEncoding.DecodeString(s)
+	return err == nil
+}
+
+// ValidRoomName reports whether name is 1–64 characters of a–z, 0–9, '-'
+// and '_', starting with a letter or digit.
+func ValidRoomName(name string) bool {
+	if len(name) < 1 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '-' || c == '_') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// MaxUserIDLen bounds user ids; they become part of store keys.
+const MaxUserIDLen = 128
+
+// ValidUserID reports whether id is 1–128 printable ASCII characters
+// without spaces.
+func ValidUserID(id string) bool {
+	if len(id) < 1 || len(id) > MaxUserIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// ETA estimates how long a user at position waits at rate users/s.
+func ETA(position int64, rate float64) time.Duration {
+	if position < 1 || rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(position) / rate * float64(time.Second))
+}
+
+// Poll hint bounds: near the front users ask every second; far back the
+// answer barely changes, so they ask less often.
+const (
+	MinPoll = time.Second
+	MaxPoll = 60 * time.Second
+)
+
+// PollAfter is how long a user at position should wait before asking for its
+// status again: a quarter of its expected wait, within [MinPoll, MaxPoll],
+// spread ±10% by position so that a crowd that entered together does not
+// poll in lockstep. At 100,000 waiting and 140 users/s this asks for about
+// 4,000 polls/s in total (PollLoad).
+func PollAfter(position int64, rate float64) time.Duration {
+	d := ETA(position, rate) / 4
+	d = min(max(d, MinPoll), MaxPoll)
+	// Golden-ratio spread: neighbours get different offsets.
+	frac := math.Mod(float64(position)*0.6180339887, 1)
+	return time.Duration(float64(d) * (0.9 + 0.2*frac)).Round(time.Millisecond)
+}
+
+// PollLoad is the status requests per second that waiting users 1..waiting
+// generate when each follows PollAfter.
+func PollLoad(waiting int64, rate float64) float64 {
+	var load float64
+	for p := int64(1); p <= waiting; p++ {
+		load += float64(time.Second) / float64(PollAfter(p, rate))
+	}
+	return load
+}
