@@ -1,0 +1,166 @@
+package waitroom
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Header names the gate reads and sets.
+const (
+	DefaultUserHeader    = "X-User-Id"
+	EntryTokenHeader     = "X-Entry-Token"
+	IdempotencyKeyHeader = "Idempotency-Key"
+	defaultSettleTimeout = 5 * time.Second
+)
+
+// Gate is net/http middleware that lets a request through only with a live
+// entry token: it claims the token, runs the protected handler, then
+// completes the token when the handler answered 2xx and releases it
+// otherwise (an error status, a panic, a cancelled request), so a failed
+// order costs the user nothing but time.
+type Gate struct {
+	Store Store
+	// Room whose tokens the gate accepts.
+	Room string
+	// UserHeader names the header the shop's auth layer sets; default
+	// X-User-Id.
+	UserHeader string
+	// Logger receives settle failures; default slog.Default().
+	Logger *slog.Logger
+	// OnOutcome, if set, is told each request's outcome: "completed",
+	// "released", or the error code of a refused claim.
+	OnOutcome func(room, outcome string)
+	// Reject writes a refusal; default writes the standard JSON error body
+	// via the function the server supplies, or plain text.
+	Reject func(w http.ResponseWriter, r *http.Request, err error)
+}
+
+// IdempotencyKey derives the key passed upstream from a token: stable for
+// the token, so a retry after a crash finds the first order, and one-way, so
+// the order store never holds a usable token.
+func IdempotencyKey(room, token string) string {
+	sum := sha256.Sum256([]byte(room + "\x00" + token))
+	return "wr1-" + base64.RawURLEncoding.EncodeToString(sum[:18])
+}
+
+// Wrap guards next.
+func (g *Gate) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		userHeader := g.UserHeader
+		if userHeader == "" {
+			userHeader = DefaultUserHeader
+		}
+		user := r.Header.Get(userHeader)
+		token := r.Header.Get(EntryTokenHeader)
+		switch {
+		case !ValidUserID(user):
+			g.reject(w, r, BadRequest("missing or malformed "+userHeader+" header"))
+			return
+		case token == "":
+			g.reject(w, r, ErrTokenNotFound)
+			return
+		case !ValidToken(token):
+			g.reject(w, r, BadRequest("malformed "+EntryTokenHeader+" header"))
+			return
+		}
+		hold, err := g.Store.Claim(r.Context(), g.Room, user, token)
+		if err != nil {
+			g.reject(w, r, err)
+			return
+		}
+
+		// The upstream sees the idempotency key, never the token itself.
+		r.Header.Del(EntryTokenHeader)
+		r.Header.Set(IdempotencyKeyHeader, IdempotencyKey(g.Room, token))
+		rec := &statusRecorder{ResponseWriter: w}
+		completed := false
+		defer func() {
+			// Settle even when the request was cancelled: the hold must not
+			// wait out its lease.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), defaultSettleTimeout)
+			defer cancel()
+			if completed {
+				g.settle(ctx, "completed", g.Store.Complete(ctx, hold))
+				return
+			}
+			g.settle(ctx, "released", g.Store.Release(ctx, hold))
+		}()
+		next.ServeHTTP(rec, r)
+		completed = rec.status() >= 200 && rec.status() < 300
+	})
+}
+
+func (g *Gate) settle(ctx context.Context, outcome string, err error) {
+	if err != nil {
+		g.logger().ErrorContext(ctx, "settling entry token failed", "room", g.Room, "outcome", outcome, "err", err)
+		outcome = "settle_failed"
+	}
+	if g.OnOutcome != nil {
+		g.OnOutcome(g.Room, outcome)
+	}
+}
+
+func (g *Gate) reject(w http.ResponseWriter, r *http.Request, err error) {
+	if g.OnOutcome != nil {
+		g.OnOutcome(g.Room, ErrorCode(err))
+	}
+	if g.Reject != nil {
+		g.Reject(w, r, err)
+		return
+	}
+	status := http.StatusForbidden
+	switch {
+	case errors.Is(err, ErrBadRequest):
+		status = http.StatusBadRequest
+	case errors.Is(err, ErrTokenInUse):
+		status = http.StatusConflict
+	case errors.Is(err, ErrTokenNotFound), errors.Is(err, ErrTokenInvalid):
+	default:
+		status = http.StatusServiceUnavailable
+	}
+	http.Error(w, ErrorCode(err)+": "+ErrorMessage(err), status)
+}
+
+func (g *Gate) logger() *slog.Logger {
+	if g.Logger != nil {
+		return g.Logger
+	}
+	return slog.Default()
+}
+
+// statusRecorder remembers the status the protected handler answered.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// status is what the handler answered; a handler that wrote nothing
+// answered 200 (net/http's rule).
+func (s *statusRecorder) status() int {
+	if s.code == 0 {
+		return http.StatusOK
+	}
+	return s.code
+}
