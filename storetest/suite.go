@@ -1,0 +1,767 @@
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+)
+
+// Run runs every semantic check of the Store contract (DESIGN §3) against
+// the stores newHarness makes. Each check makes its own rooms.
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{
+		{"Rooms", testRooms},
+		{"RoomConfigRejectsBadValues", testRoomConfigRejectsBadValues},
+		{"UnknownRoom", testUnknownRoom},
+		{"ConcurrentEntersGetDistinctPositions", testConcurrentEntersGetDistinctPositions},
+		{"ConcurrentReEntryKeepsOnePlace", testConcurrentReEntryKeepsOnePlace},
+		{"QueueFullUnderConcurrency", testQueueFullUnderConcurrency},
+		{"ClosedRefusesPausedAccepts", testClosedRefusesPausedAccepts},
+		{"StatusAndLeave", testStatusAndLeave},
+		{"ArrivalOrderIsAdmissionOrder", testArrivalOrderIsAdmissionOrder},
+		{"AdmittedUserGetsOwnTokenOnEnter", testAdmittedUserGetsOwnTokenOnEnter},
+		{"EntersRacingAdmits", testEntersRacingAdmits},
+		{"AdmitNeverExceedsTickQuota", testAdmitNeverExceedsTickQuota},
+		{"AdmitFractionalRateExactly", testAdmitFractionalRateExactly},
+		{"AdmitRateWithJitter", testAdmitRateWithJitter},
+		{"PausedAdmitsNoneAndResumesWithoutBurst", testPausedAdmitsNoneAndResumesWithoutBurst},
+		{"MaxActiveCapsLiveTokens", testMaxActiveCapsLiveTokens},
+		{"TwoInstancesAdmitTheRateOnce", testTwoInstancesAdmitTheRateOnce},
+		{"ConcurrentClaimsOneWins", testConcurrentClaimsOneWins},
+		{"ClaimErrors", testClaimErrors},
+		{"CompleteSpendsToken", testCompleteSpendsToken},
+		{"ReleaseKeepsRemainingTTL", testReleaseKeepsRemainingTTL},
+		{"LapsedLeaseFreesToken", testLapsedLeaseFreesToken},
+		{"StaleReleaseKeepsNewHold", testStaleReleaseKeepsNewHold},
+		{"ExpiredTokenNotFound", testExpiredTokenNotFound},
+		{"HeldTokenOutlivesTTLUntilLeaseEnds", testHeldTokenOutlivesTTLUntilLeaseEnds},
+		{"Stats", testStats},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, newHarness(t))
+		})
+	}
+}
+
+func ctxFor(t *testing.T) context.Context { return t.Context() }
+
+// newRoom creates a room with a name no other test uses.
+func newRoom(t *testing.T, h Harness, cfg waitroom.RoomConfig) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	room := "t-" + hex.EncodeToString(b[:])
+	created, err := h.Store.CreateRoom(ctxFor(t), room, cfg)
+	require.NoError(t, err)
+	require.True(t, created)
+	return room
+}
+
+func user(i int) string { return fmt.Sprintf("user-%05d", i) }
+
+// enterAll enters users 0..n-1 in order.
+func enterAll(t *testing.T, s waitroom.Store, room string, n int) {
+	t.Helper()
+	for i := range n {
+		st, err := s.Enter(ctxFor(t), room, user(i))
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateWaiting, st.State)
+	}
+}
+
+// admitOne primes the bucket and then advances the clock until at least one
+// user is admitted, returning it.
+func admitOne(t *testing.T, h Harness, room string) waitroom.Admission {
+	t.Helper()
+	for range 50 {
+		got, err := h.Store.Admit(ctxFor(t), room)
+		require.NoError(t, err)
+		if len(got) > 0 {
+			return got[0]
+		}
+		h.Advance(t, 20*time.Millisecond)
+	}
+	t.Fatal("nobody was admitted")
+	return waitroom.Admission{}
+}
+
+// race runs fn(i) for i in 0..n-1 on n goroutines released at one signal and
+// returns every outcome.
+func race[T any](n int, fn func(i int) T) []T {
+	out := make([]T, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			out[i] = fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+// countErrors tallies errors by their code; nil counts as "ok".
+func countErrors(errs []error) map[string]int {
+	counts := map[string]int{}
+	for _, err := range errs {
+		if err == nil {
+			counts["ok"]++
+			continue
+		}
+		counts[waitroom.ErrorCode(err)]++
+	}
+	return counts
+}
+
+func testRooms(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 50, MaxQueue: 10})
+	cfg, err := h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.RoomConfig{Rate: 50, MaxQueue: 10}.WithDefaults(), cfg)
+
+	// Creating again keeps the stored settings: they belong to the operator.
+	created, err := h.Store.CreateRoom(ctx, room, waitroom.RoomConfig{Rate: 999})
+	require.NoError(t, err)
+	require.False(t, created)
+	cfg, err = h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, 50.0, cfg.Rate)
+
+	updated := waitroom.RoomConfig{Rate: 175, MaxQueue: 5, State: waitroom.RoomPaused, MaxActive: 3}.WithDefaults()
+	require.NoError(t, h.Store.UpdateRoom(ctx, room, updated))
+	cfg, err = h.Peer(t).RoomConfig(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, updated, cfg)
+
+	rooms, err := h.Store.Rooms(ctx)
+	require.NoError(t, err)
+	require.Contains(t, rooms, room)
+}
+
+func testRoomConfigRejectsBadValues(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 50})
+	for _, bad := range []waitroom.RoomConfig{
+		{Rate: -1}, {Rate: math.NaN()}, {MaxQueue: -5}, {State: "melting"},
+		{Rate: 100_000, Slice: 10 * time.Second},
+	} {
+		_, err := h.Store.CreateRoom(ctx, room+"-bad", bad)
+		require.ErrorIs(t, err, waitroom.ErrBadRequest, "%+v", bad)
+		require.ErrorIs(t, h.Store.UpdateRoom(ctx, room, bad), waitroom.ErrBadRequest, "%+v", bad)
+	}
+	// Nothing stored was changed by the refused updates.
+	cfg, err := h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, 50.0, cfg.Rate)
+}
+
+func testUnknownRoom(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	const room = "no-such-room-anywhere"
+	_, err := h.Store.Enter(ctx, room, "u")
+	require.ErrorIs(t, err, waitroom.ErrRoomNotFound)
+	_, err = h.Store.RoomConfig(ctx, room)
+	require.ErrorIs(t, err, waitroom.ErrRoomNotFound)
+	require.ErrorIs(t, h.Store.UpdateRoom(ctx, room, waitroom.RoomConfig{}), waitroom.ErrRoomNotFound)
+	_, err = h.Store.Claim(ctx, room, "u", waitroom.NewToken())
+	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
+	rooms, err := h.Store.Rooms(ctx)
+	require.NoError(t, err)
+	require.NotContains(t, rooms, room, "a refused enter must not create the room")
+}
+
+func testConcurrentEntersGetDistinctPositions(t *testing.T, h Harness) {
+	room := newRoom(t, h, waitroom.RoomConfig{})
+	type outcome struct {
+		st  waitroom.Status
+		err error
+	}
+	out := race(50, func(i int) outcome {
+		st, err := h.Store.Enter(ctxFor(t), room, user(i))
+		return outcome{st, err}
+	})
+	var positions []int64
+	for _, o := range out {
+		require.NoError(t, o.err)
+		require.Equal(t, waitroom.StateWaiting, o.st.State)
+		positions = append(positions, o.st.Position)
+	}
+	sort.Slice(positions, func(i, j int) bool { return positions[i] < positions[j] })
+	for i, p := range positions {
+		require.Equal(t, int64(i+1), p)
+	}
+	// Status agrees with what Enter said.
+	for i, o := range out {
+		st, err := h.Store.Status(ctxFor(t), room, user(i))
+		require.NoError(t, err)
+		require.Equal(t, o.st.Position, st.Position)
+	}
+}
+
+func testConcurrentReEntryKeepsOnePlace(t *testing.T, h Harness) {
+	room := newRoom(t, h, waitroom.RoomConfig{})
+	enterAll(t, h.Store, room, 3)
+	out := race(10, func(int) waitroom.Status {
+		st, err := h.Store.Enter(ctxFor(t), room, "refresher")
+		require.NoError(t, err)
+		return st
+	})
+	for _, st := range out {
+		require.Equal(t, int64(4), st.Position)
+	}
+	stats, err := h.Store.Stats(ctxFor(t), room)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), stats.Waiting)
+	require.Equal(t, int64(4), stats.Entered)
+}
+
+func testQueueFullUnderConcurrency(t *testing.T, h Harness) {
+	room := newRoom(t, h, waitroom.RoomConfig{MaxQueue: 1000})
+	errs := race(5000, func(i int) error {
+		_, err := h.Store.Enter(ctxFor(t), room, user(i))
+		return err
+	})
+	for _, err := range errs {
+		if err != nil {
+			require.ErrorIs(t, err, waitroom.ErrQueueFull)
+		}
+	}
+	require.Equal(t, map[string]int{"ok": 1000, "QUEUE_FULL": 4000}, countErrors(errs))
+	stats, err := h.Store.Stats(ctxFor(t), room)
+	require.NoError(t, err)
+	require.Equal(t, int64(1000), stats.Waiting)
+	require.Equal(t, int64(1000), stats.Entered)
+	require.Equal(t, int64(4000), stats.Full)
+
+	// A queued user re-entering a full queue keeps its place.
+	for i, err := range errs {
+		if err == nil {
+			st, err := h.Store.Enter(ctxFor(t), room, user(i))
+			require.NoError(t, err)
+			require.Equal(t, waitroom.StateWaiting, st.State)
+			break
+		}
+	}
+}
+
+func testClosedRefusesPausedAccepts(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{State: waitroom.RoomPaused})
+	st, err := h.Store.Enter(ctx, room, "early")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Position)
+
+	cfg, err := h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	cfg.State = waitroom.RoomClosed
+	require.NoError(t, h.Store.UpdateRoom(ctx, room, cfg))
+	_, err = h.Store.Enter(ctx, room, "late")
+	require.ErrorIs(t, err, waitroom.ErrRoomClosed)
+	// Who was already queued keeps the place.
+	st, err = h.Store.Enter(ctx, room, "early")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Position)
+	_, err = h.Store.Status(ctx, room, "late")
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
+}
+
+func testStatusAndLeave(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{})
+	enterAll(t, h.Store, room, 5)
+	_, err := h.Store.Status(ctx, room, "stranger")
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
+
+	require.NoError(t, h.Store.Leave(ctx, room, user(1)))
+	require.NoError(t, h.Store.Leave(ctx, room, user(1)), "leaving twice is no error")
+	_, err = h.Store.Status(ctx, room, user(1))
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
+	for i, want := range map[int]int64{0: 1, 2: 2, 3: 3, 4: 4} {
+		st, err := h.Store.Status(ctx, room, user(i))
+		require.NoError(t, err)
+		require.Equal(t, want, st.Position, user(i))
+		require.Equal(t, want-1, st.Ahead())
+	}
+	// Coming back after leaving queues at the back.
+	st, err := h.Store.Enter(ctx, room, user(1))
+	require.NoError(t, err)
+	require.Equal(t, int64(5), st.Position)
+}
+
+func testArrivalOrderIsAdmissionOrder(t *testing.T, h Harness) {
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 200})
+	const n = 60
+	enterAll(t, h.Store, room, n)
+	var admitted []string
+	for len(admitted) < n {
+		got, err := h.Store.Admit(ctxFor(t), room)
+		require.NoError(t, err)
+		for _, a := range got {
+			admitted = append(admitted, a.User)
+			require.True(t, waitroom.ValidToken(a.Token), "token %q", a.Token)
+		}
+		h.Advance(t, 50*time.Millisecond)
+	}
+	for i, u := range admitted {
+		require.Equal(t, user(i), u)
+	}
+}
+
+func testAdmittedUserGetsOwnTokenOnEnter(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{})
+	enterAll(t, h.Store, room, 1)
+	a := admitOne(t, h, room)
+	for _, op := range []func() (waitroom.Status, error){
+		func() (waitroom.Status, error) { return h.Store.Enter(ctx, room, a.User) },
+		func() (waitroom.Status, error) { return h.Store.Status(ctx, room, a.User) },
+	} {
+		st, err := op()
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateAdmitted, st.State)
+		require.Equal(t, a.Token, st.Token)
+		require.Greater(t, st.ExpiresIn, time.Duration(0))
+		require.LessOrEqual(t, st.ExpiresIn, waitroom.DefaultTokenTTL)
+	}
+	stats, err := h.Store.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), stats.Waiting, "a token holder takes no second place")
+}
+
+func testEntersRacingAdmits(t *testing.T, h Harness) {
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 2000})
+	const enterers = 400
+	admitted := map[string]int{}
+	var mu sync.Mutex
+	stop := make(chan struct{})
+	var admitErrs []error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			got, err := h.Store.Admit(ctxFor(t), room)
+			mu.Lock()
+			if err != nil {
+				admitErrs = append(admitErrs, err)
+			}
+			for _, a := range got {
+				admitted[a.User]++
+			}
+			mu.Unlock()
+			h.Advance(t, 10*time.Millisecond)
+		}
+	})
+	errs := race(enterers, func(i int) error {
+		_, err := h.Store.Enter(ctxFor(t), room, user(i))
+		return err
+	})
+	close(stop)
+	wg.Wait()
+	require.Empty(t, admitErrs)
+	require.Equal(t, map[string]int{"ok": enterers}, countErrors(errs))
+
+	stats, err := h.Store.Stats(ctxFor(t), room)
+	require.NoError(t, err)
+	for u, times := range admitted {
+		require.Equal(t, 1, times, "%s admitted twice", u)
+	}
+	require.Equal(t, int64(enterers), stats.Waiting+int64(len(admitted)), "waiting + admitted = accepted")
+	require.Equal(t, int64(len(admitted)), stats.Admitted)
+	for i := range enterers {
+		st, err := h.Store.Status(ctxFor(t), room, user(i))
+		require.NoError(t, err, "nobody is lost")
+		require.Equal(t, admitted[user(i)] == 1, st.State == waitroom.StateAdmitted, user(i))
+	}
+}
+
+func testAdmitNeverExceedsTickQuota(t *testing.T, h Harness) {
+	cfg := waitroom.RoomConfig{Rate: 140}
+	room := newRoom(t, h, cfg)
+	enterAll(t, h.Store, room, 100)
+	_, err := h.Store.Admit(ctxFor(t), room)
+	require.NoError(t, err)
+	// A long pause saves up no burst: one tick admits one slice's quota.
+	h.Advance(t, time.Second)
+	got, err := h.Store.Admit(ctxFor(t), room)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(got), cfg.WithDefaults().TickQuota())
+	require.Positive(t, len(got))
+	// An immediate second tick has (almost) nothing left to give.
+	again, err := h.Store.Admit(ctxFor(t), room)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(got)+len(again), 2*cfg.WithDefaults().TickQuota())
+}
+
+// testAdmitFractionalRateExactly: at 175/s in 100 ms slices the quota is 17.5;
+// ticks let through 17 and 18 in turn, 175 a second, never 18 × 10 = 180.
+func testAdmitFractionalRateExactly(t *testing.T, h Harness) {
+	if !h.FakeClock {
+		t.Log("exact tick arithmetic needs a fake clock; real-clock stores are held to the rate by AdmitRateWithJitter and TwoInstancesAdmitTheRateOnce")
+		testAdmitRateRealClock(t, h, 175)
+		return
+	}
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 175})
+	enterAll(t, h.Store, room, 2000)
+	_, err := h.Store.Admit(ctxFor(t), room) // starts the bucket
+	require.NoError(t, err)
+	perSecond := 0
+	for tick := 1; tick <= 100; tick++ {
+		h.Advance(t, 100*time.Millisecond)
+		got, err := h.Store.Admit(ctxFor(t), room)
+		require.NoError(t, err)
+		require.Contains(t, []int{17, 18}, len(got), "tick %d", tick)
+		perSecond += len(got)
+		if tick%10 == 0 {
+			require.Equal(t, 175, perSecond, "second %d", tick/10)
+			perSecond = 0
+		}
+	}
+}
+
+// testAdmitRateRealClock ticks on the store's real clock for about two
+// seconds and holds the total to rate × elapsed: never more than one quota
+// above, and not far below.
+func testAdmitRateRealClock(t *testing.T, h Harness, rate float64) {
+	cfg := waitroom.RoomConfig{Rate: rate}.WithDefaults()
+	room := newRoom(t, h, cfg)
+	enterAll(t, h.Store, room, int(rate*3))
+	_, err := h.Store.Admit(ctxFor(t), room)
+	require.NoError(t, err)
+	start := time.Now()
+	total := 0
+	for time.Since(start) < 2*time.Second {
+		h.Advance(t, cfg.Slice)
+		got, err := h.Store.Admit(ctxFor(t), room)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(got), cfg.TickQuota())
+		total += len(got)
+	}
+	elapsed := time.Since(start).Seconds()
+	require.LessOrEqual(t, float64(total), rate*elapsed+float64(cfg.TickQuota()), "more than the rate")
+	require.GreaterOrEqual(t, float64(total), rate*elapsed*0.5, "far below the rate")
+}
+
+// testAdmitRateWithJitter: ticks that come early and late still add up to
+// the rate, within one quota, and no tick exceeds its quota.
+func testAdmitRateWithJitter(t *testing.T, h Harness) {
+	if !h.FakeClock {
+		testAdmitRateRealClock(t, h, 140)
+		return
+	}
+	cfg := waitroom.RoomConfig{Rate: 140}.WithDefaults()
+	room := newRoom(t, h, cfg)
+	enterAll(t, h.Store, room, 2000)
+	_, err := h.Store.Admit(ctxFor(t), room)
+	require.NoError(t, err)
+	gaps := []time.Duration{100, 130, 70, 100, 150, 50, 90, 110, 120, 80} // ms; mean 100
+	total := 0
+	var elapsed time.Duration
+	for i := range 100 {
+		gap := gaps[i%len(gaps)] * time.Millisecond
+		h.Advance(t, gap)
+		elapsed += gap
+		got, err := h.Store.Admit(ctxFor(t), room)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(got), cfg.TickQuota(), "tick %d", i)
+		total += len(got)
+	}
+	want := cfg.Rate * elapsed.Seconds()
+	require.InDelta(t, want, float64(total), cfg.Rate*cfg.Slice.Seconds(), "over %s", elapsed)
+}
+
+func testPausedAdmitsNoneAndResumesWithoutBurst(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	cfg := waitroom.RoomConfig{Rate: 100, State: waitroom.RoomPaused}.WithDefaults()
+	room := newRoom(t, h, cfg)
+	enterAll(t, h.Store, room, 50)
+	for range 5 {
+		got, err := h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		require.Empty(t, got)
+		h.Advance(t, 200*time.Millisecond)
+	}
+	cfg.State = waitroom.RoomOpen
+	require.NoError(t, h.Store.UpdateRoom(ctx, room, cfg))
+	got, err := h.Store.Admit(ctx, room)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(got), cfg.TickQuota(), "a pause saves up no burst")
+	h.Advance(t, 100*time.Millisecond)
+	more, err := h.Store.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Positive(t, len(got)+len(more), "admission resumes")
+}
+
+func testMaxActiveCapsLiveTokens(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1000, MaxActive: 3})
+	enterAll(t, h.Store, room, 10)
+	var admitted []waitroom.Admission
+	for range 5 {
+		got, err := h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		admitted = append(admitted, got...)
+		h.Advance(t, 100*time.Millisecond)
+	}
+	require.Len(t, admitted, 3)
+	// Spending one token makes room for one more.
+	hold, err := h.Store.Claim(ctx, room, admitted[0].User, admitted[0].Token)
+	require.NoError(t, err)
+	require.NoError(t, h.Store.Complete(ctx, hold))
+	h.Advance(t, 100*time.Millisecond)
+	got, err := h.Store.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, user(3), got[0].User)
+}
+
+// testTwoInstancesAdmitTheRateOnce: two instances ticking on one store share
+// one bucket: together they admit the room's rate, not twice it, and each
+// user once.
+func testTwoInstancesAdmitTheRateOnce(t *testing.T, h Harness) {
+	cfg := waitroom.RoomConfig{Rate: 100}.WithDefaults()
+	room := newRoom(t, h, cfg)
+	instances := []waitroom.Store{h.Store, h.Peer(t)}
+	enterAll(t, h.Store, room, 1000)
+	_, err := h.Store.Admit(ctxFor(t), room)
+	require.NoError(t, err)
+
+	seen := map[string]int{}
+	total := 0
+	start := time.Now()
+	var simulated time.Duration
+	// Both instances tick every slice, half a slice apart.
+	for tick := 0; tick < 40; tick++ {
+		h.Advance(t, cfg.Slice/2)
+		simulated += cfg.Slice / 2
+		got, err := instances[tick%2].Admit(ctxFor(t), room)
+		require.NoError(t, err)
+		for _, a := range got {
+			seen[a.User]++
+		}
+		total += len(got)
+	}
+	for u, n := range seen {
+		require.Equal(t, 1, n, "%s admitted twice", u)
+	}
+	elapsed := simulated.Seconds()
+	if !h.FakeClock {
+		elapsed = time.Since(start).Seconds()
+	}
+	require.LessOrEqual(t, float64(total), cfg.Rate*elapsed+float64(cfg.TickQuota()),
+		"two instances admitted %d in %.2fs at %g/s", total, elapsed, cfg.Rate)
+	require.GreaterOrEqual(t, float64(total), cfg.Rate*elapsed*0.5)
+	stats, err := h.Store.Stats(ctxFor(t), room)
+	require.NoError(t, err)
+	require.Equal(t, int64(total), stats.Admitted)
+}
+
+func testConcurrentClaimsOneWins(t *testing.T, h Harness) {
+	room := newRoom(t, h, waitroom.RoomConfig{})
+	enterAll(t, h.Store, room, 1)
+	a := admitOne(t, h, room)
+	type outcome struct {
+		hold waitroom.Hold
+		err  error
+	}
+	out := race(50, func(int) outcome {
+		hold, err := h.Store.Claim(ctxFor(t), room, a.User, a.Token)
+		return outcome{hold, err}
+	})
+	errs := make([]error, len(out))
+	var winner waitroom.Hold
+	for i, o := range out {
+		errs[i] = o.err
+		if o.err == nil {
+			winner = o.hold
+		} else {
+			require.ErrorIs(t, o.err, waitroom.ErrTokenInUse)
+		}
+	}
+	require.Equal(t, map[string]int{"ok": 1, "TOKEN_IN_USE": 49}, countErrors(errs))
+	require.Equal(t, waitroom.Hold{Room: room, User: a.User, Token: a.Token, Lease: winner.Lease}, winner)
+	require.NotEmpty(t, winner.Lease)
+}
+
+func testClaimErrors(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{})
+	enterAll(t, h.Store, room, 2)
+	a := admitOne(t, h, room)
+	_, err := h.Store.Claim(ctx, room, a.User, waitroom.NewToken())
+	require.ErrorIs(t, err, waitroom.ErrTokenInvalid)
+	_, err = h.Store.Claim(ctx, room, user(1), a.Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenNotFound, "a waiting user has no token")
+	_, err = h.Store.Claim(ctx, room, "stranger", a.Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
+	// The refused claims changed nothing: the owner can still claim.
+	_, err = h.Store.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+}
+
+func testCompleteSpendsToken(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{})
+	enterAll(t, h.Store, room, 1)
+	a := admitOne(t, h, room)
+	hold, err := h.Store.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+	require.ErrorIs(t, h.Store.Complete(ctx, waitroom.Hold{Room: room, User: a.User, Token: waitroom.NewToken(), Lease: hold.Lease}), waitroom.ErrTokenInvalid)
+	require.NoError(t, h.Store.Complete(ctx, hold))
+	_, err = h.Store.Claim(ctx, room, a.User, a.Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenNotFound, "a spent token is gone")
+	require.ErrorIs(t, h.Store.Complete(ctx, hold), waitroom.ErrTokenNotFound, "no double spend")
+	_, err = h.Store.Status(ctx, room, a.User)
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
+	// After spending, the user may queue again, at the back.
+	st, err := h.Store.Enter(ctx, room, a.User)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateWaiting, st.State)
+}
+
+func testReleaseKeepsRemainingTTL(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{TokenTTL: 20 * time.Second})
+	enterAll(t, h.Store, room, 1)
+	a := admitOne(t, h, room)
+	before, err := h.Store.Status(ctx, room, a.User)
+	require.NoError(t, err)
+	hold, err := h.Store.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+	h.Advance(t, 300*time.Millisecond)
+	require.NoError(t, h.Store.Release(ctx, hold))
+	after, err := h.Store.Status(ctx, room, a.User)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateAdmitted, after.State)
+	require.Equal(t, a.Token, after.Token)
+	// The TTL kept running while the token was held: no fresh TTL.
+	require.LessOrEqual(t, after.ExpiresIn, before.ExpiresIn-300*time.Millisecond)
+	require.Positive(t, after.ExpiresIn)
+	// Released, it can be claimed again at once.
+	_, err = h.Store.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+}
+
+func testLapsedLeaseFreesToken(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{Lease: 200 * time.Millisecond})
+	enterAll(t, h.Store, room, 1)
+	a := admitOne(t, h, room)
+	_, err := h.Store.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+	_, err = h.Store.Claim(ctx, room, a.User, a.Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenInUse)
+	// The holder died: after the lease the token is usable again.
+	h.Advance(t, 250*time.Millisecond)
+	_, err = h.Store.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+}
+
+func testStaleReleaseKeepsNewHold(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{Lease: 200 * time.Millisecond})
+	enterAll(t, h.Store, room, 1)
+	a := admitOne(t, h, room)
+	stale, err := h.Store.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+	h.Advance(t, 250*time.Millisecond)
+	fresh, err := h.Store.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+	require.NotEqual(t, stale.Lease, fresh.Lease)
+	// The first holder wakes up and releases: the second hold stands.
+	require.NoError(t, h.Store.Release(ctx, stale))
+	_, err = h.Store.Claim(ctx, room, a.User, a.Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenInUse)
+}
+
+func testExpiredTokenNotFound(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{TokenTTL: time.Second})
+	enterAll(t, h.Store, room, 1)
+	a := admitOne(t, h, room)
+	h.Advance(t, 1100*time.Millisecond)
+	_, err := h.Store.Claim(ctx, room, a.User, a.Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
+	_, err = h.Store.Status(ctx, room, a.User)
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
+	// The expired token no longer counts as live, and is counted as expired.
+	_, err = h.Store.Admit(ctx, room)
+	require.NoError(t, err)
+	stats, err := h.Store.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), stats.Active)
+	require.Equal(t, int64(1), stats.Expired)
+}
+
+func testHeldTokenOutlivesTTLUntilLeaseEnds(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{TokenTTL: time.Second, Lease: 3 * time.Second})
+	enterAll(t, h.Store, room, 1)
+	a := admitOne(t, h, room)
+	hold, err := h.Store.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+	// The order is still running when the TTL passes: the hold stands, and
+	// the order's success spends the token.
+	h.Advance(t, 1100*time.Millisecond)
+	_, err = h.Store.Admit(ctx, room) // runs expiry cleanup
+	require.NoError(t, err)
+	require.NoError(t, h.Store.Complete(ctx, hold))
+	stats, err := h.Store.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), stats.Completed)
+	require.Equal(t, int64(0), stats.Expired)
+}
+
+func testStats(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{MaxQueue: 4, Rate: 1000})
+	enterAll(t, h.Store, room, 4)
+	_, err := h.Store.Enter(ctx, room, "overflow")
+	require.ErrorIs(t, err, waitroom.ErrQueueFull)
+	var admitted []waitroom.Admission
+	for len(admitted) < 2 {
+		got, err := h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		admitted = append(admitted, got...)
+		h.Advance(t, time.Millisecond)
+	}
+	admitted = admitted[:2]
+	first, err := h.Store.Claim(ctx, room, admitted[0].User, admitted[0].Token)
+	require.NoError(t, err)
+	require.NoError(t, h.Store.Complete(ctx, first))
+	second, err := h.Store.Claim(ctx, room, admitted[1].User, admitted[1].Token)
+	require.NoError(t, err)
+	require.NoError(t, h.Store.Release(ctx, second))
+
+	stats, err := h.Store.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), stats.Entered)
+	require.Equal(t, int64(1), stats.Full)
+	require.Equal(t, int64(1), stats.Completed)
+	require.Equal(t, int64(1), stats.Released)
+	require.Equal(t, stats.Admitted, stats.Active+1, "live tokens = admitted − completed")
+	require.Equal(t, 4-stats.Admitted, stats.Waiting)
+}
+
+
