@@ -1,0 +1,116 @@
+package waitroom_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+)
+
+func TestRateFromCapacity(t *testing.T) {
+	t.Parallel()
+	rate, err := waitroom.RateFromCapacity(40, 200*time.Millisecond, 0.7)
+	require.NoError(t, err)
+	require.InDelta(t, 140.0, rate, 1e-9)
+
+	for _, bad := range []struct {
+		pool   int
+		svc    time.Duration
+		margin float64
+	}{{0, time.Second, 0.5}, {40, 0, 0.5}, {40, time.Second, 0}, {40, time.Second, 1.5}, {40, time.Second, math.NaN()}} {
+		_, err := waitroom.RateFromCapacity(bad.pool, bad.svc, bad.margin)
+		require.ErrorIs(t, err, waitroom.ErrBadRequest, "%+v", bad)
+	}
+}
+
+func TestTickQuotaRoundsUp(t *testing.T) {
+	t.Parallel()
+	for rate, want := range map[float64]int{140: 14, 175: 18, 1: 1, 0.5: 1, 1000: 100} {
+		require.Equal(t, want, waitroom.RoomConfig{Rate: rate}.WithDefaults().TickQuota(), "rate %g", rate)
+	}
+}
+
+func TestRoomConfigValidate(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, waitroom.RoomConfig{}.WithDefaults().Validate())
+	for name, cfg := range map[string]waitroom.RoomConfig{
+		"negative rate":   {Rate: -1},
+		"NaN rate":        {Rate: math.NaN()},
+		"infinite rate":   {Rate: math.Inf(1)},
+		"tiny slice":      {Slice: time.Millisecond},
+		"huge tick":       {Rate: 90_000, Slice: time.Second},
+		"negative max":    {MaxQueue: -1},
+		"short ttl":       {TokenTTL: time.Millisecond},
+		"long lease":      {Lease: time.Hour},
+		"negative active": {MaxActive: -1},
+		"unknown state":   {State: "half-open"},
+	} {
+		err := cfg.WithDefaults().Validate()
+		require.ErrorIs(t, err, waitroom.ErrBadRequest, name)
+		require.Equal(t, "BAD_REQUEST", waitroom.ErrorCode(err), name)
+		require.NotEqual(t, waitroom.ErrBadRequest.Message, waitroom.ErrorMessage(err), "%s: the message says what is wrong", name)
+	}
+}
+
+func TestTokens(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for range 1000 {
+		tok := waitroom.NewToken()
+		require.True(t, waitroom.ValidToken(tok), tok)
+		require.False(t, seen[tok])
+		seen[tok] = true
+	}
+	for _, bad := range []string{"", "short", "!!!!!!!!!!!!!!!!!!!!!!", waitroom.NewToken() + "x"} {
+		require.False(t, waitroom.ValidToken(bad), bad)
+	}
+}
+
+func TestNames(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"default", "drop-2026", "a", "x_1"} {
+		require.True(t, waitroom.ValidRoomName(ok), ok)
+	}
+	for _, bad := range []string{"", "-lead", "Upper", "sp ace", "{tag}", "a/b", string(make([]byte, 65))} {
+		require.False(t, waitroom.ValidRoomName(bad), bad)
+	}
+	for _, ok := range []string{"u1", "alice@example.com", "550e8400-e29b-41d4-a716-446655440000"} {
+		require.True(t, waitroom.ValidUserID(ok), ok)
+	}
+	for _, bad := range []string{"", "has space", "tab\t", "nul\x00", "é", string(make([]byte, 129))} {
+		require.False(t, waitroom.ValidUserID(bad), bad)
+	}
+}
+
+func TestPollAfterGrowsWithDistance(t *testing.T) {
+	t.Parallel()
+	const rate = 140.0
+	require.Equal(t, 140*time.Second/140, waitroom.ETA(140, rate))
+	prevBase := time.Duration(0)
+	for _, pos := range []int64{1, 100, 1_000, 5_000, 20_000, 50_000, 100_000} {
+		d := waitroom.PollAfter(pos, rate)
+		require.GreaterOrEqual(t, d, waitroom.MinPoll*9/10, "pos %d", pos)
+		require.LessOrEqual(t, d, waitroom.MaxPoll*11/10, "pos %d", pos)
+		// Strip the ±10% spread to compare distances.
+		base := d * 10 / 11
+		require.GreaterOrEqual(t, base, prevBase*9/11, "pos %d", pos)
+		prevBase = base
+	}
+	require.Greater(t, waitroom.PollAfter(50_000, rate), 10*waitroom.PollAfter(10, rate))
+	// Neighbours do not poll in lockstep.
+	require.NotEqual(t, waitroom.PollAfter(90_000, rate), waitroom.PollAfter(90_001, rate))
+}
+
+// TestPollLoadAtFullQueue: with 100,000 waiting at 140/s the hints ask for a
+// few thousand status requests per second in total, not 100,000 — the
+// budget the load generator checks against the measured capacity.
+func TestPollLoadAtFullQueue(t *testing.T) {
+	t.Parallel()
+	load := waitroom.PollLoad(100_000, 140)
+	t.Logf("polls/s asked of the server at 100,000 waiting, 140/s: %.0f", load)
+	require.Less(t, load, 5_000.0)
+	require.Greater(t, load, 1_000.0, "front users still poll every second")
+}
