@@ -1,0 +1,165 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/jsonhttp"
+)
+
+// waitingBody is the answer to a user in the queue.
+type waitingBody struct {
+	State       waitroom.State `json:"state"`
+	Room        string         `json:"room"`
+	Position    int64          `json:"position"`
+	Ahead       int64          `json:"ahead"`
+	ETASeconds  int64          `json:"eta_seconds"`
+	PollAfterMS int64          `json:"poll_after_ms"`
+	// Paused says the room admits nobody for now, so the ETA is on hold.
+	Paused bool `json:"paused,omitempty"`
+}
+
+// admittedBody is the answer to a user holding an entry token.
+type admittedBody struct {
+	State waitroom.State `json:"state"`
+	Room  string         `json:"room"`
+	Token string         `json:"token"`
+	// ExpiresIn is rounded down, so a client never counts on time it has not.
+	ExpiresIn   int64 `json:"expires_in"`
+	ExpiresInMS int64 `json:"expires_in_ms"`
+}
+
+// enter: POST /rooms/{room}/enter and POST /queue/enter.
+func (s *Server) enter(w http.ResponseWriter, r *http.Request) error {
+	room, err := s.room(r)
+	if err != nil {
+		return err
+	}
+	user, err := s.user(r)
+	if err != nil {
+		return err
+	}
+	if err := checkEnterBody(r); err != nil {
+		return err
+	}
+	st, err := s.store.Enter(r.Context(), room, user)
+	if err != nil {
+		return err
+	}
+	return s.answer(w, r, room, st)
+}
+
+// status: GET /rooms/{room}/status and GET /queue/position.
+func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
+	room, err := s.room(r)
+	if err != nil {
+		return err
+	}
+	user, err := s.user(r)
+	if err != nil {
+		return err
+	}
+	st, err := s.store.Status(r.Context(), room, user)
+	if err != nil {
+		return err
+	}
+	return s.answer(w, r, room, st)
+}
+
+// leave: DELETE /rooms/{room}/queue and DELETE /queue.
+func (s *Server) leave(w http.ResponseWriter, r *http.Request) error {
+	room, err := s.room(r)
+	if err != nil {
+		return err
+	}
+	user, err := s.user(r)
+	if err != nil {
+		return err
+	}
+	if err := s.store.Leave(r.Context(), room, user); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, room string, st waitroom.Status) error {
+	switch st.State {
+	case waitroom.StateAdmitted:
+		jsonhttp.Write(w, http.StatusOK, admittedBody{
+			State:       st.State,
+			Room:        room,
+			Token:       st.Token,
+			ExpiresIn:   int64(st.ExpiresIn.Seconds()),
+			ExpiresInMS: st.ExpiresIn.Milliseconds(),
+		})
+		return nil
+	case waitroom.StateWaiting:
+		cfg, err := s.roomConfig(r.Context(), room)
+		if err != nil {
+			return err
+		}
+		jsonhttp.Write(w, http.StatusOK, waitingBody{
+			State:       st.State,
+			Room:        room,
+			Position:    st.Position,
+			Ahead:       st.Ahead(),
+			ETASeconds:  int64(math.Ceil(waitroom.ETA(st.Position, cfg.Rate).Seconds())),
+			PollAfterMS: waitroom.PollAfter(st.Position, cfg.Rate).Milliseconds(),
+			Paused:      cfg.State == waitroom.RoomPaused,
+		})
+		return nil
+	default:
+		return fmt.Errorf("store answered an unknown state %q", st.State)
+	}
+}
+
+// checkEnterBody accepts no body (curl users send none), whitespace, or the
+// empty JSON object; anything else is a client mistake worth telling about,
+// not something to ignore.
+func checkEnterBody(r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, jsonhttp.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return waitroom.BadRequest(fmt.Sprintf("body larger than %d bytes", jsonhttp.MaxBody))
+		}
+		return waitroom.BadRequest("reading the body failed")
+	}
+	trimmed := bytes.TrimSpace(b)
+	if len(trimmed) == 0 {
+		return nil
+	}
+	if trimmed[0] != '{' {
+		return waitroom.BadRequest("the body must be empty or a JSON object")
+	}
+	r.Body = io.NopCloser(bytes.NewReader(trimmed))
+	var req struct{} // no fields yet: any field is unknown and refused
+	if err := jsonhttp.Decode(r, &req); err != nil {
+		return waitroom.BadRequest(err.Error())
+	}
+	return nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	jsonhttp.Write(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		return errors.Join(waitroom.ErrStoreUnavailable, err)
+	}
+	jsonhttp.Write(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}

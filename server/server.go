@@ -1,0 +1,319 @@
+// Package server is waitroom's HTTP API: entering and polling a room's
+// queue, leaving it, the gate in front of the protected routes, and health
+// checks. Every error answer is {"error":{"code","message"}} with the status
+// from one table (errors.go).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/waitroom/waitroom"
+)
+
+// Defaults of the fields of Config left zero.
+const (
+	DefaultRoom          = "default"
+	DefaultGatedRoute    = "POST /orders"
+	DefaultConfigRefresh = time.Second
+)
+
+// readyTimeout bounds the store ping of /readyz, so a hung store reads as
+// not ready instead of hanging the probe.
+const readyTimeout = 2 * time.Second
+
+// Config configures a Server. Only Store is required.
+type Config struct {
+	// Store holds the rooms.
+	Store waitroom.Store
+	// Logger; default discards. Requests are logged at debug level only.
+	Logger *slog.Logger
+	// UserHeader names the header that carries the user id, set by the
+	// shop's auth layer; default waitroom.DefaultUserHeader (X-User-Id).
+	UserHeader string
+	// DefaultRoom is served by /queue/enter and /queue/position, and its
+	// tokens open the gated routes; default "default".
+	DefaultRoom string
+	// Protected is what the gate guards: a reverse proxy to the order API
+	// (NewUpstream) or the order handler itself. Nil: the gated routes
+	// answer 404 NOT_CONFIGURED.
+	Protected http.Handler
+	// GatedRoutes are the ServeMux patterns that reach Protected through
+	// the gate; default ["POST /orders"].
+	GatedRoutes []string
+	// Routes are extra ServeMux patterns served without the gate, such as
+	// "GET /orders/{id}" of the shop or an admin handler wrapped in its
+	// own authentication.
+	Routes map[string]http.Handler
+	// ConfigRefresh is how long a room's settings (its rate, for ETAs and
+	// poll hints) are used before they are read again; default 1 s.
+	ConfigRefresh time.Duration
+	// OnGateOutcome, if set, is told each gated request's outcome (see
+	// waitroom.Gate.OnOutcome); the hook for metrics.
+	OnGateOutcome func(room, outcome string)
+}
+
+// Server is the waiting room's http.Handler.
+type Server struct {
+	store         waitroom.Store
+	log           *slog.Logger
+	userHeader    string
+	defaultRoom   string
+	configRefresh time.Duration
+	mux           *http.ServeMux
+	rooms         sync.Map // room name → *cachedRoom
+}
+
+// New returns a Server for cfg, or an error naming the bad field.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("server: Config.Store is required")
+	}
+	s := &Server{
+		store:         cfg.Store,
+		log:           cfg.Logger,
+		userHeader:    cfg.UserHeader,
+		defaultRoom:   cfg.DefaultRoom,
+		configRefresh: cfg.ConfigRefresh,
+		mux:           http.NewServeMux(),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.userHeader == "" {
+		s.userHeader = waitroom.DefaultUserHeader
+	}
+	if s.defaultRoom == "" {
+		s.defaultRoom = DefaultRoom
+	}
+	if !waitroom.ValidRoomName(s.defaultRoom) {
+		return nil, fmt.Errorf("server: Config.DefaultRoom %q is not a valid room name", s.defaultRoom)
+	}
+	if s.configRefresh <= 0 {
+		s.configRefresh = DefaultConfigRefresh
+	}
+	gated := cfg.GatedRoutes
+	if len(gated) == 0 {
+		gated = []string{DefaultGatedRoute}
+	}
+
+	routes := map[string]http.Handler{
+		"POST /rooms/{room}/enter":   s.serve(s.enter),
+		"GET /rooms/{room}/status":   s.serve(s.status),
+		"DELETE /rooms/{room}/queue": s.serve(s.leave),
+		"POST /queue/enter":          s.serve(s.enter),
+		"GET /queue/position":        s.serve(s.status),
+		"DELETE /queue":              s.serve(s.leave),
+		"GET /healthz":               http.HandlerFunc(s.healthz),
+		"GET /readyz":                s.serve(s.readyz),
+	}
+	var protected http.Handler = s.serve(func(http.ResponseWriter, *http.Request) error { return errNotConfigured })
+	if cfg.Protected != nil {
+		gate := &waitroom.Gate{
+			Store:      cfg.Store,
+			Room:       s.defaultRoom,
+			UserHeader: s.userHeader,
+			Logger:     s.log,
+			OnOutcome:  cfg.OnGateOutcome,
+			Reject:     s.writeError,
+		}
+		protected = gate.Wrap(cfg.Protected)
+	}
+	for _, p := range gated {
+		if _, dup := routes[p]; dup {
+			return nil, fmt.Errorf("server: gated route %q is registered twice", p)
+		}
+		routes[p] = protected
+	}
+	for p, h := range cfg.Routes {
+		if _, dup := routes[p]; dup {
+			return nil, fmt.Errorf("server: route %q is registered twice", p)
+		}
+		routes[p] = h
+	}
+	for p, h := range routes {
+		if err := handle(s.mux, p, h); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// handle registers h, turning ServeMux's panic on a bad or conflicting
+// pattern into an error.
+func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("server: route %q: %v", pattern, p)
+		}
+	}()
+	mux.Handle(pattern, h)
+	return nil
+}
+
+// ServeHTTP serves r.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rw := &responseRecorder{ResponseWriter: w}
+	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.ErrorContext(r.Context(), "handler panicked", "method", r.Method, "path", r.URL.Path, "panic", p)
+			if rw.status == 0 {
+				s.writeError(rw, r, fmt.Errorf("panic: %v", p))
+			}
+		}
+		if s.log.Enabled(r.Context(), slog.LevelDebug) {
+			s.log.DebugContext(r.Context(), "request", "method", r.Method, "path", r.URL.Path,
+				"status", rw.code(), "duration", time.Since(start))
+		}
+	}()
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.unmatched(rw, r)
+		return
+	}
+	s.mux.ServeHTTP(rw, r)
+}
+
+// unmatched answers a request no route matches with the JSON error body,
+// keeping ServeMux's choice between 404 and 405 (and its Allow header).
+func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
+	h, _ := s.mux.Handler(r)
+	probe := &statusProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", probe.header.Get("Allow"))
+		s.writeError(w, r, errMethodNotAllowed)
+		return
+	}
+	s.writeError(w, r, errNotFound)
+}
+
+// serve adapts a handler that returns an error: the error is answered by
+// writeError.
+func (s *Server) serve(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	writeError(s.log, w, r, err)
+}
+
+// room returns the room a request names: its {room} path value, or the
+// default room on the seed's /queue paths.
+func (s *Server) room(r *http.Request) (string, error) {
+	if !strings.HasPrefix(r.URL.Path, "/rooms/") {
+		return s.defaultRoom, nil
+	}
+	room := r.PathValue("room")
+	if !waitroom.ValidRoomName(room) {
+		return "", waitroom.BadRequest("room names are 1–64 characters of a–z, 0–9, '-' and '_'")
+	}
+	return room, nil
+}
+
+func (s *Server) user(r *http.Request) (string, error) {
+	user := r.Header.Get(s.userHeader)
+	if !waitroom.ValidUserID(user) {
+		return "", waitroom.BadRequest("missing or malformed " + s.userHeader + " header")
+	}
+	return user, nil
+}
+
+// cachedRoom keeps a room's settings between refreshes, so the hot paths
+// (enter, status) do not read them from the store on every request.
+type cachedRoom struct {
+	current    atomic.Pointer[roomSnapshot]
+	refreshing atomic.Bool
+}
+
+type roomSnapshot struct {
+	cfg     waitroom.RoomConfig
+	fetched time.Time
+}
+
+// roomConfig returns room's settings, at most ConfigRefresh old. One request
+// per room refreshes a stale entry while the others use the stale one; a
+// failed refresh keeps the stale entry. Only rooms the store knows are
+// cached, so made-up names cannot grow the cache.
+func (s *Server) roomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
+	v, ok := s.rooms.Load(room)
+	if !ok {
+		cfg, err := s.store.RoomConfig(ctx, room)
+		if err != nil {
+			return waitroom.RoomConfig{}, err
+		}
+		c := &cachedRoom{}
+		c.current.Store(&roomSnapshot{cfg: cfg, fetched: time.Now()})
+		v, _ = s.rooms.LoadOrStore(room, c)
+	}
+	c := v.(*cachedRoom)
+	snap := c.current.Load()
+	if time.Since(snap.fetched) < s.configRefresh || !c.refreshing.CompareAndSwap(false, true) {
+		return snap.cfg, nil
+	}
+	defer c.refreshing.Store(false)
+	cfg, err := s.store.RoomConfig(ctx, room)
+	if err != nil {
+		s.log.WarnContext(ctx, "refreshing room settings failed; using the previous ones", "room", room, "err", err)
+		return snap.cfg, nil
+	}
+	c.current.Store(&roomSnapshot{cfg: cfg, fetched: time.Now()})
+	return cfg, nil
+}
+
+// responseRecorder remembers whether and what the handler answered, for the
+// request log and the panic handler.
+type responseRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *responseRecorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *responseRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController (and the reverse proxy's flushing)
+// reach the real writer.
+func (w *responseRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *responseRecorder) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// statusProbe captures what ServeMux's own 404/405 handler would answer.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(code int)        { p.status = code }
