@@ -1,0 +1,260 @@
+// Package inmem is a shop.Store and shop.Outbox kept in process memory
+// behind one mutex, with the same semantics as shop/postgres. It is NOT
+// durable: products, coupons, orders and pending events are lost when the
+// process exits. Use it for demos, tests and single-process trials only.
+package inmem
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/shop"
+)
+
+// Store is an in-process shop.Store and shop.Outbox. The zero value is not
+// usable; call New.
+type Store struct {
+	now func() time.Time
+
+	mu       sync.Mutex
+	products map[string]shop.Product
+	coupons  map[string]shop.Coupon
+	orders   map[string]shop.Order // by order id
+	byKey    map[string]string     // idempotency key → order id
+	events   []*event              // in commit order
+}
+
+// event is one outbox entry with its delivery state.
+type event struct {
+	shop.Event
+	claimed bool // handed to a relay whose pass has not finished
+	sent    bool
+}
+
+var (
+	_ shop.Store  = (*Store)(nil)
+	_ shop.Outbox = (*Store)(nil)
+)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		now:      time.Now,
+		products: make(map[string]shop.Product),
+		coupons:  make(map[string]shop.Coupon),
+		orders:   make(map[string]shop.Order),
+		byKey:    make(map[string]string),
+	}
+}
+
+// PlaceOrder implements shop.Store.
+func (s *Store) PlaceOrder(ctx context.Context, req shop.PlaceOrder) (shop.Order, bool, error) {
+	if err := req.Validate(); err != nil {
+		return shop.Order{}, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return shop.Order{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	// A replay returns the first order, whatever its body says: the key is
+	// one admission, and one admission buys one order.
+	if id, ok := s.byKey[req.IdempotencyKey]; ok {
+		o := s.orders[id]
+		if o.User != req.User {
+			return shop.Order{}, false, shop.ErrIdempotencyConflict
+		}
+		return o, false, nil
+	}
+	p, ok := s.products[req.ProductID]
+	if !ok {
+		return shop.Order{}, false, fmt.Errorf("product %s: %w", req.ProductID, shop.ErrProductNotFound)
+	}
+	if p.Stock < int64(req.Quantity) {
+		return shop.Order{}, false, fmt.Errorf("product %s: %w", req.ProductID, shop.ErrSoldOut)
+	}
+	var c shop.Coupon
+	if req.CouponID != "" {
+		c, ok = s.coupons[req.CouponID]
+		switch {
+		case !ok:
+			return shop.Order{}, false, fmt.Errorf("coupon %s: %w", req.CouponID, shop.ErrCouponNotFound)
+		case c.Owner != req.User:
+			return shop.Order{}, false, fmt.Errorf("coupon %s: %w", req.CouponID, shop.ErrCouponNotOwned)
+		case c.Used:
+			return shop.Order{}, false, fmt.Errorf("coupon %s: %w", req.CouponID, shop.ErrCouponUsed)
+		}
+	}
+	o := shop.Order{
+		ID:             shop.NewID(),
+		User:           req.User,
+		ProductID:      req.ProductID,
+		Quantity:       req.Quantity,
+		CouponID:       req.CouponID,
+		IdempotencyKey: req.IdempotencyKey,
+		CreatedAt:      s.now().UTC(),
+	}
+	ev, err := shop.NewEvent(o)
+	if err != nil {
+		return shop.Order{}, false, err
+	}
+	// Every check passed: apply all writes together, as one commit.
+	p.Stock -= int64(req.Quantity)
+	s.products[p.ID] = p
+	if req.CouponID != "" {
+		c.Used = true
+		s.coupons[c.ID] = c
+	}
+	s.orders[o.ID] = o
+	s.byKey[o.IdempotencyKey] = o.ID
+	s.events = append(s.events, &event{Event: ev})
+	return o, true, nil
+}
+
+// Order implements shop.Store.
+func (s *Store) Order(ctx context.Context, user, id string) (shop.Order, error) {
+	if err := ctx.Err(); err != nil {
+		return shop.Order{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.orders[id]
+	if !ok || o.User != user {
+		return shop.Order{}, fmt.Errorf("order %s: %w", id, shop.ErrOrderNotFound)
+	}
+	return o, nil
+}
+
+// CreateProduct implements shop.Store.
+func (s *Store) CreateProduct(ctx context.Context, p shop.Product) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.products[p.ID]; ok {
+		return fmt.Errorf("product %s: %w", p.ID, shop.ErrProductExists)
+	}
+	s.products[p.ID] = p
+	return nil
+}
+
+// Product implements shop.Store.
+func (s *Store) Product(ctx context.Context, id string) (shop.Product, error) {
+	if err := ctx.Err(); err != nil {
+		return shop.Product{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.products[id]
+	if !ok {
+		return shop.Product{}, fmt.Errorf("product %s: %w", id, shop.ErrProductNotFound)
+	}
+	return p, nil
+}
+
+// CreateCoupon implements shop.Store.
+func (s *Store) CreateCoupon(ctx context.Context, c shop.Coupon) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.Used = false // a new coupon is always unused
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.coupons[c.ID]; ok {
+		return fmt.Errorf("coupon %s: %w", c.ID, shop.ErrCouponExists)
+	}
+	s.coupons[c.ID] = c
+	return nil
+}
+
+// Coupon implements shop.Store.
+func (s *Store) Coupon(ctx context.Context, id string) (shop.Coupon, error) {
+	if err := ctx.Err(); err != nil {
+		return shop.Coupon{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.coupons[id]
+	if !ok {
+		return shop.Coupon{}, fmt.Errorf("coupon %s: %w", id, shop.ErrCouponNotFound)
+	}
+	return c, nil
+}
+
+// DeliverEvents implements shop.Outbox. Claimed events are skipped by other
+// passes until this pass ends, like FOR UPDATE SKIP LOCKED in PostgreSQL;
+// publish runs outside the lock so orders are not held up by the broker.
+func (s *Store) DeliverEvents(ctx context.Context, limit int, publish func(ctx context.Context, events []shop.Event) ([]string, error)) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("deliver events: limit %d must be positive", limit)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	var claimed []*event
+	for _, e := range s.events {
+		if len(claimed) == limit {
+			break
+		}
+		if !e.sent && !e.claimed {
+			e.claimed = true
+			claimed = append(claimed, e)
+		}
+	}
+	s.mu.Unlock()
+	if len(claimed) == 0 {
+		return 0, nil
+	}
+
+	batch := make([]shop.Event, len(claimed))
+	for i, e := range claimed {
+		batch[i] = e.Event
+	}
+	confirmed, err := publish(ctx, batch)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sent := 0
+	for _, e := range claimed {
+		e.claimed = false
+		if !e.sent && slices.Contains(confirmed, e.EventID) {
+			e.sent = true
+			sent++
+		}
+	}
+	// Drop the sent prefix so the list holds only what is still pending.
+	i := 0
+	for i < len(s.events) && s.events[i].sent {
+		i++
+	}
+	s.events = s.events[i:]
+	return sent, err
+}
+
+// PendingEvents implements shop.Outbox.
+func (s *Store) PendingEvents(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, e := range s.events {
+		if !e.sent {
+			n++
+		}
+	}
+	return n, nil
+}
