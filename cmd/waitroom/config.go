@@ -1,0 +1,326 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/server"
+)
+
+// ServeConfig is what 'waitroom serve' runs with, read from flags and the
+// environment by parseServe.
+type ServeConfig struct {
+	Addr        string
+	RedisURL    string // empty: in-process memstore
+	RedisPrefix string
+	// Room holds the settings every declared room is created with.
+	Room waitroom.RoomConfig
+	// RateDerived says Room.Rate came from pool, service time and margin.
+	RateDerived bool
+	// Rooms to declare at start; the first is the default room.
+	Rooms       []string
+	Upstream    *url.URL // nil: no protected service
+	GatedRoutes []string
+	UserHeader  string
+	LogFormat   string
+	LogLevel    slog.Level
+}
+
+// setting is one flag of serve and the environment variable that sets it
+// when the flag is not given.
+type setting struct {
+	name, env, def, kind, help string
+}
+
+var serveSettings = []setting{
+	{"addr", "WAITROOM_ADDR", "127.0.0.1:8080", "host:port", "address to listen on; port 0 picks a free one"},
+	{"redis-url", "REDIS_URL", "", "url", "Redis that keeps the rooms (redis://, rediss://, unix://); empty: in this process only, not durable, one instance"},
+	{"redis-prefix", "WAITROOM_REDIS_PREFIX", "wr", "prefix", "start of every Redis key; waiting rooms with different prefixes share nothing"},
+	{"rate", "WAITROOM_RATE", "", "users/s", "admission rate; empty: derived as pool / service-time × margin"},
+	{"pool", "WAITROOM_POOL", "40", "n", "database connections of the protected order API"},
+	{"service-time", "WAITROOM_SERVICE_TIME", "200ms", "duration", "how long one order holds a connection"},
+	{"margin", "WAITROOM_MARGIN", "0.7", "fraction", "share of the capacity to use, in (0, 1]"},
+	{"slice", "WAITROOM_SLICE", "100ms", "duration", "admission tick; each tick admits one slice's share of the rate"},
+	{"max-queue", "WAITROOM_MAX_QUEUE", "100000", "n", "longest queue; further entries get 429 QUEUE_FULL"},
+	{"token-ttl", "WAITROOM_TOKEN_TTL", "300s", "duration", "how long an entry token lives"},
+	{"lease", "WAITROOM_LEASE", "30s", "duration", "how long an order may hold a token before it is usable again"},
+	{"max-active", "WAITROOM_MAX_ACTIVE", "0", "n", "most live entry tokens at once; 0: no cap"},
+	{"upstream", "WAITROOM_UPSTREAM", "", "url", "order API the gate guards; empty: gated routes answer 404 NOT_CONFIGURED"},
+	{"gated-routes", "WAITROOM_GATED_ROUTES", "POST /orders", "patterns", "comma-separated routes (Go ServeMux patterns) that need an entry token"},
+	{"user-header", "WAITROOM_USER_HEADER", waitroom.DefaultUserHeader, "name", "request header with the user id, set by the shop's auth layer"},
+	{"rooms", "WAITROOM_ROOMS", "", "names", "comma-separated rooms to declare at start besides " + server.DefaultRoom},
+	{"log-format", "WAITROOM_LOG_FORMAT", "text", "text|json", "log format"},
+	{"log-level", "WAITROOM_LOG_LEVEL", "info", "level", "debug, info, warn or error; debug logs every request"},
+}
+
+func printServeUsage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: waitroom serve [flags]\n\nRuns the waiting room: the HTTP API and the admission ticker.\nEvery flag may instead be set by its environment variable; a flag wins.\n\nFlags:\n")
+	for _, s := range serveSettings {
+		def := s.def
+		if def == "" {
+			def = "none"
+		}
+		fmt.Fprintf(w, "  --%s %s\n        %s\n        (default %s; env %s)\n", s.name, s.kind, s.help, def, s.env)
+	}
+}
+
+// usageError is a mistake in the flags or environment: exit code 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// rawValue is a setting's text and where it came from, for error messages
+// that name what to fix.
+type rawValue struct {
+	text   string
+	source string // "--rate", "WAITROOM_RATE" or "default of --rate"
+	given  bool   // by flag or environment, not the default
+}
+
+func (v rawValue) fail(why string) error {
+	return usageErrorf("%s=%q: %s", v.source, v.text, why)
+}
+
+// parseServe reads serve's settings: a flag wins over its environment
+// variable, which wins over the default. Every value is checked; a bad one
+// is an error naming the flag or variable, never a silent default.
+func parseServe(args []string, getenv func(string) string) (ServeConfig, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	flags := make(map[string]*string, len(serveSettings))
+	for _, s := range serveSettings {
+		flags[s.name] = fs.String(s.name, "", s.help)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ServeConfig{}, err
+		}
+		return ServeConfig{}, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return ServeConfig{}, usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	onCommandLine := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	raw := make(map[string]rawValue, len(serveSettings))
+	for _, s := range serveSettings {
+		switch env := getenv(s.env); {
+		case onCommandLine[s.name]:
+			raw[s.name] = rawValue{*flags[s.name], "--" + s.name, true}
+		case env != "":
+			raw[s.name] = rawValue{env, s.env, true}
+		default:
+			raw[s.name] = rawValue{s.def, "default of --" + s.name, false}
+		}
+	}
+	return buildServeConfig(raw)
+}
+
+func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
+	c := ServeConfig{
+		Addr:        raw["addr"].text,
+		RedisURL:    raw["redis-url"].text,
+		RedisPrefix: raw["redis-prefix"].text,
+	}
+	var errs []error
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	if c.Addr == "" {
+		check(raw["addr"].fail("an address to listen on is required"))
+	}
+	if c.RedisURL != "" {
+		if _, err := redis.ParseURL(c.RedisURL); err != nil {
+			check(raw["redis-url"].fail(err.Error()))
+		}
+	}
+	if c.RedisPrefix == "" || strings.ContainsAny(c.RedisPrefix, "{} \t\r\n") {
+		check(raw["redis-prefix"].fail("must be non-empty, without braces or spaces"))
+	}
+
+	pool, err := parseInt(raw["pool"], 1, math.MaxInt32)
+	check(err)
+	serviceTime, err := parseDuration(raw["service-time"], time.Millisecond, time.Hour)
+	check(err)
+	margin, err := parseFloat(raw["margin"])
+	check(err)
+	if err == nil && (margin <= 0 || margin > 1) {
+		check(raw["margin"].fail("must be in (0, 1]"))
+	}
+	derived, derr := waitroom.RateFromCapacity(pool, serviceTime, margin)
+	if r := raw["rate"]; r.given {
+		rate, err := parseFloat(r)
+		check(err)
+		if err == nil && (rate <= 0 || rate > waitroom.MaxRate) {
+			check(r.fail(fmt.Sprintf("must be in (0, %g] users/s", waitroom.MaxRate)))
+		}
+		c.Room.Rate = rate
+	} else if len(errs) == 0 && derr != nil {
+		check(usageErrorf("deriving the rate from --pool, --service-time and --margin: %v", derr))
+	} else {
+		c.Room.Rate, c.RateDerived = derived, true
+		if c.Room.Rate > waitroom.MaxRate {
+			check(usageErrorf("--pool / --service-time × --margin gives %g users/s, above the most, %g", c.Room.Rate, waitroom.MaxRate))
+		}
+	}
+
+	c.Room.Slice, err = parseDuration(raw["slice"], waitroom.MinSlice, waitroom.MaxSlice)
+	check(err)
+	c.Room.MaxQueue, err = parseInt(raw["max-queue"], 1, waitroom.MaxMaxQueue)
+	check(err)
+	c.Room.TokenTTL, err = parseDuration(raw["token-ttl"], waitroom.MinTokenTTL, waitroom.MaxTokenTTL)
+	check(err)
+	c.Room.Lease, err = parseDuration(raw["lease"], waitroom.MinLease, waitroom.MaxLease)
+	check(err)
+	c.Room.MaxActive, err = parseInt(raw["max-active"], 0, math.MaxInt32)
+	check(err)
+	c.Room.State = waitroom.RoomOpen
+	if len(errs) == 0 {
+		if err := c.Room.WithDefaults().Validate(); err != nil {
+			// Only combinations are left to fail here (rate × slice).
+			check(usageErrorf("--rate and --slice together: %s", waitroom.ErrorMessage(err)))
+		}
+	}
+
+	if u := raw["upstream"]; u.text != "" {
+		target, err := url.Parse(u.text)
+		switch {
+		case err != nil:
+			check(u.fail(err.Error()))
+		case target.Scheme != "http" && target.Scheme != "https", target.Host == "":
+			check(u.fail("must be an absolute http:// or https:// URL"))
+		default:
+			c.Upstream = target
+		}
+	}
+
+	for _, p := range splitList(raw["gated-routes"].text) {
+		if err := checkPattern(p); err != nil {
+			check(raw["gated-routes"].fail(fmt.Sprintf("route %q: %v", p, err)))
+		}
+		c.GatedRoutes = append(c.GatedRoutes, p)
+	}
+	if len(c.GatedRoutes) == 0 {
+		check(raw["gated-routes"].fail("at least one route is required"))
+	}
+
+	c.UserHeader = raw["user-header"].text
+	if !validHeaderName(c.UserHeader) {
+		check(raw["user-header"].fail("not a valid header name"))
+	}
+
+	c.Rooms = []string{server.DefaultRoom}
+	for _, room := range splitList(raw["rooms"].text) {
+		if !waitroom.ValidRoomName(room) {
+			check(raw["rooms"].fail(fmt.Sprintf("room %q: names are 1–64 characters of a–z, 0–9, '-' and '_'", room)))
+			continue
+		}
+		if !slices.Contains(c.Rooms, room) {
+			c.Rooms = append(c.Rooms, room)
+		}
+	}
+
+	c.LogFormat = raw["log-format"].text
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		check(raw["log-format"].fail("must be text or json"))
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(raw["log-level"].text)); err != nil {
+		check(raw["log-level"].fail("must be debug, info, warn or error"))
+	}
+
+	if len(errs) > 0 {
+		return ServeConfig{}, usageError{errors.Join(errs...)}
+	}
+	return c, nil
+}
+
+func parseInt(v rawValue, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v.text))
+	if err != nil {
+		return 0, v.fail("not a whole number")
+	}
+	if n < lo || n > hi {
+		return 0, v.fail(fmt.Sprintf("must be in [%d, %d]", lo, hi))
+	}
+	return n, nil
+}
+
+func parseFloat(v rawValue) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v.text), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, v.fail("not a number")
+	}
+	return f, nil
+}
+
+func parseDuration(v rawValue, lo, hi time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v.text))
+	if err != nil {
+		return 0, v.fail("not a duration (such as 200ms, 30s, 5m)")
+	}
+	if d < lo || d > hi {
+		return 0, v.fail(fmt.Sprintf("must be in [%s, %s]", lo, hi))
+	}
+	return d, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// checkPattern reports whether ServeMux accepts p, turning its panic into
+// an error.
+func checkPattern(p string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	http.NewServeMux().Handle(p, http.NotFoundHandler())
+	return nil
+}
+
+// validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,62 @@
+// Command waitroom runs the waiting room.
+//
+//	waitroom serve [flags]    the HTTP server and the admission ticker
+//
+// Every flag of serve can also be set by an environment variable; see
+// 'waitroom serve --help'.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `waitroom is a virtual waiting room for flash sales.
+
+Usage:
+  waitroom serve [flags]    run the waiting room server
+  waitroom help [command]   show help
+
+Run 'waitroom serve --help' for the flags of serve.`
+
+// Exit codes: 2 is a usage or configuration mistake, 1 a failure at run
+// time (the store unreachable, the address taken).
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the process: tests call it with their own arguments,
+// environment and output.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "serve":
+		return runServe(ctx, args[1:], getenv, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[1] == "serve" {
+			printServeUsage(stdout)
+			return exitOK
+		}
+		fmt.Fprintln(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "waitroom: unknown command %q\n\n%s\n", args[0], usage)
+		return exitUsage
+	}
+}

@@ -1,0 +1,362 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+)
+
+func envOf(kv ...string) func(string) string {
+	m := make(map[string]string)
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+func TestParseServeDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := parseServe(nil, envOf())
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:8080", c.Addr)
+	require.Empty(t, c.RedisURL)
+	require.InDelta(t, 140.0, c.Room.Rate, 1e-9)
+	require.True(t, c.RateDerived)
+	require.Equal(t, 100*time.Millisecond, c.Room.Slice)
+	require.Equal(t, 100_000, c.Room.MaxQueue)
+	require.Equal(t, 300*time.Second, c.Room.TokenTTL)
+	require.Equal(t, 30*time.Second, c.Room.Lease)
+	require.Zero(t, c.Room.MaxActive)
+	require.Nil(t, c.Upstream)
+	require.Equal(t, []string{"POST /orders"}, c.GatedRoutes)
+	require.Equal(t, "X-User-Id", c.UserHeader)
+	require.Equal(t, []string{"default"}, c.Rooms)
+	require.Equal(t, "text", c.LogFormat)
+	require.Equal(t, slog.LevelInfo, c.LogLevel)
+}
+
+func TestParseServeSources(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		args  []string
+		env   []string
+		check func(t *testing.T, c ServeConfig)
+	}{
+		{"env sets", nil, []string{"WAITROOM_RATE", "175", "WAITROOM_ADDR", "0.0.0.0:9000", "REDIS_URL", "redis://127.0.0.1:6379/3"},
+			func(t *testing.T, c ServeConfig) {
+				require.InDelta(t, 175.0, c.Room.Rate, 1e-9)
+				require.False(t, c.RateDerived)
+				require.Equal(t, "0.0.0.0:9000", c.Addr)
+				require.Equal(t, "redis://127.0.0.1:6379/3", c.RedisURL)
+			}},
+		{"flag wins over env", []string{"--rate", "50", "-addr=:1"}, []string{"WAITROOM_RATE", "175", "WAITROOM_ADDR", "0.0.0.0:9000"},
+			func(t *testing.T, c ServeConfig) {
+				require.InDelta(t, 50.0, c.Room.Rate, 1e-9)
+				require.Equal(t, ":1", c.Addr)
+			}},
+		{"rate derived from capacity", []string{"--pool", "20", "--service-time", "100ms", "--margin", "0.5"}, nil,
+			func(t *testing.T, c ServeConfig) {
+				require.InDelta(t, 100.0, c.Room.Rate, 1e-9)
+				require.True(t, c.RateDerived)
+			}},
+		{"lists", []string{"--rooms", " sale, vip ,sale,default", "--gated-routes", "POST /orders, PUT /carts/{id}"}, nil,
+			func(t *testing.T, c ServeConfig) {
+				require.Equal(t, []string{"default", "sale", "vip"}, c.Rooms)
+				require.Equal(t, []string{"POST /orders", "PUT /carts/{id}"}, c.GatedRoutes)
+			}},
+		{"everything else", []string{"--upstream", "http://127.0.0.1:9001/api", "--slice", "50ms", "--max-queue", "10",
+			"--token-ttl", "2m", "--lease", "5s", "--max-active", "300", "--user-header", "X-Customer",
+			"--log-format", "json", "--log-level", "debug"}, []string{"WAITROOM_REDIS_PREFIX", "wr-test"},
+			func(t *testing.T, c ServeConfig) {
+				require.Equal(t, "http://127.0.0.1:9001/api", c.Upstream.String())
+				require.Equal(t, waitroom.RoomConfig{Rate: 140, Slice: 50 * time.Millisecond, MaxQueue: 10,
+					TokenTTL: 2 * time.Minute, Lease: 5 * time.Second, MaxActive: 300, State: waitroom.RoomOpen}, c.Room)
+				require.Equal(t, "X-Customer", c.UserHeader)
+				require.Equal(t, "json", c.LogFormat)
+				require.Equal(t, slog.LevelDebug, c.LogLevel)
+				require.Equal(t, "wr-test", c.RedisPrefix)
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := parseServe(tt.args, envOf(tt.env...))
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestParseServeRejectsBadValues(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		env  []string
+		want string // the error names what to fix
+	}{
+		{[]string{"--rate", "abc"}, nil, `--rate="abc": not a number`},
+		{[]string{"--rate", "0"}, nil, `--rate="0": must be in (0,`},
+		{[]string{"--rate", "NaN"}, nil, `--rate="NaN": not a number`},
+		{nil, []string{"WAITROOM_RATE", "-3"}, `WAITROOM_RATE="-3": must be in (0,`},
+		{[]string{"--margin", "1.5"}, nil, `--margin="1.5": must be in (0, 1]`},
+		{nil, []string{"WAITROOM_MARGIN", "0"}, `WAITROOM_MARGIN="0"`},
+		{[]string{"--rate", "100", "--margin", "2"}, nil, `--margin="2"`},
+		{[]string{"--pool", "0"}, nil, `--pool="0": must be in [1,`},
+		{[]string{"--pool", "4.5"}, nil, `--pool="4.5": not a whole number`},
+		{[]string{"--service-time", "200"}, nil, `--service-time="200": not a duration`},
+		{[]string{"--slice", "1ms"}, nil, `--slice="1ms": must be in [10ms, 10s]`},
+		{[]string{"--max-queue", "0"}, nil, `--max-queue="0": must be in [1,`},
+		{nil, []string{"WAITROOM_MAX_QUEUE", "lots"}, `WAITROOM_MAX_QUEUE="lots": not a whole number`},
+		{[]string{"--token-ttl", "300"}, nil, `--token-ttl="300": not a duration`},
+		{[]string{"--token-ttl", "100ms"}, nil, `--token-ttl="100ms": must be in [1s,`},
+		{[]string{"--lease", "-1s"}, nil, `--lease="-1s"`},
+		{[]string{"--max-active", "-1"}, nil, `--max-active="-1": must be in [0,`},
+		{[]string{"--rate", "100000", "--slice", "1s"}, nil, "--rate and --slice together"},
+		{[]string{"--upstream", "ftp://example.test"}, nil, `--upstream="ftp://example.test": must be an absolute http`},
+		{[]string{"--upstream", "localhost:9000"}, nil, `--upstream="localhost:9000"`},
+		{[]string{"--gated-routes", "POST"}, nil, `--gated-routes="POST": route "POST"`},
+		{[]string{"--gated-routes", " , "}, nil, `--gated-routes=" , ": at least one route`},
+		{[]string{"--rooms", "sale,Big Sale"}, nil, `--rooms="sale,Big Sale": room "Big Sale"`},
+		{[]string{"--user-header", "X User"}, nil, `--user-header="X User": not a valid header name`},
+		{[]string{"--log-format", "xml"}, nil, `--log-format="xml": must be text or json`},
+		{nil, []string{"WAITROOM_LOG_LEVEL", "loud"}, `WAITROOM_LOG_LEVEL="loud"`},
+		{nil, []string{"REDIS_URL", "mysql://x"}, `REDIS_URL="mysql://x"`},
+		{[]string{"--redis-prefix", "a{b}"}, nil, `--redis-prefix="a{b}"`},
+		{[]string{"--addr", ""}, nil, `--addr="": an address to listen on is required`},
+		{[]string{"--no-such-flag"}, nil, "flag provided but not defined: -no-such-flag"},
+		{[]string{"extra"}, nil, `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		_, err := parseServe(tt.args, envOf(tt.env...))
+		require.Error(t, err, "%v %v", tt.args, tt.env)
+		require.Contains(t, err.Error(), tt.want, "%v %v", tt.args, tt.env)
+
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), append([]string{"serve"}, tt.args...), envOf(tt.env...), &stdout, &stderr)
+		require.Equal(t, exitUsage, code, "%v %v", tt.args, tt.env)
+		require.Contains(t, stderr.String(), tt.want)
+	}
+}
+
+func TestHelpListsEveryFlag(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"serve", "--help"}, {"serve", "-h"}, {"help", "serve"}} {
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, exitOK, run(t.Context(), args, envOf(), &stdout, &stderr), args)
+		for _, s := range serveSettings {
+			require.Contains(t, stdout.String(), "--"+s.name+" ", args)
+			require.Contains(t, stdout.String(), "env "+s.env, args)
+		}
+		for _, def := range []string{"127.0.0.1:8080", "40", "200ms", "0.7", "100ms", "100000", "300s", "30s", "POST /orders", "X-User-Id"} {
+			require.Contains(t, stdout.String(), "(default "+def+";", args)
+		}
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, exitUsage, run(t.Context(), []string{"frobnicate"}, envOf(), &stdout, &stderr))
+	require.Contains(t, stderr.String(), `unknown command "frobnicate"`)
+	require.Equal(t, exitUsage, run(t.Context(), nil, envOf(), &stdout, &stderr))
+	require.Equal(t, exitOK, run(t.Context(), []string{"help"}, envOf(), &stdout, &stderr))
+	require.Contains(t, stdout.String(), "waitroom serve")
+}
+
+// TestRunServeStopsOnSignal runs the whole command and stops it the way
+// SIGTERM does: by cancelling its context.
+func TestRunServeStopsOnSignal(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	stderr := &syncBuffer{}
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, envOf(), io.Discard, stderr)
+	}()
+	waitFor(t, func() bool { return strings.Contains(stderr.String(), "waiting room listening") })
+	cancel()
+	require.Equal(t, exitOK, <-done)
+	require.Contains(t, stderr.String(), "not shared with other instances", "memstore's lack of durability is logged")
+}
+
+func TestRunServeAddressTaken(t *testing.T) {
+	t.Parallel()
+	m := startMain(t, nil, envOf())
+	var stderr bytes.Buffer
+	code := run(t.Context(), []string{"serve", "--addr", m.Addr()}, envOf(), io.Discard, &stderr)
+	require.Equal(t, exitFailure, code)
+	require.Contains(t, stderr.String(), "listening on")
+}
+
+// startMain starts a Main on port 0 with the given flags and environment.
+func startMain(t *testing.T, args []string, getenv func(string) string) *Main {
+	t.Helper()
+	return startMainLogging(t, args, getenv, io.Discard)
+}
+
+func startMainLogging(t *testing.T, args []string, getenv func(string) string, logs io.Writer) *Main {
+	t.Helper()
+	cfg, err := parseServe(append([]string{"--addr", "127.0.0.1:0"}, args...), getenv)
+	require.NoError(t, err)
+	m := &Main{Config: cfg, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	if err := m.Run(t.Context()); err != nil {
+		_ = m.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { require.NoError(t, m.Close()) })
+	return m
+}
+
+func TestServeAnswersHealth(t *testing.T) {
+	t.Parallel()
+	m := startMain(t, nil, envOf())
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get("http://" + m.Addr() + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+	}
+}
+
+func TestServeEndToEndMemstore(t *testing.T) {
+	t.Parallel()
+	testEndToEnd(t, nil, envOf())
+}
+
+// TestServeEndToEndRedis runs the same journey on real Redis (REDIS_URL,
+// default the loopback one). A missing Redis fails the test.
+func TestServeEndToEndRedis(t *testing.T) {
+	t.Parallel()
+	redisURL := os.Getenv("REDIS_URL")
+	if redisURL == "" {
+		redisURL = "redis://127.0.0.1:6379/0"
+	}
+	prefix := fmt.Sprintf("wrtest-cmd-%d", time.Now().UnixNano())
+	env := envOf("REDIS_URL", redisURL, "WAITROOM_REDIS_PREFIX", prefix)
+	t.Cleanup(func() { deleteKeys(t, redisURL, prefix+":*") })
+	testEndToEnd(t, []string{"--rooms", "sale"}, env)
+
+	// A second instance on the same Redis with other settings keeps the
+	// live ones and says so.
+	logs := &syncBuffer{}
+	startMainLogging(t, []string{"--rooms", "sale", "--max-queue", "7"}, env, logs)
+	require.Contains(t, logs.String(), "room exists with other settings")
+	require.Contains(t, logs.String(), "max_queue.live=100000 max_queue.flags=7")
+}
+
+// testEndToEnd walks one user through the running command: enter, wait for
+// the real admitter, order through the gate to an upstream, and find the
+// token spent.
+func testEndToEnd(t *testing.T, args []string, getenv func(string) string) {
+	var orders atomic.Int64
+	var idemKey atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		orders.Add(1)
+		idemKey.Store(r.Header.Get("Idempotency-Key"))
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"order_id":"o1"}`)
+	}))
+	t.Cleanup(up.Close)
+	m := startMain(t, append([]string{"--upstream", up.URL}, args...), getenv)
+	base := "http://" + m.Addr()
+	user := fmt.Sprintf("user-%d", time.Now().UnixNano())
+
+	body := call(t, "POST", base+"/queue/enter", user, "")
+	require.Equal(t, "waiting", body["state"], body)
+	require.EqualValues(t, 1, body["position"])
+
+	// The admitter runs on the real clock: ask until admitted, within a bound.
+	var token string
+	waitFor(t, func() bool {
+		body = call(t, "GET", base+"/queue/position", user, "")
+		token, _ = body["token"].(string)
+		return body["state"] == "admitted"
+	})
+	require.True(t, waitroom.ValidToken(token))
+
+	body = call(t, "POST", base+"/orders", user, token)
+	require.Equal(t, "o1", body["order_id"], body)
+	require.EqualValues(t, 1, orders.Load())
+	require.Equal(t, waitroom.IdempotencyKey("default", token), idemKey.Load())
+
+	body = call(t, "POST", base+"/orders", user, token)
+	require.Equal(t, map[string]any{"code": "ENTRY_TOKEN_NOT_FOUND", "message": "no live entry token"}, body["error"])
+	require.EqualValues(t, 1, orders.Load())
+}
+
+func call(t *testing.T, method, url, user, token string) map[string]any {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("X-User-Id", user)
+	if token != "" {
+		req.Header.Set("X-Entry-Token", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	return body
+}
+
+// waitFor polls cond until it holds, failing after a bound: for what runs on
+// the real clock (the admitter's ticker, a server starting).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// deleteKeys removes what a test left in the shared Redis.
+func deleteKeys(t *testing.T, redisURL, match string) {
+	opts, err := redis.ParseURL(redisURL)
+	require.NoError(t, err)
+	client := redis.NewClient(opts)
+	defer client.Close()
+	ctx := context.Background() // t.Context is done during cleanup
+	iter := client.Scan(ctx, 0, match, 100).Iterator()
+	for iter.Next(ctx) {
+		require.NoError(t, client.Del(ctx, iter.Val()).Err())
+	}
+	require.NoError(t, iter.Err())
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

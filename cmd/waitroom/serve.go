@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/memstore"
+	"github.com/waitroom/waitroom/redisstore"
+	"github.com/waitroom/waitroom/server"
+)
+
+// HTTP server bounds: nothing a client sends is unbounded, and a slow
+// client cannot hold a connection forever. The write timeout leaves room
+// for a gated order that takes as long as the upstream allows.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 15 * time.Second
+	writeTimeout      = 60 * time.Second
+	idleTimeout       = 120 * time.Second // pollers keep their connection
+	maxHeaderBytes    = 16 << 10
+	shutdownTimeout   = 15 * time.Second
+	startupTimeout    = 10 * time.Second
+)
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg, err := parseServe(args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		printServeUsage(stdout)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "waitroom serve: %v\n\nRun 'waitroom serve --help' for the flags.\n", err)
+		return exitUsage
+	}
+	m := &Main{Config: cfg, Logger: newLogger(cfg, stderr)}
+	if err := m.Run(ctx); err != nil {
+		m.Logger.Error("start failed", "err", err)
+		_ = m.Close()
+		return exitFailure
+	}
+	code := exitOK
+	select {
+	case <-ctx.Done():
+		m.Logger.Info("shutting down")
+	case err := <-m.ServeErr():
+		m.Logger.Error("serving failed", "err", err)
+		code = exitFailure
+	}
+	if err := m.Close(); err != nil {
+		m.Logger.Error("shutdown failed", "err", err)
+		code = exitFailure
+	}
+	return code
+}
+
+func newLogger(cfg ServeConfig, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// Main is one running waiting room: the store, the admitter and the HTTP
+// server. Run starts it and returns once it listens; Close stops it. Tests
+// start it on port 0 and read Addr.
+type Main struct {
+	Config ServeConfig
+	Logger *slog.Logger
+
+	store      waitroom.Store
+	closeStore func() error
+	listener   net.Listener
+	httpServer *http.Server
+	serveErr   chan error
+	stopAdmit  context.CancelFunc
+	admitDone  chan struct{}
+}
+
+// Run opens the store, declares the rooms, starts the admitter and starts
+// serving. ctx bounds the start only.
+func (m *Main) Run(ctx context.Context) error {
+	if m.Logger == nil {
+		m.Logger = slog.New(slog.DiscardHandler)
+	}
+	log := m.Logger
+	startCtx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+
+	if err := m.openStore(startCtx); err != nil {
+		return err
+	}
+	for _, room := range m.Config.Rooms {
+		if err := m.declareRoom(startCtx, room); err != nil {
+			return err
+		}
+	}
+
+	var protected http.Handler
+	if m.Config.Upstream != nil {
+		p, err := server.NewUpstream(m.Config.Upstream, log)
+		if err != nil {
+			return err
+		}
+		protected = p
+	}
+	handler, err := server.New(server.Config{
+		Store:       m.store,
+		Logger:      log,
+		UserHeader:  m.Config.UserHeader,
+		DefaultRoom: m.Config.Rooms[0],
+		Protected:   protected,
+		GatedRoutes: m.Config.GatedRoutes,
+	})
+	if err != nil {
+		return err
+	}
+
+	admitCtx, stopAdmit := context.WithCancel(context.WithoutCancel(ctx))
+	m.stopAdmit, m.admitDone = stopAdmit, make(chan struct{})
+	admitter := &waitroom.Admitter{Store: m.store, Slice: m.Config.Room.Slice, Logger: log}
+	go func() {
+		defer close(m.admitDone)
+		_ = admitter.Run(admitCtx) // returns when stopped; tick failures it logs itself
+	}()
+
+	ln, err := net.Listen("tcp", m.Config.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", m.Config.Addr, err)
+	}
+	m.listener = ln
+	m.httpServer = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	m.serveErr = make(chan error, 1)
+	go func() {
+		if err := m.httpServer.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			m.serveErr <- err
+		}
+	}()
+
+	upstream := "none"
+	if m.Config.Upstream != nil {
+		upstream = m.Config.Upstream.Redacted()
+	}
+	log.Info("waiting room listening", "addr", m.Addr(), "rooms", m.Config.Rooms,
+		"rate", m.Config.Room.Rate, "rate_derived", m.Config.RateDerived, "slice", m.Config.Room.Slice,
+		"upstream", upstream, "gated_routes", m.Config.GatedRoutes)
+	return nil
+}
+
+// Addr is the address the server listens on: with port 0, the port picked.
+func (m *Main) Addr() string {
+	if m.listener == nil {
+		return ""
+	}
+	return m.listener.Addr().String()
+}
+
+// ServeErr delivers the error that stopped serving before Close.
+func (m *Main) ServeErr() <-chan error { return m.serveErr }
+
+// Close stops serving (letting requests in flight finish, within a bound),
+// then the admitter, then closes the store. It is safe after a failed Run.
+func (m *Main) Close() error {
+	var errs []error
+	if m.httpServer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		if err := m.httpServer.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			_ = m.httpServer.Close()
+		}
+	} else if m.listener != nil {
+		_ = m.listener.Close()
+	}
+	if m.stopAdmit != nil {
+		m.stopAdmit()
+		<-m.admitDone
+	}
+	if m.closeStore != nil {
+		if err := m.closeStore(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the store: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Main) openStore(ctx context.Context) error {
+	if m.Config.RedisURL == "" {
+		m.Logger.Warn("no --redis-url: rooms are kept in this process only; they are lost on restart and not shared with other instances")
+		m.store = memstore.New(memstore.Options{})
+		return nil
+	}
+	client, err := redisstore.Open(m.Config.RedisURL)
+	if err != nil {
+		return err
+	}
+	m.closeStore = client.Close
+	m.store = redisstore.New(client, redisstore.Options{Prefix: m.Config.RedisPrefix, Logger: m.Logger})
+	if err := m.store.Ping(ctx); err != nil {
+		return fmt.Errorf("redis at %s: %w", redactURL(m.Config.RedisURL), err)
+	}
+	return nil
+}
+
+// declareRoom creates room with the configured settings unless it exists.
+// An existing room keeps its live settings, which belong to the operator
+// (they may have been changed on purpose); a difference is worth a warning.
+func (m *Main) declareRoom(ctx context.Context, room string) error {
+	want := m.Config.Room.WithDefaults()
+	created, err := m.store.CreateRoom(ctx, room, want)
+	if err != nil {
+		return fmt.Errorf("declaring room %s: %w", room, err)
+	}
+	if created {
+		m.Logger.Info("room created", "room", room)
+		return nil
+	}
+	live, err := m.store.RoomConfig(ctx, room)
+	if err != nil {
+		return fmt.Errorf("reading room %s: %w", room, err)
+	}
+	if diff := roomDiff(live, want); len(diff) > 0 {
+		m.Logger.Warn("room exists with other settings than the flags; keeping the live ones",
+			append([]any{"room", room}, diff...)...)
+	}
+	return nil
+}
+
+// roomDiff lists the fields in which live differs from flags, as slog
+// attributes.
+func roomDiff(live, flags waitroom.RoomConfig) []any {
+	var diff []any
+	add := func(field string, l, f any) {
+		if l != f {
+			diff = append(diff, slog.Group(field, "live", l, "flags", f))
+		}
+	}
+	add("rate", live.Rate, flags.Rate)
+	add("slice", live.Slice, flags.Slice)
+	add("max_queue", live.MaxQueue, flags.MaxQueue)
+	add("token_ttl", live.TokenTTL, flags.TokenTTL)
+	add("lease", live.Lease, flags.Lease)
+	add("max_active", live.MaxActive, flags.MaxActive)
+	add("state", live.State, flags.State)
+	return diff
+}
+
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
