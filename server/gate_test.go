@@ -3,9 +3,11 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,4 +173,37 @@ func TestGateOneTokenConcurrentOrders(t *testing.T) {
 
 	require.Equal(t, map[string]int{"201 ": 1, "409 TOKEN_IN_USE": n - 1}, counts)
 	require.EqualValues(t, 1, up.calls.Load(), "exactly one order reached the upstream")
+}
+
+func TestGatePanicAfterWritingCutsTheAnswerAndReleases(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	f := newFixture(t, fixtureOptions{protected: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"order_id":`))
+			w.(http.Flusher).Flush()
+			panic("half-written order")
+		}
+		w.WriteHeader(http.StatusCreated)
+	})})
+	token := f.admit("u1")
+
+	req, err := http.NewRequest("POST", f.srv.URL+"/orders", nil)
+	require.NoError(t, err)
+	req.Header.Set("X-User-Id", "u1")
+	req.Header.Set("X-Entry-Token", token)
+	resp, err := f.srv.Client().Do(req)
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	require.Error(t, err, "a half-written answer is cut, not passed off as whole")
+
+	// A panic is a failure whatever was written before it: the token is
+	// released, and a retry reaches the upstream with the same idempotency
+	// key, which returns the first order if there was one.
+	a := f.order("u1", token)
+	require.Equal(t, http.StatusCreated, a.status)
+	require.EqualValues(t, 2, calls.Load())
 }

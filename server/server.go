@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,10 +169,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if p == http.ErrAbortHandler {
 				panic(p)
 			}
-			s.log.ErrorContext(r.Context(), "handler panicked", "method", r.Method, "path", r.URL.Path, "panic", p)
-			if rw.status == 0 {
-				s.writeError(rw, r, fmt.Errorf("panic: %v", p))
+			s.log.ErrorContext(r.Context(), "handler panicked", "method", r.Method, "path", r.URL.Path,
+				"panic", p, "stack", string(debug.Stack()))
+			if rw.status != 0 {
+				// Half an answer is out; cut the connection so the client
+				// cannot take it for a whole one.
+				panic(http.ErrAbortHandler)
 			}
+			s.writeError(rw, r, fmt.Errorf("panic: %v", p))
 		}
 		if s.log.Enabled(r.Context(), slog.LevelDebug) {
 			s.log.DebugContext(r.Context(), "request", "method", r.Method, "path", r.URL.Path,

@@ -160,6 +160,9 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 		check(raw["redis-prefix"].fail("must be non-empty, without braces or spaces"))
 	}
 
+	// Pool, service time and margin are checked even when --rate is given:
+	// a bad value is a mistake to report, not one to ignore.
+	capacityErrs := len(errs)
 	pool, err := parseInt(raw["pool"], 1, math.MaxInt32)
 	check(err)
 	serviceTime, err := parseDuration(raw["service-time"], time.Millisecond, time.Hour)
@@ -169,21 +172,24 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	if err == nil && (margin <= 0 || margin > 1) {
 		check(raw["margin"].fail("must be in (0, 1]"))
 	}
-	derived, derr := waitroom.RateFromCapacity(pool, serviceTime, margin)
-	if r := raw["rate"]; r.given {
+	capacityOK := len(errs) == capacityErrs
+	switch r := raw["rate"]; {
+	case r.given:
 		rate, err := parseFloat(r)
 		check(err)
 		if err == nil && (rate <= 0 || rate > waitroom.MaxRate) {
 			check(r.fail(fmt.Sprintf("must be in (0, %g] users/s", waitroom.MaxRate)))
 		}
 		c.Room.Rate = rate
-	} else if len(errs) == 0 && derr != nil {
-		check(usageErrorf("deriving the rate from --pool, --service-time and --margin: %v", derr))
-	} else {
-		c.Room.Rate, c.RateDerived = derived, true
-		if c.Room.Rate > waitroom.MaxRate {
-			check(usageErrorf("--pool / --service-time × --margin gives %g users/s, above the most, %g", c.Room.Rate, waitroom.MaxRate))
+	case capacityOK:
+		rate, err := waitroom.RateFromCapacity(pool, serviceTime, margin)
+		switch {
+		case err != nil:
+			check(usageErrorf("deriving the rate from --pool, --service-time and --margin: %s", waitroom.ErrorMessage(err)))
+		case rate > waitroom.MaxRate:
+			check(usageErrorf("--pool / --service-time × --margin gives %g users/s, above the most, %g; set --rate", rate, waitroom.MaxRate))
 		}
+		c.Room.Rate, c.RateDerived = rate, true
 	}
 
 	c.Room.Slice, err = parseDuration(raw["slice"], waitroom.MinSlice, waitroom.MaxSlice)
