@@ -1,7 +1,6 @@
 package shop
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -95,12 +94,10 @@ func (h *handler) serve(fn func(w http.ResponseWriter, r *http.Request) error) h
 			jsonhttp.Error(w, e.status, e.code, msg)
 			return
 		}
-		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-			return // the client left; nobody reads the answer
-		}
 		// Anything else is the store failing (database down, pool exhausted
-		// past the deadline): the request may be retried, and the gate
-		// releases the user's entry token on a non-2xx answer.
+		// past the deadline, the client gone): always a 503, never an empty
+		// 200, because the gate completes the user's entry token on a 2xx
+		// and releases it otherwise. A retry with the same key is safe.
 		h.opts.Logger.ErrorContext(r.Context(), "shop store failed",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
 		jsonhttp.RetryAfter(w, time.Second)
