@@ -2,6 +2,10 @@ package shop_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -193,4 +197,23 @@ func FuzzPlaceOrder(f *testing.F) {
 			t.Fatalf("status %d for user %q key %q body %q: %s", w.Code, user, key, body, w.Body)
 		}
 	})
+}
+
+// failing is a store whose database is down.
+type failing struct{ *inmem.Store }
+
+func (failing) PlaceOrder(context.Context, shop.PlaceOrder) (shop.Order, bool, error) {
+	return shop.Order{}, false, fmt.Errorf("place order: %w", errors.New("dial tcp 10.0.0.5:5432: connection refused"))
+}
+
+func TestStoreFailureHTTP(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	h := shop.NewHandler(failing{inmem.New()}, shop.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	w := do(t, h, order("alice", "k", `{"product_id":"tv"}`))
+	require.Equal(t, http.StatusServiceUnavailable, w.Code)
+	require.Equal(t, "STORE_UNAVAILABLE", errorCode(t, w))
+	require.Equal(t, "1", w.Header().Get("Retry-After"))
+	require.NotContains(t, w.Body.String(), "10.0.0.5", "the cause stays in the log")
+	require.Contains(t, logs.String(), "10.0.0.5")
 }
