@@ -3,10 +3,10 @@ package shop_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
