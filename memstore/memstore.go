@@ -1,0 +1,369 @@
+// Package memstore is the in-process waitroom.Store: the embedded default
+// when no Redis is configured. It keeps the same semantics as redisstore,
+// each operation one critical section under its room's mutex, with Enter,
+// Status and Leave in O(log n) at any queue length.
+package memstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom"
+)
+
+// Options configures a Store; the zero value is ready to use.
+type Options struct {
+	// Now is the store's clock; nil means time.Now. Tests pass a fake one
+	// to drive admissions, expiry and leases exactly.
+	Now func() time.Time
+}
+
+// Store keeps rooms in memory. It is safe for concurrent use.
+type Store struct {
+	now func() time.Time
+
+	mu    sync.RWMutex // guards rooms, not what is in them
+	rooms map[string]*room
+}
+
+var _ waitroom.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{now: now, rooms: make(map[string]*room)}
+}
+
+// room is one room's state; mu makes each operation on it one atomic step.
+type room struct {
+	mu     sync.Mutex
+	cfg    waitroom.RoomConfig
+	queue  *queue
+	tokens *tokenSet
+	bucket bucket
+	stats  waitroom.Stats // counters only; Waiting and Active are computed
+}
+
+// CreateRoom stores cfg, with defaults applied, unless the room exists.
+func (s *Store) CreateRoom(ctx context.Context, name string, cfg waitroom.RoomConfig) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := checkRoomName(name); err != nil {
+		return false, err
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.rooms[name]; ok {
+		return false, nil
+	}
+	s.rooms[name] = &room{cfg: cfg, queue: newQueue(), tokens: newTokenSet()}
+	return true, nil
+}
+
+// UpdateRoom replaces an existing room's settings. A smaller MaxQueue
+// refuses new entries but keeps everyone already queued.
+func (s *Store) UpdateRoom(ctx context.Context, name string, cfg waitroom.RoomConfig) error {
+	if err := checkRoomName(name); err != nil {
+		return err
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cfg = cfg
+	return nil
+}
+
+// RoomConfig returns a room's live settings.
+func (s *Store) RoomConfig(ctx context.Context, name string) (waitroom.RoomConfig, error) {
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return waitroom.RoomConfig{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg, nil
+}
+
+// Rooms lists the room names in order.
+func (s *Store) Rooms(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	names := make([]string, 0, len(s.rooms))
+	for name := range s.rooms {
+		names = append(names, name)
+	}
+	s.mu.RUnlock()
+	slices.Sort(names)
+	return names, nil
+}
+
+// Enter queues user or returns the standing it already has.
+func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, error) {
+	if !waitroom.ValidUserID(user) {
+		return waitroom.Status{}, waitroom.BadRequest("user ids are 1–128 printable ASCII characters without spaces")
+	}
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return waitroom.Status{}, err
+	}
+	now := s.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st, ok := r.admitted(user, now); ok {
+		return st, nil
+	}
+	if pos, ok := r.queue.Position(user); ok {
+		return waiting(pos), nil
+	}
+	if r.cfg.State == waitroom.RoomClosed {
+		return waitroom.Status{}, waitroom.ErrRoomClosed
+	}
+	if r.queue.Len() >= r.cfg.MaxQueue {
+		r.stats.Full++
+		return waitroom.Status{}, waitroom.ErrQueueFull
+	}
+	r.stats.Entered++
+	return waiting(r.queue.Push(user)), nil
+}
+
+// Status returns user's standing: admitted, waiting, or ErrNotInQueue.
+func (s *Store) Status(ctx context.Context, name, user string) (waitroom.Status, error) {
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return waitroom.Status{}, err
+	}
+	now := s.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st, ok := r.admitted(user, now); ok {
+		return st, nil
+	}
+	if pos, ok := r.queue.Position(user); ok {
+		return waiting(pos), nil
+	}
+	return waitroom.Status{}, waitroom.ErrNotInQueue
+}
+
+// Leave removes user from the queue, if there. Leaving a room that does
+// not exist is no error either: the user is not queued there.
+func (s *Store) Leave(ctx context.Context, name, user string) error {
+	r, err := s.room(ctx, name)
+	if errors.Is(err, waitroom.ErrRoomNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queue.Remove(user)
+	return nil
+}
+
+// Admit drops expired tokens, then turns as many users from the head of the
+// queue into token holders as the bucket, the tick quota and MaxActive allow.
+func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, error) {
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stats.Expired += int64(r.tokens.dropExpired(now))
+
+	limit := min(r.cfg.TickQuota(), r.queue.Len())
+	if r.cfg.MaxActive > 0 {
+		limit = min(limit, r.cfg.MaxActive-len(r.tokens.byUser))
+	}
+	n := r.bucket.take(now.UnixMicro(), r.cfg, limit)
+	if n == 0 {
+		return nil, nil
+	}
+	admitted := make([]waitroom.Admission, 0, n)
+	for _, user := range r.queue.PopFront(n) {
+		t := &entryToken{user: user, value: waitroom.NewToken(), expiresAt: now.Add(r.cfg.TokenTTL)}
+		// A user can only be queued without a live token, but an expired
+		// one may linger under a lease that outlives it; the new token
+		// supersedes it, and the old one counts as expired.
+		if r.tokens.put(t) {
+			r.stats.Expired++
+		}
+		admitted = append(admitted, waitroom.Admission{User: user, Token: t.value})
+	}
+	r.stats.Admitted += int64(n)
+	return admitted, nil
+}
+
+// Claim holds user's token for the room's lease. In a room that does not
+// exist there is no token either: the gate gets ErrTokenNotFound.
+func (s *Store) Claim(ctx context.Context, name, user, token string) (waitroom.Hold, error) {
+	r, err := s.room(ctx, name)
+	if errors.Is(err, waitroom.ErrRoomNotFound) {
+		return waitroom.Hold{}, waitroom.ErrTokenNotFound
+	}
+	if err != nil {
+		return waitroom.Hold{}, err
+	}
+	now := s.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.tokens.byUser[user]
+	if !ok {
+		return waitroom.Hold{}, waitroom.ErrTokenNotFound
+	}
+	if !t.expiresAt.After(now) {
+		// Expired: drop it now, unless an order still holds it under a
+		// running lease and may yet complete it.
+		if !t.held(now) {
+			r.tokens.remove(t)
+			r.stats.Expired++
+		}
+		return waitroom.Hold{}, waitroom.ErrTokenNotFound
+	}
+	if t.value != token {
+		return waitroom.Hold{}, waitroom.ErrTokenInvalid
+	}
+	if t.held(now) {
+		return waitroom.Hold{}, waitroom.ErrTokenInUse
+	}
+	// Not held, or held under a lease that ran out: its holder died.
+	t.lease = waitroom.NewToken()
+	t.leaseUntil = now.Add(r.cfg.Lease)
+	r.tokens.deadlineChanged(t)
+	return waitroom.Hold{Room: name, User: user, Token: token, Lease: t.lease}, nil
+}
+
+// Complete spends the token while it is still stored, whatever became of
+// the lease or the expiry: the order succeeded, so the token must not buy a
+// second one, and it counts as completed rather than expired.
+func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
+	r, err := s.room(ctx, h.Room)
+	if errors.Is(err, waitroom.ErrRoomNotFound) {
+		return waitroom.ErrTokenNotFound
+	}
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.tokens.byUser[h.User]
+	switch {
+	case !ok:
+		return waitroom.ErrTokenNotFound
+	case t.value != h.Token:
+		return waitroom.ErrTokenInvalid
+	}
+	r.tokens.remove(t)
+	r.stats.Completed++
+	return nil
+}
+
+// Release makes a token held under h's lease usable again with the expiry
+// it had, or drops it if that has passed meanwhile. A hold that is no
+// longer the token's (spent, dropped, or claimed again after its lease ran
+// out) releases nothing, and that is no error.
+func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
+	r, err := s.room(ctx, h.Room)
+	if errors.Is(err, waitroom.ErrRoomNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.tokens.byUser[h.User]
+	if !ok || t.value != h.Token || t.lease == "" || t.lease != h.Lease {
+		return nil
+	}
+	if !t.expiresAt.After(now) {
+		r.tokens.remove(t)
+		r.stats.Expired++
+		return nil
+	}
+	t.lease, t.leaseUntil = "", time.Time{}
+	r.tokens.deadlineChanged(t)
+	r.stats.Released++
+	return nil
+}
+
+// Stats returns a room's figures.
+func (s *Store) Stats(ctx context.Context, name string) (waitroom.Stats, error) {
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return waitroom.Stats{}, err
+	}
+	now := s.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.stats
+	st.Waiting = int64(r.queue.Len())
+	st.Active = int64(r.tokens.liveCount(now))
+	return st, nil
+}
+
+// Ping reports that the store is reachable, which in process it always is.
+func (s *Store) Ping(ctx context.Context) error {
+	return ctx.Err()
+}
+
+// room finds a room by name: BAD_REQUEST for a name no room can have (as
+// redisstore, whose keys it would break), ErrRoomNotFound when absent.
+func (s *Store) room(ctx context.Context, name string) (*room, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkRoomName(name); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	r, ok := s.rooms[name]
+	s.mu.RUnlock()
+	if !ok {
+		return nil, waitroom.ErrRoomNotFound
+	}
+	return r, nil
+}
+
+// admitted returns user's standing if it holds an unexpired token.
+func (r *room) admitted(user string, now time.Time) (waitroom.Status, bool) {
+	t, ok := r.tokens.byUser[user]
+	if !ok || !t.expiresAt.After(now) {
+		return waitroom.Status{}, false
+	}
+	return waitroom.Status{State: waitroom.StateAdmitted, Token: t.value, ExpiresIn: t.expiresAt.Sub(now)}, true
+}
+
+func checkRoomName(name string) error {
+	if !waitroom.ValidRoomName(name) {
+		return waitroom.BadRequest(fmt.Sprintf("bad room name %q", name))
+	}
+	return nil
+}
+
+func waiting(position int) waitroom.Status {
+	return waitroom.Status{State: waitroom.StateWaiting, Position: int64(position)}
+}

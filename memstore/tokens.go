@@ -1,0 +1,125 @@
+package memstore
+
+import (
+	"container/heap"
+	"time"
+)
+
+// entryToken is one admitted user's entry token.
+type entryToken struct {
+	user      string
+	value     string
+	expiresAt time.Time
+	// lease and leaseUntil are set by Claim; the token is held while
+	// leaseUntil is after now.
+	lease      string
+	leaseUntil time.Time
+	index      int // in tokenSet.byDeadline
+}
+
+// deadline is when the token may be dropped: its expiry, or the end of a
+// lease that runs past it, so that an order in flight can still complete.
+func (t *entryToken) deadline() time.Time {
+	if t.leaseUntil.After(t.expiresAt) {
+		return t.leaseUntil
+	}
+	return t.expiresAt
+}
+
+// held reports whether a claim's lease is running.
+func (t *entryToken) held(now time.Time) bool {
+	return t.lease != "" && t.leaseUntil.After(now)
+}
+
+// tokenSet holds a room's entry tokens by user and by deadline, so that
+// expiry costs O(log n) per dropped token rather than a scan of all tokens.
+// A token stays until it is spent or dropped; past its expiry it is no
+// longer live (Enter, Status and Claim see none), but a late Complete of
+// its order still finds it, as in redisstore.
+type tokenSet struct {
+	byUser     map[string]*entryToken
+	byDeadline deadlineHeap
+}
+
+func newTokenSet() *tokenSet {
+	return &tokenSet{byUser: make(map[string]*entryToken)}
+}
+
+// put adds t, replacing the user's previous token; it reports whether there
+// was one.
+func (s *tokenSet) put(t *entryToken) (replaced bool) {
+	if old, ok := s.byUser[t.user]; ok {
+		s.remove(old)
+		replaced = true
+	}
+	s.byUser[t.user] = t
+	heap.Push(&s.byDeadline, t)
+	return replaced
+}
+
+func (s *tokenSet) remove(t *entryToken) {
+	delete(s.byUser, t.user)
+	heap.Remove(&s.byDeadline, t.index)
+}
+
+// deadlineChanged restores the heap order after t's lease or expiry changed.
+func (s *tokenSet) deadlineChanged(t *entryToken) {
+	heap.Fix(&s.byDeadline, t.index)
+}
+
+// dropExpired removes every token whose deadline is not after now and
+// returns how many it removed.
+func (s *tokenSet) dropExpired(now time.Time) int {
+	dropped := 0
+	for len(s.byDeadline) > 0 && !s.byDeadline[0].deadline().After(now) {
+		t := heap.Pop(&s.byDeadline).(*entryToken)
+		delete(s.byUser, t.user)
+		dropped++
+	}
+	return dropped
+}
+
+// liveCount is the number of tokens before their deadline at now. It visits
+// only the expired tokens dropExpired has not yet removed and their
+// children, without removing them: Stats reads, it does not expire.
+func (s *tokenSet) liveCount(now time.Time) int {
+	expired := 0
+	var visit func(i int)
+	visit = func(i int) {
+		if i >= len(s.byDeadline) || s.byDeadline[i].deadline().After(now) {
+			return
+		}
+		expired++
+		visit(2*i + 1)
+		visit(2*i + 2)
+	}
+	visit(0)
+	return len(s.byUser) - expired
+}
+
+// deadlineHeap is a min-heap of tokens by deadline, for container/heap.
+type deadlineHeap []*entryToken
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].deadline().Before(h[j].deadline()) }
+
+func (h deadlineHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+
+func (h *deadlineHeap) Push(x any) {
+	t := x.(*entryToken)
+	t.index = len(*h)
+	*h = append(*h, t)
+}
+
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	t.index = -1
+	return t
+}
