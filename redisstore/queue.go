@@ -1,0 +1,204 @@
+package redisstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom"
+)
+
+// enterScript queues a user, or returns the standing it already has.
+//
+// KEYS[1] cfg
+// KEYS[2] q
+// KEYS[3] seq
+// KEYS[4] tok
+// KEYS[5] stats
+// ARGV[1] user
+//
+// Returns one of
+//
+//	{"ADMITTED", token, ms_left}  the user holds a live token
+//	{"WAITING", position}         queued (now or before); 1-based
+//	{"ROOM_CLOSED"}               not queued, the room refuses entries
+//	{"QUEUE_FULL"}                not queued; only stats.full counted
+//	{"ROOM_NOT_FOUND"}
+var enterScript = redis.NewScript(luaLib + `
+local cfg_key   = KEYS[1]
+local q_key     = KEYS[2]
+local seq_key   = KEYS[3]
+local tok_key   = KEYS[4]
+local stats_key = KEYS[5]
+local user      = ARGV[1]
+
+local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue')
+local state, max_queue = cfg[1], tonumber(cfg[2])
+if not state then
+  return {'ROOM_NOT_FOUND'}
+end
+
+-- A live token: no second place in the queue; the user gets its own token.
+local now = now_ms()
+local e = parse_entry(redis.call('HGET', tok_key, user))
+if e and e.expires_at > now then
+  return {'ADMITTED', e.token, e.expires_at - now}
+end
+
+-- Already queued: the same place again, so a refresh never loses it.
+local rank = redis.call('ZRANK', q_key, user)
+if rank then
+  return {'WAITING', rank + 1}
+end
+
+-- Closed rooms refuse new entries; paused rooms still accept them.
+if state == 'closed' then
+  return {'ROOM_CLOSED'}
+end
+
+-- Full: say so honestly and write nothing but the counter.
+if redis.call('ZCARD', q_key) >= max_queue then
+  redis.call('HINCRBY', stats_key, 'full', 1)
+  return {'QUEUE_FULL'}
+end
+
+-- A new place. The score is a sequence, never a clock, so two users in one
+-- millisecond keep arrival order; being the largest score, the new user is
+-- last and its position is the queue's length.
+local seq = redis.call('INCR', seq_key)
+redis.call('ZADD', q_key, seq, user)
+redis.call('HINCRBY', stats_key, 'entered', 1)
+return {'WAITING', redis.call('ZCARD', q_key)}
+`)
+
+// Enter queues user, or returns the standing it already has: its own live
+// token, or its place.
+func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
+	if err := checkRoom(room); err != nil {
+		return waitroom.Status{}, err
+	}
+	k := s.keys(room)
+	res, err := enterScript.Run(ctx, s.client, []string{k.cfg, k.q, k.seq, k.tok, k.stats}, user).Result()
+	if err != nil {
+		return waitroom.Status{}, s.fail("enter", err)
+	}
+	r, ok := asReply(res)
+	if !ok {
+		return waitroom.Status{}, s.unexpected(ctx, "enter", res)
+	}
+	switch r.code() {
+	case "ADMITTED", "WAITING":
+		st, ok := standing(r)
+		if !ok {
+			return waitroom.Status{}, s.unexpected(ctx, "enter", res)
+		}
+		return st, nil
+	case "ROOM_CLOSED":
+		return waitroom.Status{}, waitroom.ErrRoomClosed
+	case "QUEUE_FULL":
+		return waitroom.Status{}, waitroom.ErrQueueFull
+	case "ROOM_NOT_FOUND":
+		return waitroom.Status{}, waitroom.ErrRoomNotFound
+	default:
+		return waitroom.Status{}, s.unexpected(ctx, "enter", res)
+	}
+}
+
+// standing decodes {"ADMITTED", token, ms_left} and {"WAITING", position}.
+func standing(r reply) (waitroom.Status, bool) {
+	switch r.code() {
+	case "ADMITTED":
+		token, ok1 := r.str(1)
+		ms, ok2 := r.int(2)
+		return waitroom.Status{
+			State:     waitroom.StateAdmitted,
+			Token:     token,
+			ExpiresIn: time.Duration(ms) * time.Millisecond,
+		}, ok1 && ok2
+	case "WAITING":
+		pos, ok := r.int(1)
+		return waitroom.Status{State: waitroom.StateWaiting, Position: pos}, ok
+	}
+	return waitroom.Status{}, false
+}
+
+// statusScript reads a user's standing.
+//
+// KEYS[1] cfg
+// KEYS[2] q
+// KEYS[3] tok
+// ARGV[1] user
+//
+// Returns one of
+//
+//	{"ADMITTED", token, ms_left}
+//	{"WAITING", position}
+//	{"NOT_IN_QUEUE"}
+//	{"ROOM_NOT_FOUND"}
+var statusScript = redis.NewScript(luaLib + `
+local cfg_key = KEYS[1]
+local q_key   = KEYS[2]
+local tok_key = KEYS[3]
+local user    = ARGV[1]
+
+if redis.call('EXISTS', cfg_key) == 0 then
+  return {'ROOM_NOT_FOUND'}
+end
+
+-- A live token wins: an admitted user is no longer queued.
+local now = now_ms()
+local e = parse_entry(redis.call('HGET', tok_key, user))
+if e and e.expires_at > now then
+  return {'ADMITTED', e.token, e.expires_at - now}
+end
+
+-- ZRANK is O(log N).
+local rank = redis.call('ZRANK', q_key, user)
+if rank then
+  return {'WAITING', rank + 1}
+end
+return {'NOT_IN_QUEUE'}
+`)
+
+// Status returns the user's standing, or ErrNotInQueue.
+func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status, error) {
+	if err := checkRoom(room); err != nil {
+		return waitroom.Status{}, err
+	}
+	k := s.keys(room)
+	res, err := statusScript.Run(ctx, s.client, []string{k.cfg, k.q, k.tok}, user).Result()
+	if err != nil {
+		return waitroom.Status{}, s.fail("status", err)
+	}
+	r, ok := asReply(res)
+	if !ok {
+		return waitroom.Status{}, s.unexpected(ctx, "status", res)
+	}
+	switch r.code() {
+	case "ADMITTED", "WAITING":
+		st, ok := standing(r)
+		if !ok {
+			return waitroom.Status{}, s.unexpected(ctx, "status", res)
+		}
+		return st, nil
+	case "NOT_IN_QUEUE":
+		return waitroom.Status{}, waitroom.ErrNotInQueue
+	case "ROOM_NOT_FOUND":
+		return waitroom.Status{}, waitroom.ErrRoomNotFound
+	default:
+		return waitroom.Status{}, s.unexpected(ctx, "status", res)
+	}
+}
+
+// Leave removes user from the queue. One ZREM is atomic, so it needs no
+// script; leaving when not queued (or from no room) is no error.
+func (s *Store) Leave(ctx context.Context, room, user string) error {
+	if err := checkRoom(room); err != nil {
+		return err
+	}
+	if err := s.client.ZRem(ctx, s.keys(room).q, user).Err(); err != nil {
+		return s.fail("leave", err)
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+// Package redisstore is the waitroom.Store on Redis (7.0 or later).
+//
+// Every operation is one Lua script run with EVALSHA (EVAL after a
+// NOSCRIPT), so it is atomic and takes one round trip. Every key a script
+// touches is passed in KEYS and built by keys, with one hash tag per room
+// (wr:{ROOM}:…), so a room's scripts run unchanged on Redis Cluster and
+// different rooms spread over the slots. Time decisions (token bucket,
+// expiry, leases) read the Redis clock with TIME inside the scripts, so all
+// instances agree on one clock.
+//
+// Keys of a room:
+//
+//	wr:{ROOM}:cfg     hash   live settings: rate, slice_ms, quota, max_queue, ttl_ms, lease_ms, max_active, state
+//	wr:{ROOM}:q       zset   user → arrival sequence: the queue
+//	wr:{ROOM}:seq     string INCR: the arrival sequence
+//	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens
+//	wr:{ROOM}:active  zset   user → max(expires_at, lease_until) ms: tokens not yet cleaned up
+//	wr:{ROOM}:bucket  hash   last_us, carry: the admission token bucket
+//	wr:{ROOM}:stats   hash   counters: entered, full, admitted, completed, released, expired
+//	wr:rooms          set    room names (no hash tag: not part of any room's atomic state)
+//
+// Entry tokens live in one hash per room rather than one key per user,
+// because Admit creates tokens for users it pops from the queue and so
+// cannot name their keys in KEYS beforehand. Redis 7.0 has no per-field
+// TTL, so a token's expiry is its stored expires_at compared with the Redis
+// clock by every script that reads it; Admit also deletes tokens whose
+// active score has passed, a bounded batch per call. A held token's active
+// score is the later of its expiry and its lease, so cleanup never removes a
+// token while an order holding it may still complete.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom"
+)
+
+// Options configure a Store. The zero value is a valid configuration.
+type Options struct {
+	// Prefix starts every key; default "wr". Stores with different
+	// prefixes share nothing.
+	Prefix string
+	// Logger receives unexpected script replies and lost releases; default
+	// discards.
+	Logger *slog.Logger
+}
+
+// Store is the waitroom.Store on Redis. It is safe for concurrent use; many
+// Stores in many processes may share one Redis.
+type Store struct {
+	client redis.UniversalClient
+	prefix string
+	log    *slog.Logger
+
+	// quotas caches each room's TickQuota from Admit's last reply: how many
+	// tokens to generate for its next call.
+	quotas sync.Map // room → int
+}
+
+var _ waitroom.Store = (*Store)(nil)
+
+// New returns a Store on client. A redis.UniversalClient lets the same Store
+// run on a single Redis, Sentinel or Cluster.
+func New(client redis.UniversalClient, opts Options) *Store {
+	if opts.Prefix == "" {
+		opts.Prefix = "wr"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{client: client, prefix: opts.Prefix, log: opts.Logger}
+}
+
+// Open returns a client for a redis://, rediss:// or unix:// URL (see
+// redis.ParseURL for the query options, e.g. ?dial_timeout=1s). The caller
+// closes it.
+//
+// A failed dial is not retried by the connection pool (go-redis dials 5
+// times, 100 ms apart, by default); the command's own retries (max_retries,
+// with backoff) still apply. So an unreachable Redis fails a request in tens
+// of milliseconds, not seconds, and the server can answer 503 at once.
+func Open(url string) (redis.UniversalClient, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	opts.DialerRetries = 1
+	return redis.NewClient(opts), nil
+}
+
+// roomKeys are the keys of one room; every field carries the same hash tag.
+type roomKeys struct {
+	cfg, q, seq, tok, active, bucket, stats string
+}
+
+// keys builds every key of room. It is the only place key names are made.
+func (s *Store) keys(room string) roomKeys {
+	p := s.prefix + ":{" + room + "}:"
+	return roomKeys{
+		cfg:    p + "cfg",
+		q:      p + "q",
+		seq:    p + "seq",
+		tok:    p + "tok",
+		active: p + "active",
+		bucket: p + "bucket",
+		stats:  p + "stats",
+	}
+}
+
+// roomsKey is the set of room names. It has no hash tag: it spans rooms and
+// is written outside any room's script.
+func (s *Store) roomsKey() string { return s.prefix + ":rooms" }
+
+// checkRoom rejects names that could break the hash tag (braces, empty) or
+// the key layout; the server validates the same rule at the edge.
+func checkRoom(room string) error {
+	if !waitroom.ValidRoomName(room) {
+		return waitroom.BadRequest(fmt.Sprintf("bad room name %q", room))
+	}
+	return nil
+}
+
+// Ping reports whether Redis is reachable.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return s.fail("ping", err)
+	}
+	return nil
+}
+
+// fail wraps an error of the client. Network errors, timeouts and Redis
+// saying it cannot serve now (LOADING, READONLY, …) wrap
+// waitroom.ErrStoreUnavailable, so callers can tell an outage from a bug;
+// the cause stays in the chain for the log.
+func (s *Store) fail(op string, err error) error {
+	if unavailable(err) {
+		return fmt.Errorf("%w: redisstore %s: %w", waitroom.ErrStoreUnavailable, op, err)
+	}
+	return fmt.Errorf("redisstore %s: %w", op, err)
+}
+
+// unavailable reports whether err means Redis could not serve the request,
+// as opposed to the caller giving up or a reply Redis rejected.
+func unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false // the caller went away; Redis may be fine
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		// Server replies that mean "not now" rather than "wrong".
+		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS", "ERR max number of clients"} {
+			if strings.HasPrefix(rerr.Error(), p) {
+				return true
+			}
+		}
+		return false
+	}
+	// Dial and I/O errors, timeouts (context.DeadlineExceeded included),
+	// pool timeouts, a closed client.
+	return true
+}
+
+// unexpected reports a script reply the Go side does not know; it means
+// the script and the code disagree, so it is logged loudly.
+func (s *Store) unexpected(ctx context.Context, op string, reply any) error {
+	s.log.ErrorContext(ctx, "redisstore: unexpected script reply", "op", op, "reply", fmt.Sprint(reply))
+	return fmt.Errorf("redisstore %s: unexpected script reply %v", op, reply)
+}
+
+// reply is a script's array reply: a code string followed by values.
+type reply []any
+
+func asReply(v any) (reply, bool) {
+	r, ok := v.([]any)
+	if !ok || len(r) == 0 {
+		return nil, false
+	}
+	if _, ok := r[0].(string); !ok {
+		return nil, false
+	}
+	return r, true
+}
+
+func (r reply) code() string { return r[0].(string) }
+
+// str returns element i as a string, "" when absent or not a string.
+func (r reply) str(i int) (string, bool) {
+	if i >= len(r) {
+		return "", false
+	}
+	v, ok := r[i].(string)
+	return v, ok
+}
+
+// int returns element i as an integer; Lua numbers come back as integers.
+func (r reply) int(i int) (int64, bool) {
+	if i >= len(r) {
+		return 0, false
+	}
+	v, ok := r[i].(int64)
+	return v, ok
+}
+
+// luaLib is prepended to scripts that read entry tokens: one place for the
+// token entry format and the Redis clock.
+//
+// An entry is "token|state|lease|lease_until_ms|expires_at_ms", state being
+// "ready" or "held"; lease and lease_until are empty and 0 when ready.
+const luaLib = `
+-- now_ms: the Redis clock in milliseconds; the one clock of all instances.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- parse_entry splits a stored entry; nil when absent.
+local function parse_entry(v)
+  if not v then return nil end
+  local token, state, lease, lease_until, expires_at =
+    string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  if not token then return nil end
+  return {token = token, state = state, lease = lease,
+          lease_until = tonumber(lease_until), expires_at = tonumber(expires_at)}
+end
+
+-- format_entry is parse_entry's inverse; %d keeps all digits of the
+-- millisecond times (Lua's default number format keeps only 14).
+local function format_entry(e)
+  return string.format('%s|%s|%s|%d|%d', e.token, e.state, e.lease, e.lease_until, e.expires_at)
+end
+
+-- active_score: cleanup may drop an entry only once both its expiry and
+-- any lease have passed, so a token cannot vanish mid-order.
+local function active_score(e)
+  if e.state == 'held' then return math.max(e.expires_at, e.lease_until) end
+  return e.expires_at
+end
+`
+
+// roomConfigFields are the cfg hash fields, in the order configArgs gives
+// their values.
+var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state"}
+
+// configArgs flattens cfg into field, value pairs for HSET. Durations are
+// kept in (possibly fractional) milliseconds, what the scripts compute in.
+func configArgs(cfg waitroom.RoomConfig) []any {
+	vals := []string{
+		strconv.FormatFloat(cfg.Rate, 'g', -1, 64),
+		formatMillis(cfg.Slice.Nanoseconds()),
+		strconv.Itoa(cfg.TickQuota()),
+		strconv.Itoa(cfg.MaxQueue),
+		formatMillis(cfg.TokenTTL.Nanoseconds()),
+		formatMillis(cfg.Lease.Nanoseconds()),
+		strconv.Itoa(cfg.MaxActive),
+		string(cfg.State),
+	}
+	args := make([]any, 0, 2*len(vals))
+	for i, v := range vals {
+		args = append(args, roomConfigFields[i], v)
+	}
+	return args
+}
+
+func formatMillis(ns int64) string {
+	return strconv.FormatFloat(float64(ns)/1e6, 'f', -1, 64)
+}

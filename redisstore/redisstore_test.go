@@ -1,0 +1,503 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/storetest"
+)
+
+// redisURL is the Redis the tests use; a missing Redis fails them.
+func redisURL() string {
+	if u := os.Getenv("REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// newClient opens a client on the test Redis and fails the test when it is
+// not reachable: a missing service is a failure, never a skip.
+func newClient(tb testing.TB) redis.UniversalClient {
+	tb.Helper()
+	c, err := Open(redisURL())
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = c.Close() })
+	require.NoError(tb, c.Ping(context.Background()).Err(), "Redis at %s (set REDIS_URL)", redisURL())
+	return c
+}
+
+// testPrefix is a key prefix no other test uses; its keys are deleted when
+// tb ends, so parallel tests and runs share the Redis without meeting.
+func testPrefix(tb testing.TB, c redis.UniversalClient) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	prefix := "wrtest:" + hex.EncodeToString(b[:])
+	tb.Cleanup(func() {
+		ctx := context.Background() // the test's context is done by now
+		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if len(keys) > 0 {
+			_ = c.Del(ctx, keys...).Err()
+		}
+	})
+	return prefix
+}
+
+// newStore returns a Store with its own prefix on a fresh client.
+func newStore(tb testing.TB) *Store {
+	c := newClient(tb)
+	return New(c, Options{Prefix: testPrefix(tb, c)})
+}
+
+func newRoom(t *testing.T, s *Store, cfg waitroom.RoomConfig) string {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	room := "r-" + hex.EncodeToString(b[:])
+	created, err := s.CreateRoom(t.Context(), room, cfg)
+	require.NoError(t, err)
+	require.True(t, created)
+	return room
+}
+
+func TestStore(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		s := newStore(t)
+		return storetest.Harness{
+			Store: s,
+			// A second instance: its own client (own connections, own
+			// quota cache) on the same Redis and prefix.
+			Peer: func(t *testing.T) waitroom.Store {
+				return New(newClient(t), Options{Prefix: s.prefix})
+			},
+			// The clock is Redis's, on this machine: real time.
+			Advance:   func(t *testing.T, d time.Duration) { time.Sleep(d) },
+			FakeClock: false,
+		}
+	})
+}
+
+// TestKeysShareOneHashTag: every key of a room carries exactly one hash
+// tag, the room, so all of a room's scripts touch one Cluster slot.
+func TestKeysShareOneHashTag(t *testing.T) {
+	t.Parallel()
+	s := New(nil, Options{})
+	k := s.keys("flash-sale_1")
+	for _, key := range []string{k.cfg, k.q, k.seq, k.tok, k.active, k.bucket, k.stats} {
+		require.True(t, strings.HasPrefix(key, "wr:{flash-sale_1}:"), key)
+		require.Equal(t, "flash-sale_1", hashTag(key), key)
+		require.Equal(t, 1, strings.Count(key, "{"), key)
+	}
+	// Names that would move the tag are refused before any key is built.
+	for _, bad := range []string{"", "a}b", "{x}", "A"} {
+		_, err := s.Enter(t.Context(), bad, "u")
+		require.ErrorIs(t, err, waitroom.ErrBadRequest, "%q", bad)
+	}
+}
+
+// hashTag is what Redis Cluster hashes: the text between the first '{' and
+// the next '}', when not empty; otherwise the whole key.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+// scriptRecorder records the KEYS of every EVAL and EVALSHA.
+type scriptRecorder struct {
+	mu    sync.Mutex
+	shas  map[string]bool
+	keys  map[string]bool
+	calls []string // "evalsha" or "eval", in order
+	tags  map[string]bool
+}
+
+func (r *scriptRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *scriptRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (r *scriptRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		name := strings.ToLower(cmd.Name())
+		if name == "eval" || name == "evalsha" {
+			r.mu.Lock()
+			r.calls = append(r.calls, name)
+			if name == "evalsha" {
+				r.shas[args[1].(string)] = true
+			}
+			n := int(args[2].(int))
+			for _, k := range args[3 : 3+n] {
+				r.keys[k.(string)] = true
+				r.tags[hashTag(k.(string))] = true
+			}
+			r.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestScriptsPassEveryKeyInKEYS runs every script and checks that each
+// passed only keys of the room's hash tag, and that every key that exists
+// afterwards was passed in KEYS by some script (or is the rooms set, which
+// is written outside scripts): no script built a key name itself.
+func TestScriptsPassEveryKeyInKEYS(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := newClient(t)
+	rec := &scriptRecorder{shas: map[string]bool{}, keys: map[string]bool{}, tags: map[string]bool{}}
+	c.AddHook(rec)
+	s := New(c, Options{Prefix: testPrefix(t, c)})
+
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000, TokenTTL: time.Second, Lease: 100 * time.Millisecond})
+	require.NoError(t, s.UpdateRoom(ctx, room, waitroom.RoomConfig{Rate: 1000, TokenTTL: time.Second, Lease: 100 * time.Millisecond}))
+	for _, u := range []string{"a", "b", "c"} {
+		_, err := s.Enter(ctx, room, u)
+		require.NoError(t, err)
+	}
+	_, err := s.Status(ctx, room, "c")
+	require.NoError(t, err)
+	got := admitN(t, s, room, 3)
+	h, err := s.Claim(ctx, room, got[0].User, got[0].Token)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(ctx, h))
+	h, err = s.Claim(ctx, room, got[0].User, got[0].Token)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, h))
+	_, err = s.Claim(ctx, room, got[1].User, got[1].Token)
+	require.NoError(t, err)
+	time.Sleep(1100 * time.Millisecond) // let b's and c's tokens expire
+	_, err = s.Admit(ctx, room)         // cleans them up
+	require.NoError(t, err)
+	_, err = s.Stats(ctx, room)
+	require.NoError(t, err)
+
+	all := []*redis.Script{createRoomScript, updateRoomScript, statsScript, enterScript, statusScript, admitScript, claimScript, completeScript, releaseScript}
+	for _, sc := range all {
+		require.True(t, rec.shas[sc.Hash()], "script %s… not exercised", sc.Hash()[:8])
+	}
+	require.Equal(t, map[string]bool{room: true}, rec.tags, "one hash tag per room")
+
+	iter := c.Scan(ctx, 0, s.prefix+":*", 1000).Iterator()
+	n := 0
+	for iter.Next(ctx) {
+		key := iter.Val()
+		n++
+		if key == s.roomsKey() {
+			continue
+		}
+		require.True(t, rec.keys[key], "key %s written but never passed in KEYS", key)
+	}
+	require.NoError(t, iter.Err())
+	require.GreaterOrEqual(t, n, 4, "cfg, seq, bucket, stats at least")
+}
+
+// TestNoScriptFallback: after SCRIPT FLUSH, EVALSHA fails with NOSCRIPT
+// and the store falls back to EVAL, which loads the script again. Not
+// parallel: another test loading the script between the flush and the
+// Enter would make the EVALSHA succeed.
+func TestNoScriptFallback(t *testing.T) {
+	ctx := t.Context()
+	c := newClient(t)
+	rec := &scriptRecorder{shas: map[string]bool{}, keys: map[string]bool{}, tags: map[string]bool{}}
+	c.AddHook(rec)
+	s := New(c, Options{Prefix: testPrefix(t, c)})
+	room := newRoom(t, s, waitroom.RoomConfig{})
+
+	require.NoError(t, c.ScriptFlush(ctx).Err())
+	rec.mu.Lock()
+	rec.calls = nil
+	rec.mu.Unlock()
+	st, err := s.Enter(ctx, room, "u1")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Position)
+	st, err = s.Enter(ctx, room, "u2")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), st.Position)
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	// The first Enter: EVALSHA (NOSCRIPT), then EVAL; the second EVALSHA
+	// finds the script EVAL loaded.
+	require.Equal(t, []string{"evalsha", "eval", "evalsha"}, rec.calls)
+}
+
+// TestUnreachableRedis: a Redis that is not there gives
+// ErrStoreUnavailable, with the cause, within a second or so.
+func TestUnreachableRedis(t *testing.T) {
+	t.Parallel()
+	c, err := Open("redis://127.0.0.1:1/0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	s := New(c, Options{})
+
+	start := time.Now()
+	_, err = s.Enter(t.Context(), "room", "u")
+	require.ErrorIs(t, err, waitroom.ErrStoreUnavailable)
+	require.Equal(t, "STORE_UNAVAILABLE", waitroom.ErrorCode(err))
+	var opErr *net.OpError
+	require.ErrorAs(t, err, &opErr, "the cause stays in the chain: %v", err)
+	require.ErrorIs(t, s.Ping(t.Context()), waitroom.ErrStoreUnavailable)
+	_, err = s.Admit(t.Context(), "room")
+	require.ErrorIs(t, err, waitroom.ErrStoreUnavailable)
+	require.Less(t, time.Since(start), 3*time.Second)
+}
+
+type fakeRedisError string
+
+func (e fakeRedisError) Error() string { return string(e) }
+func (fakeRedisError) RedisError()     {}
+
+func TestUnavailableClassifies(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{context.DeadlineExceeded, true},
+		{fmt.Errorf("dial: %w", &net.OpError{Op: "dial", Err: errors.New("refused")}), true},
+		{redis.ErrClosed, true},
+		{fakeRedisError("LOADING Redis is loading the dataset in memory"), true},
+		{fakeRedisError("READONLY You can't write against a read only replica."), true},
+		{context.Canceled, false},
+		{fakeRedisError("ERR user_script:3: attempt to compare nil with number"), false},
+		{fakeRedisError("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
+	} {
+		require.Equal(t, tt.want, unavailable(tt.err), "%v", tt.err)
+	}
+}
+
+// TestAdmitFractionalRate: at 175/s in 100 ms slices, ticks admit 17 and 18
+// in turn, never 18 every tick. The Redis clock is real, so each tick moves
+// the bucket's last admission back by one slice; the bit of real time that
+// also passes between calls is read back from the bucket, and the total
+// must be exactly what the rate allows over the time the bucket saw.
+func TestAdmitFractionalRate(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 175})
+	fill(t, s, room, 1000)
+	k := s.keys(room)
+	got, err := s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Empty(t, got, "the first call starts the bucket")
+	start, err := s.client.HGet(ctx, k.bucket, "last_us").Int64()
+	require.NoError(t, err)
+
+	const ticks = 20
+	var counts []int
+	total := 0
+	for range ticks {
+		require.NoError(t, s.client.HIncrBy(ctx, k.bucket, "last_us", -100_000).Err())
+		got, err := s.Admit(ctx, room)
+		require.NoError(t, err)
+		counts = append(counts, len(got))
+		total += len(got)
+	}
+	for i, n := range counts {
+		require.Contains(t, []int{17, 18}, n, "tick %d of %v", i, counts)
+	}
+	require.Contains(t, counts, 17, "a quota of 17.5 is not rounded up: %v", counts)
+
+	end, err := s.client.HGet(ctx, k.bucket, "last_us").Int64()
+	require.NoError(t, err)
+	carry, err := s.client.HGet(ctx, k.bucket, "carry").Float64()
+	require.NoError(t, err)
+	seen := float64(end-start+ticks*100_000) / 1e6 // seconds the bucket counted
+	require.InDelta(t, 175*seen, float64(total)+carry, 1e-6, "admitted + carried = rate × time; ticks %v", counts)
+	require.Less(t, carry, 1.0, "never held back more than a fraction")
+}
+
+// admitN ticks Admit every 10 ms until n users are admitted.
+func admitN(t *testing.T, s *Store, room string, n int) []waitroom.Admission {
+	t.Helper()
+	var out []waitroom.Admission
+	for range 100 {
+		got, err := s.Admit(t.Context(), room)
+		require.NoError(t, err)
+		out = append(out, got...)
+		if len(out) >= n {
+			require.Len(t, out, n)
+			return out
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("admitted %d of %d", len(out), n)
+	return nil
+}
+
+// fill queues n users straight into the queue, faster than n Enters.
+func fill(tb testing.TB, s *Store, room string, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	k := s.keys(room)
+	for from := 0; from < n; from += 10_000 {
+		p := s.client.Pipeline()
+		for i := from; i < min(from+10_000, n); i++ {
+			p.ZAdd(ctx, k.q, redis.Z{Score: float64(i + 1), Member: fmt.Sprintf("u%07d", i)})
+		}
+		_, err := p.Exec(ctx)
+		require.NoError(tb, err)
+	}
+	require.NoError(tb, s.client.Set(ctx, k.seq, n, 0).Err()) // later Enters queue behind them
+}
+
+// TestAdmitLearnsQuota: an instance new to a room brings the default number
+// of tokens; the reply tells it the room's quota, and the bucket carries
+// what that call could not admit.
+func TestAdmitLearnsQuota(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000}) // quota 100
+	fill(t, s, room, 300)
+	got, err := s.Admit(ctx, room) // starts the bucket
+	require.NoError(t, err)
+	require.Empty(t, got)
+	time.Sleep(100 * time.Millisecond)
+
+	peer := New(newClient(t), Options{Prefix: s.prefix})
+	got, err = peer.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Len(t, got, defaultQuota, "limited by the tokens it brought")
+	got, err = peer.Admit(ctx, room)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(got), 100-defaultQuota-1, "the carry of the call before")
+	require.LessOrEqual(t, len(got), 100)
+}
+
+// TestAdmitCleansUpExpired: Admit deletes tokens whose expiry passed and
+// counts them; a held one waits for its lease.
+func TestAdmitCleansUpExpired(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000, TokenTTL: time.Second, Lease: 3 * time.Second})
+	fill(t, s, room, 4)
+	got := admitN(t, s, room, 4)
+	hold, err := s.Claim(ctx, room, got[0].User, got[0].Token)
+	require.NoError(t, err)
+
+	time.Sleep(1100 * time.Millisecond)
+	// An expired token is no standing: the user is not admitted any more.
+	_, err = s.Status(ctx, room, got[1].User)
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
+	_, err = s.Admit(ctx, room)
+	require.NoError(t, err)
+
+	k := s.keys(room)
+	users, err := s.client.HKeys(ctx, k.tok).Result()
+	require.NoError(t, err)
+	require.Equal(t, []string{got[0].User}, users, "only the held token survives")
+	stats, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), stats.Expired)
+	require.Equal(t, int64(1), stats.Active)
+
+	// The order fails after the expiry: released, the token is gone.
+	require.NoError(t, s.Release(ctx, hold))
+	_, err = s.Claim(ctx, room, got[0].User, got[0].Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
+	stats, err = s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), stats.Expired)
+	require.Equal(t, int64(0), stats.Active)
+	require.Equal(t, int64(0), stats.Released)
+}
+
+// TestReenterAfterExpiry: a user whose token expired queues again and is
+// issued a new token.
+func TestReenterAfterExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000, TokenTTL: time.Second})
+	_, err := s.Enter(ctx, room, "u")
+	require.NoError(t, err)
+	first := admitN(t, s, room, 1)
+	time.Sleep(1100 * time.Millisecond)
+
+	st, err := s.Enter(ctx, room, "u")
+	require.NoError(t, err)
+	require.Equal(t, waitroom.Status{State: waitroom.StateWaiting, Position: 1}, st)
+	again := admitN(t, s, room, 1)
+	require.NotEqual(t, first[0].Token, again[0].Token)
+	_, err = s.Claim(ctx, room, "u", first[0].Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenInvalid)
+	_, err = s.Claim(ctx, room, "u", again[0].Token)
+	require.NoError(t, err)
+}
+
+// TestRoomConfigKeepsSubMillisecond: durations are stored in fractional
+// milliseconds and come back exactly.
+func TestRoomConfigKeepsSubMillisecond(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	cfg := waitroom.RoomConfig{Rate: 123.456, Slice: 150500 * time.Microsecond, TokenTTL: 90*time.Second + time.Nanosecond, Lease: 1500 * time.Millisecond, MaxActive: 7}.WithDefaults()
+	room := newRoom(t, s, cfg)
+	got, err := s.RoomConfig(t.Context(), room)
+	require.NoError(t, err)
+	require.Equal(t, cfg, got)
+}
+
+func TestOpen(t *testing.T) {
+	t.Parallel()
+	_, err := Open("http://127.0.0.1:6379")
+	require.Error(t, err)
+	c, err := Open(redisURL())
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+}
+
+// TestAdmitBigTick: a tick of more than one batch (1000 users) of writes
+// admits in order, and a cleanup of more than one batch removes them all.
+func TestAdmitBigTick(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 25_000, TokenTTL: time.Second}) // quota 2500
+	fill(t, s, room, 3000)
+	got, err := s.Admit(ctx, room) // starts the bucket, learns the quota
+	require.NoError(t, err)
+	require.Empty(t, got)
+	time.Sleep(110 * time.Millisecond)
+	got, err = s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Len(t, got, 2500)
+	for i, a := range got {
+		require.Equal(t, fmt.Sprintf("u%07d", i), a.User)
+	}
+	k := s.keys(room)
+	require.Equal(t, int64(2500), s.client.HLen(ctx, k.tok).Val())
+
+	time.Sleep(1100 * time.Millisecond)
+	got, err = s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Len(t, got, 500, "the rest of the queue")
+	stats, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.Stats{Waiting: 0, Active: 500, Admitted: 3000, Expired: 2500}, stats)
+	require.Equal(t, int64(500), s.client.HLen(ctx, k.tok).Val())
+}

@@ -1,0 +1,239 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom"
+)
+
+// createRoomScript stores a room's settings unless it has some.
+//
+// KEYS[1] cfg
+// ARGV    field, value, … (configArgs)
+//
+// Returns "CREATED", or "EXISTS" (nothing written).
+var createRoomScript = redis.NewScript(`
+local cfg_key = KEYS[1]
+
+-- Never overwrite a live room: CreateRoom is create-if-absent.
+if redis.call('EXISTS', cfg_key) == 1 then
+  return 'EXISTS'
+end
+redis.call('HSET', cfg_key, unpack(ARGV))
+return 'CREATED'
+`)
+
+// CreateRoom stores cfg, with defaults applied, unless the room exists. The
+// room is then listed in the rooms set, also when it existed, so a crash
+// between the two steps heals on the next call.
+func (s *Store) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) (bool, error) {
+	if err := checkRoom(room); err != nil {
+		return false, err
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return false, err
+	}
+	k := s.keys(room)
+	res, err := createRoomScript.Run(ctx, s.client, []string{k.cfg}, configArgs(cfg)...).Result()
+	if err != nil {
+		return false, s.fail("create room", err)
+	}
+	var created bool
+	switch res {
+	case "CREATED":
+		created = true
+	case "EXISTS":
+	default:
+		return false, s.unexpected(ctx, "create room", res)
+	}
+	// The rooms set spans rooms (no hash tag), so it is a separate command.
+	if err := s.client.SAdd(ctx, s.roomsKey(), room).Err(); err != nil {
+		return created, s.fail("create room", err)
+	}
+	return created, nil
+}
+
+// updateRoomScript replaces an existing room's settings.
+//
+// KEYS[1] cfg
+// ARGV    field, value, … (configArgs)
+//
+// Returns "OK", or "ROOM_NOT_FOUND" (nothing written).
+var updateRoomScript = redis.NewScript(`
+local cfg_key = KEYS[1]
+
+-- Updating must not create a room behind CreateRoom's back.
+if redis.call('EXISTS', cfg_key) == 0 then
+  return 'ROOM_NOT_FOUND'
+end
+redis.call('HSET', cfg_key, unpack(ARGV))
+return 'OK'
+`)
+
+// UpdateRoom replaces the live settings of an existing room. Every
+// instance's next script reads them.
+func (s *Store) UpdateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) error {
+	if err := checkRoom(room); err != nil {
+		return err
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	k := s.keys(room)
+	res, err := updateRoomScript.Run(ctx, s.client, []string{k.cfg}, configArgs(cfg)...).Result()
+	if err != nil {
+		return s.fail("update room", err)
+	}
+	switch res {
+	case "OK":
+		return nil
+	case "ROOM_NOT_FOUND":
+		return waitroom.ErrRoomNotFound
+	default:
+		return s.unexpected(ctx, "update room", res)
+	}
+}
+
+// RoomConfig returns a room's live settings. One HGETALL is atomic, so it
+// needs no script.
+func (s *Store) RoomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
+	if err := checkRoom(room); err != nil {
+		return waitroom.RoomConfig{}, err
+	}
+	m, err := s.client.HGetAll(ctx, s.keys(room).cfg).Result()
+	if err != nil {
+		return waitroom.RoomConfig{}, s.fail("room config", err)
+	}
+	if len(m) == 0 {
+		return waitroom.RoomConfig{}, waitroom.ErrRoomNotFound
+	}
+	cfg, err := parseConfig(m)
+	if err != nil {
+		return waitroom.RoomConfig{}, fmt.Errorf("redisstore room config %q: %w", room, err)
+	}
+	return cfg, nil
+}
+
+// parseConfig reads the cfg hash that configArgs wrote.
+func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
+	var cfg waitroom.RoomConfig
+	num := func(field string) (float64, error) {
+		v, err := strconv.ParseFloat(m[field], 64)
+		if err != nil {
+			return 0, fmt.Errorf("field %s: %w", field, err)
+		}
+		return v, nil
+	}
+	millis := func(field string) (time.Duration, error) {
+		v, err := num(field)
+		return time.Duration(math.Round(v * 1e6)), err
+	}
+	var err error
+	var n float64
+	if cfg.Rate, err = num("rate"); err != nil {
+		return cfg, err
+	}
+	if cfg.Slice, err = millis("slice_ms"); err != nil {
+		return cfg, err
+	}
+	if n, err = num("max_queue"); err != nil {
+		return cfg, err
+	}
+	cfg.MaxQueue = int(n)
+	if cfg.TokenTTL, err = millis("ttl_ms"); err != nil {
+		return cfg, err
+	}
+	if cfg.Lease, err = millis("lease_ms"); err != nil {
+		return cfg, err
+	}
+	if n, err = num("max_active"); err != nil {
+		return cfg, err
+	}
+	cfg.MaxActive = int(n)
+	cfg.State = waitroom.RoomState(m["state"])
+	return cfg, nil
+}
+
+// Rooms lists the names of all rooms, sorted.
+func (s *Store) Rooms(ctx context.Context) ([]string, error) {
+	rooms, err := s.client.SMembers(ctx, s.roomsKey()).Result()
+	if err != nil {
+		return nil, s.fail("rooms", err)
+	}
+	slices.Sort(rooms)
+	return rooms, nil
+}
+
+// statsScript reads a room's counters and sizes at one instant.
+//
+// KEYS[1] cfg
+// KEYS[2] q
+// KEYS[3] active
+// KEYS[4] stats
+//
+// Returns {"OK", waiting, active, entered, full, admitted, completed,
+// released, expired}, or {"ROOM_NOT_FOUND"}.
+var statsScript = redis.NewScript(luaLib + `
+local cfg_key    = KEYS[1]
+local q_key      = KEYS[2]
+local active_key = KEYS[3]
+local stats_key  = KEYS[4]
+
+if redis.call('EXISTS', cfg_key) == 0 then
+  return {'ROOM_NOT_FOUND'}
+end
+local now = now_ms()
+local waiting = redis.call('ZCARD', q_key)
+-- Live tokens: entries whose expiry (or lease) is still ahead. Entries
+-- past it that Admit has not cleaned up yet do not count.
+local active = redis.call('ZCOUNT', active_key, '(' .. string.format('%d', now), '+inf')
+local c = redis.call('HMGET', stats_key, 'entered', 'full', 'admitted', 'completed', 'released', 'expired')
+local out = {'OK', waiting, active}
+for i = 1, 6 do
+  out[#out + 1] = tonumber(c[i] or '0')
+end
+return out
+`)
+
+// Stats returns a room's figures.
+func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) {
+	if err := checkRoom(room); err != nil {
+		return waitroom.Stats{}, err
+	}
+	k := s.keys(room)
+	res, err := statsScript.Run(ctx, s.client, []string{k.cfg, k.q, k.active, k.stats}).Result()
+	if err != nil {
+		return waitroom.Stats{}, s.fail("stats", err)
+	}
+	r, ok := asReply(res)
+	if !ok {
+		return waitroom.Stats{}, s.unexpected(ctx, "stats", res)
+	}
+	switch r.code() {
+	case "OK":
+		var v [8]int64
+		for i := range v {
+			if v[i], ok = r.int(i + 1); !ok {
+				return waitroom.Stats{}, s.unexpected(ctx, "stats", res)
+			}
+		}
+		return waitroom.Stats{
+			Waiting: v[0], Active: v[1],
+			Entered: v[2], Full: v[3], Admitted: v[4],
+			Completed: v[5], Released: v[6], Expired: v[7],
+		}, nil
+	case "ROOM_NOT_FOUND":
+		return waitroom.Stats{}, waitroom.ErrRoomNotFound
+	default:
+		return waitroom.Stats{}, s.unexpected(ctx, "stats", res)
+	}
+}

@@ -1,0 +1,226 @@
+package redisstore
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom"
+)
+
+// claimScript holds a user's entry token for the room's lease.
+//
+// KEYS[1] cfg
+// KEYS[2] tok
+// KEYS[3] active
+// KEYS[4] stats
+// ARGV[1] user
+// ARGV[2] token
+// ARGV[3] lease id, fresh for this claim
+//
+// Returns one of
+//
+//	"OK"                     held with lease ARGV[3]
+//	"ENTRY_TOKEN_NOT_FOUND"  no entry (also when the room does not exist), or
+//	                         it expired (then it is cleaned up)
+//	"ENTRY_TOKEN_INVALID"    the user's token has another value
+//	"TOKEN_IN_USE"           held under a lease that has not run out
+//	"ROOM_NOT_FOUND"         a token but no settings (the cfg key was deleted)
+var claimScript = redis.NewScript(luaLib + `
+local cfg_key    = KEYS[1]
+local tok_key    = KEYS[2]
+local active_key = KEYS[3]
+local stats_key  = KEYS[4]
+local user       = ARGV[1]
+local token      = ARGV[2]
+local lease      = ARGV[3]
+
+-- No entry answers the same in a room that does not exist: the gate
+-- needs no second code for a token that was never issued.
+local e = parse_entry(redis.call('HGET', tok_key, user))
+if not e then
+  return 'ENTRY_TOKEN_NOT_FOUND'
+end
+local now = now_ms()
+
+if e.expires_at <= now then
+  -- Expired: clean it up now, unless an order still holds it under a live
+  -- lease and may yet complete it.
+  if not (e.state == 'held' and e.lease_until > now) then
+    redis.call('HDEL', tok_key, user)
+    redis.call('ZREM', active_key, user)
+    redis.call('HINCRBY', stats_key, 'expired', 1)
+  end
+  return 'ENTRY_TOKEN_NOT_FOUND'
+end
+
+if e.token ~= token then
+  return 'ENTRY_TOKEN_INVALID'
+end
+
+-- Held by a claim whose lease still runs. A lease that ran out means its
+-- holder died: the token is claimable again.
+if e.state == 'held' and e.lease_until > now then
+  return 'TOKEN_IN_USE'
+end
+
+local lease_ms = redis.call('HGET', cfg_key, 'lease_ms')
+if not lease_ms then
+  return 'ROOM_NOT_FOUND' -- tokens outlived their room's settings
+end
+e.state, e.lease, e.lease_until = 'held', lease, now + math.floor(tonumber(lease_ms))
+redis.call('HSET', tok_key, user, format_entry(e))
+-- Cleanup must wait for the lease too: the token cannot vanish mid-order.
+redis.call('ZADD', active_key, active_score(e), user)
+return 'OK'
+`)
+
+// Claim holds user's token for the room's lease under a fresh lease id.
+// Exactly one of concurrent claims succeeds; the others get ErrTokenInUse.
+func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.Hold, error) {
+	if err := checkRoom(room); err != nil {
+		return waitroom.Hold{}, err
+	}
+	lease := waitroom.NewToken()
+	k := s.keys(room)
+	res, err := claimScript.Run(ctx, s.client, []string{k.cfg, k.tok, k.active, k.stats}, user, token, lease).Result()
+	if err != nil {
+		return waitroom.Hold{}, s.fail("claim", err)
+	}
+	switch res {
+	case "OK":
+		return waitroom.Hold{Room: room, User: user, Token: token, Lease: lease}, nil
+	case "ENTRY_TOKEN_NOT_FOUND":
+		return waitroom.Hold{}, waitroom.ErrTokenNotFound
+	case "ENTRY_TOKEN_INVALID":
+		return waitroom.Hold{}, waitroom.ErrTokenInvalid
+	case "TOKEN_IN_USE":
+		return waitroom.Hold{}, waitroom.ErrTokenInUse
+	case "ROOM_NOT_FOUND":
+		return waitroom.Hold{}, waitroom.ErrRoomNotFound
+	default:
+		return waitroom.Hold{}, s.unexpected(ctx, "claim", res)
+	}
+}
+
+// completeScript spends a token: the order succeeded.
+//
+// KEYS[1] tok
+// KEYS[2] active
+// KEYS[3] stats
+// ARGV[1] user
+// ARGV[2] token
+//
+// Returns "OK" (the entry is gone), "ENTRY_TOKEN_NOT_FOUND" or
+// "ENTRY_TOKEN_INVALID".
+var completeScript = redis.NewScript(luaLib + `
+local tok_key    = KEYS[1]
+local active_key = KEYS[2]
+local stats_key  = KEYS[3]
+local user       = ARGV[1]
+local token      = ARGV[2]
+
+local e = parse_entry(redis.call('HGET', tok_key, user))
+if not e then
+  return 'ENTRY_TOKEN_NOT_FOUND'
+end
+if e.token ~= token then
+  return 'ENTRY_TOKEN_INVALID'
+end
+
+-- Whatever the lease and expiry: the order succeeded, the token is spent.
+redis.call('HDEL', tok_key, user)
+redis.call('ZREM', active_key, user)
+redis.call('HINCRBY', stats_key, 'completed', 1)
+return 'OK'
+`)
+
+// Complete spends the token: the order succeeded. It does not check the
+// lease: even a holder whose lease ran out placed its order.
+func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
+	if err := checkRoom(h.Room); err != nil {
+		return err
+	}
+	k := s.keys(h.Room)
+	res, err := completeScript.Run(ctx, s.client, []string{k.tok, k.active, k.stats}, h.User, h.Token).Result()
+	if err != nil {
+		return s.fail("complete", err)
+	}
+	switch res {
+	case "OK":
+		return nil
+	case "ENTRY_TOKEN_NOT_FOUND":
+		return waitroom.ErrTokenNotFound
+	case "ENTRY_TOKEN_INVALID":
+		return waitroom.ErrTokenInvalid
+	default:
+		return s.unexpected(ctx, "complete", res)
+	}
+}
+
+// releaseScript gives a held token back: the order failed.
+//
+// KEYS[1] tok
+// KEYS[2] active
+// KEYS[3] stats
+// ARGV[1] user
+// ARGV[2] token
+// ARGV[3] lease id of the hold
+//
+// Returns one of
+//
+//	"RELEASED"  ready again with the expiry it had
+//	"EXPIRED"   its expiry passed meanwhile: deleted, counted expired
+//	"LOST"      not held under this lease any more (spent, expired and
+//	            cleaned up, or claimed again after the lease ran out):
+//	            nothing written
+var releaseScript = redis.NewScript(luaLib + `
+local tok_key    = KEYS[1]
+local active_key = KEYS[2]
+local stats_key  = KEYS[3]
+local user       = ARGV[1]
+local token      = ARGV[2]
+local lease      = ARGV[3]
+
+local e = parse_entry(redis.call('HGET', tok_key, user))
+if not e or e.token ~= token or e.state ~= 'held' or e.lease ~= lease then
+  return 'LOST'
+end
+
+local now = now_ms()
+if e.expires_at <= now then
+  redis.call('HDEL', tok_key, user)
+  redis.call('ZREM', active_key, user)
+  redis.call('HINCRBY', stats_key, 'expired', 1)
+  return 'EXPIRED'
+end
+
+-- The expiry it had, never a fresh TTL: a failing order cannot extend it.
+e.state, e.lease, e.lease_until = 'ready', '', 0
+redis.call('HSET', tok_key, user, format_entry(e))
+redis.call('ZADD', active_key, e.expires_at, user)
+redis.call('HINCRBY', stats_key, 'released', 1)
+return 'RELEASED'
+`)
+
+// Release makes the token usable again with the TTL it had left. A hold
+// whose lease was lost is not released and is no error.
+func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
+	if err := checkRoom(h.Room); err != nil {
+		return err
+	}
+	k := s.keys(h.Room)
+	res, err := releaseScript.Run(ctx, s.client, []string{k.tok, k.active, k.stats}, h.User, h.Token, h.Lease).Result()
+	if err != nil {
+		return s.fail("release", err)
+	}
+	switch res {
+	case "RELEASED":
+		return nil
+	case "EXPIRED", "LOST":
+		s.log.DebugContext(ctx, "redisstore: release found no live hold", "room", h.Room, "user", h.User, "result", res)
+		return nil
+	default:
+		return s.unexpected(ctx, "release", res)
+	}
+}
