@@ -13,7 +13,7 @@ import (
 
 // Queue lengths to compare: if Enter and Status are O(log n), going from 1k
 // to 100k waiting costs a small constant factor, not 100×.
-var benchWaiting = []int{1_000, 100_000}
+var benchWaiting = []int{1_000, 10_000, 100_000}
 
 // benchRoom returns a store with waiting users u0…u(waiting-1) queued.
 func benchRoom(b *testing.B, cfg waitroom.RoomConfig, waiting int) (*memstore.Store, *fakeClock, string) {

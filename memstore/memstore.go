@@ -42,6 +42,8 @@ func New(opts Options) *Store {
 }
 
 // room is one room's state; mu makes each operation on it one atomic step.
+// Operations read the clock inside that step, so that, as with the Redis
+// clock inside a script, a room sees time only move forward.
 type room struct {
 	mu     sync.Mutex
 	cfg    waitroom.RoomConfig
@@ -127,9 +129,9 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 	if err != nil {
 		return waitroom.Status{}, err
 	}
-	now := s.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := s.now()
 	if st, ok := r.admitted(user, now); ok {
 		return st, nil
 	}
@@ -153,9 +155,9 @@ func (s *Store) Status(ctx context.Context, name, user string) (waitroom.Status,
 	if err != nil {
 		return waitroom.Status{}, err
 	}
-	now := s.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := s.now()
 	if st, ok := r.admitted(user, now); ok {
 		return st, nil
 	}
@@ -188,9 +190,9 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := s.now()
 	r.stats.Expired += int64(r.tokens.dropExpired(now))
 
 	limit := min(r.cfg.TickQuota(), r.queue.Len())
@@ -226,9 +228,9 @@ func (s *Store) Claim(ctx context.Context, name, user, token string) (waitroom.H
 	if err != nil {
 		return waitroom.Hold{}, err
 	}
-	now := s.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := s.now()
 	t, ok := r.tokens.byUser[user]
 	if !ok {
 		return waitroom.Hold{}, waitroom.ErrTokenNotFound
@@ -249,9 +251,7 @@ func (s *Store) Claim(ctx context.Context, name, user, token string) (waitroom.H
 		return waitroom.Hold{}, waitroom.ErrTokenInUse
 	}
 	// Not held, or held under a lease that ran out: its holder died.
-	t.lease = waitroom.NewToken()
-	t.leaseUntil = now.Add(r.cfg.Lease)
-	r.tokens.deadlineChanged(t)
+	r.tokens.setLease(t, waitroom.NewToken(), now.Add(r.cfg.Lease))
 	return waitroom.Hold{Room: name, User: user, Token: token, Lease: t.lease}, nil
 }
 
@@ -292,9 +292,9 @@ func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
 	if err != nil {
 		return err
 	}
-	now := s.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := s.now()
 	t, ok := r.tokens.byUser[h.User]
 	if !ok || t.value != h.Token || t.lease == "" || t.lease != h.Lease {
 		return nil
@@ -304,8 +304,7 @@ func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
 		r.stats.Expired++
 		return nil
 	}
-	t.lease, t.leaseUntil = "", time.Time{}
-	r.tokens.deadlineChanged(t)
+	r.tokens.setLease(t, "", time.Time{})
 	r.stats.Released++
 	return nil
 }
@@ -316,9 +315,9 @@ func (s *Store) Stats(ctx context.Context, name string) (waitroom.Stats, error) 
 	if err != nil {
 		return waitroom.Stats{}, err
 	}
-	now := s.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := s.now()
 	st := r.stats
 	st.Waiting = int64(r.queue.Len())
 	st.Active = int64(r.tokens.liveCount(now))

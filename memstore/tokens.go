@@ -14,16 +14,11 @@ type entryToken struct {
 	// leaseUntil is after now.
 	lease      string
 	leaseUntil time.Time
-	index      int // in tokenSet.byDeadline
-}
-
-// deadline is when the token may be dropped: its expiry, or the end of a
-// lease that runs past it, so that an order in flight can still complete.
-func (t *entryToken) deadline() time.Time {
-	if t.leaseUntil.After(t.expiresAt) {
-		return t.leaseUntil
-	}
-	return t.expiresAt
+	// deadline is when the token may be dropped: its expiry, or the end
+	// of a lease that runs past it, so that an order in flight can still
+	// complete. Kept rather than computed: it orders the heap.
+	deadline time.Time
+	index    int // in tokenSet.byDeadline
 }
 
 // held reports whether a claim's lease is running.
@@ -52,6 +47,7 @@ func (s *tokenSet) put(t *entryToken) (replaced bool) {
 		s.remove(old)
 		replaced = true
 	}
+	t.deadline = t.expiresAt
 	s.byUser[t.user] = t
 	heap.Push(&s.byDeadline, t)
 	return replaced
@@ -62,8 +58,14 @@ func (s *tokenSet) remove(t *entryToken) {
 	heap.Remove(&s.byDeadline, t.index)
 }
 
-// deadlineChanged restores the heap order after t's lease or expiry changed.
-func (s *tokenSet) deadlineChanged(t *entryToken) {
+// setLease holds t under lease until the given time, or, with an empty
+// lease, makes it ready again with its own expiry.
+func (s *tokenSet) setLease(t *entryToken, lease string, until time.Time) {
+	t.lease, t.leaseUntil = lease, until
+	t.deadline = t.expiresAt
+	if until.After(t.expiresAt) {
+		t.deadline = until
+	}
 	heap.Fix(&s.byDeadline, t.index)
 }
 
@@ -71,7 +73,7 @@ func (s *tokenSet) deadlineChanged(t *entryToken) {
 // returns how many it removed.
 func (s *tokenSet) dropExpired(now time.Time) int {
 	dropped := 0
-	for len(s.byDeadline) > 0 && !s.byDeadline[0].deadline().After(now) {
+	for len(s.byDeadline) > 0 && !s.byDeadline[0].deadline.After(now) {
 		t := heap.Pop(&s.byDeadline).(*entryToken)
 		delete(s.byUser, t.user)
 		dropped++
@@ -86,7 +88,7 @@ func (s *tokenSet) liveCount(now time.Time) int {
 	expired := 0
 	var visit func(i int)
 	visit = func(i int) {
-		if i >= len(s.byDeadline) || s.byDeadline[i].deadline().After(now) {
+		if i >= len(s.byDeadline) || s.byDeadline[i].deadline.After(now) {
 			return
 		}
 		expired++
@@ -101,7 +103,7 @@ func (s *tokenSet) liveCount(now time.Time) int {
 type deadlineHeap []*entryToken
 
 func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].deadline().Before(h[j].deadline()) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
 
 func (h deadlineHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
