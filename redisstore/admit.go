@@ -175,20 +175,31 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
+	keys, tokens := s.admitArgs(room)
+	res, err := admitScript.Run(ctx, s.client, keys, tokens...).Result()
+	if err != nil {
+		return nil, s.fail("admit", err)
+	}
+	return s.admitted(ctx, room, res)
+}
+
+// admitArgs returns admitScript's KEYS and ARGV for room. Apart from Admit
+// so that a test can run the script inside a transaction.
+func (s *Store) admitArgs(room string) (keys []string, tokens []any) {
 	want := defaultQuota
 	if q, ok := s.quotas.Load(room); ok {
 		want = q.(int)
 	}
-	tokens := make([]any, want)
+	tokens = make([]any, want)
 	for i := range tokens {
 		tokens[i] = waitroom.NewToken()
 	}
-
 	k := s.keys(room)
-	res, err := admitScript.Run(ctx, s.client, []string{k.cfg, k.bucket, k.q, k.tok, k.active, k.stats}, tokens...).Result()
-	if err != nil {
-		return nil, s.fail("admit", err)
-	}
+	return []string{k.cfg, k.bucket, k.q, k.tok, k.active, k.stats}, tokens
+}
+
+// admitted decodes admitScript's reply and learns the room's quota.
+func (s *Store) admitted(ctx context.Context, room string, res any) ([]waitroom.Admission, error) {
 	r, ok := asReply(res)
 	if !ok {
 		return nil, s.unexpected(ctx, "admit", res)
