@@ -4,13 +4,15 @@ package memstore
 // position?" in O(log n) while users leave from anywhere, and the admitter
 // pops from the head.
 //
-// Users take sequence numbers from a monotonic counter, so arrival order is
-// sequence order. The numbers in [base, base+len(users)) have a slot each in
-// a window, and a Fenwick tree over the window counts the slots still
-// occupied: a user's position is the prefix sum up to its slot. When the
-// window fills up, compact moves it past the users who have gone; each
-// compaction costs what the pushes since the previous one paid for, so Push
-// is amortized O(1), and sizes the window to at most four times the queue.
+// Users take sequence numbers from a counter, never a clock, so arrival
+// order is sequence order. The numbers in [base, base+len(users)) have a
+// slot each in a window, and a Fenwick tree over the window counts the
+// slots still occupied: a user's position is the prefix sum up to its slot.
+// When the window fills up, compact slides it past the users who have gone
+// (or, when most of it is holes, renumbers the waiting users in order);
+// each compaction costs what the pushes since the previous one paid for,
+// so Push is amortized O(1), and sizes the window to at most four times
+// the queue.
 type queue struct {
 	seqOf map[string]int // user → sequence number
 	base  int            // sequence number of slot 0
