@@ -34,6 +34,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ArrivalOrderIsAdmissionOrder", testArrivalOrderIsAdmissionOrder},
 		{"AdmittedUserGetsOwnTokenOnEnter", testAdmittedUserGetsOwnTokenOnEnter},
 		{"EntersRacingAdmits", testEntersRacingAdmits},
+		{"FreshBucketStartsEmpty", testFreshBucketStartsEmpty},
 		{"AdmitNeverExceedsTickQuota", testAdmitNeverExceedsTickQuota},
 		{"AdmitFractionalRateExactly", testAdmitFractionalRateExactly},
 		{"AdmitRateWithJitter", testAdmitRateWithJitter},
@@ -400,6 +401,17 @@ func testEntersRacingAdmits(t *testing.T, h Harness) {
 	}
 }
 
+// testFreshBucketStartsEmpty: a room's first admission tick starts the
+// bucket and admits nobody, so opening a room never starts with a burst and
+// every store counts admissions from the same moment.
+func testFreshBucketStartsEmpty(t *testing.T, h Harness) {
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1000})
+	enterAll(t, h.Store, room, 10)
+	got, err := h.Store.Admit(ctxFor(t), room)
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
+
 func testAdmitNeverExceedsTickQuota(t *testing.T, h Harness) {
 	cfg := waitroom.RoomConfig{Rate: 140}
 	room := newRoom(t, h, cfg)
@@ -617,7 +629,8 @@ func testConcurrentClaimsOneWins(t *testing.T, h Harness) {
 
 func testClaimErrors(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
-	room := newRoom(t, h, waitroom.RoomConfig{})
+	// A slow rate keeps user(1) waiting while user(0) is admitted.
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 10})
 	enterAll(t, h.Store, room, 2)
 	a := admitOne(t, h, room)
 	_, err := h.Store.Claim(ctx, room, a.User, waitroom.NewToken())
