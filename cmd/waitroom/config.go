@@ -18,6 +18,7 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/server"
+	"github.com/waitroom/waitroom/shop"
 )
 
 // ServeConfig is what 'waitroom serve' runs with, read from flags and the
@@ -31,8 +32,13 @@ type ServeConfig struct {
 	// RateDerived says Room.Rate came from pool, service time and margin.
 	RateDerived bool
 	// Rooms to declare at start; the first is the default room.
-	Rooms       []string
-	Upstream    *url.URL // nil: no protected service
+	Rooms    []string
+	Upstream *url.URL // nil: the built-in reference shop is the protected service
+	// The built-in shop, used when there is no upstream.
+	DatabaseURL string         // empty: in-process shop store, not durable
+	DBPool      int            // the shop's connection pool maximum
+	AMQPURL     string         // empty: order events stay in the outbox
+	Products    []shop.Product // created at start unless they exist
 	GatedRoutes []string
 	UserHeader  string
 	LogFormat   string
@@ -50,7 +56,7 @@ var serveSettings = []setting{
 	{"redis-url", "REDIS_URL", "", "url", "Redis that keeps the rooms (redis://, rediss://, unix://); empty: in this process only, not durable, one instance"},
 	{"redis-prefix", "WAITROOM_REDIS_PREFIX", "wr", "prefix", "start of every Redis key; waiting rooms with different prefixes share nothing"},
 	{"rate", "WAITROOM_RATE", "", "users/s", "admission rate; empty: derived as pool / service-time × margin"},
-	{"pool", "WAITROOM_POOL", "40", "n", "database connections of the protected order API"},
+	{"pool", "WAITROOM_POOL", "", "n", "database connections of the protected order API; empty: --db-pool"},
 	{"service-time", "WAITROOM_SERVICE_TIME", "200ms", "duration", "how long one order holds a connection"},
 	{"margin", "WAITROOM_MARGIN", "0.7", "fraction", "share of the capacity to use, in (0, 1]"},
 	{"slice", "WAITROOM_SLICE", "100ms", "duration", "admission tick; each tick admits one slice's share of the rate"},
@@ -58,7 +64,11 @@ var serveSettings = []setting{
 	{"token-ttl", "WAITROOM_TOKEN_TTL", "300s", "duration", "how long an entry token lives"},
 	{"lease", "WAITROOM_LEASE", "30s", "duration", "how long an order may hold a token before it is usable again"},
 	{"max-active", "WAITROOM_MAX_ACTIVE", "0", "n", "most live entry tokens at once; 0: no cap"},
-	{"upstream", "WAITROOM_UPSTREAM", "", "url", "order API the gate guards; empty: gated routes answer 404 NOT_CONFIGURED"},
+	{"upstream", "WAITROOM_UPSTREAM", "", "url", "order API the gate guards; empty: the built-in reference shop"},
+	{"database-url", "DATABASE_URL", "", "url", "PostgreSQL of the built-in shop (postgres://…); empty: in this process only, not durable"},
+	{"db-pool", "WAITROOM_DB_POOL", "40", "n", "connection pool maximum of the built-in shop; also the default of --pool"},
+	{"amqp-url", "AMQP_URL", "", "url", "RabbitMQ that receives the built-in shop's order events (amqp://…); empty: events wait in the outbox"},
+	{"products", "WAITROOM_PRODUCTS", "", "id:stock,…", "products the built-in shop creates at start unless they exist, e.g. drop:1000"},
 	{"gated-routes", "WAITROOM_GATED_ROUTES", "POST /orders", "patterns", "comma-separated routes (Go ServeMux patterns) that need an entry token"},
 	{"user-header", "WAITROOM_USER_HEADER", waitroom.DefaultUserHeader, "name", "request header with the user id, set by the shop's auth layer"},
 	{"rooms", "WAITROOM_ROOMS", "", "names", "comma-separated rooms to declare at start besides " + server.DefaultRoom},
@@ -163,8 +173,14 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	// Pool, service time and margin are checked even when --rate is given:
 	// a bad value is a mistake to report, not one to ignore.
 	capacityErrs := len(errs)
-	pool, err := parseInt(raw["pool"], 1, math.MaxInt32)
+	dbPool, err := parseInt(raw["db-pool"], 1, maxDBPool)
 	check(err)
+	c.DBPool = dbPool
+	pool := dbPool
+	if raw["pool"].text != "" {
+		pool, err = parseInt(raw["pool"], 1, math.MaxInt32)
+		check(err)
+	}
 	serviceTime, err := parseDuration(raw["service-time"], time.Millisecond, time.Hour)
 	check(err)
 	margin, err := parseFloat(raw["margin"])
@@ -220,6 +236,25 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 		default:
 			c.Upstream = target
 		}
+	}
+
+	c.DatabaseURL = raw["database-url"].text
+	if c.DatabaseURL != "" {
+		if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			check(raw["database-url"].fail("must be a postgres:// URL"))
+		}
+	}
+	c.AMQPURL = raw["amqp-url"].text
+	if c.AMQPURL != "" {
+		if u, err := url.Parse(c.AMQPURL); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "" {
+			check(raw["amqp-url"].fail("must be an amqp:// or amqps:// URL"))
+		}
+	}
+	products, err := parseProducts(raw["products"])
+	check(err)
+	c.Products = products
+	if c.Upstream != nil && (c.DatabaseURL != "" || c.AMQPURL != "" || len(c.Products) > 0) {
+		check(usageErrorf("--upstream guards another order API: --database-url, --amqp-url and --products configure the built-in shop and cannot go with it"))
 	}
 
 	for _, p := range splitList(raw["gated-routes"].text) {

@@ -16,6 +16,7 @@ import (
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
+	"github.com/waitroom/waitroom/shop"
 )
 
 // HTTP server bounds: nothing a client sends is unbounded, and a slow
@@ -84,6 +85,9 @@ type Main struct {
 	serveErr   chan error
 	stopAdmit  context.CancelFunc
 	admitDone  chan struct{}
+	shop       *builtinShop // nil with an upstream
+	stopRelay  context.CancelFunc
+	relayDone  chan struct{}
 }
 
 // Run opens the store, declares the rooms, starts the admitter and starts
@@ -106,12 +110,31 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 
 	var protected http.Handler
+	routes := map[string]http.Handler{}
 	if m.Config.Upstream != nil {
 		p, err := server.NewUpstream(m.Config.Upstream, log)
 		if err != nil {
 			return err
 		}
 		protected = p
+	} else {
+		b, err := m.openShop(startCtx)
+		if err != nil {
+			return err
+		}
+		m.shop = b
+		opts := shop.Options{UserHeader: m.Config.UserHeader, Logger: log}
+		protected = shop.NewHandler(b.store, opts)
+		// The owner reads an order without spending a token.
+		routes["GET /orders/{id}"] = protected
+		if b.relay != nil {
+			relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+			m.stopRelay, m.relayDone = stopRelay, make(chan struct{})
+			go func() {
+				defer close(m.relayDone)
+				_ = b.relay.Run(relayCtx) // reconnects by itself; returns when stopped
+			}()
+		}
 	}
 	handler, err := server.New(server.Config{
 		Store:       m.store,
@@ -120,6 +143,7 @@ func (m *Main) Run(ctx context.Context) error {
 		DefaultRoom: m.Config.Rooms[0],
 		Protected:   protected,
 		GatedRoutes: m.Config.GatedRoutes,
+		Routes:      routes,
 	})
 	if err != nil {
 		return err
@@ -154,7 +178,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}()
 
-	upstream := "none"
+	upstream := "built-in shop"
 	if m.Config.Upstream != nil {
 		upstream = m.Config.Upstream.Redacted()
 	}
@@ -192,6 +216,13 @@ func (m *Main) Close() error {
 	if m.stopAdmit != nil {
 		m.stopAdmit()
 		<-m.admitDone
+	}
+	if m.stopRelay != nil {
+		m.stopRelay()
+		<-m.relayDone
+	}
+	if m.shop != nil {
+		m.shop.close()
 	}
 	if m.closeStore != nil {
 		if err := m.closeStore(); err != nil {

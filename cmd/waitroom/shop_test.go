@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+)
+
+// admitted enters user and waits for the real admitter to let it through,
+// returning its entry token.
+func admitted(t *testing.T, base, user string) string {
+	t.Helper()
+	body := call(t, "POST", base+"/queue/enter", user, "")
+	require.Contains(t, []any{"waiting", "admitted"}, body["state"], body)
+	var token string
+	waitFor(t, func() bool {
+		body = call(t, "GET", base+"/queue/position", user, "")
+		token, _ = body["token"].(string)
+		return body["state"] == "admitted"
+	})
+	return token
+}
+
+func order(t *testing.T, base, user, token string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "POST", base+"/orders", strings.NewReader(`{"product_id":"drop"}`))
+	require.NoError(t, err)
+	req.Header.Set("X-User-Id", user)
+	req.Header.Set("X-Entry-Token", token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	return resp.StatusCode, body
+}
+
+// TestServeBuiltinShopSellsTheStock: without any URL, serve runs the whole
+// drop in process: a product seeded by flag, the gate, and sold out as an
+// answer that gives the token back.
+func TestServeBuiltinShopSellsTheStock(t *testing.T) {
+	t.Parallel()
+	m := startMain(t, []string{"--products", "drop:2", "--rate", "1000"}, envOf())
+	base := "http://" + m.Addr()
+	statuses := map[int]int{}
+	var firstOrder map[string]any
+	for i := range 3 {
+		user := fmt.Sprintf("buyer-%d", i)
+		status, body := order(t, base, user, admitted(t, base, user))
+		statuses[status]++
+		if i == 0 {
+			firstOrder = body
+		}
+		if status == http.StatusConflict {
+			require.Equal(t, "SOLD_OUT", body["error"].(map[string]any)["code"])
+			// Sold out released the token: the buyer still holds it.
+			require.Equal(t, "admitted", call(t, "GET", base+"/queue/position", user, "")["state"])
+		}
+	}
+	require.Equal(t, map[int]int{http.StatusCreated: 2, http.StatusConflict: 1}, statuses)
+
+	// The owner reads the order without a token; nobody else can.
+	id := firstOrder["id"].(string)
+	require.Equal(t, id, call(t, "GET", base+"/orders/"+id, "buyer-0", "")["id"])
+	require.Equal(t, "ORDER_NOT_FOUND", call(t, "GET", base+"/orders/"+id, "buyer-1", "")["error"].(map[string]any)["code"])
+}
+
+// TestServeBuiltinShopOnPostgresAndRabbitMQ: with --database-url and
+// --amqp-url the order is committed in PostgreSQL and its event reaches
+// RabbitMQ through the outbox relay. Missing services fail the test.
+func TestServeBuiltinShopOnPostgresAndRabbitMQ(t *testing.T) {
+	t.Parallel()
+	dbURL := envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	amqpURL := envOr("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+
+	schema := fmt.Sprintf("cmd_%d", time.Now().UnixNano())
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	require.NoError(t, err)
+	_, err = conn.Exec(t.Context(), "CREATE SCHEMA "+schema)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		_ = conn.Close(context.Background())
+	})
+
+	// Listen before ordering: the relay publishes to a topic exchange.
+	broker, err := amqp.Dial(amqpURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = broker.Close() })
+	ch, err := broker.Channel()
+	require.NoError(t, err)
+	require.NoError(t, ch.ExchangeDeclare("waitroom.orders", "topic", true, false, false, false, nil))
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.QueueBind(q.Name, "order.placed", "waitroom.orders", false, nil))
+	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+	require.NoError(t, err)
+
+	sep := "?"
+	if strings.Contains(dbURL, "?") {
+		sep = "&"
+	}
+	env := envOf("DATABASE_URL", dbURL+sep+"search_path="+schema, "AMQP_URL", amqpURL)
+	m := startMain(t, []string{"--products", "drop:5", "--rate", "1000", "--db-pool", "4"}, env)
+	base := "http://" + m.Addr()
+	status, body := order(t, base, "carol", admitted(t, base, "carol"))
+	require.Equal(t, http.StatusCreated, status, body)
+	orderID := body["id"].(string)
+
+	var stock int
+	require.NoError(t, conn.QueryRow(t.Context(), "SELECT stock FROM "+schema+".products WHERE id = 'drop'").Scan(&stock))
+	require.Equal(t, 4, stock)
+
+	timeout := time.After(15 * time.Second)
+	for {
+		select {
+		case d := <-deliveries:
+			// The body is the order; the message id is the event's id.
+			var placed struct {
+				ID string `json:"id"`
+			}
+			require.NoError(t, json.Unmarshal(d.Body, &placed))
+			if placed.ID != orderID {
+				continue // another test's order on the shared exchange
+			}
+			require.NotEmpty(t, d.MessageId)
+			return
+		case <-timeout:
+			t.Fatal("the order's event did not arrive within 15 s")
+		}
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
