@@ -28,7 +28,7 @@ func benchRoom(b *testing.B, s *Store, cfg waitroom.RoomConfig) string {
 }
 
 // evalshaStats returns calls and µs of EVALSHA so far.
-func evalshaStats(b *testing.B, c redis.UniversalClient) (calls, usec int64) {
+func evalshaStats(b testing.TB, c redis.UniversalClient) (calls, usec int64) {
 	b.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	require.NoError(b, err)
