@@ -164,9 +164,9 @@ func errorCode(status int, body []byte) string {
 	return fmt.Sprintf("HTTP_%d", status)
 }
 
-// queueAnswer decodes a 2xx enter or status answer. A body of another
+// decodeQueueAnswer decodes a 2xx enter or status answer. A body of another
 // shape is recorded as BAD_ANSWER against the endpoint.
-func (r *runner) queueAnswer(ep endpoint, res result) (queueAnswer, result) {
+func (r *runner) decodeQueueAnswer(ep endpoint, res result) (queueAnswer, result) {
 	var ans queueAnswer
 	err := json.Unmarshal(res.body, &ans)
 	ok := err == nil && (ans.State == stateWaiting && ans.Position >= 1 ||

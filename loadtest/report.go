@@ -517,8 +517,11 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 
 	a := rep.Admissions
-	fmt.Fprintf(&b, "admission  %d users admitted (times from the %s)\n", a.Admitted, map[string]string{
-		"server": "admitter", "client": "users' polls"}[a.Source])
+	source := "the admitter"
+	if a.Source == "client" {
+		source = "users' polls"
+	}
+	fmt.Fprintf(&b, "admission  %d users admitted (times from %s)\n", a.Admitted, source)
 	fmt.Fprintf(&b, "           per 100 ms: max %d, mean %.1f; per second: max %d, mean %.1f", a.PerSliceMax, a.PerSliceMean, a.PerSecondMax, a.PerSecondMean)
 	if a.PerSecondRatio > 0 {
 		fmt.Fprintf(&b, " = %.3f × the rate %g/s", a.PerSecondRatio, a.Rate)

@@ -240,7 +240,7 @@ func (r *runner) enter(ctx context.Context, u *user) (queueAnswer, result) {
 	if res.aborted || res.code != "" {
 		return queueAnswer{}, res
 	}
-	ans, res := r.queueAnswer(endpointEnter, res)
+	ans, res := r.decodeQueueAnswer(endpointEnter, res)
 	if res.code != "" {
 		return ans, res
 	}
@@ -268,7 +268,7 @@ func (r *runner) poll(ctx context.Context, u *user, last queueAnswer) (queueAnsw
 		}
 		var ans queueAnswer
 		if res.code == "" {
-			ans, res = r.queueAnswer(endpointStatus, res)
+			ans, res = r.decodeQueueAnswer(endpointStatus, res)
 		}
 		if res.code == "" {
 			r.observe(u, ans, res.at)
