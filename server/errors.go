@@ -36,6 +36,8 @@ var statusByCode = map[string]int{
 	errMethodNotAllowed.Code:          http.StatusMethodNotAllowed,
 	errNotConfigured.Code:             http.StatusNotFound,
 	errUpstreamUnavailable.Code:       http.StatusBadGateway,
+	errUnauthorized.Code:              http.StatusUnauthorized,
+	errRoomExists.Code:                http.StatusConflict,
 }
 
 // Retry-After hints. A full queue drains slowly, so the crowd it turns away
@@ -64,7 +66,9 @@ func writeError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err er
 	case !known:
 		log.ErrorContext(ctx, "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		code, message, status = "INTERNAL", "internal error", http.StatusInternalServerError
-	case status >= 500:
+	case status >= 500 && code != waitroom.ErrStoreUnavailable.Code:
+		// A store outage is logged when it starts and ends (watchedStore),
+		// not once per request.
 		log.WarnContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 	default:
 		log.DebugContext(ctx, "request refused", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)

@@ -49,6 +49,7 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	st, err := s.store.Enter(r.Context(), room, user)
+	s.observeEnter(r.Context(), room, st, err)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/waitroom/waitroom"
 )
 
@@ -54,6 +56,16 @@ type Config struct {
 	// "GET /orders/{id}" of the shop or an admin handler wrapped in its
 	// own authentication.
 	Routes map[string]http.Handler
+	// AdminToken is the bearer token of the operator API under /admin/
+	// (admin.go). Empty: the admin API is off and answers 404.
+	AdminToken string
+	// AdminRoutes are extra ServeMux patterns under /admin/, such as the
+	// shop's "/admin/products", served behind the same bearer token.
+	AdminRoutes map[string]http.Handler
+	// Registry receives the server's metrics and is served at /metrics;
+	// default a new one per Server (with Go and process metrics), never
+	// the global one.
+	Registry *prometheus.Registry
 	// ConfigRefresh is how long a room's settings (its rate, for ETAs and
 	// poll hints) are used before they are read again; default 1 s.
 	ConfigRefresh time.Duration
@@ -70,6 +82,8 @@ type Server struct {
 	defaultRoom   string
 	configRefresh time.Duration
 	mux           *http.ServeMux
+	metrics       *metrics
+	adminRefusals everyMinute
 	rooms         sync.Map // room name → *cachedRoom
 }
 
@@ -101,6 +115,13 @@ func New(cfg Config) (*Server, error) {
 	if s.configRefresh <= 0 {
 		s.configRefresh = DefaultConfigRefresh
 	}
+	watched := &watchedStore{Store: cfg.Store, log: s.log}
+	s.store = watched
+	m, err := newMetrics(cfg.Registry, watched, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("server: registering metrics: %w", err)
+	}
+	s.metrics = m
 	gated := cfg.GatedRoutes
 	if len(gated) == 0 {
 		gated = []string{DefaultGatedRoute}
@@ -119,11 +140,11 @@ func New(cfg Config) (*Server, error) {
 	var protected http.Handler = s.serve(func(http.ResponseWriter, *http.Request) error { return errNotConfigured })
 	if cfg.Protected != nil {
 		gate := &waitroom.Gate{
-			Store:      cfg.Store,
+			Store:      s.store,
 			Room:       s.defaultRoom,
 			UserHeader: s.userHeader,
 			Logger:     s.log,
-			OnOutcome:  cfg.OnGateOutcome,
+			OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
 			Reject:     s.writeError,
 		}
 		protected = gate.Wrap(cfg.Protected)
@@ -140,6 +161,13 @@ func New(cfg Config) (*Server, error) {
 		}
 		routes[p] = h
 	}
+	if _, dup := routes["GET /metrics"]; !dup {
+		routes["GET /metrics"] = s.metrics.handler
+	}
+	if err := s.addAdminRoutes(routes, cfg.AdminToken, cfg.AdminRoutes); err != nil {
+		return nil, err
+	}
+	s.metrics.declareRoutes(routes)
 	for p, h := range routes {
 		if err := handle(s.mux, p, h); err != nil {
 			return nil, err
@@ -164,6 +192,7 @@ func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw := &responseRecorder{ResponseWriter: w}
 	start := time.Now()
+	route := unmatchedRoute
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
@@ -178,15 +207,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			s.writeError(rw, r, fmt.Errorf("panic: %v", p))
 		}
+		s.metrics.observeHTTP(route, rw.code(), time.Since(start))
 		if s.log.Enabled(r.Context(), slog.LevelDebug) {
 			s.log.DebugContext(r.Context(), "request", "method", r.Method, "path", r.URL.Path,
 				"status", rw.code(), "duration", time.Since(start))
 		}
 	}()
-	if _, pattern := s.mux.Handler(r); pattern == "" {
+	_, pattern := s.mux.Handler(r)
+	if pattern == "" {
 		s.unmatched(rw, r)
 		return
 	}
+	route = pattern
 	s.mux.ServeHTTP(rw, r)
 }
 

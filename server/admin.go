@@ -1,0 +1,417 @@
+package server
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/jsonhttp"
+)
+
+// The operator API, under /admin/, behind a bearer token. Without a token
+// configured none of it is served (404), so a forgotten setting cannot leave
+// it open.
+//
+// Durations in its bodies are Go duration strings ("300ms", "30s", "5m");
+// rates are users per second.
+//
+//	GET   /admin/rooms            {"rooms":[room…]}
+//	POST  /admin/rooms            {"name", settings…} → 201 room; 409 ROOM_EXISTS
+//	GET   /admin/rooms/{room}     room with "figures"; ?window=1s measures admitted/s (0 skips)
+//	PATCH /admin/rooms/{room}     any of rate, slice, max_queue, token_ttl, lease, max_active, state → 200 room
+
+// Codes of the operator API.
+var (
+	errUnauthorized = &waitroom.Error{Code: "UNAUTHORIZED", Message: "a valid admin bearer token is required"}
+	errRoomExists   = &waitroom.Error{Code: "ROOM_EXISTS", Message: "the room exists already"}
+)
+
+// Bounds of ?window= on GET /admin/rooms/{room}.
+const (
+	defaultFiguresWindow = time.Second
+	maxFiguresWindow     = 10 * time.Second
+)
+
+// addAdminRoutes adds the operator API's routes and extra (the shop's
+// admin handlers) to routes, each behind the bearer check, plus a
+// catch-all under /admin/ so that unknown admin paths answer 401 to
+// strangers, not a map of what exists. Without a token it adds nothing.
+func (s *Server) addAdminRoutes(routes map[string]http.Handler, token string, extra map[string]http.Handler) error {
+	if token == "" {
+		if len(extra) > 0 {
+			s.log.Warn("admin routes are configured but no admin token: the admin API is off")
+		}
+		return nil
+	}
+	admin := map[string]http.Handler{
+		"GET /admin/rooms":          s.serve(s.adminListRooms),
+		"POST /admin/rooms":         s.serve(s.adminCreateRoom),
+		"GET /admin/rooms/{room}":   s.serve(s.adminShowRoom),
+		"PATCH /admin/rooms/{room}": s.serve(s.adminPatchRoom),
+		"/admin/":                   s.serve(func(http.ResponseWriter, *http.Request) error { return errNotFound }),
+	}
+	for p, h := range extra {
+		if !underAdmin(p) {
+			return fmt.Errorf("server: admin route %q must be under /admin/", p)
+		}
+		if _, dup := admin[p]; dup {
+			return fmt.Errorf("server: admin route %q is registered twice", p)
+		}
+		admin[p] = h
+	}
+	want := sha256.Sum256([]byte(token))
+	for p, h := range admin {
+		if _, dup := routes[p]; dup {
+			return fmt.Errorf("server: route %q is registered twice", p)
+		}
+		routes[p] = s.requireAdmin(want, h)
+	}
+	return nil
+}
+
+// underAdmin reports whether a ServeMux pattern ("[METHOD ][HOST]/PATH")
+// has its path under /admin/.
+func underAdmin(pattern string) bool {
+	_, path, _ := strings.Cut(strings.TrimSpace(pattern), " ")
+	if path == "" {
+		path = pattern
+	}
+	path = strings.TrimSpace(path)
+	if i := strings.IndexByte(path, '/'); i > 0 {
+		path = path[i:] // drop a host
+	}
+	return strings.HasPrefix(path, "/admin/")
+}
+
+// requireAdmin lets a request through only with "Authorization: Bearer
+// <token>". Digests are compared in constant time, so neither the token's
+// bytes nor its length leak through timing.
+func (s *Server) requireAdmin(want [sha256.Size]byte, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, given, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		got := sha256.Sum256([]byte(strings.TrimSpace(given)))
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			if refused, ok := s.adminRefusals.allow(time.Now()); ok {
+				s.log.WarnContext(r.Context(), "admin request refused: missing or wrong bearer token",
+					"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "refused_since_last_warning", refused)
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admin"`)
+			s.writeError(w, r, errUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// pathRoom is the {room} of an admin path.
+func pathRoom(r *http.Request) (string, error) {
+	room := r.PathValue("room")
+	if !waitroom.ValidRoomName(room) {
+		return "", waitroom.BadRequest("room names are 1–64 characters of a–z, 0–9, '-' and '_'")
+	}
+	return room, nil
+}
+
+// roomBody is a room's settings, and on GET /admin/rooms/{room} its figures.
+type roomBody struct {
+	Name      string             `json:"name"`
+	State     waitroom.RoomState `json:"state"`
+	Rate      float64            `json:"rate"`
+	Slice     string             `json:"slice"`
+	MaxQueue  int                `json:"max_queue"`
+	TokenTTL  string             `json:"token_ttl"`
+	Lease     string             `json:"lease"`
+	MaxActive int                `json:"max_active"`
+	Figures   *figuresBody       `json:"figures,omitempty"`
+}
+
+func newRoomBody(name string, cfg waitroom.RoomConfig) roomBody {
+	return roomBody{
+		Name:      name,
+		State:     cfg.State,
+		Rate:      cfg.Rate,
+		Slice:     cfg.Slice.String(),
+		MaxQueue:  cfg.MaxQueue,
+		TokenTTL:  cfg.TokenTTL.String(),
+		Lease:     cfg.Lease.String(),
+		MaxActive: cfg.MaxActive,
+	}
+}
+
+// figuresBody is what a room is doing. The counters are the room's totals
+// over every instance, as the store keeps them.
+type figuresBody struct {
+	Waiting    int64 `json:"waiting"`
+	LiveTokens int64 `json:"live_tokens"`
+	// AdmittedPerSecond is measured over Window from the store's counter;
+	// null when the window is 0.
+	AdmittedPerSecond *float64 `json:"admitted_per_second"`
+	Window            string   `json:"window"`
+	Entered           int64    `json:"entered"`
+	QueueFull         int64    `json:"queue_full"`
+	Admitted          int64    `json:"admitted"`
+	Completed         int64    `json:"completed"`
+	Released          int64    `json:"released"`
+	Expired           int64    `json:"expired"`
+}
+
+// adminListRooms: GET /admin/rooms.
+func (s *Server) adminListRooms(w http.ResponseWriter, r *http.Request) error {
+	names, err := s.store.Rooms(r.Context())
+	if err != nil {
+		return err
+	}
+	rooms := make([]roomBody, 0, len(names))
+	for _, name := range names {
+		cfg, err := s.store.RoomConfig(r.Context(), name)
+		if errors.Is(err, waitroom.ErrRoomNotFound) {
+			continue // listed but not (or no longer) set up
+		}
+		if err != nil {
+			return err
+		}
+		rooms = append(rooms, newRoomBody(name, cfg))
+	}
+	jsonhttp.Write(w, http.StatusOK, map[string]any{"rooms": rooms})
+	return nil
+}
+
+// roomSettings is the body of POST and PATCH: every field optional, so a
+// PATCH changes only what it names. A null is the same as leaving the
+// field out.
+type roomSettings struct {
+	Rate      *float64 `json:"rate"`
+	Slice     *string  `json:"slice"`
+	MaxQueue  *int     `json:"max_queue"`
+	TokenTTL  *string  `json:"token_ttl"`
+	Lease     *string  `json:"lease"`
+	MaxActive *int     `json:"max_active"`
+	State     *string  `json:"state"`
+}
+
+// createBody is the body of POST /admin/rooms.
+type createBody struct {
+	Name string `json:"name"`
+	roomSettings
+}
+
+// apply merges the given fields onto cfg. Checks of range are left to
+// RoomConfig.Validate; here only what cannot be read is refused, naming the
+// field.
+func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error) {
+	duration := func(field string, v *string, into *time.Duration) error {
+		if v == nil {
+			return nil
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(*v))
+		if err != nil {
+			return waitroom.BadRequest(fmt.Sprintf("%s: %q is not a duration (such as 300ms, 30s, 5m)", field, *v))
+		}
+		*into = d
+		return nil
+	}
+	if p.Rate != nil {
+		cfg.Rate = *p.Rate
+	}
+	if p.MaxQueue != nil {
+		cfg.MaxQueue = *p.MaxQueue
+	}
+	if p.MaxActive != nil {
+		cfg.MaxActive = *p.MaxActive
+	}
+	if p.State != nil {
+		cfg.State = waitroom.RoomState(*p.State)
+	}
+	if err := errors.Join(
+		duration("slice", p.Slice, &cfg.Slice),
+		duration("token_ttl", p.TokenTTL, &cfg.TokenTTL),
+		duration("lease", p.Lease, &cfg.Lease),
+	); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// validate checks a merged config and names the JSON field at fault. Zero
+// values are refused rather than taken as "the default": an operator who
+// types rate 0 means something, and it is not 140. RoomConfig.Validate runs
+// last, for rules the domain may add.
+func validate(cfg waitroom.RoomConfig) error {
+	bad := func(format string, args ...any) error { return waitroom.BadRequest(fmt.Sprintf(format, args...)) }
+	switch {
+	case math.IsNaN(cfg.Rate) || cfg.Rate <= 0 || cfg.Rate > waitroom.MaxRate:
+		return bad("rate: must be in (0, %g] users/s, got %g", waitroom.MaxRate, cfg.Rate)
+	case cfg.Slice < waitroom.MinSlice || cfg.Slice > waitroom.MaxSlice:
+		return bad("slice: must be in [%s, %s], got %s", waitroom.MinSlice, waitroom.MaxSlice, cfg.Slice)
+	case cfg.TickQuota() > waitroom.MaxTickQuota:
+		return bad("rate × slice: must admit at most %d users per slice, got %d", waitroom.MaxTickQuota, cfg.TickQuota())
+	case cfg.MaxQueue < 1 || cfg.MaxQueue > waitroom.MaxMaxQueue:
+		return bad("max_queue: must be in [1, %d], got %d", waitroom.MaxMaxQueue, cfg.MaxQueue)
+	case cfg.TokenTTL < waitroom.MinTokenTTL || cfg.TokenTTL > waitroom.MaxTokenTTL:
+		return bad("token_ttl: must be in [%s, %s], got %s", waitroom.MinTokenTTL, waitroom.MaxTokenTTL, cfg.TokenTTL)
+	case cfg.Lease < waitroom.MinLease || cfg.Lease > waitroom.MaxLease:
+		return bad("lease: must be in [%s, %s], got %s", waitroom.MinLease, waitroom.MaxLease, cfg.Lease)
+	case cfg.MaxActive < 0:
+		return bad("max_active: must be ≥ 0 (0: no cap), got %d", cfg.MaxActive)
+	}
+	switch cfg.State {
+	case waitroom.RoomOpen, waitroom.RoomPaused, waitroom.RoomClosed:
+	default:
+		return bad("state: must be open, paused or closed, got %q", cfg.State)
+	}
+	return cfg.Validate()
+}
+
+// adminCreateRoom: POST /admin/rooms. Settings left out take the defaults.
+func (s *Server) adminCreateRoom(w http.ResponseWriter, r *http.Request) error {
+	var body createBody
+	if err := jsonhttp.Decode(r, &body); err != nil {
+		return waitroom.BadRequest(err.Error())
+	}
+	if !waitroom.ValidRoomName(body.Name) {
+		return waitroom.BadRequest(fmt.Sprintf("name: %q is not a room name (1–64 characters of a–z, 0–9, '-' and '_')", body.Name))
+	}
+	cfg, err := body.apply(waitroom.RoomConfig{}.WithDefaults())
+	if err != nil {
+		return err
+	}
+	if err := validate(cfg); err != nil {
+		return err
+	}
+	created, err := s.store.CreateRoom(r.Context(), body.Name, cfg)
+	if err != nil {
+		return err
+	}
+	if !created {
+		return errRoomExists
+	}
+	s.log.InfoContext(r.Context(), "room created", "room", body.Name, "by", "admin", "remote", r.RemoteAddr, settingsAttr(cfg))
+	jsonhttp.Write(w, http.StatusCreated, newRoomBody(body.Name, cfg))
+	return nil
+}
+
+// adminShowRoom: GET /admin/rooms/{room}. Admissions per second are the
+// growth of the store's admitted counter over a short window, so they count
+// every instance's admitter, not only this one's.
+func (s *Server) adminShowRoom(w http.ResponseWriter, r *http.Request) error {
+	room, err := pathRoom(r)
+	if err != nil {
+		return err
+	}
+	window := defaultFiguresWindow
+	if v := r.URL.Query().Get("window"); v != "" {
+		window, err = time.ParseDuration(v)
+		if err != nil || window < 0 || window > maxFiguresWindow {
+			return waitroom.BadRequest(fmt.Sprintf("window: %q must be a duration in [0s, %s]", v, maxFiguresWindow))
+		}
+	}
+	cfg, err := s.store.RoomConfig(r.Context(), room)
+	if err != nil {
+		return err
+	}
+	first, err := s.store.Stats(r.Context(), room)
+	if err != nil {
+		return err
+	}
+	last := first
+	var perSecond *float64
+	if window > 0 {
+		start := time.Now()
+		timer := time.NewTimer(window)
+		select {
+		case <-r.Context().Done():
+			timer.Stop()
+			return r.Context().Err()
+		case <-timer.C:
+		}
+		if last, err = s.store.Stats(r.Context(), room); err != nil {
+			return err
+		}
+		v := float64(last.Admitted-first.Admitted) / time.Since(start).Seconds()
+		perSecond = &v
+	}
+	body := newRoomBody(room, cfg)
+	body.Figures = &figuresBody{
+		Waiting:           last.Waiting,
+		LiveTokens:        last.Active,
+		AdmittedPerSecond: perSecond,
+		Window:            window.String(),
+		Entered:           last.Entered,
+		QueueFull:         last.Full,
+		Admitted:          last.Admitted,
+		Completed:         last.Completed,
+		Released:          last.Released,
+		Expired:           last.Expired,
+	}
+	jsonhttp.Write(w, http.StatusOK, body)
+	return nil
+}
+
+// adminPatchRoom: PATCH /admin/rooms/{room}. It reads the live settings,
+// merges the fields given, validates and writes them back. Every instance
+// follows within one admission slice: the store's Admit and Enter read the
+// settings from the store on every call. Two operators patching the same
+// room at once: the later write wins whole.
+func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
+	room, err := pathRoom(r)
+	if err != nil {
+		return err
+	}
+	var patch roomSettings
+	if err := jsonhttp.Decode(r, &patch); err != nil {
+		return waitroom.BadRequest(err.Error())
+	}
+	old, err := s.store.RoomConfig(r.Context(), room)
+	if err != nil {
+		return err
+	}
+	cfg, err := patch.apply(old)
+	if err != nil {
+		return err
+	}
+	if err := validate(cfg); err != nil {
+		return err
+	}
+	if cfg != old {
+		if err := s.store.UpdateRoom(r.Context(), room, cfg); err != nil {
+			return err
+		}
+		// This instance's hints follow at once; the others' within
+		// ConfigRefresh.
+		s.rooms.Delete(room)
+		s.log.InfoContext(r.Context(), "room updated", append([]any{"room", room, "by", "admin", "remote", r.RemoteAddr},
+			settingsDiff(old, cfg)...)...)
+	}
+	jsonhttp.Write(w, http.StatusOK, newRoomBody(room, cfg))
+	return nil
+}
+
+func settingsAttr(cfg waitroom.RoomConfig) slog.Attr {
+	return slog.Group("settings", "state", cfg.State, "rate", cfg.Rate, "slice", cfg.Slice, "max_queue", cfg.MaxQueue,
+		"token_ttl", cfg.TokenTTL, "lease", cfg.Lease, "max_active", cfg.MaxActive)
+}
+
+// settingsDiff lists the changed fields as old → new attributes.
+func settingsDiff(old, cfg waitroom.RoomConfig) []any {
+	var diff []any
+	add := func(field string, o, n any) {
+		if o != n {
+			diff = append(diff, slog.Group(field, "old", o, "new", n))
+		}
+	}
+	add("state", old.State, cfg.State)
+	add("rate", old.Rate, cfg.Rate)
+	add("slice", old.Slice, cfg.Slice)
+	add("max_queue", old.MaxQueue, cfg.MaxQueue)
+	add("token_ttl", old.TokenTTL, cfg.TokenTTL)
+	add("lease", old.Lease, cfg.Lease)
+	add("max_active", old.MaxActive, cfg.MaxActive)
+	return diff
+}

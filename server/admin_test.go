@@ -1,0 +1,499 @@
+package server_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/memstore"
+	"github.com/waitroom/waitroom/redisstore"
+	"github.com/waitroom/waitroom/server"
+)
+
+const adminToken = "s3cret-admin-token-for-tests"
+
+// adminFixture is a fixture whose server has the admin API on, a fake
+// shop admin route behind it, and an admitter wired to the server's hook.
+type adminFixture struct {
+	*fixture
+	admitter  *waitroom.Admitter
+	shopCalls atomic.Int64
+}
+
+func newAdminFixture(t *testing.T, opts fixtureOptions) *adminFixture {
+	t.Helper()
+	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	store := memstore.New(memstore.Options{Now: c.Now})
+	f := &adminFixture{fixture: &fixture{t: t, clock: c, store: store, room: uniqueRoom(t), logs: &syncBuffer{}}}
+	_, err := store.CreateRoom(t.Context(), f.room, opts.room)
+	require.NoError(t, err)
+	s := mustServer(t, server.Config{
+		Store:       store,
+		Logger:      slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		DefaultRoom: f.room,
+		Protected:   opts.protected,
+		AdminToken:  adminToken,
+		AdminRoutes: map[string]http.Handler{
+			"GET /admin/products": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				f.shopCalls.Add(1)
+				fmt.Fprint(w, `{"products":[]}`)
+			}),
+		},
+	})
+	f.srv = httptest.NewServer(s)
+	t.Cleanup(f.srv.Close)
+	f.admitter = &waitroom.Admitter{Store: store, OnAdmit: s.OnAdmit}
+	return f
+}
+
+// admin sends an authorized admin request.
+func (f *adminFixture) admin(method, path, body string) answer {
+	f.t.Helper()
+	return f.do(method, path, body, "Authorization", "Bearer "+adminToken)
+}
+
+// tick moves the clock one slice and runs one admission tick.
+func (f *adminFixture) tick(slice time.Duration) int {
+	f.t.Helper()
+	f.clock.Advance(slice)
+	n, err := f.admitter.Tick(f.t.Context())
+	require.NoError(f.t, err)
+	return n
+}
+
+func TestAdminOffWithoutToken(t *testing.T) {
+	t.Parallel()
+	store := memstore.New(memstore.Options{})
+	_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{})
+	require.NoError(t, err)
+	var shopCalls atomic.Int64
+	srv := httptest.NewServer(mustServer(t, server.Config{
+		Store: store,
+		AdminRoutes: map[string]http.Handler{"GET /admin/products": http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+			shopCalls.Add(1)
+		})},
+	}))
+	t.Cleanup(srv.Close)
+	for _, req := range []struct{ method, path, body string }{
+		{"GET", "/admin/rooms", ""},
+		{"POST", "/admin/rooms", `{"name":"new-room"}`},
+		{"GET", "/admin/rooms/default", ""},
+		{"PATCH", "/admin/rooms/default", `{"state":"closed"}`},
+		{"GET", "/admin/products", ""},
+	} {
+		for _, auth := range []string{"", "Bearer ", "Bearer anything"} {
+			r, err := http.NewRequest(req.method, srv.URL+req.path, strings.NewReader(req.body))
+			require.NoError(t, err)
+			if auth != "" {
+				r.Header.Set("Authorization", auth)
+			}
+			a := send(t, srv.Client(), r)
+			require.Equal(t, http.StatusNotFound, a.status, "%s %s %q", req.method, req.path, auth)
+			require.Equal(t, "NOT_FOUND", a.code())
+		}
+	}
+	cfg, err := store.RoomConfig(t.Context(), "default")
+	require.NoError(t, err)
+	require.Equal(t, waitroom.RoomOpen, cfg.State)
+	rooms, err := store.Rooms(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, []string{"default"}, rooms)
+	require.Zero(t, shopCalls.Load())
+}
+
+func TestAdminRefusesWithoutTheToken(t *testing.T) {
+	t.Parallel()
+	f := newAdminFixture(t, fixtureOptions{})
+	before, err := f.store.RoomConfig(t.Context(), f.room)
+	require.NoError(t, err)
+	requests := []struct{ method, path, body string }{
+		{"GET", "/admin/rooms", ""},
+		{"POST", "/admin/rooms", `{"name":"intruder"}`},
+		{"GET", "/admin/rooms/" + f.room + "?window=0", ""},
+		{"PATCH", "/admin/rooms/" + f.room, `{"state":"closed","rate":1,"max_queue":1}`},
+		{"GET", "/admin/products", ""},
+		{"GET", "/admin/no-such-thing", ""},
+		{"DELETE", "/admin/rooms/" + f.room, ""},
+	}
+	auths := []string{
+		"",
+		"Bearer",
+		"Bearer ",
+		"Bearer wrong",
+		"Bearer " + adminToken + "x",
+		"Bearer " + adminToken[:len(adminToken)-1],
+		"Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+adminToken)),
+		adminToken,
+		"Token " + adminToken,
+	}
+	for _, req := range requests {
+		for _, auth := range auths {
+			headers := []string{}
+			if auth != "" {
+				headers = []string{"Authorization", auth}
+			}
+			a := f.do(req.method, req.path, req.body, headers...)
+			require.Equal(t, http.StatusUnauthorized, a.status, "%s %s %q", req.method, req.path, auth)
+			require.Equal(t, "UNAUTHORIZED", a.code())
+			require.True(t, strings.HasPrefix(a.header.Get("WWW-Authenticate"), "Bearer"), a.header.Get("WWW-Authenticate"))
+		}
+	}
+
+	after, err := f.store.RoomConfig(t.Context(), f.room)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "a refused request changes nothing")
+	rooms, err := f.store.Rooms(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, []string{f.room}, rooms)
+	require.Zero(t, f.shopCalls.Load(), "the shop's admin handler is behind the same check")
+	require.Equal(t, 1, strings.Count(f.logs.String(), "admin request refused"), "refusals are logged once a minute, not per request")
+
+	// The scheme is case-insensitive (RFC 9110); the right token opens
+	// every route.
+	a := f.do("GET", "/admin/products", "", "Authorization", "bearer "+adminToken)
+	require.Equal(t, http.StatusOK, a.status)
+	require.EqualValues(t, 1, f.shopCalls.Load())
+	a = f.admin("GET", "/admin/no-such-thing", "")
+	require.Equal(t, http.StatusNotFound, a.status)
+	require.Equal(t, "NOT_FOUND", a.code())
+}
+
+func TestAdminRooms(t *testing.T) {
+	t.Parallel()
+	f := newAdminFixture(t, fixtureOptions{})
+	name := uniqueRoom(t)
+
+	a := f.admin("POST", "/admin/rooms", `{"name":"`+name+`","rate":50,"token_ttl":"2m","state":"paused"}`)
+	require.Equal(t, http.StatusCreated, a.status, a.body)
+	require.Equal(t, map[string]any{
+		"name": name, "state": "paused", "rate": 50.0, "slice": "100ms", "max_queue": 100000.0,
+		"token_ttl": "2m0s", "lease": "30s", "max_active": 0.0,
+	}, a.body)
+	cfg, err := f.store.RoomConfig(t.Context(), name)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.RoomConfig{Rate: 50, Slice: 100 * time.Millisecond, MaxQueue: 100_000,
+		TokenTTL: 2 * time.Minute, Lease: 30 * time.Second, State: waitroom.RoomPaused}, cfg)
+	require.Contains(t, f.logs.String(), `msg="room created" room=`+name+" by=admin")
+
+	a = f.admin("POST", "/admin/rooms", `{"name":"`+name+`","rate":70}`)
+	require.Equal(t, http.StatusConflict, a.status)
+	require.Equal(t, "ROOM_EXISTS", a.code())
+	cfg, err = f.store.RoomConfig(t.Context(), name)
+	require.NoError(t, err)
+	require.InDelta(t, 50.0, cfg.Rate, 0, "an existing room keeps its settings")
+
+	a = f.admin("GET", "/admin/rooms", "")
+	require.Equal(t, http.StatusOK, a.status)
+	rooms := a.body["rooms"].([]any)
+	require.Len(t, rooms, 2)
+	byName := map[string]map[string]any{}
+	for _, r := range rooms {
+		byName[r.(map[string]any)["name"].(string)] = r.(map[string]any)
+	}
+	require.Equal(t, "paused", byName[name]["state"])
+	require.Equal(t, "open", byName[f.room]["state"])
+	require.Equal(t, 140.0, byName[f.room]["rate"])
+
+	// A partial update changes only what it names.
+	a = f.admin("PATCH", "/admin/rooms/"+name, `{"max_queue":10,"lease":"45s"}`)
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	require.Equal(t, 10.0, a.body["max_queue"])
+	require.Equal(t, "45s", a.body["lease"])
+	require.Equal(t, 50.0, a.body["rate"])
+	require.Equal(t, "paused", a.body["state"])
+	cfg, err = f.store.RoomConfig(t.Context(), name)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.RoomConfig{Rate: 50, Slice: 100 * time.Millisecond, MaxQueue: 10,
+		TokenTTL: 2 * time.Minute, Lease: 45 * time.Second, State: waitroom.RoomPaused}, cfg)
+	require.Contains(t, f.logs.String(), `msg="room updated" room=`+name+" by=admin")
+	require.Contains(t, f.logs.String(), "max_queue.old=100000 max_queue.new=10")
+
+	// Figures, without the wait that measures admissions per second.
+	require.Equal(t, http.StatusOK, f.enter("u1").status)
+	a = f.admin("GET", "/admin/rooms/"+f.room+"?window=0", "")
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	require.Equal(t, map[string]any{
+		"waiting": 1.0, "live_tokens": 0.0, "admitted_per_second": nil, "window": "0s",
+		"entered": 1.0, "queue_full": 0.0, "admitted": 0.0, "completed": 0.0, "released": 0.0, "expired": 0.0,
+	}, a.body["figures"])
+	require.Equal(t, "open", a.body["state"])
+}
+
+func TestAdminRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	f := newAdminFixture(t, fixtureOptions{})
+	before, err := f.store.RoomConfig(t.Context(), f.room)
+	require.NoError(t, err)
+	path := "/admin/rooms/" + f.room
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+		code, mentions     string
+	}{
+		{"PATCH", path, `{"rate":-1}`, 400, "BAD_REQUEST", "rate"},
+		{"PATCH", path, `{"rate":0}`, 400, "BAD_REQUEST", "rate"},
+		{"PATCH", path, `{"rate":"fast"}`, 400, "BAD_REQUEST", "rate"},
+		{"PATCH", path, `{"rate":1000000}`, 400, "BAD_REQUEST", "rate"},
+		{"PATCH", path, `{"token_ttl":"soon"}`, 400, "BAD_REQUEST", "token_ttl"},
+		{"PATCH", path, `{"token_ttl":300}`, 400, "BAD_REQUEST", "token_ttl"},
+		{"PATCH", path, `{"token_ttl":"100ms"}`, 400, "BAD_REQUEST", "token_ttl"},
+		{"PATCH", path, `{"lease":"1h"}`, 400, "BAD_REQUEST", "lease"},
+		{"PATCH", path, `{"slice":"1ms"}`, 400, "BAD_REQUEST", "slice"},
+		{"PATCH", path, `{"max_queue":0}`, 400, "BAD_REQUEST", "max_queue"},
+		{"PATCH", path, `{"max_active":-1}`, 400, "BAD_REQUEST", "max_active"},
+		{"PATCH", path, `{"state":"half-open"}`, 400, "BAD_REQUEST", "state"},
+		{"PATCH", path, `{"state":"paused","ratee":5}`, 400, "BAD_REQUEST", "unknown field"},
+		{"PATCH", path, `{"rate":5} {"rate":6}`, 400, "BAD_REQUEST", "after the object"},
+		{"PATCH", path, `[]`, 400, "BAD_REQUEST", "JSON"},
+		{"PATCH", path, ``, 400, "BAD_REQUEST", "empty body"},
+		{"PATCH", "/admin/rooms/no-such-room", `{"rate":5}`, 404, "ROOM_NOT_FOUND", ""},
+		{"PATCH", "/admin/rooms/Bad!", `{"rate":5}`, 400, "BAD_REQUEST", "room names"},
+		{"GET", path + "?window=forever", "", 400, "BAD_REQUEST", "window"},
+		{"GET", path + "?window=1m", "", 400, "BAD_REQUEST", "window"},
+		{"GET", "/admin/rooms/no-such-room?window=0", "", 404, "ROOM_NOT_FOUND", ""},
+		{"POST", "/admin/rooms", `{"name":"Bad Name"}`, 400, "BAD_REQUEST", "name"},
+		{"POST", "/admin/rooms", `{"rate":5}`, 400, "BAD_REQUEST", "name"},
+		{"POST", "/admin/rooms", `{"name":"fresh","state":"closing"}`, 400, "BAD_REQUEST", "state"},
+		{"POST", "/admin/rooms", `{"name":"fresh","colour":"red"}`, 400, "BAD_REQUEST", "unknown field"},
+	} {
+		a := f.admin(tc.method, tc.path, tc.body)
+		require.Equal(t, tc.status, a.status, "%s %s %s: %v", tc.method, tc.path, tc.body, a.body)
+		require.Equal(t, tc.code, a.code(), tc.body)
+		msg := a.body["error"].(map[string]any)["message"].(string)
+		require.Contains(t, msg, tc.mentions, tc.body)
+	}
+	after, err := f.store.RoomConfig(t.Context(), f.room)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	rooms, err := f.store.Rooms(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, []string{f.room}, rooms, "no bad create made a room")
+}
+
+// TestAdminPauseAndResume: pausing stops admissions from the next slice on,
+// saves nothing up, and resuming admits at the rate, not in a burst.
+func TestAdminPauseAndResume(t *testing.T) {
+	t.Parallel()
+	const slice = 100 * time.Millisecond
+	f := newAdminFixture(t, fixtureOptions{room: waitroom.RoomConfig{Rate: 100, Slice: slice}})
+	for i := range 200 {
+		_, err := f.store.Enter(t.Context(), f.room, fmt.Sprintf("u%d", i))
+		require.NoError(t, err)
+	}
+	require.Zero(t, f.tick(slice), "the first tick starts the bucket")
+	for range 3 {
+		require.Equal(t, 10, f.tick(slice))
+	}
+
+	a := f.admin("PATCH", "/admin/rooms/"+f.room, `{"state":"paused"}`)
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	for range 10 {
+		require.Zero(t, f.tick(slice), "paused: nobody is admitted from the next slice on")
+	}
+	a = f.enter("late")
+	require.Equal(t, http.StatusOK, a.status, "a paused room still takes entries")
+	require.Equal(t, true, a.body["paused"], "this instance's hints follow at once")
+
+	a = f.admin("PATCH", "/admin/rooms/"+f.room, `{"state":"open"}`)
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	for range 5 {
+		require.Equal(t, 10, f.tick(slice), "resumed at the rate: no burst from the pause")
+	}
+	st, err := f.store.Stats(t.Context(), f.room)
+	require.NoError(t, err)
+	require.EqualValues(t, 80, st.Admitted)
+}
+
+// TestAdminCloseKeepsTokens: a closed room refuses new entries, but issued
+// tokens stay valid and the queued keep their places and are admitted.
+func TestAdminCloseKeepsTokens(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	f := newAdminFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
+	token := f.admit("holder")
+	require.Equal(t, http.StatusOK, f.enter("queued").status)
+
+	a := f.admin("PATCH", "/admin/rooms/"+f.room, `{"state":"closed"}`)
+	require.Equal(t, http.StatusOK, a.status, a.body)
+
+	a = f.enter("newcomer")
+	require.Equal(t, http.StatusForbidden, a.status)
+	require.Equal(t, "ROOM_CLOSED", a.code())
+	a = f.enter("queued")
+	require.Equal(t, http.StatusOK, a.status, "the queued keep their places")
+	require.EqualValues(t, 1, a.num("position"))
+	a = f.enter("holder")
+	require.Equal(t, http.StatusOK, a.status)
+	require.Equal(t, token, a.str("token"))
+
+	a = f.order("holder", token)
+	require.Equal(t, http.StatusCreated, a.status, "an issued token still buys: %v", a.body)
+	require.EqualValues(t, 1, up.calls.Load())
+
+	f.clock.Advance(time.Second)
+	admitted, err := f.store.Admit(t.Context(), f.room)
+	require.NoError(t, err)
+	require.Len(t, admitted, 1)
+	require.Equal(t, "queued", admitted[0].User, "a closed room still admits its queue")
+}
+
+// TestAdminShowMeasuresAdmissionRate measures admissions per second on the
+// real clock with a running admitter.
+func TestAdminShowMeasuresAdmissionRate(t *testing.T) {
+	t.Parallel()
+	store := memstore.New(memstore.Options{})
+	room := uniqueRoom(t)
+	_, err := store.CreateRoom(t.Context(), room, waitroom.RoomConfig{Rate: 200})
+	require.NoError(t, err)
+	for i := range 2000 {
+		_, err := store.Enter(t.Context(), room, fmt.Sprintf("u%d", i))
+		require.NoError(t, err)
+	}
+	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, DefaultRoom: room, AdminToken: adminToken}))
+	t.Cleanup(srv.Close)
+	admitter := &waitroom.Admitter{Store: store}
+	done := make(chan error, 1)
+	go func() { done <- admitter.Run(t.Context()) }()
+	t.Cleanup(func() { <-done })
+	require.Eventually(t, func() bool {
+		st, err := store.Stats(t.Context(), room)
+		return err == nil && st.Admitted > 0
+	}, 5*time.Second, 10*time.Millisecond, "admissions start")
+
+	req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/admin/rooms/"+room+"?window=1s", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	a := send(t, srv.Client(), req)
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	fig := a.body["figures"].(map[string]any)
+	require.Equal(t, "1s", fig["window"])
+	// Late ticks on a loaded machine may lose up to a slice's worth; the
+	// bucket never lets more than the rate through.
+	require.InDelta(t, 200, fig["admitted_per_second"].(float64), 60, fig)
+}
+
+func TestNewRejectsBadAdminConfig(t *testing.T) {
+	t.Parallel()
+	store := memstore.New(memstore.Options{})
+	h := http.NotFoundHandler()
+	for name, cfg := range map[string]server.Config{
+		"admin route outside /admin/": {Store: store, AdminToken: adminToken, AdminRoutes: map[string]http.Handler{"GET /products": h}},
+		"admin route clash":           {Store: store, AdminToken: adminToken, AdminRoutes: map[string]http.Handler{"GET /admin/rooms": h}},
+		"admin route clashes with routes": {Store: store, AdminToken: adminToken,
+			Routes: map[string]http.Handler{"GET /admin/products": h}, AdminRoutes: map[string]http.Handler{"GET /admin/products": h}},
+	} {
+		_, err := server.New(cfg)
+		require.Error(t, err, name)
+	}
+}
+
+// TestAdminChangeReachesOtherInstances runs two servers, each with its own
+// Redis client, on one real Redis (REDIS_URL, default the loopback one; a
+// missing Redis fails the test): a change made through instance A governs
+// what instance B's admitter admits and what B answers to entries.
+func TestAdminChangeReachesOtherInstances(t *testing.T) {
+	t.Parallel()
+	redisURL := os.Getenv("REDIS_URL")
+	if redisURL == "" {
+		redisURL = "redis://127.0.0.1:6379/0"
+	}
+	prefix := fmt.Sprintf("wrtest-admin-%d", time.Now().UnixNano())
+	t.Cleanup(func() { deleteRedisKeys(t, redisURL, prefix+":*") })
+	newInstance := func() (*redisstore.Store, *server.Server, *httptest.Server) {
+		client, err := redisstore.Open(redisURL)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = client.Close() })
+		store := redisstore.New(client, redisstore.Options{Prefix: prefix})
+		require.NoError(t, store.Ping(t.Context()), "Redis at %s", redisURL)
+		s := mustServer(t, server.Config{Store: store, AdminToken: adminToken})
+		srv := httptest.NewServer(s)
+		t.Cleanup(srv.Close)
+		return store, s, srv
+	}
+	_, _, srvA := newInstance()
+	storeB, serverB, srvB := newInstance()
+	adminA := func(method, path, body string) answer {
+		req, err := http.NewRequestWithContext(t.Context(), method, srvA.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		return send(t, srvA.Client(), req)
+	}
+	enterB := func(user string) answer {
+		req, err := http.NewRequestWithContext(t.Context(), "POST", srvB.URL+"/rooms/sale/enter", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-User-Id", user)
+		return send(t, srvB.Client(), req)
+	}
+
+	a := adminA("POST", "/admin/rooms", `{"name":"sale","rate":20}`)
+	require.Equal(t, http.StatusCreated, a.status, a.body)
+	require.Equal(t, http.StatusOK, enterB("first").status)
+	for i := range 400 {
+		_, err := storeB.Enter(t.Context(), "sale", fmt.Sprintf("u%03d", i))
+		require.NoError(t, err)
+	}
+	admitterB := &waitroom.Admitter{Store: storeB, OnAdmit: serverB.OnAdmit}
+	// admitFor ticks B's admitter every 100 ms for d and returns how many
+	// it admitted.
+	admitFor := func(d time.Duration) int {
+		total := 0
+		ticker := time.NewTicker(100 * time.Millisecond)
+		defer ticker.Stop()
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); <-ticker.C {
+			n, err := admitterB.Tick(t.Context())
+			require.NoError(t, err)
+			total += n
+		}
+		return total
+	}
+
+	admitFor(300 * time.Millisecond) // start the bucket
+	before := admitFor(time.Second)
+	require.InDelta(t, 20, before, 6, "B admits at 20/s")
+
+	a = adminA("PATCH", "/admin/rooms/sale", `{"rate":200}`)
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	after := admitFor(time.Second)
+	require.InDelta(t, 200, after, 50, "B admits at the rate set through A")
+
+	// Paused through A: B's very next tick admits nobody.
+	a = adminA("PATCH", "/admin/rooms/sale", `{"state":"paused"}`)
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	n, err := admitterB.Tick(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	// Closed through A: B refuses the next entry at once (the store
+	// decides, not B's settings cache).
+	a = adminA("PATCH", "/admin/rooms/sale", `{"state":"closed"}`)
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	a = enterB("newcomer")
+	require.Equal(t, http.StatusForbidden, a.status)
+	require.Equal(t, "ROOM_CLOSED", a.code())
+}
+
+// deleteRedisKeys removes what a test left in the shared Redis.
+func deleteRedisKeys(t *testing.T, redisURL, match string) {
+	opts, err := redis.ParseURL(redisURL)
+	require.NoError(t, err)
+	client := redis.NewClient(opts)
+	defer client.Close()
+	ctx := context.Background() // t.Context is done during cleanup
+	iter := client.Scan(ctx, 0, match, 100).Iterator()
+	for iter.Next(ctx) {
+		require.NoError(t, client.Del(ctx, iter.Val()).Err())
+	}
+	require.NoError(t, iter.Err())
+}

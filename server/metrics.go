@@ -1,0 +1,429 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/waitroom/waitroom"
+)
+
+// Metrics come in two kinds. Counters of this instance (waitroom_enters_total,
+// waitroom_admitted_total, waitroom_claims_total, the HTTP histogram) count
+// what this process did: sum them over instances. Room figures
+// (waitroom_room_*) are read from the store at scrape time and are the
+// room's own, shared by every instance: do not sum them.
+//
+// Room labels are bounded: a counter is labelled with a room only when the
+// store's answer proves the room exists (or the room comes from the store's
+// list), so made-up room names in requests cannot grow the series.
+
+// collectTimeout bounds the store reads of one scrape, so a hung store
+// makes a scrape short of room figures, not a scrape that hangs.
+const collectTimeout = 2 * time.Second
+
+// metrics are one Server's metrics, in the Server's own registry.
+type metrics struct {
+	enters   *prometheus.CounterVec
+	admitted *prometheus.CounterVec
+	claims   *prometheus.CounterVec
+	http     *prometheus.HistogramVec
+
+	// Pre-resolved children, so the hot paths (enter, every request's
+	// latency) do no label hashing.
+	mu     sync.RWMutex
+	rooms  map[string]*roomMetrics
+	routes map[string]*routeMetrics // filled by declareRoutes, read-only after New
+
+	handler http.Handler // GET /metrics
+}
+
+// roomMetrics are one existing room's pre-resolved children and its
+// log limiter.
+type roomMetrics struct {
+	enters    [len(enterResults)]prometheus.Counter
+	admitted  prometheus.Counter
+	queueFull everyMinute
+}
+
+func newMetrics(reg *prometheus.Registry, store *watchedStore, log *slog.Logger) (*metrics, error) {
+	if reg == nil {
+		// A registry per Server, never the global one, so servers (and
+		// tests running in parallel) do not share series.
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	m := &metrics{
+		enters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_enters_total",
+			Help: "Enters this instance's store answered, by result: queued (a place, new or kept), admitted (holds a live token), queue_full, room_closed; other results (room_not_found, store_unavailable, internal, …) with room=\"\".",
+		}, []string{"room", "result"}),
+		admitted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_admitted_total",
+			Help: "Users this instance's admitter turned into entry-token holders.",
+		}, []string{"room"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_claims_total",
+			Help: "Gated requests on this instance by result: completed (token spent), released (order failed, token kept), settle_failed, or the code of a refused claim (token_in_use, entry_token_not_found, entry_token_invalid, bad_request, store_unavailable).",
+		}, []string{"room", "result"}),
+		http: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "waitroom_http_request_duration_seconds",
+			Help: "HTTP request latency by route (the ServeMux pattern, \"unmatched\" for none) and status code.",
+			// From a cached status answer (sub-millisecond) to a gated order
+			// that runs up to the upstream's timeout.
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route", "code"}),
+		rooms:  make(map[string]*roomMetrics),
+		routes: make(map[string]*routeMetrics),
+	}
+	for _, c := range []prometheus.Collector{m.enters, m.admitted, m.claims, m.http, newRoomCollector(store, log)} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError, // serve what could be gathered
+	})
+	return m, nil
+}
+
+// room returns the pre-resolved children of a room known to exist.
+func (m *metrics) room(room string) *roomMetrics {
+	m.mu.RLock()
+	rm := m.rooms[room]
+	m.mu.RUnlock()
+	if rm != nil {
+		return rm
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rm = m.rooms[room]; rm == nil {
+		rm = &roomMetrics{admitted: m.admitted.WithLabelValues(room)}
+		for i, result := range enterResults {
+			rm.enters[i] = m.enters.WithLabelValues(room, result)
+		}
+		m.rooms[room] = rm
+	}
+	return rm
+}
+
+// Results of an enter that prove the room exists; their index is their
+// place in roomMetrics.enters.
+var enterResults = [...]string{"queued", "admitted", "queue_full", "room_closed"}
+
+const (
+	enterQueued = iota
+	enterAdmitted
+	enterQueueFull
+	enterRoomClosed
+)
+
+// observeEnter counts one enter the store answered and warns, once a minute
+// per room, that the queue is full: the signal that the room turns people
+// away, without a line per refused request.
+func (s *Server) observeEnter(ctx context.Context, room string, st waitroom.Status, err error) {
+	result := -1
+	switch {
+	case err == nil && st.State == waitroom.StateAdmitted:
+		result = enterAdmitted
+	case err == nil:
+		result = enterQueued
+	case errors.Is(err, waitroom.ErrQueueFull):
+		result = enterQueueFull
+	case errors.Is(err, waitroom.ErrRoomClosed):
+		result = enterRoomClosed
+	}
+	if result < 0 {
+		// The room may not exist: count without its name.
+		s.metrics.enters.WithLabelValues("", resultLabel(err)).Inc()
+		return
+	}
+	rm := s.metrics.room(room)
+	rm.enters[result].Inc()
+	if result == enterQueueFull {
+		if refused, ok := rm.queueFull.allow(time.Now()); ok {
+			s.log.WarnContext(ctx, "queue full: refusing new entries", "room", room, "refused_since_last_warning", refused)
+		}
+	}
+}
+
+// OnAdmit counts and logs one admission; pass it as the Admitter's OnAdmit.
+func (s *Server) OnAdmit(room string, admitted []waitroom.Admission) {
+	s.metrics.room(room).admitted.Add(float64(len(admitted)))
+	s.log.Debug("admitted", "room", room, "n", len(admitted))
+}
+
+// onGateOutcome returns the gate's OnOutcome: it counts one gated
+// request's outcome, then tells next (Config.OnGateOutcome) if set. The
+// gate's room is the server's default room, so the labels are bounded.
+func (s *Server) onGateOutcome(next func(room, outcome string)) func(room, outcome string) {
+	return func(room, outcome string) {
+		s.metrics.claims.WithLabelValues(room, strings.ToLower(outcome)).Inc()
+		switch outcome {
+		case "completed", "released":
+			s.log.Debug("entry token settled", "room", room, "outcome", outcome)
+		}
+		if next != nil {
+			next(room, outcome)
+		}
+	}
+}
+
+// resultLabel turns an error into a bounded label value: the lower-case
+// code of a waitroom.Error (a fixed set), or "internal".
+func resultLabel(err error) string {
+	return strings.ToLower(waitroom.ErrorCode(err))
+}
+
+// routeMetrics are one route's latency children by status code.
+type routeMetrics struct {
+	byCode [600]atomic.Pointer[observer]
+}
+
+type observer struct{ prometheus.Observer }
+
+// unmatchedRoute labels requests no route matched, so probes of random
+// paths stay one series.
+const unmatchedRoute = "unmatched"
+
+// declareRoutes prepares the latency children of every route; called once
+// in New, before serving.
+func (m *metrics) declareRoutes(patterns map[string]http.Handler) {
+	for p := range patterns {
+		m.routes[p] = &routeMetrics{}
+	}
+	m.routes[unmatchedRoute] = &routeMetrics{}
+}
+
+// observeHTTP records one request's latency under its route pattern, never
+// its raw path.
+func (m *metrics) observeHTTP(route string, code int, d time.Duration) {
+	rm := m.routes[route]
+	if rm == nil || code < 0 || code >= len(rm.byCode) {
+		m.http.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
+		return
+	}
+	o := rm.byCode[code].Load()
+	if o == nil {
+		o = &observer{m.http.WithLabelValues(route, strconv.Itoa(code))}
+		rm.byCode[code].Store(o) // a racing store keeps an equal child
+	}
+	o.Observe(d.Seconds())
+}
+
+// roomCollector reads every room's figures and settings from the store at
+// scrape time: they are the room's own, kept by the store for all
+// instances, so a counter of this process could not know them.
+type roomCollector struct {
+	store                                           *watchedStore
+	log                                             *slog.Logger
+	waiting, live, rate, state, entries, tokens, up *prometheus.Desc
+}
+
+func newRoomCollector(store *watchedStore, log *slog.Logger) *roomCollector {
+	room := []string{"room"}
+	return &roomCollector{
+		store:   store,
+		log:     log,
+		waiting: prometheus.NewDesc("waitroom_room_waiting", "Users in the room's queue now.", room, nil),
+		live:    prometheus.NewDesc("waitroom_room_live_tokens", "Live entry tokens of the room now.", room, nil),
+		rate:    prometheus.NewDesc("waitroom_room_admission_rate", "The room's admission rate setting, users per second.", room, nil),
+		state:   prometheus.NewDesc("waitroom_room_state", "1 for the room's state (open, paused, closed), 0 for the others.", []string{"room", "state"}, nil),
+		entries: prometheus.NewDesc("waitroom_room_entries_total", "Enters of the room over all instances: queued (took a new place) or queue_full (refused).", []string{"room", "result"}, nil),
+		tokens:  prometheus.NewDesc("waitroom_room_tokens_total", "Entry tokens of the room over all instances by outcome: issued, completed, released, expired.", []string{"room", "outcome"}, nil),
+		up:      prometheus.NewDesc("waitroom_store_up", "1 if the store answered this instance's last call, 0 if it was unavailable.", nil, nil),
+	}
+}
+
+func (c *roomCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.waiting, c.live, c.rate, c.state, c.entries, c.tokens, c.up} {
+		ch <- d
+	}
+}
+
+func (c *roomCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
+	defer cancel()
+	defer func() {
+		up := 1.0
+		if c.store.down.Load() {
+			up = 0
+		}
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
+	}()
+	rooms, err := c.store.Rooms(ctx)
+	if err != nil {
+		c.log.Debug("metrics: listing rooms failed", "err", err)
+		return
+	}
+	for _, room := range rooms {
+		st, err := c.store.Stats(ctx, room)
+		if err != nil {
+			c.log.Debug("metrics: reading room figures failed", "room", room, "err", err)
+			continue
+		}
+		cfg, err := c.store.RoomConfig(ctx, room)
+		if err != nil {
+			c.log.Debug("metrics: reading room settings failed", "room", room, "err", err)
+			continue
+		}
+		gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{room}, labels...)...)
+		}
+		counter := func(d *prometheus.Desc, v int64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{room}, labels...)...)
+		}
+		gauge(c.waiting, float64(st.Waiting))
+		gauge(c.live, float64(st.Active))
+		gauge(c.rate, cfg.Rate)
+		for _, state := range []waitroom.RoomState{waitroom.RoomOpen, waitroom.RoomPaused, waitroom.RoomClosed} {
+			v := 0.0
+			if cfg.State == state {
+				v = 1
+			}
+			gauge(c.state, v, string(state))
+		}
+		counter(c.entries, st.Entered, "queued")
+		counter(c.entries, st.Full, "queue_full")
+		counter(c.tokens, st.Admitted, "issued")
+		counter(c.tokens, st.Completed, "completed")
+		counter(c.tokens, st.Released, "released")
+		counter(c.tokens, st.Expired, "expired")
+	}
+}
+
+// everyMinute lets one event a minute through and counts the ones it held
+// back, for warnings that would otherwise come once per request.
+type everyMinute struct {
+	last    atomic.Int64 // unix nanoseconds of the last one let through
+	skipped atomic.Int64
+}
+
+// allow reports whether to log now, and how many were held back since the
+// last time.
+func (e *everyMinute) allow(now time.Time) (skipped int64, ok bool) {
+	last := e.last.Load()
+	if last != 0 && now.UnixNano()-last < int64(time.Minute) || !e.last.CompareAndSwap(last, now.UnixNano()) {
+		e.skipped.Add(1)
+		return 0, false
+	}
+	return e.skipped.Swap(0), true
+}
+
+// watchedStore notices store outages on the way through: the first call
+// that finds the store unavailable logs a warning, the first that succeeds
+// afterwards logs the recovery. An outage under 100,000 pollers is two
+// lines, not one per poll.
+type watchedStore struct {
+	waitroom.Store
+	log       *slog.Logger
+	down      atomic.Bool
+	downSince atomic.Int64 // unix nanoseconds
+}
+
+var _ waitroom.Store = (*watchedStore)(nil)
+
+func (w *watchedStore) observe(ctx context.Context, err error) {
+	switch {
+	case errors.Is(err, waitroom.ErrStoreUnavailable):
+		if !w.down.Load() && w.down.CompareAndSwap(false, true) {
+			w.downSince.Store(time.Now().UnixNano())
+			w.log.WarnContext(ctx, "store unavailable; answering 503 until it is back", "err", err)
+		}
+	case err == nil || waitroom.ErrorCode(err) != "INTERNAL":
+		// An answer, even a refusal, means the store is reachable.
+		if w.down.Load() && w.down.CompareAndSwap(true, false) {
+			w.log.InfoContext(ctx, "store reachable again",
+				"down_for", time.Since(time.Unix(0, w.downSince.Load())).Round(time.Millisecond))
+		}
+	}
+}
+
+func (w *watchedStore) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) (bool, error) {
+	created, err := w.Store.CreateRoom(ctx, room, cfg)
+	w.observe(ctx, err)
+	return created, err
+}
+
+func (w *watchedStore) UpdateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) error {
+	err := w.Store.UpdateRoom(ctx, room, cfg)
+	w.observe(ctx, err)
+	return err
+}
+
+func (w *watchedStore) RoomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
+	cfg, err := w.Store.RoomConfig(ctx, room)
+	w.observe(ctx, err)
+	return cfg, err
+}
+
+func (w *watchedStore) Rooms(ctx context.Context) ([]string, error) {
+	rooms, err := w.Store.Rooms(ctx)
+	w.observe(ctx, err)
+	return rooms, err
+}
+
+func (w *watchedStore) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
+	st, err := w.Store.Enter(ctx, room, user)
+	w.observe(ctx, err)
+	return st, err
+}
+
+func (w *watchedStore) Status(ctx context.Context, room, user string) (waitroom.Status, error) {
+	st, err := w.Store.Status(ctx, room, user)
+	w.observe(ctx, err)
+	return st, err
+}
+
+func (w *watchedStore) Leave(ctx context.Context, room, user string) error {
+	err := w.Store.Leave(ctx, room, user)
+	w.observe(ctx, err)
+	return err
+}
+
+func (w *watchedStore) Admit(ctx context.Context, room string) ([]waitroom.Admission, error) {
+	admitted, err := w.Store.Admit(ctx, room)
+	w.observe(ctx, err)
+	return admitted, err
+}
+
+func (w *watchedStore) Claim(ctx context.Context, room, user, token string) (waitroom.Hold, error) {
+	h, err := w.Store.Claim(ctx, room, user, token)
+	w.observe(ctx, err)
+	return h, err
+}
+
+func (w *watchedStore) Complete(ctx context.Context, h waitroom.Hold) error {
+	err := w.Store.Complete(ctx, h)
+	w.observe(ctx, err)
+	return err
+}
+
+func (w *watchedStore) Release(ctx context.Context, h waitroom.Hold) error {
+	err := w.Store.Release(ctx, h)
+	w.observe(ctx, err)
+	return err
+}
+
+func (w *watchedStore) Stats(ctx context.Context, room string) (waitroom.Stats, error) {
+	st, err := w.Store.Stats(ctx, room)
+	w.observe(ctx, err)
+	return st, err
+}
+
+func (w *watchedStore) Ping(ctx context.Context) error {
+	err := w.Store.Ping(ctx)
+	w.observe(ctx, err)
+	return err
+}

@@ -1,0 +1,283 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/memstore"
+	"github.com/waitroom/waitroom/server"
+)
+
+// scrape GETs /metrics over HTTP and parses the text format.
+func scrape(t *testing.T, baseURL string) scraped {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", baseURL+"/metrics", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	return scraped{t: t, families: families}
+}
+
+type scraped struct {
+	t        *testing.T
+	families map[string]*dto.MetricFamily
+}
+
+// value is the value of the series of name with exactly the given labels
+// (name, value pairs); a histogram gives its count. A missing series
+// fails the test.
+func (s scraped) value(name string, labels ...string) float64 {
+	s.t.Helper()
+	v, ok := s.lookup(name, labels...)
+	require.True(s.t, ok, "no series %s%v", name, labels)
+	return v
+}
+
+func (s scraped) lookup(name string, labels ...string) (float64, bool) {
+	mf := s.families[name]
+	if mf == nil {
+		return 0, false
+	}
+	for _, m := range mf.GetMetric() {
+		if len(m.GetLabel())*2 != len(labels) {
+			continue
+		}
+		match := true
+		for i := 0; i+1 < len(labels); i += 2 {
+			found := false
+			for _, l := range m.GetLabel() {
+				if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+					found = true
+				}
+			}
+			match = match && found
+		}
+		if !match {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), true
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// TestMetricsScriptedScenario plays a known script (enters, some refused
+// for a full queue, admissions, claims of each outcome, expiry) and checks
+// every counter against it exactly, through a real scrape.
+func TestMetricsScriptedScenario(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	f := newAdminFixture(t, fixtureOptions{
+		// Quota 3 per tick; tokens live 2 s and leases 1 s, so that
+		// expiry is reachable by moving the clock.
+		room:      waitroom.RoomConfig{Rate: 30, MaxQueue: 5, TokenTTL: 2 * time.Second, Lease: time.Second},
+		protected: proxyTo(t, up.srv.URL),
+	})
+	room := f.room
+
+	// 8 enters: 5 places, 3 refused; one repeat keeps its place; one
+	// enter to a room that does not exist.
+	for i := 1; i <= 8; i++ {
+		a := f.enter(fmt.Sprintf("u%d", i))
+		if i <= 5 {
+			require.Equal(t, http.StatusOK, a.status)
+		} else {
+			require.Equal(t, http.StatusTooManyRequests, a.status)
+		}
+	}
+	require.Equal(t, http.StatusOK, f.enter("u1").status)
+	require.Equal(t, http.StatusNotFound, f.do("POST", "/rooms/no-such-room/enter", "", "X-User-Id", "u1").status)
+
+	// Admissions: the first tick starts the bucket, the next admits 3.
+	require.Zero(t, f.tick(time.Second))
+	require.Equal(t, 3, f.tick(time.Second))
+	tokens := map[string]string{}
+	for _, u := range []string{"u1", "u2", "u3"} {
+		a := f.status(u)
+		require.Equal(t, "admitted", a.str("state"))
+		tokens[u] = a.str("token")
+	}
+	a := f.enter("u1")
+	require.Equal(t, "admitted", a.str("state"), "an enter by a token holder answers its token")
+
+	// Claims: u1 orders (completed), u2's order fails (released), u3's
+	// token is held elsewhere (TOKEN_IN_USE).
+	require.Equal(t, http.StatusCreated, f.order("u1", tokens["u1"]).status)
+	up.reply.Store(http.StatusInternalServerError)
+	require.Equal(t, http.StatusInternalServerError, f.order("u2", tokens["u2"]).status)
+	up.reply.Store(0)
+	_, err := f.store.Claim(t.Context(), room, "u3", tokens["u3"])
+	require.NoError(t, err)
+	require.Equal(t, http.StatusConflict, f.order("u3", tokens["u3"]).status)
+
+	// Expiry: u2's released token and u3's held one run out; the same
+	// tick admits the last two queued users.
+	f.clock.Advance(5 * time.Second)
+	n, err := f.admitter.Tick(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+
+	// Refused claims: a spent token, a token of the wrong value.
+	require.Equal(t, http.StatusForbidden, f.order("u1", tokens["u1"]).status)
+	require.Equal(t, http.StatusForbidden, f.order("u4", tokens["u1"]).status)
+	require.Equal(t, http.StatusNotFound, f.do("GET", "/no/such/path", "").status)
+
+	m := scrape(t, f.srv.URL)
+	enters := func(room, result string) float64 { return m.value("waitroom_enters_total", "room", room, "result", result) }
+	require.EqualValues(t, 6, enters(room, "queued"), "5 places and 1 repeat")
+	require.EqualValues(t, 3, enters(room, "queue_full"))
+	require.EqualValues(t, 1, enters(room, "admitted"))
+	require.EqualValues(t, 0, enters(room, "room_closed"))
+	require.EqualValues(t, 1, enters("", "room_not_found"), "an unknown room is not a label")
+
+	require.EqualValues(t, 5, m.value("waitroom_admitted_total", "room", room))
+
+	claims := func(result string) float64 { return m.value("waitroom_claims_total", "room", room, "result", result) }
+	require.EqualValues(t, 1, claims("completed"))
+	require.EqualValues(t, 1, claims("released"))
+	require.EqualValues(t, 1, claims("token_in_use"))
+	require.EqualValues(t, 1, claims("entry_token_not_found"))
+	require.EqualValues(t, 1, claims("entry_token_invalid"))
+
+	require.EqualValues(t, 0, m.value("waitroom_room_waiting", "room", room))
+	require.EqualValues(t, 2, m.value("waitroom_room_live_tokens", "room", room))
+	require.EqualValues(t, 30, m.value("waitroom_room_admission_rate", "room", room))
+	require.EqualValues(t, 1, m.value("waitroom_room_state", "room", room, "state", "open"))
+	require.EqualValues(t, 0, m.value("waitroom_room_state", "room", room, "state", "paused"))
+	require.EqualValues(t, 5, m.value("waitroom_room_entries_total", "room", room, "result", "queued"))
+	require.EqualValues(t, 3, m.value("waitroom_room_entries_total", "room", room, "result", "queue_full"))
+	tokensTotal := func(outcome string) float64 {
+		return m.value("waitroom_room_tokens_total", "room", room, "outcome", outcome)
+	}
+	require.EqualValues(t, 5, tokensTotal("issued"))
+	require.EqualValues(t, 1, tokensTotal("completed"))
+	require.EqualValues(t, 1, tokensTotal("released"))
+	require.EqualValues(t, 2, tokensTotal("expired"))
+	require.EqualValues(t, 1, m.value("waitroom_store_up"))
+
+	latency := func(route, code string) float64 {
+		return m.value("waitroom_http_request_duration_seconds", "route", route, "code", code)
+	}
+	require.EqualValues(t, 7, latency("POST /rooms/{room}/enter", "200"))
+	require.EqualValues(t, 3, latency("POST /rooms/{room}/enter", "429"))
+	require.EqualValues(t, 1, latency("POST /rooms/{room}/enter", "404"))
+	require.EqualValues(t, 3, latency("GET /rooms/{room}/status", "200"))
+	require.EqualValues(t, 1, latency("POST /orders", "201"))
+	require.EqualValues(t, 1, latency("POST /orders", "500"))
+	require.EqualValues(t, 1, latency("POST /orders", "409"))
+	require.EqualValues(t, 2, latency("POST /orders", "403"))
+	require.EqualValues(t, 1, latency("unmatched", "404"), "raw paths are never labels")
+	for _, mf := range m.families {
+		for _, series := range mf.GetMetric() {
+			for _, l := range series.GetLabel() {
+				require.NotContains(t, l.GetValue(), "no-such", "%s: made-up names never become labels", mf.GetName())
+			}
+		}
+	}
+
+	logs := f.logs.String()
+	require.Equal(t, 1, strings.Count(logs, "queue full: refusing new entries"), "one warning per room per minute, not one per refusal")
+	require.Contains(t, logs, "msg=admitted room="+room+" n=3")
+	require.Contains(t, logs, `msg="entry token settled" room=`+room+" outcome=completed")
+	require.Contains(t, logs, `msg="entry token settled" room=`+room+" outcome=released")
+}
+
+// flakyStore is a memstore that answers STORE_UNAVAILABLE while down.
+type flakyStore struct {
+	*memstore.Store
+	down atomic.Bool
+}
+
+func (s *flakyStore) fail() error {
+	if s.down.Load() {
+		return fmt.Errorf("dial tcp 127.0.0.1:6379: connection refused: %w", waitroom.ErrStoreUnavailable)
+	}
+	return nil
+}
+
+func (s *flakyStore) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
+	if err := s.fail(); err != nil {
+		return waitroom.Status{}, err
+	}
+	return s.Store.Enter(ctx, room, user)
+}
+
+func (s *flakyStore) Rooms(ctx context.Context) ([]string, error) {
+	if err := s.fail(); err != nil {
+		return nil, err
+	}
+	return s.Store.Rooms(ctx)
+}
+
+// TestStoreOutageIsLoggedOnTransitions: an outage is one warning when it
+// starts and one line when it ends, however many requests fail meanwhile,
+// and waitroom_store_up follows it.
+func TestStoreOutageIsLoggedOnTransitions(t *testing.T) {
+	t.Parallel()
+	store := &flakyStore{Store: memstore.New(memstore.Options{})}
+	_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{})
+	require.NoError(t, err)
+	logs := &syncBuffer{}
+	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, Logger: slog.New(slog.NewTextHandler(logs, nil))}))
+	t.Cleanup(srv.Close)
+	enter := func(want int) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), "POST", srv.URL+"/queue/enter", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-User-Id", "u1")
+		require.Equal(t, want, send(t, srv.Client(), req).status)
+	}
+
+	for outage := range 2 {
+		enter(http.StatusOK)
+		require.EqualValues(t, 1, scrape(t, srv.URL).value("waitroom_store_up"))
+		store.down.Store(true)
+		for range 20 {
+			enter(http.StatusServiceUnavailable)
+		}
+		require.EqualValues(t, 0, scrape(t, srv.URL).value("waitroom_store_up"))
+		store.down.Store(false)
+		enter(http.StatusOK)
+		enter(http.StatusOK)
+		require.Equal(t, outage+1, strings.Count(logs.String(), "level=WARN msg=\"store unavailable"), logs.String())
+		require.Equal(t, outage+1, strings.Count(logs.String(), "level=INFO msg=\"store reachable again\""), logs.String())
+	}
+	require.NotContains(t, logs.String(), "request failed", "no line per failed request")
+}
+
+func TestMetricsRegistryPerServer(t *testing.T) {
+	t.Parallel()
+	store := memstore.New(memstore.Options{})
+	reg := prometheus.NewRegistry()
+	mustServer(t, server.Config{Store: store, Registry: reg})
+	_, err := server.New(server.Config{Store: store, Registry: reg})
+	require.Error(t, err, "two servers in one registry would mix their series")
+	// Without one, each server has its own: no clash.
+	mustServer(t, server.Config{Store: store})
+	mustServer(t, server.Config{Store: store})
+}
