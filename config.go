@@ -32,7 +32,7 @@ const (
 // store round trip.
 const (
 	MaxRate      = 100_000.0
-	MaxTickQuota = 10_000
+	MaxTickQuota = 1_000 // one admission script holds Redis ~10 µs per user
 	MinSlice     = 10 * time.Millisecond
 	MaxSlice     = 10 * time.Second
 	MaxMaxQueue  = 100_000_000

@@ -91,7 +91,8 @@ type Store interface {
 	// live token, or its place. ErrRoomClosed, ErrQueueFull (nothing
 	// written), ErrRoomNotFound.
 	Enter(ctx context.Context, room, user string) (Status, error)
-	// Status returns the user's standing, or ErrNotInQueue.
+	// Status returns the user's standing, ErrNotInQueue, or
+	// ErrRoomNotFound.
 	Status(ctx context.Context, room, user string) (Status, error)
 	// Leave removes user from the queue; leaving when not queued is no error.
 	Leave(ctx context.Context, room, user string) error

@@ -26,7 +26,7 @@ import (
 // admit the room's rate once.
 //
 // Expired tokens are those whose active score (expiry, or lease if later)
-// has passed; a batch of at most max(1000, 2 × quota) per call goes, more
+// has passed; at most max(1000, 2 × quota) per call go, more
 // than a call can issue, so cleanup keeps up.
 //
 // KEYS[1] cfg
@@ -63,7 +63,7 @@ local ttl_ms     = math.floor(tonumber(cfg[5]))
 local max_active = tonumber(cfg[6]) -- 0: no cap
 -- Users per batched command: unpack must stay below Lua's C stack limit
 -- (8000 values).
-local batch = 1000
+local batch = 500
 
 -- Microseconds keep the bucket exact at high rates and short ticks.
 local t = redis.call('TIME')

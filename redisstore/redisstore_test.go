@@ -481,33 +481,33 @@ func TestOpen(t *testing.T) {
 	require.NoError(t, c.Close())
 }
 
-// TestAdmitBigTick: a tick of more than one batch (1000 users) of writes
+// TestAdmitBigTick: a tick of more than one batch (500 users) of writes
 // admits in order, and a cleanup of more than one batch removes them all.
 func TestAdmitBigTick(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s := newStore(t)
-	room := newRoom(t, s, waitroom.RoomConfig{Rate: 25_000, TokenTTL: time.Second}) // quota 2500
-	fill(t, s, room, 3000)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 10_000, TokenTTL: time.Second}) // quota 1000
+	fill(t, s, room, 1200)
 	got, err := s.Admit(ctx, room) // starts the bucket, learns the quota
 	require.NoError(t, err)
 	require.Empty(t, got)
 	time.Sleep(110 * time.Millisecond)
 	got, err = s.Admit(ctx, room)
 	require.NoError(t, err)
-	require.Len(t, got, 2500)
+	require.Len(t, got, 1000)
 	for i, a := range got {
 		require.Equal(t, fmt.Sprintf("u%07d", i), a.User)
 	}
 	k := s.keys(room)
-	require.Equal(t, int64(2500), s.client.HLen(ctx, k.tok).Val())
+	require.Equal(t, int64(1000), s.client.HLen(ctx, k.tok).Val())
 
 	time.Sleep(1100 * time.Millisecond)
 	got, err = s.Admit(ctx, room)
 	require.NoError(t, err)
-	require.Len(t, got, 500, "the rest of the queue")
+	require.Len(t, got, 200, "the rest of the queue")
 	stats, err := s.Stats(ctx, room)
 	require.NoError(t, err)
-	require.Equal(t, waitroom.Stats{Waiting: 0, Active: 500, Admitted: 3000, Expired: 2500}, stats)
-	require.Equal(t, int64(500), s.client.HLen(ctx, k.tok).Val())
+	require.Equal(t, waitroom.Stats{Waiting: 0, Active: 200, Admitted: 1200, Expired: 1000}, stats)
+	require.Equal(t, int64(200), s.client.HLen(ctx, k.tok).Val())
 }

@@ -179,7 +179,13 @@ func testUnknownRoom(t *testing.T, h Harness) {
 	const room = "no-such-room-anywhere"
 	_, err := h.Store.Enter(ctx, room, "u")
 	require.ErrorIs(t, err, waitroom.ErrRoomNotFound)
+	_, err = h.Store.Status(ctx, room, "u")
+	require.ErrorIs(t, err, waitroom.ErrRoomNotFound)
 	_, err = h.Store.RoomConfig(ctx, room)
+	require.ErrorIs(t, err, waitroom.ErrRoomNotFound)
+	_, err = h.Store.Admit(ctx, room)
+	require.ErrorIs(t, err, waitroom.ErrRoomNotFound)
+	_, err = h.Store.Stats(ctx, room)
 	require.ErrorIs(t, err, waitroom.ErrRoomNotFound)
 	require.ErrorIs(t, h.Store.UpdateRoom(ctx, room, waitroom.RoomConfig{}), waitroom.ErrRoomNotFound)
 	_, err = h.Store.Claim(ctx, room, "u", waitroom.NewToken())
