@@ -39,6 +39,8 @@ type ServeConfig struct {
 	DBPool      int            // the shop's connection pool maximum
 	AMQPURL     string         // empty: order events stay in the outbox
 	Products    []shop.Product // created at start unless they exist
+	// AdminToken is the operator API's bearer token; empty: no admin API.
+	AdminToken  string
 	GatedRoutes []string
 	UserHeader  string
 	LogFormat   string
@@ -74,6 +76,7 @@ var serveSettings = []setting{
 	{"rooms", "WAITROOM_ROOMS", "", "names", "comma-separated rooms to declare at start besides " + server.DefaultRoom},
 	{"log-format", "WAITROOM_LOG_FORMAT", "text", "text|json", "log format"},
 	{"log-level", "WAITROOM_LOG_LEVEL", "info", "level", "debug, info, warn or error; debug logs every request"},
+	{"admin-token", "WAITROOM_ADMIN_TOKEN", "", "token", fmt.Sprintf("bearer token of the operator API under /admin/ ('waitroom admin'), at least %d characters; empty: the admin API is off", minAdminToken)},
 }
 
 func printServeUsage(w io.Writer) {
@@ -289,6 +292,14 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(raw["log-level"].text)); err != nil {
 		check(raw["log-level"].fail("must be debug, info, warn or error"))
+	}
+
+	if t := raw["admin-token"]; t.text != "" {
+		if len(t.text) < minAdminToken || strings.ContainsAny(t.text, " \t\r\n") {
+			// Name the source, never echo the token.
+			check(usageErrorf("%s: must be at least %d characters without spaces", t.source, minAdminToken))
+		}
+		c.AdminToken = t.text
 	}
 
 	if len(errs) > 0 {

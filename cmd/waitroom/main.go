@@ -1,6 +1,7 @@
 // Command waitroom runs the waiting room.
 //
 //	waitroom serve [flags]    the HTTP server and the admission ticker
+//	waitroom admin …          the operator API's client (rooms list|create|show|set)
 //
 // Every flag of serve can also be set by an environment variable; see
 // 'waitroom serve --help'.
@@ -19,6 +20,7 @@ const usage = `waitroom is a virtual waiting room for flash sales.
 
 Usage:
   waitroom serve [flags]    run the waiting room server
+  waitroom admin rooms …    list, create, show or change rooms of a running server
   waitroom help [command]   show help
 
 Run 'waitroom serve --help' for the flags of serve.`
@@ -48,9 +50,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch args[0] {
 	case "serve":
 		return runServe(ctx, args[1:], getenv, stdout, stderr)
+	case "admin":
+		return runAdmin(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 && args[1] == "serve" {
 			printServeUsage(stdout)
+			return exitOK
+		}
+		if len(args) > 1 && args[1] == "admin" {
+			fmt.Fprintln(stdout, adminUsage)
 			return exitOK
 		}
 		fmt.Fprintln(stdout, usage)

@@ -144,6 +144,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Protected:   protected,
 		GatedRoutes: m.Config.GatedRoutes,
 		Routes:      routes,
+		AdminToken:  m.Config.AdminToken,
 	})
 	if err != nil {
 		return err
@@ -151,7 +152,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 	admitCtx, stopAdmit := context.WithCancel(context.WithoutCancel(ctx))
 	m.stopAdmit, m.admitDone = stopAdmit, make(chan struct{})
-	admitter := &waitroom.Admitter{Store: m.store, Slice: m.Config.Room.Slice, Logger: log}
+	admitter := &waitroom.Admitter{Store: m.store, Slice: m.Config.Room.Slice, Logger: log, OnAdmit: handler.OnAdmit}
 	go func() {
 		defer close(m.admitDone)
 		_ = admitter.Run(admitCtx) // returns when stopped; tick failures it logs itself
@@ -184,7 +185,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log.Info("waiting room listening", "addr", m.Addr(), "rooms", m.Config.Rooms,
 		"rate", m.Config.Room.Rate, "rate_derived", m.Config.RateDerived, "slice", m.Config.Room.Slice,
-		"upstream", upstream, "gated_routes", m.Config.GatedRoutes)
+		"upstream", upstream, "gated_routes", m.Config.GatedRoutes, "admin_api", m.Config.AdminToken != "")
 	return nil
 }
 

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+const adminUsage = `Usage: waitroom admin rooms <command> [flags]
+
+Calls the operator API (/admin/…) of a running waiting room.
+
+Commands:
+  rooms list                 every room and its settings
+  rooms show NAME            a room's settings and figures (waiting, live
+                             tokens, admitted/s, completed, released, …)
+  rooms create NAME [set]    create a room; settings left out take defaults
+  rooms set NAME set…        change settings of a running room; every
+                             instance on the same Redis follows within a slice
+
+Settings (create, set):
+  --rate users/s             admission rate
+  --slice duration           admission tick, e.g. 100ms
+  --max-queue n              longest queue; further entries get QUEUE_FULL
+  --token-ttl duration       how long an entry token lives, e.g. 5m
+  --lease duration           how long an order may hold a token, e.g. 30s
+  --max-active n             most live entry tokens at once; 0: no cap
+  --state open|paused|closed paused admits nobody; closed refuses new entries
+
+Flags:
+  --url url                  the server (default http://127.0.0.1:8080; env WAITROOM_ADMIN_URL)
+  --token token              the admin bearer token (env WAITROOM_ADMIN_TOKEN)
+  --window duration          show: measure admitted/s over this long (default 1s; 0 skips)
+  --json                     print the server's JSON answer
+
+Example:
+  waitroom admin rooms set default --rate 200 --state paused`
+
+// minAdminToken is the shortest admin token serve accepts: a bearer token
+// is a password, and a short one is guessed.
+const minAdminToken = 16
+
+// adminTimeout bounds one call; show waits its window (at most 10 s) on
+// the server.
+const adminTimeout = 30 * time.Second
+
+func runAdmin(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	err := admin(ctx, args, getenv, stdout)
+	var usage usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintln(stdout, adminUsage)
+		return exitOK
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "waitroom admin: %v\n\nRun 'waitroom help admin' for usage.\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "waitroom admin: %v\n", err)
+		return exitFailure
+	}
+}
+
+// settingFlags are the room settings create and set accept, in the order
+// help lists them, with the JSON field each sets.
+var settingFlags = []struct{ flag, field, kind string }{
+	{"rate", "rate", "rate"},
+	{"slice", "slice", "duration"},
+	{"max-queue", "max_queue", "int"},
+	{"token-ttl", "token_ttl", "duration"},
+	{"lease", "lease", "duration"},
+	{"max-active", "max_active", "int"},
+	{"state", "state", "state"},
+}
+
+func admin(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageErrorf("a command is needed: rooms list|show|create|set")
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+		return flag.ErrHelp
+	}
+	if args[0] != "rooms" {
+		return usageErrorf("unknown command %q; try 'rooms'", args[0])
+	}
+	if len(args) < 2 {
+		return usageErrorf("rooms needs a command: list, show, create or set")
+	}
+	cmd := args[1]
+	switch cmd {
+	case "list", "show", "create", "set":
+	case "help", "-h", "--help", "-help":
+		return flag.ErrHelp
+	default:
+		return usageErrorf("unknown command rooms %q; try list, show, create or set", cmd)
+	}
+
+	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	baseURL := fs.String("url", "", "")
+	token := fs.String("token", "", "")
+	asJSON := fs.Bool("json", false, "")
+	window := fs.String("window", "", "")
+	settings := make(map[string]*string)
+	if cmd == "create" || cmd == "set" {
+		for _, s := range settingFlags {
+			settings[s.flag] = fs.String(s.flag, "", "")
+		}
+	}
+	names, err := parseInterleaved(fs, args[2:])
+	if err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+
+	switch {
+	case cmd == "list" && len(names) > 0:
+		return usageErrorf("rooms list takes no arguments, got %q", names[0])
+	case cmd != "list" && len(names) != 1:
+		return usageErrorf("rooms %s needs exactly one room name", cmd)
+	case given["window"] && cmd != "show":
+		return usageErrorf("--window is for rooms show")
+	}
+	body := map[string]any{}
+	for _, s := range settingFlags {
+		if !given[s.flag] {
+			continue
+		}
+		v, err := settingValue(s.flag, s.kind, *settings[s.flag])
+		if err != nil {
+			return err
+		}
+		body[s.field] = v
+	}
+	if cmd == "set" && len(body) == 0 {
+		return usageErrorf("rooms set needs at least one setting, such as --rate 200 or --state paused")
+	}
+	c, err := newAdminClient(*baseURL, *token, getenv)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	var raw []byte
+	switch cmd {
+	case "list":
+		raw, err = c.call(ctx, "GET", "/admin/rooms", nil)
+	case "show":
+		path := "/admin/rooms/" + url.PathEscape(names[0])
+		if given["window"] {
+			d, err := time.ParseDuration(*window)
+			if err != nil || d < 0 {
+				return usageErrorf("--window=%q: not a duration (such as 1s, 500ms; 0 skips)", *window)
+			}
+			path += "?window=" + url.QueryEscape(d.String())
+		}
+		raw, err = c.call(ctx, "GET", path, nil)
+	case "create":
+		body["name"] = names[0]
+		raw, err = c.call(ctx, "POST", "/admin/rooms", body)
+	case "set":
+		raw, err = c.call(ctx, "PATCH", "/admin/rooms/"+url.PathEscape(names[0]), body)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		var out bytes.Buffer
+		if err := json.Indent(&out, raw, "", "  "); err != nil {
+			return fmt.Errorf("the server answered something other than JSON: %w", err)
+		}
+		fmt.Fprintln(stdout, out.String())
+		return nil
+	}
+	if cmd == "list" {
+		var list struct {
+			Rooms []adminRoom `json:"rooms"`
+		}
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return fmt.Errorf("reading the server's answer: %w", err)
+		}
+		printRooms(stdout, list.Rooms)
+		return nil
+	}
+	var room adminRoom
+	if err := json.Unmarshal(raw, &room); err != nil {
+		return fmt.Errorf("reading the server's answer: %w", err)
+	}
+	printRoom(stdout, room)
+	return nil
+}
+
+// parseInterleaved parses flags that may come before, between or after the
+// positional arguments ("rooms set sale --rate 200"), which flag.Parse
+// alone stops at, and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err}
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// settingValue checks a setting's syntax and turns it into its JSON value;
+// ranges are the server's to check, so they are stated in one place.
+func settingValue(name, kind, text string) (any, error) {
+	text = strings.TrimSpace(text)
+	switch kind {
+	case "rate":
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil {
+			return nil, usageErrorf("--%s=%q: not a number of users per second", name, text)
+		}
+		return f, nil
+	case "int":
+		n, err := strconv.Atoi(text)
+		if err != nil {
+			return nil, usageErrorf("--%s=%q: not a whole number", name, text)
+		}
+		return n, nil
+	case "duration":
+		d, err := time.ParseDuration(text)
+		if err != nil {
+			return nil, usageErrorf("--%s=%q: not a duration (such as 100ms, 30s, 5m)", name, text)
+		}
+		return d.String(), nil
+	default: // state
+		switch text {
+		case "open", "paused", "closed":
+			return text, nil
+		}
+		return nil, usageErrorf("--%s=%q: must be open, paused or closed", name, text)
+	}
+}
+
+// adminClient calls the operator API of one server.
+type adminClient struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+func newAdminClient(rawURL, token string, getenv func(string) string) (*adminClient, error) {
+	if rawURL == "" {
+		rawURL = getenv("WAITROOM_ADMIN_URL")
+	}
+	if rawURL == "" {
+		rawURL = "http://127.0.0.1:8080"
+	}
+	base, err := url.Parse(rawURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, usageErrorf("--url=%q: must be an absolute http:// or https:// URL", rawURL)
+	}
+	if token == "" {
+		token = getenv("WAITROOM_ADMIN_TOKEN")
+	}
+	if token == "" {
+		return nil, usageErrorf("no admin token: give --token or set WAITROOM_ADMIN_TOKEN")
+	}
+	return &adminClient{base: base, token: token, http: &http.Client{}}, nil
+}
+
+// call sends one request and returns the body of a 2xx answer; any other
+// answer is an error with the server's code and message.
+func (c *adminClient) call(ctx context.Context, method, path string, body any) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	rel, err := url.Parse(path)
+	if err != nil {
+		return nil, err
+	}
+	// The server may sit under a path prefix behind a proxy.
+	target := *c.base
+	target.Path = strings.TrimSuffix(c.base.Path, "/") + rel.Path
+	target.RawPath = ""
+	target.RawQuery = rel.RawQuery
+	req, err := http.NewRequestWithContext(ctx, method, target.String(), rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err // names the method, URL and cause
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: reading the answer: %w", method, target.Redacted(), err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return raw, nil
+	}
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) != nil || e.Error.Code == "" {
+		return nil, fmt.Errorf("%s %s: %s", method, target.Redacted(), resp.Status)
+	}
+	msg := fmt.Sprintf("%s %s: %d %s: %s", method, target.Redacted(), resp.StatusCode, e.Error.Code, e.Error.Message)
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		msg += " (check --token or WAITROOM_ADMIN_TOKEN)"
+	case e.Error.Code == "NOT_FOUND":
+		msg += " (is the admin API on? it needs 'serve --admin-token')"
+	}
+	return nil, errors.New(msg)
+}
+
+// adminRoom is the server's room answer (server/admin.go).
+type adminRoom struct {
+	Name      string  `json:"name"`
+	State     string  `json:"state"`
+	Rate      float64 `json:"rate"`
+	Slice     string  `json:"slice"`
+	MaxQueue  int     `json:"max_queue"`
+	TokenTTL  string  `json:"token_ttl"`
+	Lease     string  `json:"lease"`
+	MaxActive int     `json:"max_active"`
+	Figures   *struct {
+		Waiting           int64    `json:"waiting"`
+		LiveTokens        int64    `json:"live_tokens"`
+		AdmittedPerSecond *float64 `json:"admitted_per_second"`
+		Window            string   `json:"window"`
+		Entered           int64    `json:"entered"`
+		QueueFull         int64    `json:"queue_full"`
+		Admitted          int64    `json:"admitted"`
+		Completed         int64    `json:"completed"`
+		Released          int64    `json:"released"`
+		Expired           int64    `json:"expired"`
+	} `json:"figures"`
+}
+
+func printRooms(w io.Writer, rooms []adminRoom) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tRATE\tSLICE\tMAX_QUEUE\tTOKEN_TTL\tLEASE\tMAX_ACTIVE")
+	for _, r := range rooms {
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%d\t%s\t%s\t%d\n", r.Name, r.State, r.Rate, r.Slice, r.MaxQueue, r.TokenTTL, r.Lease, r.MaxActive)
+	}
+	_ = tw.Flush()
+}
+
+func printRoom(w io.Writer, r adminRoom) {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintf(tw, "name:\t%s\n", r.Name)
+	fmt.Fprintf(tw, "state:\t%s\n", r.State)
+	fmt.Fprintf(tw, "rate:\t%g users/s\n", r.Rate)
+	fmt.Fprintf(tw, "slice:\t%s\n", r.Slice)
+	fmt.Fprintf(tw, "max queue:\t%d\n", r.MaxQueue)
+	fmt.Fprintf(tw, "token ttl:\t%s\n", r.TokenTTL)
+	fmt.Fprintf(tw, "lease:\t%s\n", r.Lease)
+	maxActive := strconv.Itoa(r.MaxActive)
+	if r.MaxActive == 0 {
+		maxActive = "no cap"
+	}
+	fmt.Fprintf(tw, "max active:\t%s\n", maxActive)
+	if f := r.Figures; f != nil {
+		fmt.Fprintf(tw, "waiting:\t%d\n", f.Waiting)
+		fmt.Fprintf(tw, "live tokens:\t%d\n", f.LiveTokens)
+		if f.AdmittedPerSecond != nil {
+			fmt.Fprintf(tw, "admitted/s:\t%.1f (over %s)\n", *f.AdmittedPerSecond, f.Window)
+		}
+		fmt.Fprintf(tw, "entered:\t%d\n", f.Entered)
+		fmt.Fprintf(tw, "queue full:\t%d\n", f.QueueFull)
+		fmt.Fprintf(tw, "admitted:\t%d\n", f.Admitted)
+		fmt.Fprintf(tw, "completed:\t%d\n", f.Completed)
+		fmt.Fprintf(tw, "released:\t%d\n", f.Released)
+		fmt.Fprintf(tw, "expired:\t%d\n", f.Expired)
+	}
+	_ = tw.Flush()
+}
