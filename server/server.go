@@ -72,6 +72,18 @@ type Config struct {
 	// OnGateOutcome, if set, is told each gated request's outcome (see
 	// waitroom.Gate.OnOutcome); the hook for metrics.
 	OnGateOutcome func(room, outcome string)
+	// OnGateServed, if set, is told how long each order the gate let
+	// through took and what it answered (see waitroom.Gate.OnServed).
+	OnGateServed func(room string, took time.Duration, status int)
+	// CookieSecret signs the waiting page's visitor cookies (HMAC-SHA256),
+	// which identify browsers that come without the user header; at least
+	// MinCookieSecret bytes. Empty: a random secret, so visitor cookies do
+	// not survive a restart and are not shared between instances.
+	CookieSecret []byte
+	// OrderProduct is the product id the waiting page orders when the
+	// visitor's turn comes (POST to the first plain POST gated route).
+	// Empty: the page shows the entry's time left without an order button.
+	OrderProduct string
 }
 
 // Server is the waiting room's http.Handler.
@@ -85,6 +97,9 @@ type Server struct {
 	metrics       *metrics
 	adminRefusals everyMinute
 	rooms         sync.Map // room name → *cachedRoom
+	visitors      visitors
+	orderPath     string // where the waiting page posts an order; "" for none
+	orderProduct  string
 }
 
 // New returns a Server for cfg, or an error naming the bad field.
@@ -99,6 +114,8 @@ func New(cfg Config) (*Server, error) {
 		defaultRoom:   cfg.DefaultRoom,
 		configRefresh: cfg.ConfigRefresh,
 		mux:           http.NewServeMux(),
+		visitors:      visitors{secret: cfg.CookieSecret},
+		orderProduct:  cfg.OrderProduct,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -115,6 +132,12 @@ func New(cfg Config) (*Server, error) {
 	if s.configRefresh <= 0 {
 		s.configRefresh = DefaultConfigRefresh
 	}
+	switch n := len(s.visitors.secret); {
+	case n == 0:
+		s.visitors.secret = newVisitorSecret()
+	case n < MinCookieSecret:
+		return nil, fmt.Errorf("server: Config.CookieSecret has %d bytes; at least %d are needed", n, MinCookieSecret)
+	}
 	watched := &watchedStore{Store: cfg.Store, log: s.log}
 	s.store = watched
 	m, err := newMetrics(cfg.Registry, watched, s.log)
@@ -126,14 +149,19 @@ func New(cfg Config) (*Server, error) {
 	if len(gated) == 0 {
 		gated = []string{DefaultGatedRoute}
 	}
+	if cfg.Protected != nil {
+		s.orderPath = orderPathOf(gated)
+	}
 
 	routes := map[string]http.Handler{
-		"POST /rooms/{room}/enter":   s.serve(s.enter),
-		"GET /rooms/{room}/status":   s.serve(s.status),
-		"DELETE /rooms/{room}/queue": s.serve(s.leave),
-		"POST /queue/enter":          s.serve(s.enter),
-		"GET /queue/position":        s.serve(s.status),
-		"DELETE /queue":              s.serve(s.leave),
+		"POST /rooms/{room}/enter":   s.identify(true, s.serve(s.enter)),
+		"GET /rooms/{room}/status":   s.identify(false, s.serve(s.status)),
+		"DELETE /rooms/{room}/queue": s.identify(false, s.serve(s.leave)),
+		"POST /queue/enter":          s.identify(true, s.serve(s.enter)),
+		"GET /queue/position":        s.identify(false, s.serve(s.status)),
+		"DELETE /queue":              s.identify(false, s.serve(s.leave)),
+		"GET /{$}":                   s.serve(s.page),
+		"GET /rooms/{room}":          s.serve(s.page),
 		"GET /healthz":               http.HandlerFunc(s.healthz),
 		"GET /readyz":                s.serve(s.readyz),
 	}
@@ -145,6 +173,7 @@ func New(cfg Config) (*Server, error) {
 			UserHeader: s.userHeader,
 			Logger:     s.log,
 			OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
+			OnServed:   cfg.OnGateServed,
 			Reject:     s.writeError,
 		}
 		protected = gate.Wrap(cfg.Protected)
@@ -153,7 +182,7 @@ func New(cfg Config) (*Server, error) {
 		if _, dup := routes[p]; dup {
 			return nil, fmt.Errorf("server: gated route %q is registered twice", p)
 		}
-		routes[p] = protected
+		routes[p] = s.identify(false, protected)
 	}
 	for p, h := range cfg.Routes {
 		if _, dup := routes[p]; dup {

@@ -1,0 +1,394 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"math"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/waitroom/waitroom"
+)
+
+// The waiting page: one HTML template with its CSS and script inline, so the
+// binary serves it without a build step or a second request, and it works
+// with scripts off (the server renders the state and a meta refresh).
+var (
+	//go:embed web
+	webFiles embed.FS
+
+	pageTemplate = template.Must(template.ParseFS(webFiles, "web/page.html"))
+	pageCSS      = template.CSS(mustRead("web/page.css"))
+	pageJS       = template.JS(mustRead("web/page.js"))
+	// pagePolicy allows exactly the page's own inline style and script (by
+	// hash) and requests to this origin: an injected script would not run.
+	pagePolicy = "default-src 'none'; " +
+		"script-src " + cspHash(string(pageJS)) + "; " +
+		"style-src " + cspHash(string(pageCSS)) + "; " +
+		"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+func mustRead(name string) string {
+	b, err := webFiles.ReadFile(name)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func cspHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}
+
+// Page states: the first group the server renders, the rest only the
+// script reaches (after a poll or an order attempt).
+const (
+	pageWaiting     = "waiting"
+	pageAdmitted    = "admitted"
+	pageQueueFull   = "queue_full"
+	pageClosed      = "closed"
+	pageNoRoom      = "no_room"
+	pageUnavailable = "unavailable"
+	pageError       = "error"
+)
+
+// pageView is what the template renders.
+type pageView struct {
+	Room         string
+	PageURL      string
+	State        string
+	Position     string
+	Ahead        string
+	Wait         string
+	Paused       bool
+	Progress     int // percent of the way from the place at entry to the front
+	ProgressText string
+	ShowRoom     bool // the room's name is worth showing: not the default room
+	Refresh      string
+	TimeLeft     string
+	RetryAfter   int
+	CanOrder     bool
+	Message      string
+	Boot         pageBoot
+	CSS          template.CSS
+	JS           template.JS
+}
+
+// pageBoot is the state handed to the script, in the shapes of the status
+// API so that the script reads both the same way.
+type pageBoot struct {
+	Room        string `json:"room"`
+	State       string `json:"state"`
+	PageURL     string `json:"page_url"`
+	StatusURL   string `json:"status_url"`
+	OrderURL    string `json:"order_url,omitempty"`
+	ProductID   string `json:"product_id,omitempty"`
+	Position    int64  `json:"position"`
+	Ahead       int64  `json:"ahead"`
+	ETASeconds  int64  `json:"eta_seconds"`
+	PollAfterMS int64  `json:"poll_after_ms"`
+	Paused      bool   `json:"paused,omitempty"`
+	Token       string `json:"token,omitempty"`
+	ExpiresInMS int64  `json:"expires_in_ms,omitempty"`
+	RetryAfter  int    `json:"retry_after,omitempty"`
+}
+
+// page: GET / (the default room) and GET /rooms/{room}. Browsers get the
+// waiting page, which enters the queue (idempotently: a reload keeps the
+// place); apps asking for JSON get the status answer, as from /status.
+func (s *Server) page(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Add("Vary", "Accept")
+	if wantsJSON(r.Header.Get("Accept")) {
+		s.identify(false, s.serve(s.status)).ServeHTTP(w, r)
+		return nil
+	}
+	setPageHeaders(w.Header())
+	room, err := s.room(r)
+	if err != nil {
+		s.renderError(w, r, "", err)
+		return nil
+	}
+	user, err := s.pageVisitor(w, r)
+	if err != nil {
+		s.renderError(w, r, room, err)
+		return nil
+	}
+	st, err := s.store.Enter(r.Context(), room, user)
+	s.observeEnter(r.Context(), room, st, err)
+	if err != nil {
+		s.renderError(w, r, room, err)
+		return nil
+	}
+	v, err := s.statusView(r, room, st)
+	if err != nil {
+		s.renderError(w, r, room, err)
+		return nil
+	}
+	s.renderPage(w, r, v, http.StatusOK)
+	return nil
+}
+
+func (s *Server) baseView(r *http.Request, room, state string) pageView {
+	pageURL := "/"
+	if room != s.defaultRoom {
+		pageURL = "/rooms/" + room
+	}
+	v := pageView{
+		Room:     room,
+		ShowRoom: room != "" && room != s.defaultRoom,
+		PageURL:  pageURL,
+		State:    state,
+		Boot: pageBoot{
+			Room:      room,
+			State:     state,
+			PageURL:   pageURL,
+			StatusURL: "/rooms/" + room + "/status",
+		},
+		CSS: pageCSS,
+		JS:  pageJS,
+	}
+	// The gate admits with the default room's tokens only, so only its
+	// page can lead to the order.
+	if room == s.defaultRoom && s.orderPath != "" && s.orderProduct != "" {
+		v.CanOrder = true
+		v.Boot.OrderURL, v.Boot.ProductID = s.orderPath, s.orderProduct
+	}
+	return v
+}
+
+func (s *Server) statusView(r *http.Request, room string, st waitroom.Status) (pageView, error) {
+	switch st.State {
+	case waitroom.StateAdmitted:
+		v := s.baseView(r, room, pageAdmitted)
+		v.TimeLeft = clockText(st.ExpiresIn.Milliseconds())
+		v.Boot.Token, v.Boot.ExpiresInMS = st.Token, st.ExpiresIn.Milliseconds()
+		return v, nil
+	case waitroom.StateWaiting:
+		cfg, err := s.roomConfig(r.Context(), room)
+		if err != nil {
+			return pageView{}, err
+		}
+		v := s.baseView(r, room, pageWaiting)
+		eta := int64(math.Ceil(waitroom.ETA(st.Position, cfg.Rate).Seconds()))
+		poll := waitroom.PollAfter(st.Position, cfg.Rate)
+		v.Boot.Position, v.Boot.Ahead = st.Position, st.Ahead()
+		v.Boot.ETASeconds, v.Boot.PollAfterMS = eta, poll.Milliseconds()
+		v.Boot.Paused = cfg.State == waitroom.RoomPaused
+		v.Position, v.Ahead = groupDigits(st.Position), groupDigits(st.Ahead())
+		v.Paused = v.Boot.Paused
+		v.Wait = waitText(eta)
+		if v.Paused {
+			v.Wait = "on hold while the sale is paused"
+		}
+		// Without scripts the page learns its place at entry from the
+		// refresh URL it wrote itself; a bad or stale value only costs the
+		// bar its start.
+		from := st.Position
+		if f, err := strconv.ParseInt(r.URL.Query().Get("from"), 10, 64); err == nil && f >= st.Position && f <= waitroom.MaxMaxQueue {
+			from = f
+		}
+		v.Progress = progress(from, st.Position)
+		v.ProgressText = fmt.Sprintf("%d%% of the way to the front", v.Progress)
+		if st.Ahead() == 0 {
+			v.ProgressText = "You're next"
+		}
+		refresh := max(int64(1), (poll.Milliseconds()+999)/1000)
+		v.Refresh = fmt.Sprintf("%d; url=%s?from=%d", refresh, v.PageURL, from)
+		return v, nil
+	default:
+		return pageView{}, fmt.Errorf("store answered an unknown state %q", st.State)
+	}
+}
+
+func (s *Server) renderError(w http.ResponseWriter, r *http.Request, room string, err error) {
+	v, status := s.errorView(w, r, room, err)
+	s.renderPage(w, r, v, status)
+}
+
+// errorView turns a refusal into its page and the status the JSON API
+// would answer; it sets Retry-After where the API does.
+func (s *Server) errorView(w http.ResponseWriter, r *http.Request, room string, err error) (pageView, int) {
+	if errors.Is(err, context.DeadlineExceeded) && waitroom.ErrorCode(err) == "INTERNAL" {
+		err = errors.Join(waitroom.ErrStoreUnavailable, err)
+	}
+	code := waitroom.ErrorCode(err)
+	status, known := statusByCode[code]
+	if !known {
+		s.log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		status = http.StatusInternalServerError
+	} else if status >= 500 && code != waitroom.ErrStoreUnavailable.Code {
+		// A store outage is logged when it starts and ends, not per request.
+		s.log.WarnContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+	}
+	var v pageView
+	switch code {
+	case waitroom.ErrQueueFull.Code:
+		v = s.baseView(r, room, pageQueueFull)
+		// Spread the crowd that is turned away, as the API does, and never
+		// come back by itself: a full queue must not be knocked on in step.
+		wait := queueFullRetryAfter + rand.N(queueFullRetryAfter/2)
+		v.RetryAfter = int(wait.Seconds())
+		v.Boot.RetryAfter = v.RetryAfter
+		w.Header().Set("Retry-After", strconv.Itoa(v.RetryAfter))
+	case waitroom.ErrRoomClosed.Code:
+		v = s.baseView(r, room, pageClosed)
+	case waitroom.ErrRoomNotFound.Code:
+		v = s.baseView(r, room, pageNoRoom)
+	case waitroom.ErrStoreUnavailable.Code:
+		v = s.baseView(r, room, pageUnavailable)
+		w.Header().Set("Retry-After", strconv.Itoa(int(unavailableRetryAfter.Seconds())))
+	default:
+		v = s.baseView(r, room, pageError)
+		v.Message = "Something went wrong on our side."
+		if known && status < 500 {
+			v.Message = waitroom.ErrorMessage(err)
+		}
+	}
+	if room == "" {
+		// A malformed room name: there is no room's page to link back to.
+		v.PageURL, v.Boot.PageURL, v.Boot.StatusURL = "/", "/", ""
+		v.CanOrder, v.Boot.OrderURL = false, ""
+	}
+	return v, status
+}
+
+func (s *Server) renderPage(w http.ResponseWriter, r *http.Request, v pageView, status int) {
+	// Render first, so that a template failure is not half an answer.
+	var buf bytes.Buffer
+	if err := pageTemplate.Execute(&buf, v); err != nil {
+		s.log.ErrorContext(r.Context(), "rendering the waiting page failed", "room", v.Room, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// The headers every page answer carries; set before WriteHeader.
+func setPageHeaders(h http.Header) {
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", pagePolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+}
+
+// wantsJSON reports whether an Accept header prefers JSON to HTML. Browsers
+// navigating send text/html first; apps and the page's own script ask for
+// application/json.
+func wantsJSON(accept string) bool {
+	jsonQ, htmlQ := -1.0, -1.0
+	jsonAt, htmlAt := 0, 0
+	for i, part := range strings.Split(accept, ",") {
+		mediaType, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if qs, ok := params["q"]; ok {
+			if f, err := strconv.ParseFloat(qs, 64); err == nil && f >= 0 && f <= 1 {
+				q = f
+			}
+		}
+		switch mediaType {
+		case "application/json":
+			if q > jsonQ {
+				jsonQ, jsonAt = q, i
+			}
+		case "text/html":
+			if q > htmlQ {
+				htmlQ, htmlAt = q, i
+			}
+		}
+	}
+	switch {
+	case jsonQ <= 0:
+		return false
+	case htmlQ < 0:
+		return true
+	case jsonQ != htmlQ:
+		return jsonQ > htmlQ
+	default:
+		return jsonAt < htmlAt
+	}
+}
+
+// orderPathOf picks the path the page's order button posts to: the first
+// gated route that is a plain POST to a fixed path.
+func orderPathOf(gated []string) string {
+	for _, p := range gated {
+		method, path, ok := strings.Cut(p, " ")
+		path = strings.TrimSpace(path)
+		if ok && method == http.MethodPost && strings.HasPrefix(path, "/") && !strings.ContainsAny(path, "{}") {
+			return path
+		}
+	}
+	return ""
+}
+
+// progress is how far a user has come from its place at entry to the front,
+// in percent.
+func progress(from, position int64) int {
+	if from <= 1 || position >= from {
+		if position <= 1 {
+			return 100
+		}
+		return 0
+	}
+	return int((from - position) * 100 / (from - 1))
+}
+
+// waitText says an ETA in words, rounded the way people say waits; the
+// script has the same rules (page.js).
+func waitText(seconds int64) string {
+	switch {
+	case seconds < 60:
+		return "less than a minute"
+	case seconds < 90:
+		return "about a minute"
+	case seconds < 3600:
+		return fmt.Sprintf("about %d minutes", (seconds+30)/60)
+	}
+	minutes := (seconds + 30) / 60
+	if minutes%60 == 0 {
+		return fmt.Sprintf("about %d h", minutes/60)
+	}
+	return fmt.Sprintf("about %d h %d min", minutes/60, minutes%60)
+}
+
+// clockText says a time left as m:ss, rounded down so it never promises
+// time the token does not have.
+func clockText(ms int64) string {
+	secs := max(ms, 0) / 1000
+	return fmt.Sprintf("%d:%02d", secs/60, secs%60)
+}
+
+// groupDigits writes n with thousands separators, as the script does.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	if n < 0 || len(s) <= 3 {
+		return s
+	}
+	var b strings.Builder
+	lead := len(s) % 3
+	if lead > 0 {
+		b.WriteString(s[:lead])
+	}
+	for i := lead; i < len(s); i += 3 {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(s[i : i+3])
+	}
+	return b.String()
+}

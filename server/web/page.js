@@ -1,0 +1,208 @@
+// The waiting page's script: it follows the server's poll hint, keeps the
+// progress bar's starting point for this tab, counts the entry down and
+// places the order. Without it the page still works (meta refresh).
+(function () {
+  "use strict";
+
+  var boot = JSON.parse(document.getElementById("boot").textContent);
+  var sections = ["waiting", "admitted", "ordered", "sold_out", "expired", "left",
+    "queue_full", "closed", "no_room", "unavailable", "error"];
+  var fromKey = "waitroom:" + boot.room + ":from";
+  var pollTimer = 0, clockTimer = 0, failures = 0;
+  var token = "", deadline = 0;
+
+  function $(id) { return document.getElementById(id); }
+
+  function show(state) {
+    sections.forEach(function (s) { $(s).hidden = s !== state; });
+    document.body.setAttribute("data-state", state);
+    if (state !== "waiting") { clearTimeout(pollTimer); }
+    if (state !== "admitted") { clearTimeout(clockTimer); }
+    if (state !== "waiting" && state !== "admitted") {
+      document.title = "Waiting room";
+      remember(0);
+    }
+  }
+
+  // sessionStorage is per tab and survives reloads: the bar starts where
+  // this tab joined. Storage may be off (private modes); the bar then
+  // starts at the current place.
+  function remembered() {
+    try { return parseInt(sessionStorage.getItem(fromKey), 10) || 0; } catch (e) { return 0; }
+  }
+  function remember(from) {
+    try {
+      if (from > 0) { sessionStorage.setItem(fromKey, String(from)); } else { sessionStorage.removeItem(fromKey); }
+    } catch (e) { /* storage off: nothing to keep */ }
+  }
+
+  function digits(n) { return Number(n).toLocaleString("en-US"); }
+
+  // The same words as the server's waitText (page.go).
+  function waitText(seconds) {
+    if (seconds < 60) { return "less than a minute"; }
+    if (seconds < 90) { return "about a minute"; }
+    var minutes = Math.floor((seconds + 30) / 60);
+    if (seconds < 3600) { return "about " + minutes + " minutes"; }
+    var h = Math.floor(minutes / 60), m = minutes % 60;
+    return m === 0 ? "about " + h + " h" : "about " + h + " h " + m + " min";
+  }
+
+  function clockText(ms) {
+    var secs = Math.max(0, Math.floor(ms / 1000));
+    var s = secs % 60;
+    return Math.floor(secs / 60) + ":" + (s < 10 ? "0" : "") + s;
+  }
+
+  function renderWaiting(st) {
+    var from = remembered();
+    if (!from || st.position > from) {
+      // A first visit, or a place further back than the one remembered
+      // (this visitor joined again): start the bar here.
+      from = st.position;
+      remember(from);
+    }
+    var pct = from > 1 ? Math.floor((from - st.position) * 100 / (from - 1)) : (st.position <= 1 ? 100 : 0);
+    $("position").textContent = digits(st.position);
+    $("ahead").textContent = digits(st.ahead);
+    $("wait").textContent = st.paused ? "on hold while the sale is paused" : waitText(st.eta_seconds);
+    $("progress").value = pct;
+    $("progress").textContent = pct + "%";
+    $("progress-text").textContent = !st.ahead ? "You're next" : pct + "% of the way to the front";
+    $("paused").hidden = !st.paused;
+    document.title = "In line · " + digits(st.position);
+    show("waiting");
+    clearTimeout(pollTimer);
+    pollTimer = setTimeout(poll, Math.max(1000, st.poll_after_ms || 1000));
+  }
+
+  function renderAdmitted(st) {
+    token = st.token;
+    deadline = Date.now() + st.expires_in_ms;
+    remember(0);
+    document.title = "Your turn";
+    show("admitted");
+    var button = $("order");
+    if (button) { button.hidden = false; button.disabled = false; }
+    tick();
+  }
+
+  function tick() {
+    var left = deadline - Date.now();
+    if (left <= 0) { show("expired"); return; }
+    $("time-left").textContent = clockText(left);
+    // Wake at the next whole second of the countdown.
+    clockTimer = setTimeout(tick, (left % 1000) || 1000);
+  }
+
+  function read(res) {
+    return res.json().catch(function () { return {}; }).then(function (body) {
+      return { status: res.status, body: body || {} };
+    });
+  }
+  function codeOf(body) { return (body && body.error && body.error.code) || ""; }
+  function messageOf(body) { return (body && body.error && body.error.message) || "unknown error"; }
+
+  function poll() {
+    fetch(boot.status_url, { headers: { "Accept": "application/json" }, cache: "no-store", credentials: "same-origin" })
+      .then(read)
+      .then(function (r) {
+        var code = codeOf(r.body);
+        if (r.status === 200 && r.body.state === "waiting") {
+          failures = 0;
+          $("trouble").hidden = true;
+          renderWaiting(r.body);
+        } else if (r.status === 200 && r.body.state === "admitted") {
+          renderAdmitted(r.body);
+        } else if (code === "NOT_IN_QUEUE") {
+          show("left");
+        } else if (code === "ROOM_NOT_FOUND") {
+          show("no_room");
+        } else {
+          trouble();
+        }
+      }, trouble);
+  }
+
+  // A failing poll backs off (with jitter, so a recovering server is not
+  // met by the whole crowd at once) and keeps the last known state.
+  function trouble() {
+    failures++;
+    $("trouble").hidden = false;
+    var delay = Math.min(30000, 1000 * Math.pow(2, failures)) * (0.75 + Math.random() / 2);
+    clearTimeout(pollTimer);
+    pollTimer = setTimeout(poll, delay);
+  }
+
+  function orderNote(text, retryAfterMs) {
+    var note = $("order-note"), button = $("order");
+    note.textContent = text;
+    note.hidden = false;
+    if (retryAfterMs > 0) {
+      button.disabled = true;
+      setTimeout(function () { button.disabled = false; }, retryAfterMs);
+    } else {
+      button.disabled = false;
+    }
+  }
+
+  function order() {
+    var button = $("order");
+    button.disabled = true;
+    $("order-note").hidden = true;
+    fetch(boot.order_url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "Accept": "application/json", "X-Entry-Token": token },
+      body: JSON.stringify({ product_id: boot.product_id, quantity: 1 })
+    })
+      .then(read)
+      .then(function (r) {
+        var code = codeOf(r.body);
+        if (r.status === 200 || r.status === 201) {
+          $("order-id").textContent = r.body.id || "";
+          show("ordered");
+        } else if (code === "SOLD_OUT") {
+          show("sold_out");
+        } else if (code === "ENTRY_TOKEN_NOT_FOUND") {
+          show("expired");
+        } else if (code === "ENTRY_TOKEN_INVALID") {
+          // Another tab holds a newer entry of this visitor: the page
+          // fetches it by entering again.
+          location.reload();
+        } else if (code === "TOKEN_IN_USE") {
+          orderNote("Your order is already being placed, perhaps in another tab. Wait a moment before trying again.", 3000);
+        } else if (r.status >= 500) {
+          orderNote("The shop is busy right now. Your turn is kept: try again in a moment.", 2000);
+        } else {
+          orderNote("The order was not accepted: " + messageOf(r.body) + ". Your turn is kept.", 0);
+        }
+      }, function () {
+        orderNote("We couldn't reach the shop. Your turn is kept: try again in a moment.", 2000);
+      });
+  }
+
+  // A full queue is not retried by itself: the visitor may try again once
+  // the server's Retry-After has passed.
+  function queueFull(seconds) {
+    var link = $("retry"), left = seconds;
+    link.setAttribute("aria-disabled", "true");
+    link.addEventListener("click", function (e) { if (left > 0) { e.preventDefault(); } });
+    (function count() {
+      $("retry-after").textContent = String(Math.max(left, 0));
+      if (left <= 0) { link.removeAttribute("aria-disabled"); return; }
+      left--;
+      setTimeout(count, 1000);
+    })();
+  }
+
+  var button = $("order");
+  if (button) { button.addEventListener("click", order); }
+
+  switch (boot.state) {
+    case "waiting": renderWaiting(boot); break;
+    case "admitted": renderAdmitted(boot); break;
+    case "queue_full": queueFull(boot.retry_after || 0); break;
+    default: show(boot.state);
+  }
+})();
