@@ -148,7 +148,9 @@ func TestMetricsScriptedScenario(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, f.do("GET", "/no/such/path", "").status)
 
 	m := scrape(t, f.srv.URL)
-	enters := func(room, result string) float64 { return m.value("waitroom_enters_total", "room", room, "result", result) }
+	enters := func(room, result string) float64 {
+		return m.value("waitroom_enters_total", "room", room, "result", result)
+	}
 	require.EqualValues(t, 6, enters(room, "queued"), "5 places and 1 repeat")
 	require.EqualValues(t, 3, enters(room, "queue_full"))
 	require.EqualValues(t, 1, enters(room, "admitted"))
