@@ -43,8 +43,11 @@ type ServeConfig struct {
 	AdminToken  string
 	GatedRoutes []string
 	UserHeader  string
-	LogFormat   string
-	LogLevel    slog.Level
+	// CookieSecret signs the waiting page's visitor cookies; empty: the
+	// server makes a random one per start.
+	CookieSecret []byte
+	LogFormat    string
+	LogLevel     slog.Level
 }
 
 // setting is one flag of serve and the environment variable that sets it
@@ -73,6 +76,7 @@ var serveSettings = []setting{
 	{"products", "WAITROOM_PRODUCTS", "", "id:stock,…", "products the built-in shop creates at start unless they exist, e.g. drop:1000"},
 	{"gated-routes", "WAITROOM_GATED_ROUTES", "POST /orders", "patterns", "comma-separated routes (Go ServeMux patterns) that need an entry token"},
 	{"user-header", "WAITROOM_USER_HEADER", waitroom.DefaultUserHeader, "name", "request header with the user id, set by the shop's auth layer"},
+	{"cookie-secret", "WAITROOM_COOKIE_SECRET", "", "secret", "key of at least 32 bytes that signs the waiting page's visitor cookies; give every instance the same one; empty: a random one per start, so visitors lose their place on a restart"},
 	{"rooms", "WAITROOM_ROOMS", "", "names", "comma-separated rooms to declare at start besides " + server.DefaultRoom},
 	{"log-format", "WAITROOM_LOG_FORMAT", "text", "text|json", "log format"},
 	{"log-level", "WAITROOM_LOG_LEVEL", "info", "level", "debug, info, warn or error; debug logs every request"},
@@ -273,6 +277,13 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	c.UserHeader = raw["user-header"].text
 	if !validHeaderName(c.UserHeader) {
 		check(raw["user-header"].fail("not a valid header name"))
+	}
+	if secret := raw["cookie-secret"]; secret.text != "" {
+		if len(secret.text) < server.MinCookieSecret {
+			// Name the source, never echo the secret.
+			check(usageErrorf("%s: must be at least %d bytes, got %d", secret.source, server.MinCookieSecret, len(secret.text)))
+		}
+		c.CookieSecret = []byte(secret.text)
 	}
 
 	c.Rooms = []string{server.DefaultRoom}
