@@ -35,6 +35,10 @@ type Gate struct {
 	// OnOutcome, if set, is told each request's outcome: "completed",
 	// "released", or the error code of a refused claim.
 	OnOutcome func(room, outcome string)
+	// OnServed, if set, is told how long each request the gate let
+	// through took in the protected handler and what it answered: the
+	// measured service time a RateTuner steers by.
+	OnServed func(room string, took time.Duration, status int)
 	// Reject writes a refusal; default writes the standard JSON error body
 	// via the function the server supplies, or plain text.
 	Reject func(w http.ResponseWriter, r *http.Request, err error)
@@ -90,8 +94,12 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 			}
 			g.settle(ctx, "released", g.Store.Release(ctx, hold))
 		}()
+		started := time.Now()
 		next.ServeHTTP(rec, r)
 		completed = rec.status() >= 200 && rec.status() < 300
+		if g.OnServed != nil {
+			g.OnServed(g.Room, time.Since(started), rec.status())
+		}
 	})
 }
 

@@ -72,6 +72,9 @@ type Config struct {
 	// OnGateOutcome, if set, is told each gated request's outcome (see
 	// waitroom.Gate.OnOutcome); the hook for metrics.
 	OnGateOutcome func(room, outcome string)
+	// OnGateServed, if set, is told how long each order the gate let
+	// through took and what it answered (see waitroom.Gate.OnServed).
+	OnGateServed func(room string, took time.Duration, status int)
 	// CookieSecret signs the waiting page's visitor cookies (HMAC-SHA256),
 	// which identify browsers that come without the user header; at least
 	// MinCookieSecret bytes. Empty: a random secret, so visitor cookies do
@@ -170,6 +173,7 @@ func New(cfg Config) (*Server, error) {
 			UserHeader: s.userHeader,
 			Logger:     s.log,
 			OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
+			OnServed:   cfg.OnGateServed,
 			Reject:     s.writeError,
 		}
 		protected = gate.Wrap(cfg.Protected)

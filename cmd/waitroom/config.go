@@ -31,6 +31,11 @@ type ServeConfig struct {
 	Room waitroom.RoomConfig
 	// RateDerived says Room.Rate came from pool, service time and margin.
 	RateDerived bool
+	// AutoRate keeps the default room's rate at Pool ÷ the measured
+	// service time of orders × Margin (waitroom.RateTuner).
+	AutoRate bool
+	Pool     int
+	Margin   float64
 	// Rooms to declare at start; the first is the default room.
 	Rooms    []string
 	Upstream *url.URL // nil: the built-in reference shop is the protected service
@@ -64,6 +69,7 @@ var serveSettings = []setting{
 	{"pool", "WAITROOM_POOL", "", "n", "database connections of the protected order API; empty: --db-pool"},
 	{"service-time", "WAITROOM_SERVICE_TIME", "200ms", "duration", "how long one order holds a connection"},
 	{"margin", "WAITROOM_MARGIN", "0.7", "fraction", "share of the capacity to use, in (0, 1]"},
+	{"auto-rate", "WAITROOM_AUTO_RATE", "false", "bool", "keep the default room's rate at pool ÷ measured order time × margin, starting from --service-time"},
 	{"slice", "WAITROOM_SLICE", "100ms", "duration", "admission tick; each tick admits one slice's share of the rate"},
 	{"max-queue", "WAITROOM_MAX_QUEUE", "100000", "n", "longest queue; further entries get 429 QUEUE_FULL"},
 	{"token-ttl", "WAITROOM_TOKEN_TTL", "300s", "duration", "how long an entry token lives"},
@@ -196,6 +202,15 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 		check(raw["margin"].fail("must be in (0, 1]"))
 	}
 	capacityOK := len(errs) == capacityErrs
+	c.Pool, c.Margin = pool, margin
+	autoRate, err := strconv.ParseBool(strings.TrimSpace(raw["auto-rate"].text))
+	if err != nil {
+		check(raw["auto-rate"].fail("must be true or false"))
+	}
+	c.AutoRate = autoRate
+	if autoRate && raw["rate"].given {
+		check(usageErrorf("--auto-rate measures the rate; it cannot go with --rate"))
+	}
 	switch r := raw["rate"]; {
 	case r.given:
 		rate, err := parseFloat(r)

@@ -85,7 +85,10 @@ type Main struct {
 	serveErr   chan error
 	stopAdmit  context.CancelFunc
 	admitDone  chan struct{}
-	shop       *builtinShop // nil with an upstream
+	shop       *builtinShop        // nil with an upstream
+	tuner      *waitroom.RateTuner // nil without --auto-rate
+	stopTuner  context.CancelFunc
+	tunerDone  chan struct{}
 	stopRelay  context.CancelFunc
 	relayDone  chan struct{}
 }
@@ -137,17 +140,27 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 	handler, err := server.New(server.Config{
-		Store:       m.store,
-		Logger:      log,
-		UserHeader:  m.Config.UserHeader,
-		DefaultRoom: m.Config.Rooms[0],
-		Protected:   protected,
-		GatedRoutes: m.Config.GatedRoutes,
-		Routes:      routes,
-		AdminToken:  m.Config.AdminToken,
+		Store:        m.store,
+		Logger:       log,
+		UserHeader:   m.Config.UserHeader,
+		DefaultRoom:  m.Config.Rooms[0],
+		Protected:    protected,
+		GatedRoutes:  m.Config.GatedRoutes,
+		Routes:       routes,
+		OnGateServed: m.observeOrders(),
+		AdminToken:   m.Config.AdminToken,
 	})
 	if err != nil {
 		return err
+	}
+
+	if m.tuner != nil {
+		tuneCtx, stopTuner := context.WithCancel(context.WithoutCancel(ctx))
+		m.stopTuner, m.tunerDone = stopTuner, make(chan struct{})
+		go func() {
+			defer close(m.tunerDone)
+			_ = m.tuner.Run(tuneCtx) // returns when stopped; failures it logs itself
+		}()
 	}
 
 	admitCtx, stopAdmit := context.WithCancel(context.WithoutCancel(ctx))
@@ -217,6 +230,10 @@ func (m *Main) Close() error {
 	if m.stopAdmit != nil {
 		m.stopAdmit()
 		<-m.admitDone
+	}
+	if m.stopTuner != nil {
+		m.stopTuner()
+		<-m.tunerDone
 	}
 	if m.stopRelay != nil {
 		m.stopRelay()
@@ -300,4 +317,26 @@ func redactURL(raw string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// observeOrders returns the gate hook that feeds --auto-rate's tuner with
+// the time each successful order took, or nil without --auto-rate.
+func (m *Main) observeOrders() func(room string, took time.Duration, status int) {
+	if !m.Config.AutoRate {
+		return nil
+	}
+	m.tuner = &waitroom.RateTuner{
+		Store:  m.store,
+		Room:   m.Config.Rooms[0],
+		Pool:   m.Config.Pool,
+		Margin: m.Config.Margin,
+		Logger: m.Logger,
+	}
+	return func(_ string, took time.Duration, status int) {
+		// Only orders that ran to success measure the service time; a
+		// fast refusal would make the API look faster than it is.
+		if status >= 200 && status < 300 {
+			m.tuner.Observe(took)
+		}
+	}
 }

@@ -1,0 +1,95 @@
+package waitroom_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/memstore"
+)
+
+func newTuner(t *testing.T, rate float64) (*waitroom.RateTuner, *memstore.Store) {
+	t.Helper()
+	store := memstore.New(memstore.Options{})
+	_, err := store.CreateRoom(t.Context(), "drop", waitroom.RoomConfig{Rate: rate, State: waitroom.RoomPaused})
+	require.NoError(t, err)
+	return &waitroom.RateTuner{Store: store, Room: "drop", Pool: 40, Margin: 0.5}, store
+}
+
+func observe(tuner *waitroom.RateTuner, n int, took time.Duration) {
+	for range n {
+		tuner.Observe(took)
+	}
+}
+
+// TestRateTunerConvergesInBoundedSteps: orders taking 100 ms on a pool of
+// 40 at margin 0.5 can sustain 200 users/s; from 100/s the rate climbs by
+// at most a quarter per interval and settles there.
+func TestRateTunerConvergesInBoundedSteps(t *testing.T) {
+	t.Parallel()
+	tuner, store := newTuner(t, 100)
+	var rates []float64
+	for range 6 {
+		observe(tuner, 50, 100*time.Millisecond)
+		rate, err := tuner.Tune(t.Context())
+		require.NoError(t, err)
+		rates = append(rates, rate)
+	}
+	require.Equal(t, []float64{125, 156.3, 195.4, 200, 200, 200}, rates)
+	cfg, err := store.RoomConfig(t.Context(), "drop")
+	require.NoError(t, err)
+	require.Equal(t, 200.0, cfg.Rate)
+	require.Equal(t, waitroom.RoomPaused, cfg.State, "only the rate changes")
+}
+
+func TestRateTunerFallsWhenOrdersSlowDown(t *testing.T) {
+	t.Parallel()
+	tuner, _ := newTuner(t, 100)
+	observe(tuner, 30, 400*time.Millisecond) // 40 / 0.4 × 0.5 = 50
+	rate, err := tuner.Tune(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 75.0, rate)
+}
+
+func TestRateTunerNeedsEnoughSamples(t *testing.T) {
+	t.Parallel()
+	tuner, _ := newTuner(t, 100)
+	observe(tuner, 19, time.Millisecond)
+	rate, err := tuner.Tune(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 100.0, rate, "19 orders do not steer the rate")
+
+	// The samples were taken: the next interval starts afresh.
+	observe(tuner, 1, time.Millisecond)
+	rate, err = tuner.Tune(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 100.0, rate)
+}
+
+func TestRateTunerIgnoresNoise(t *testing.T) {
+	t.Parallel()
+	tuner, _ := newTuner(t, 100)
+	observe(tuner, 50, 198*time.Millisecond) // target 101: within 2%
+	rate, err := tuner.Tune(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 100.0, rate)
+}
+
+func TestRateTunerStaysWithinBounds(t *testing.T) {
+	t.Parallel()
+	tuner, _ := newTuner(t, 9_000)
+	tuner.MaxStep = 1
+	observe(tuner, 50, time.Millisecond) // target 20,000/s: above one tick's most
+	rate, err := tuner.Tune(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, float64(waitroom.MaxTickQuota)/waitroom.DefaultSlice.Seconds(), rate)
+
+	low, _ := newTuner(t, 2)
+	low.MaxStep, low.MinRate = 1, 1.5
+	observe(low, 50, time.Hour) // target ~0.006/s
+	rate, err = low.Tune(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1.5, rate)
+}
