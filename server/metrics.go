@@ -207,10 +207,14 @@ func (m *metrics) declareRoutes(patterns map[string]http.Handler) {
 }
 
 // observeHTTP records one request's latency under its route pattern, never
-// its raw path.
+// its raw path: a route that is not a declared pattern (ServeMux answers
+// some redirects with a path) counts as unmatched.
 func (m *metrics) observeHTTP(route string, code int, d time.Duration) {
 	rm := m.routes[route]
-	if rm == nil || code < 0 || code >= len(rm.byCode) {
+	if rm == nil {
+		route, rm = unmatchedRoute, m.routes[unmatchedRoute]
+	}
+	if code < 0 || code >= len(rm.byCode) {
 		m.http.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
 		return
 	}

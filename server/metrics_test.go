@@ -146,6 +146,13 @@ func TestMetricsScriptedScenario(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, f.order("u1", tokens["u1"]).status)
 	require.Equal(t, http.StatusForbidden, f.order("u4", tokens["u1"]).status)
 	require.Equal(t, http.StatusNotFound, f.do("GET", "/no/such/path", "").status)
+	// A path ServeMux cleans is answered with a redirect, labelled with
+	// the pattern it leads to, not the path.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(f.srv.URL + "/no-such/../healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusTemporaryRedirect, resp.StatusCode)
 
 	m := scrape(t, f.srv.URL)
 	enters := func(room, result string) float64 {
@@ -194,6 +201,7 @@ func TestMetricsScriptedScenario(t *testing.T) {
 	require.EqualValues(t, 1, latency("POST /orders", "409"))
 	require.EqualValues(t, 2, latency("POST /orders", "403"))
 	require.EqualValues(t, 1, latency("unmatched", "404"), "raw paths are never labels")
+	require.EqualValues(t, 1, latency("GET /healthz", "307"))
 	for _, mf := range m.families {
 		for _, series := range mf.GetMetric() {
 			for _, l := range series.GetLabel() {
