@@ -42,7 +42,18 @@ type Gate struct {
 	// Reject writes a refusal; default writes the standard JSON error body
 	// via the function the server supplies, or plain text.
 	Reject func(w http.ResponseWriter, r *http.Request, err error)
+	// StoreDown, if set, decides a request whose claim found the store
+	// unavailable (ErrStoreUnavailable): true lets it through unclaimed,
+	// still with its Idempotency-Key, so the order API dedupes retries (the
+	// "open" failure policy; it must bound what it lets through, e.g. with a
+	// token bucket); false refuses it with the store's error ("closed", also
+	// the behaviour when nil). Every request tries the store first, so
+	// recovery needs no reset.
+	StoreDown func(r *http.Request) bool
 }
+
+// OutcomeStoreDown is the outcome of a request StoreDown let through.
+const OutcomeStoreDown = "passed_store_down"
 
 // IdempotencyKey derives the key passed upstream from a token: stable for
 // the token, so a retry after a crash finds the first order, and one-way, so
@@ -74,6 +85,10 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 		}
 		hold, err := g.Store.Claim(r.Context(), g.Room, user, token)
 		if err != nil {
+			if errors.Is(err, ErrStoreUnavailable) && g.StoreDown != nil && g.StoreDown(r) {
+				g.passUnclaimed(w, r, token, next)
+				return
+			}
 			g.reject(w, r, err)
 			return
 		}
@@ -101,6 +116,18 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 			g.OnServed(g.Room, time.Since(started), rec.status())
 		}
 	})
+}
+
+// passUnclaimed serves a request StoreDown let through. There is no hold to
+// settle: the token stays as the store last had it, and a retry with it
+// after the store is back reaches the same order by its Idempotency-Key.
+func (g *Gate) passUnclaimed(w http.ResponseWriter, r *http.Request, token string, next http.Handler) {
+	r.Header.Del(EntryTokenHeader)
+	r.Header.Set(IdempotencyKeyHeader, IdempotencyKey(g.Room, token))
+	if g.OnOutcome != nil {
+		g.OnOutcome(g.Room, OutcomeStoreDown)
+	}
+	next.ServeHTTP(w, r)
 }
 
 func (g *Gate) settle(ctx context.Context, outcome string, err error) {
