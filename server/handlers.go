@@ -158,9 +158,8 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if err := s.store.Ping(ctx); err != nil {
-		return errors.Join(waitroom.ErrStoreUnavailable, err)
-	}
-	jsonhttp.Write(w, http.StatusOK, map[string]string{"status": "ok"})
+	// The body names the failure policy; whether a down store makes this
+	// instance unready depends on it (writeReady).
+	s.writeReady(w, r, s.store.Ping(ctx))
 	return nil
 }

@@ -84,6 +84,12 @@ type Config struct {
 	// visitor's turn comes (POST to the first plain POST gated route).
 	// Empty: the page shows the entry's time left without an order button.
 	OrderProduct string
+	// FailurePolicy says what each room does while the store is down
+	// (policy.go); the zero value fails closed everywhere.
+	FailurePolicy FailurePolicy
+	// StoreTimeout bounds each store call a request makes; default
+	// DefaultStoreTimeout (1 s).
+	StoreTimeout time.Duration
 }
 
 // Server is the waiting room's http.Handler.
@@ -100,6 +106,7 @@ type Server struct {
 	visitors      visitors
 	orderPath     string // where the waiting page posts an order; "" for none
 	orderProduct  string
+	failover      *failover
 }
 
 // New returns a Server for cfg, or an error naming the bad field.
@@ -138,7 +145,15 @@ func New(cfg Config) (*Server, error) {
 	case n < MinCookieSecret:
 		return nil, fmt.Errorf("server: Config.CookieSecret has %d bytes; at least %d are needed", n, MinCookieSecret)
 	}
-	watched := &watchedStore{Store: cfg.Store, log: s.log}
+	if err := cfg.FailurePolicy.validate(); err != nil {
+		return nil, err
+	}
+	s.failover = newFailover(cfg.FailurePolicy, s.log.WarnContext)
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = DefaultStoreTimeout
+	}
+	bounded := &boundedStore{Store: cfg.Store, timeout: cfg.StoreTimeout, onRate: s.failover.noteRate}
+	watched := &watchedStore{Store: bounded, log: s.log}
 	s.store = watched
 	m, err := newMetrics(cfg.Registry, watched, s.log)
 	if err != nil {
@@ -175,6 +190,7 @@ func New(cfg Config) (*Server, error) {
 			OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
 			OnServed:   cfg.OnGateServed,
 			Reject:     s.writeError,
+			StoreDown:  s.failover.storeDown(s.defaultRoom),
 		}
 		protected = gate.Wrap(cfg.Protected)
 	}

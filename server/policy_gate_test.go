@@ -1,0 +1,263 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/memstore"
+	"github.com/waitroom/waitroom/server"
+)
+
+// outageStore is a memstore that fails on cue: down answers
+// STORE_UNAVAILABLE at once (Redis refusing connections), hang blocks until
+// the caller's deadline (Redis not answering).
+type outageStore struct {
+	*memstore.Store
+	down, hang atomic.Bool
+}
+
+func (s *outageStore) fail(ctx context.Context) error {
+	if s.hang.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if s.down.Load() {
+		return fmt.Errorf("dial tcp 127.0.0.1:6379: connection refused: %w", waitroom.ErrStoreUnavailable)
+	}
+	return nil
+}
+
+func (s *outageStore) Claim(ctx context.Context, room, user, token string) (waitroom.Hold, error) {
+	if err := s.fail(ctx); err != nil {
+		return waitroom.Hold{}, err
+	}
+	return s.Store.Claim(ctx, room, user, token)
+}
+
+func (s *outageStore) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
+	if err := s.fail(ctx); err != nil {
+		return waitroom.Status{}, err
+	}
+	return s.Store.Enter(ctx, room, user)
+}
+
+func (s *outageStore) Status(ctx context.Context, room, user string) (waitroom.Status, error) {
+	if err := s.fail(ctx); err != nil {
+		return waitroom.Status{}, err
+	}
+	return s.Store.Status(ctx, room, user)
+}
+
+func (s *outageStore) RoomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
+	if err := s.fail(ctx); err != nil {
+		return waitroom.RoomConfig{}, err
+	}
+	return s.Store.RoomConfig(ctx, room)
+}
+
+func (s *outageStore) Ping(ctx context.Context) error {
+	if err := s.fail(ctx); err != nil {
+		return err
+	}
+	return s.Store.Ping(ctx)
+}
+
+// orderCounter is the protected handler: it answers 201 and remembers the
+// headers each order arrived with.
+type orderCounter struct {
+	mu   sync.Mutex
+	keys []string
+	leak bool // an entry token reached the upstream
+}
+
+func (o *orderCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o.mu.Lock()
+	o.keys = append(o.keys, r.Header.Get(waitroom.IdempotencyKeyHeader))
+	o.leak = o.leak || r.Header.Get(waitroom.EntryTokenHeader) != ""
+	o.mu.Unlock()
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (o *orderCounter) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.keys)
+}
+
+// policyFixture is a server on an outageStore, driven by ServeHTTP in the
+// test's goroutine so that it runs inside a synctest bubble (fake clock).
+type policyFixture struct {
+	t      *testing.T
+	store  *outageStore
+	orders *orderCounter
+	srv    *server.Server
+}
+
+func newPolicyFixture(t *testing.T, policy server.FailurePolicy, rate float64) *policyFixture {
+	t.Helper()
+	store := &outageStore{Store: memstore.New(memstore.Options{})}
+	_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{Rate: rate})
+	require.NoError(t, err)
+	orders := &orderCounter{}
+	srv := mustServer(t, server.Config{Store: store, Protected: orders, FailurePolicy: policy})
+	return &policyFixture{t: t, store: store, orders: orders, srv: srv}
+}
+
+func (f *policyFixture) do(method, path, user, token string) answer {
+	f.t.Helper()
+	req := httptest.NewRequestWithContext(f.t.Context(), method, path, strings.NewReader(`{}`))
+	if user != "" {
+		req.Header.Set("X-User-Id", user)
+	}
+	if token != "" {
+		req.Header.Set(waitroom.EntryTokenHeader, token)
+	}
+	rec := httptest.NewRecorder()
+	f.srv.ServeHTTP(rec, req)
+	a := answer{status: rec.Code, header: rec.Header()}
+	if rec.Body.Len() > 0 {
+		require.NoError(f.t, json.Unmarshal(rec.Body.Bytes(), &a.body), rec.Body.String())
+	}
+	return a
+}
+
+// TestOpenPolicyBoundsOrdersWhileStoreIsDown: failing open, one instance
+// lets through OpenShare × rate / Instances orders per second, spread like
+// admissions, each with its Idempotency-Key and never its token; the rest
+// are 503 STORE_UNAVAILABLE with Retry-After. Enter and status still
+// refuse. When the store is back, the next order is claimed again.
+func TestOpenPolicyBoundsOrdersWhileStoreIsDown(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		// The store says 40/s; the seed (what the flags declared) is not
+		// used once the store has answered. 40 × 0.5 / 2 = 10 per second.
+		f := newPolicyFixture(t, server.FailurePolicy{Default: server.PolicyOpen, OpenShare: 0.5, Instances: 2, SeedRate: 1000}, 40)
+		require.Equal(t, http.StatusOK, f.do("GET", "/readyz", "", "").status) // learns the rate
+
+		f.store.down.Store(true)
+		ready := f.do("GET", "/readyz", "", "")
+		require.Equal(t, http.StatusOK, ready.status, "failing open, the instance still serves bounded orders")
+		require.Equal(t, "store_unavailable", ready.str("status"))
+		require.Equal(t, map[string]any{"default": "open"}, ready.body["policy"])
+
+		results := map[string]int{}
+		tokens := map[string]string{} // Idempotency-Key → token
+		start := time.Now()
+		for time.Since(start) < 2*time.Second {
+			for i := range 3 {
+				user := fmt.Sprintf("u%d-%d", time.Since(start).Milliseconds(), i)
+				token := waitroom.NewToken()
+				tokens[waitroom.IdempotencyKey("default", token)] = token
+				a := f.do("POST", "/orders", user, token)
+				switch a.status {
+				case http.StatusCreated:
+					results["passed"]++
+				case http.StatusServiceUnavailable:
+					require.Equal(t, "STORE_UNAVAILABLE", a.code())
+					require.NotEmpty(t, a.header.Get("Retry-After"))
+					results["refused"]++
+				default:
+					t.Fatalf("unexpected answer %d %v", a.status, a.body)
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// 200 ticks × 3 requests; one passes every 100 ms.
+		require.Equal(t, map[string]int{"passed": 20, "refused": 580}, results)
+		require.Equal(t, 20, f.orders.count())
+		require.False(t, f.orders.leak, "the token never reaches the order API")
+		for _, key := range f.orders.keys {
+			require.Contains(t, tokens, key, "each passed order carries its token's Idempotency-Key")
+		}
+
+		// Only well-formed requests are let through.
+		time.Sleep(time.Second)
+		require.Equal(t, http.StatusBadRequest, f.do("POST", "/orders", "u-bad", "not-a-token").status)
+		require.Equal(t, http.StatusBadRequest, f.do("POST", "/orders", "", waitroom.NewToken()).status)
+		require.Equal(t, http.StatusForbidden, f.do("POST", "/orders", "u-none", "").status)
+		require.Equal(t, 20, f.orders.count())
+
+		// No queue without the store.
+		require.Equal(t, http.StatusServiceUnavailable, f.do("POST", "/queue/enter", "u-new", "").status)
+		require.Equal(t, http.StatusServiceUnavailable, f.do("GET", "/queue/position", "u-new", "").status)
+
+		// Back: the store decides again at once, with no latch to reset.
+		f.store.down.Store(false)
+		require.Equal(t, "ENTRY_TOKEN_NOT_FOUND", f.do("POST", "/orders", "u-x", waitroom.NewToken()).code())
+		require.Equal(t, http.StatusOK, f.do("GET", "/readyz", "", "").status)
+	})
+}
+
+// TestClosedPolicyRefusesWhileStoreIsDown: the default policy lets nothing
+// through and makes the instance unready.
+func TestClosedPolicyRefusesWhileStoreIsDown(t *testing.T) {
+	t.Parallel()
+	f := newPolicyFixture(t, server.FailurePolicy{}, 40)
+	f.store.down.Store(true)
+	for range 20 {
+		a := f.do("POST", "/orders", "u1", waitroom.NewToken())
+		require.Equal(t, http.StatusServiceUnavailable, a.status)
+		require.Equal(t, "STORE_UNAVAILABLE", a.code())
+		require.Equal(t, "5", a.header.Get("Retry-After"))
+	}
+	require.Zero(t, f.orders.count())
+	ready := f.do("GET", "/readyz", "", "")
+	require.Equal(t, http.StatusServiceUnavailable, ready.status)
+	require.Equal(t, "store_unavailable", ready.str("status"))
+	require.Equal(t, map[string]any{"default": "closed"}, ready.body["policy"])
+	require.Equal(t, "STORE_UNAVAILABLE", ready.code())
+	require.Equal(t, "5", ready.header.Get("Retry-After"))
+}
+
+// TestHungStoreIsUnavailableWithinTheTimeout: a store that does not answer
+// is STORE_UNAVAILABLE after the store timeout (1 s by default), not after
+// the client library's limits; failing open, the order then passes.
+func TestHungStoreIsUnavailableWithinTheTimeout(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		closed := newPolicyFixture(t, server.FailurePolicy{}, 40)
+		open := newPolicyFixture(t, server.FailurePolicy{Default: server.PolicyOpen, SeedRate: 40}, 40)
+		for _, f := range []*policyFixture{closed, open} {
+			f.store.hang.Store(true)
+		}
+
+		start := time.Now()
+		a := closed.do("POST", "/queue/enter", "u1", "")
+		require.Equal(t, http.StatusServiceUnavailable, a.status)
+		require.Equal(t, "STORE_UNAVAILABLE", a.code())
+		require.Equal(t, server.DefaultStoreTimeout, time.Since(start))
+
+		start = time.Now()
+		require.Equal(t, http.StatusCreated, open.do("POST", "/orders", "u1", waitroom.NewToken()).status)
+		require.Equal(t, server.DefaultStoreTimeout, time.Since(start))
+	})
+}
+
+// TestFailurePolicyPerRoom: the gate follows the default room's policy;
+// the policy of other rooms is reported.
+func TestFailurePolicyPerRoom(t *testing.T) {
+	t.Parallel()
+	policy, err := server.ParseFailurePolicy("default=closed,sale=open")
+	require.NoError(t, err)
+	f := newPolicyFixture(t, policy, 40)
+	f.store.down.Store(true)
+	require.Equal(t, http.StatusServiceUnavailable, f.do("POST", "/orders", "u1", waitroom.NewToken()).status)
+	ready := f.do("GET", "/readyz", "", "")
+	require.Equal(t, http.StatusServiceUnavailable, ready.status)
+	require.Equal(t, map[string]any{"default": "closed", "sale": "open"}, ready.body["policy"])
+
+	_, err = server.New(server.Config{Store: f.store, FailurePolicy: server.FailurePolicy{OpenShare: 2}})
+	require.ErrorContains(t, err, "OpenShare")
+}
