@@ -368,6 +368,30 @@ func TestBrowser(t *testing.T) {
 		require.Equal(t, int64(1), st.Released, "a refused order gives the token back")
 	})
 
+	// The turn runs out before the order: the page says so and offers the
+	// line again; a visitor who left the line is told so at the next poll.
+	t.Run("expired and left", func(t *testing.T) {
+		f := newPageFixture(t, pageOptions{})
+		visitor := newVisitor(t, browser)
+		visitor.open(f.srv.URL + "/")
+		visitor.waitState("waiting")
+		f.admitNext(1)
+		visitor.waitState("admitted")
+		f.clock.Advance(waitroom.DefaultTokenTTL + time.Second)
+		visitor.do(chromedp.Click(chromedp.ID("order")))
+		visitor.waitState("expired")
+		visitor.screenshot("13-turn-ended")
+
+		visitor.do(chromedp.Click(chromedp.CSS("#expired a")))
+		visitor.waitState("waiting")
+		require.Equal(t, "1", visitor.text("position"), "back in line")
+		// Leave as an app on the page would; the cookie names the visitor.
+		visitor.eval(`fetch("/rooms/` + f.room + `/queue", {method: "DELETE"}), "sent"`)
+		visitor.waitState("left")
+		visitor.screenshot("14-left")
+		require.Zero(t, f.waiting())
+	})
+
 	// With scripts off the server's rendering and the meta refresh carry
 	// the page: the line still moves on screen.
 	t.Run("without JavaScript", func(t *testing.T) {
@@ -381,13 +405,13 @@ func TestBrowser(t *testing.T) {
 		visitor.open(f.srv.URL + "/")
 		visitor.waitState("waiting")
 		require.Equal(t, "2", visitor.text("position"))
-		visitor.screenshot("13-no-js-waiting")
+		visitor.screenshot("15-no-js-waiting")
 
 		f.admitNext(1)
 		visitor.waitText("position", "1") // the meta refresh reloaded the page
 		f.admitNext(1)
 		visitor.waitState("admitted")
 		require.Equal(t, "0", visitor.eval(`String(document.querySelectorAll("#order:not([hidden])").length)`))
-		visitor.screenshot("14-no-js-admitted")
+		visitor.screenshot("16-no-js-admitted")
 	})
 }
