@@ -2,6 +2,8 @@
 //
 //	waitroom serve [flags]    the HTTP server and the admission ticker
 //	waitroom admin …          the operator API's client (rooms list|create|show|set)
+//	waitroom loadtest …       a simulated flash crowd against a server
+//	waitroom bench …          throughput, Redis time per script, memory per user
 //
 // Every flag of serve can also be set by an environment variable; see
 // 'waitroom serve --help'.
@@ -21,6 +23,8 @@ const usage = `waitroom is a virtual waiting room for flash sales.
 Usage:
   waitroom serve [flags]    run the waiting room server
   waitroom admin rooms …    list, create, show or change rooms of a running server
+  waitroom loadtest …       simulate a flash crowd against a server (--url) or in process (--inproc)
+  waitroom bench [flags]    measure throughput, Redis time per script and memory per user
   waitroom help [command]   show help
 
 Run 'waitroom serve --help' for the flags of serve.`
@@ -52,6 +56,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runServe(ctx, args[1:], getenv, stdout, stderr)
 	case "admin":
 		return runAdmin(ctx, args[1:], getenv, stdout, stderr)
+	case "loadtest":
+		return runLoadtest(ctx, args[1:], getenv, stdout, stderr)
+	case "bench":
+		return runBench(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 && args[1] == "serve" {
 			printServeUsage(stdout)
@@ -59,6 +67,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		if len(args) > 1 && args[1] == "admin" {
 			fmt.Fprintln(stdout, adminUsage)
+			return exitOK
+		}
+		if len(args) > 1 && args[1] == "loadtest" {
+			printSettingsUsage(stdout, loadtestUsage, loadtestSettings)
+			return exitOK
+		}
+		if len(args) > 1 && args[1] == "bench" {
+			printSettingsUsage(stdout, benchUsage, benchSettings)
 			return exitOK
 		}
 		fmt.Fprintln(stdout, usage)

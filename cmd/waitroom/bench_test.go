@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A miniature run of every part of the benchmark; the figures themselves
+// are not asserted (no test asserts a time), only that each table is there.
+func TestBenchSmall(t *testing.T) {
+	t.Parallel()
+	redisURL := os.Getenv("REDIS_URL")
+	if redisURL == "" {
+		redisURL = "redis://127.0.0.1:6379/0"
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"bench", "--rounds", "1", "--slice", "50ms", "--clients", "4", "--waiting", "500"},
+		envOf("REDIS_URL", redisURL), &stdout, &stderr)
+	require.Equal(t, exitOK, code, "stderr:\n%s", stderr.String())
+	out := stdout.String()
+	for _, want := range []string{"### Machine", "| memstore |", "| redis |", "ENTER ÷ trivial",
+		"PollLoad(500, 140/s)", "| enter (new place) | EVALSHA |", "| admit (quota 100) | EVALSHA |",
+		"| complete | EVALSHA |", "bytes per waiting user"} {
+		require.Contains(t, out, want)
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--stores", "mongo"}, `unknown store "mongo"`},
+		{[]string{"--redis-url", "redis://10.1.2.3:6379"}, "loopback only"},
+		{[]string{"--rounds", "0"}, `--rounds="0": must be in [1, 1000]`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), append([]string{"bench"}, tt.args...), envOf(), &stdout, &stderr)
+		require.Equal(t, exitUsage, code, tt.want)
+		require.Contains(t, stderr.String(), tt.want)
+	}
+}

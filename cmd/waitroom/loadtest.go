@@ -1,0 +1,703 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/loadtest"
+	"github.com/waitroom/waitroom/memstore"
+	"github.com/waitroom/waitroom/redisstore"
+	"github.com/waitroom/waitroom/server"
+	"github.com/waitroom/waitroom/shop"
+	"github.com/waitroom/waitroom/shop/inmem"
+)
+
+// Settings of loadtest. They follow serve's pattern (flag, then
+// environment variable, then default) and its parse helpers; kind "bool"
+// makes a flag that needs no value.
+var loadtestSettings = []setting{
+	{"url", "WAITROOM_LOADTEST_URL", "", "url", "the running waiting room to load-test, e.g. http://127.0.0.1:8080"},
+	{"inproc", "WAITROOM_LOADTEST_INPROC", "false", "bool", "start the waiting room (server, store, admitter, reference shop) in this process instead of --url"},
+	{"redis-url", "REDIS_URL", "", "url", "with --inproc: keep the room in this Redis (under a fresh key prefix, deleted afterwards); empty: in-process memstore"},
+	{"admin-token", "WAITROOM_ADMIN_TOKEN", "", "token", "with --url: the server's admin token; loadtest then reads the room's rate, holds the room paused until everyone has entered (--check-positions) and times admissions from the store's counter"},
+	{"room", "WAITROOM_LOADTEST_ROOM", server.DefaultRoom, "name", "the room to queue in; its tokens must open POST /orders"},
+	{"users", "WAITROOM_LOADTEST_USERS", "100000", "n", "virtual users"},
+	{"arrival", "WAITROOM_LOADTEST_ARRIVAL", "0s", "duration", "spread the entries evenly over this span; 0: all at once"},
+	{"no-order", "WAITROOM_LOADTEST_NO_ORDER", "0", "share", "share of admitted users who never order, in [0, 1]"},
+	{"leave", "WAITROOM_LOADTEST_LEAVE", "0", "share", "share of users who leave the queue after their first status answer, in [0, 1]"},
+	{"rate", "WAITROOM_LOADTEST_RATE", "", "users/s", "with --inproc: the room's admission rate (default 1000); with --url: the rate to compare admissions with (default: the room's, read with --admin-token; else not compared)"},
+	{"stock", "WAITROOM_LOADTEST_STOCK", "", "n", "with --inproc: the product's stock (default 1000); with --url: the stock to check orders against (default unknown: not checked)"},
+	{"product", "WAITROOM_LOADTEST_PRODUCT", "drop", "id", "the product users order"},
+	{"concurrency", "WAITROOM_LOADTEST_CONCURRENCY", "256", "n", "requests in flight at most"},
+	{"duration", "WAITROOM_LOADTEST_DURATION", "30m", "duration", "bound of the whole run; users still on their way then are unfinished"},
+	{"check-positions", "WAITROOM_LOADTEST_CHECK_POSITIONS", "false", "bool", "check that the positions given at entry are exactly 1..N; admissions wait until everyone has entered"},
+	{"json", "WAITROOM_LOADTEST_JSON", "false", "bool", "print the report as JSON"},
+	{"seed", "WAITROOM_LOADTEST_SEED", "1", "n", "picks who leaves and who never orders"},
+	{"allow-remote", "WAITROOM_LOADTEST_ALLOW_REMOTE", "false", "bool", "allow a --url whose host is not loopback"},
+}
+
+const loadtestUsage = `Usage: waitroom loadtest (--url URL | --inproc) [flags]
+
+Simulates a flash crowd: every virtual user enters the queue, polls its
+status at the server's poll hint, orders once admitted (or leaves, or never
+orders). A status line goes to stderr once a second, the report to stdout.
+The exit code is 1 when an invariant breaks (oversold, a user admitted twice,
+an unexpected error) or the run did not finish, 2 for a usage mistake.
+Every flag may instead be set by its environment variable; a flag wins.`
+
+// In-process defaults: 100,000 users at 1,000/s are admitted in 100 s.
+const (
+	inprocDefaultRate  = 1000.0
+	inprocDefaultStock = 1000
+	// sampleEvery is how often the admin API's admitted counter is read
+	// with --url: well under one 100 ms admission tick, so each reading
+	// sees at most one tick.
+	sampleEvery = 10 * time.Millisecond
+)
+
+// loadtestConfig is what 'waitroom loadtest' runs with.
+type loadtestConfig struct {
+	run            loadtest.Config
+	inproc         bool
+	redisURL       string
+	adminToken     string
+	rateGiven      bool
+	jsonOut        bool
+	checkPositions bool
+}
+
+func printSettingsUsage(w io.Writer, head string, settings []setting) {
+	fmt.Fprintf(w, "%s\n\nFlags:\n", head)
+	for _, s := range settings {
+		def := s.def
+		if def == "" {
+			def = "none"
+		}
+		kind := " " + s.kind
+		if s.kind == "bool" {
+			kind = ""
+		}
+		fmt.Fprintf(w, "  --%s%s\n        %s\n        (default %s; env %s)\n", s.name, kind, s.help, def, s.env)
+	}
+}
+
+// boolFlag lets a bool setting be given as --json as well as --json=false,
+// while keeping its text for parseBool like every other setting.
+type boolFlag struct{ text *string }
+
+func (b boolFlag) String() string     { return "" }
+func (b boolFlag) Set(s string) error { *b.text = s; return nil }
+func (b boolFlag) IsBoolFlag() bool   { return true }
+
+// readSettings gives each setting its text: a flag wins over its
+// environment variable, which wins over the default (serve's rule).
+func readSettings(name string, settings []setting, args []string, getenv func(string) string) (map[string]rawValue, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	flags := make(map[string]*string, len(settings))
+	for _, s := range settings {
+		if s.kind == "bool" {
+			v := new(string)
+			fs.Var(boolFlag{v}, s.name, s.help)
+			flags[s.name] = v
+			continue
+		}
+		flags[s.name] = fs.String(s.name, "", s.help)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return nil, usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	onCommandLine := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	raw := make(map[string]rawValue, len(settings))
+	for _, s := range settings {
+		switch env := getenv(s.env); {
+		case onCommandLine[s.name]:
+			raw[s.name] = rawValue{*flags[s.name], "--" + s.name, true}
+		case env != "":
+			raw[s.name] = rawValue{env, s.env, true}
+		default:
+			raw[s.name] = rawValue{s.def, "default of --" + s.name, false}
+		}
+	}
+	return raw, nil
+}
+
+func parseBool(v rawValue) (bool, error) {
+	b, err := strconv.ParseBool(strings.TrimSpace(v.text))
+	if err != nil {
+		return false, v.fail("not true or false")
+	}
+	return b, nil
+}
+
+func parseShare(v rawValue) (float64, error) {
+	f, err := parseFloat(v)
+	if err == nil && (f < 0 || f > 1) {
+		return 0, v.fail("must be in [0, 1]")
+	}
+	return f, err
+}
+
+func parseLoadtest(args []string, getenv func(string) string) (loadtestConfig, error) {
+	raw, err := readSettings("loadtest", loadtestSettings, args, getenv)
+	if err != nil {
+		return loadtestConfig{}, err
+	}
+	var errs []error
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var c loadtestConfig
+	c.inproc, err = parseBool(raw["inproc"])
+	check(err)
+	c.jsonOut, err = parseBool(raw["json"])
+	check(err)
+	c.checkPositions, err = parseBool(raw["check-positions"])
+	check(err)
+	allowRemote, err := parseBool(raw["allow-remote"])
+	check(err)
+
+	r := &c.run
+	r.URL = raw["url"].text
+	switch {
+	case c.inproc && r.URL != "":
+		check(usageErrorf("--url and --inproc exclude each other: test a running server or start one here"))
+	case !c.inproc && r.URL == "":
+		check(usageErrorf("give --url of a running waiting room, or --inproc"))
+	}
+	c.redisURL = raw["redis-url"].text
+	if c.redisURL != "" {
+		if _, err := redis.ParseURL(c.redisURL); err != nil {
+			check(raw["redis-url"].fail(err.Error()))
+		}
+		if !c.inproc {
+			// REDIS_URL in the environment is meant for serve; only a
+			// flag given with --url is a mistake worth stopping for.
+			if raw["redis-url"].source == "--redis-url" {
+				check(usageErrorf("--redis-url goes with --inproc; with --url the server has its own store"))
+			}
+			c.redisURL = ""
+		}
+	}
+	c.adminToken = raw["admin-token"].text
+	if c.inproc && raw["admin-token"].source == "--admin-token" {
+		check(usageErrorf("--admin-token goes with --url; --inproc controls its own room"))
+	}
+	if c.checkPositions && !c.inproc && c.adminToken == "" {
+		check(usageErrorf("--check-positions with --url needs --admin-token, to hold admissions until every user has entered"))
+	}
+
+	r.Room = raw["room"].text
+	if !waitroom.ValidRoomName(r.Room) {
+		check(raw["room"].fail("names are 1–64 characters of a–z, 0–9, '-' and '_'"))
+	}
+	r.Users, err = parseInt(raw["users"], 1, 10_000_000)
+	check(err)
+	r.Arrival, err = parseDuration(raw["arrival"], 0, 24*time.Hour)
+	check(err)
+	r.NoOrderShare, err = parseShare(raw["no-order"])
+	check(err)
+	r.LeaveShare, err = parseShare(raw["leave"])
+	check(err)
+	if c.checkPositions && r.LeaveShare > 0 {
+		check(usageErrorf("--check-positions needs --leave 0: a user who leaves shifts the positions of those behind"))
+	}
+	r.CheckPositions = c.checkPositions
+	if v := raw["rate"]; v.text != "" {
+		r.Rate, err = parseFloat(v)
+		check(err)
+		if err == nil && (r.Rate <= 0 || r.Rate > waitroom.MaxRate) {
+			check(v.fail(fmt.Sprintf("must be in (0, %g] users/s", waitroom.MaxRate)))
+		}
+		c.rateGiven = true
+	} else if c.inproc {
+		r.Rate = inprocDefaultRate
+	}
+	if v := raw["stock"]; v.text != "" {
+		r.Stock, err = parseInt(v, 0, shop.MaxStock)
+		check(err)
+	} else if c.inproc {
+		r.Stock = inprocDefaultStock
+	}
+	r.ProductID = raw["product"].text
+	if err := (shop.Product{ID: r.ProductID, Name: r.ProductID}).Validate(); err != nil {
+		check(raw["product"].fail(err.Error()))
+	}
+	r.Concurrency, err = parseInt(raw["concurrency"], 1, 100_000)
+	check(err)
+	r.Duration, err = parseDuration(raw["duration"], time.Second, 24*time.Hour)
+	check(err)
+	seed, err := strconv.ParseUint(strings.TrimSpace(raw["seed"].text), 10, 64)
+	if err != nil {
+		check(raw["seed"].fail("not a whole number ≥ 0"))
+	}
+	r.Seed = seed
+	r.AllowNonLoopback = allowRemote
+	if r.URL != "" {
+		if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			check(raw["url"].fail("must be an absolute http:// or https:// URL"))
+		}
+	}
+	if len(errs) > 0 {
+		return loadtestConfig{}, usageError{errors.Join(errs...)}
+	}
+	return c, nil
+}
+
+func runLoadtest(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	c, err := parseLoadtest(args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		printSettingsUsage(stdout, loadtestUsage, loadtestSettings)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "waitroom loadtest: %v\n\nRun 'waitroom loadtest --help' for the flags.\n", err)
+		return exitUsage
+	}
+	c.run.Out = stderr
+	var (
+		rep   *loadtest.Report
+		extra serverFigures
+	)
+	if c.inproc {
+		rep, extra, err = loadtestInproc(ctx, c, stderr)
+	} else {
+		rep, extra, err = loadtestURL(ctx, c)
+	}
+	if rep == nil {
+		// No run took place: a bad config for the library, or the
+		// in-process room or the server's admin API failed to start.
+		fmt.Fprintf(stderr, "waitroom loadtest: %v\n", err)
+		var usage usageError
+		if errors.As(err, &usage) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	extra.check(rep)
+	if c.jsonOut {
+		out := struct {
+			*loadtest.Report
+			Server serverFigures `json:"server"`
+		}{rep, extra}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if werr := enc.Encode(out); werr != nil {
+			fmt.Fprintf(stderr, "waitroom loadtest: writing the report: %v\n", werr)
+			return exitFailure
+		}
+	} else {
+		if werr := rep.WriteText(stdout); werr != nil {
+			fmt.Fprintf(stderr, "waitroom loadtest: writing the report: %v\n", werr)
+			return exitFailure
+		}
+		extra.writeText(stdout)
+	}
+	if err != nil || len(extra.Violations) > 0 {
+		if err != nil {
+			fmt.Fprintf(stderr, "waitroom loadtest: %v\n", err)
+		}
+		for _, v := range extra.Violations {
+			fmt.Fprintf(stderr, "waitroom loadtest: %s\n", v)
+		}
+		return exitFailure
+	}
+	return exitOK
+}
+
+// serverFigures are what loadtest learns from the server side, next to
+// the library's report: the queue's length once everyone had entered, and
+// each admission tick's size against its quota.
+type serverFigures struct {
+	// Source: "admitter" (in process: the admitter's hook, exact) or
+	// "admin counter" (--url: the store's admitted counter read every
+	// 10 ms through the admin API); "" when not known.
+	Source string `json:"source"`
+	// QueueAtAllEntered is the store's queue length when every user had
+	// its entry answer and before any admission (--check-positions); -1
+	// when not measured.
+	QueueAtAllEntered int64   `json:"queue_at_all_entered"`
+	Rate              float64 `json:"rate"`
+	Quota             int     `json:"tick_quota"`
+	Ticks             int     `json:"ticks"` // resolved ones
+	Admitted          int64   `json:"admitted"`
+	TickMax           int     `json:"tick_max"`
+	OverQuota         int     `json:"ticks_over_quota"`
+	// Unresolved counts readings of the counter more than one slice
+	// apart (--url only): they may hold two ticks, so they are left out
+	// of TickMax and OverQuota.
+	Unresolved int `json:"unresolved_readings"`
+	// PerSecond is the sustained rate from the first admission to the
+	// last, without the first tick (it holds what the bucket saved up).
+	PerSecond  float64  `json:"per_second"`
+	Ratio      float64  `json:"per_second_ratio"`
+	Violations []string `json:"violations"`
+
+	checkQueue bool
+	entered    int
+}
+
+func (f *serverFigures) check(rep *loadtest.Report) {
+	f.Violations = []string{}
+	if f.OverQuota > 0 {
+		f.Violations = append(f.Violations, fmt.Sprintf("%d admission ticks above the quota of %d (max %d)", f.OverQuota, f.Quota, f.TickMax))
+	}
+	if f.checkQueue && f.QueueAtAllEntered >= 0 && f.QueueAtAllEntered != int64(rep.Queue.Entered) {
+		f.Violations = append(f.Violations, fmt.Sprintf("the store's queue held %d users once all had entered, not the %d given a place", f.QueueAtAllEntered, rep.Queue.Entered))
+	}
+}
+
+func (f *serverFigures) writeText(w io.Writer) {
+	if f.Source == "" {
+		return
+	}
+	fmt.Fprintf(w, "\nserver     admissions from %s: %d in %d ticks; per tick max %d, quota %d", f.Source, f.Admitted, f.Ticks, f.TickMax, f.Quota)
+	if f.Unresolved > 0 {
+		fmt.Fprintf(w, " (%d readings spanned more than a tick)", f.Unresolved)
+	}
+	fmt.Fprintf(w, "\n           per second %.1f", f.PerSecond)
+	if f.Ratio > 0 {
+		fmt.Fprintf(w, " = %.4f × the rate %g/s", f.Ratio, f.Rate)
+	}
+	fmt.Fprintln(w)
+	if f.QueueAtAllEntered >= 0 {
+		fmt.Fprintf(w, "           queue length once all had entered: %d\n", f.QueueAtAllEntered)
+	}
+	if len(f.Violations) == 0 {
+		fmt.Fprintln(w, "           server-side violations: none")
+		return
+	}
+	for _, v := range f.Violations {
+		fmt.Fprintf(w, "           VIOLATION: %s\n", v)
+	}
+}
+
+// tickLog keeps every admission tick's time and size.
+type tickLog struct {
+	mu    sync.Mutex
+	at    []time.Time
+	sizes []int
+	// unresolved marks readings that may hold more than one tick.
+	unresolved []bool
+}
+
+func (t *tickLog) add(at time.Time, n int, unresolved bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.at = append(t.at, at)
+	t.sizes = append(t.sizes, n)
+	t.unresolved = append(t.unresolved, unresolved)
+}
+
+// figures summarises the log into f.
+func (t *tickLog) figures(f *serverFigures) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, n := range t.sizes {
+		f.Admitted += int64(n)
+		if t.unresolved[i] {
+			f.Unresolved++
+			continue
+		}
+		f.Ticks++
+		f.TickMax = max(f.TickMax, n)
+		if f.Quota > 0 && n > f.Quota {
+			f.OverQuota++
+		}
+	}
+	if len(t.at) >= 2 {
+		span := t.at[len(t.at)-1].Sub(t.at[0]).Seconds()
+		if span >= 1 {
+			f.PerSecond = float64(f.Admitted-int64(t.sizes[0])) / span
+			if f.Rate > 0 {
+				f.Ratio = f.PerSecond / f.Rate
+			}
+		}
+	}
+}
+
+// loadtestInproc runs the waiting room in this process (store, server,
+// admitter, reference shop on a loopback port) and the crowd against it.
+func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*loadtest.Report, serverFigures, error) {
+	figs := serverFigures{Source: "admitter", QueueAtAllEntered: -1, Rate: c.run.Rate, checkQueue: c.checkPositions}
+	cfg := waitroom.RoomConfig{Rate: c.run.Rate, MaxQueue: max(c.run.Users, waitroom.DefaultMaxQueue)}.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, figs, usageErrorf("--rate: %s", waitroom.ErrorMessage(err))
+	}
+	figs.Quota = cfg.TickQuota()
+
+	var store waitroom.Store
+	if c.redisURL == "" {
+		store = memstore.New(memstore.Options{})
+	} else {
+		client, err := redisstore.Open(c.redisURL)
+		if err != nil {
+			return nil, figs, err
+		}
+		defer client.Close()
+		// A fresh prefix: the run starts from an empty room and leaves
+		// nothing behind in a Redis that may serve others.
+		prefix := "wrlt-" + strings.ToLower(rand.Text()[:10])
+		defer func() {
+			cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := deletePrefix(cleanCtx, client, prefix); err != nil {
+				fmt.Fprintf(stderr, "waitroom loadtest: deleting the run's Redis keys (%s:*): %v\n", prefix, err)
+			}
+		}()
+		store = redisstore.New(client, redisstore.Options{Prefix: prefix})
+		if err := store.Ping(ctx); err != nil {
+			return nil, figs, fmt.Errorf("redis at %s: %w", redactURL(c.redisURL), err)
+		}
+	}
+	if _, err := store.CreateRoom(ctx, c.run.Room, cfg); err != nil {
+		return nil, figs, fmt.Errorf("creating room %s: %w", c.run.Room, err)
+	}
+	orders := inmem.New()
+	if err := orders.CreateProduct(ctx, shop.Product{ID: c.run.ProductID, Name: c.run.ProductID, Stock: int64(c.run.Stock)}); err != nil {
+		return nil, figs, fmt.Errorf("creating product %s: %w", c.run.ProductID, err)
+	}
+	srv, err := server.New(server.Config{Store: store, DefaultRoom: c.run.Room, Protected: shop.NewHandler(orders, shop.Options{})})
+	if err != nil {
+		return nil, figs, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, figs, err
+	}
+	httpServer := &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
+	go func() { _ = httpServer.Serve(ln) }()
+	defer func() {
+		shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		_ = httpServer.Shutdown(shutCtx)
+	}()
+
+	var (
+		recorder loadtest.AdmissionRecorder
+		ticks    tickLog
+	)
+	admitter := &waitroom.Admitter{Store: store, Slice: cfg.Slice, OnAdmit: func(room string, admitted []waitroom.Admission) {
+		recorder.OnAdmit(room, admitted)
+		if room == c.run.Room {
+			ticks.add(time.Now(), len(admitted), false)
+		}
+		srv.OnAdmit(room, admitted)
+	}}
+	admitCtx, stopAdmit := context.WithCancel(ctx)
+	admitDone := make(chan struct{})
+	startAdmitter := sync.OnceFunc(func() {
+		go func() {
+			defer close(admitDone)
+			_ = admitter.Run(admitCtx)
+		}()
+	})
+	defer func() {
+		stopAdmit()
+		startAdmitter() // so that admitDone closes even if it never ran
+		<-admitDone
+	}()
+
+	run := c.run
+	run.URL = "http://" + ln.Addr().String()
+	run.Admissions = &recorder
+	if c.checkPositions {
+		// Nobody is admitted before everyone has a place, so the places
+		// given are exactly 1..N and the queue peaks at N.
+		run.OnAllEntered = func() {
+			if st, err := store.Stats(ctx, c.run.Room); err == nil {
+				figs.QueueAtAllEntered = st.Waiting
+			}
+			startAdmitter()
+		}
+	} else {
+		startAdmitter()
+	}
+	rep, err := loadtest.Run(ctx, run)
+	stopAdmit()
+	ticks.figures(&figs)
+	return rep, figs, err
+}
+
+// deletePrefix removes every key under prefix.
+func deletePrefix(ctx context.Context, client redis.UniversalClient, prefix string) error {
+	iter := client.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+	var batch []string
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := client.Unlink(ctx, batch...).Err()
+		batch = batch[:0]
+		return err
+	}
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == 500 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	return flush()
+}
+
+// loadtestURL runs the crowd against a running server. With an admin
+// token it reads the room's settings, holds the room paused until everyone
+// has entered (--check-positions), and reads the store's admitted counter
+// every sampleEvery to time the admission ticks from the server's side.
+func loadtestURL(ctx context.Context, c loadtestConfig) (*loadtest.Report, serverFigures, error) {
+	figs := serverFigures{QueueAtAllEntered: -1, Rate: c.run.Rate, checkQueue: c.checkPositions}
+	run := c.run
+	if c.adminToken == "" {
+		rep, err := loadtest.Run(ctx, run)
+		return rep, figs, err
+	}
+	if err := checkLoopback(run); err != nil {
+		return nil, figs, err
+	}
+	client, err := newAdminClient(run.URL, c.adminToken, func(string) string { return "" })
+	if err != nil {
+		return nil, figs, err
+	}
+	client.http.Timeout = 10 * time.Second
+	adm := roomAdmin{client, run.Room}
+	room, err := adm.show(ctx)
+	if err != nil {
+		return nil, figs, err
+	}
+	if !c.rateGiven {
+		run.Rate = room.Rate
+	}
+	slice, err := time.ParseDuration(room.Slice)
+	if err != nil {
+		return nil, figs, fmt.Errorf("the admin API gave slice %q: %w", room.Slice, err)
+	}
+	figs.Source, figs.Rate = "admin counter", room.Rate
+	figs.Quota = int(math.Ceil(room.Rate * slice.Seconds()))
+	if c.checkPositions {
+		if room.Figures.Waiting != 0 {
+			return nil, figs, fmt.Errorf("--check-positions needs an empty queue, but room %s has %d waiting", run.Room, room.Figures.Waiting)
+		}
+		if err := adm.setState(ctx, waitroom.RoomPaused); err != nil {
+			return nil, figs, err
+		}
+		// Whatever happens, the room is not left paused.
+		defer func() { _ = adm.setState(context.WithoutCancel(ctx), waitroom.RoomState(room.State)) }()
+		run.OnAllEntered = func() {
+			if r, err := adm.show(ctx); err == nil {
+				figs.QueueAtAllEntered = r.Figures.Waiting
+			}
+			_ = adm.setState(ctx, waitroom.RoomState(room.State))
+		}
+	}
+
+	var ticks tickLog
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		adm.sampleAdmissions(sampleCtx, room.Figures.Admitted, slice, &ticks)
+	}()
+	rep, err := loadtest.Run(ctx, run)
+	stopSampling()
+	<-sampled
+	ticks.figures(&figs)
+	return rep, figs, err
+}
+
+// checkLoopback applies the library's loopback rule before loadtest talks
+// to the admin API, which it does before the run.
+func checkLoopback(run loadtest.Config) error {
+	u, err := url.Parse(run.URL)
+	if err != nil {
+		return usageErrorf("--url: %v", err)
+	}
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	if !run.AllowNonLoopback && !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+		return usageErrorf("refusing to load-test %q: its host is not loopback; add --allow-remote if you mean it", u.Host)
+	}
+	return nil
+}
+
+// roomAdmin is the admin client of 'waitroom admin' bound to one room.
+type roomAdmin struct {
+	*adminClient
+	room string
+}
+
+func (a roomAdmin) show(ctx context.Context) (adminRoom, error) {
+	var r adminRoom
+	// window=0: the figures now, without waiting to measure a rate.
+	raw, err := a.call(ctx, http.MethodGet, "/admin/rooms/"+a.room+"?window=0", nil)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return r, fmt.Errorf("reading the admin API's answer: %w", err)
+	}
+	if r.Figures == nil {
+		return r, errors.New("the admin API's room answer has no figures")
+	}
+	return r, nil
+}
+
+func (a roomAdmin) setState(ctx context.Context, state waitroom.RoomState) error {
+	_, err := a.call(ctx, http.MethodPatch, "/admin/rooms/"+a.room, map[string]waitroom.RoomState{"state": state})
+	return err
+}
+
+// sampleAdmissions reads the room's admitted counter every sampleEvery
+// until ctx is done; each growth is one admission tick, unless the
+// readings were a slice or more apart (then it is counted unresolved).
+func (a roomAdmin) sampleAdmissions(ctx context.Context, last int64, slice time.Duration, ticks *tickLog) {
+	ticker := time.NewTicker(sampleEvery)
+	defer ticker.Stop()
+	lastAt := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		r, err := a.show(ctx)
+		now := time.Now()
+		if err != nil {
+			continue
+		}
+		if n := r.Figures.Admitted - last; n > 0 {
+			ticks.add(now, int(n), now.Sub(lastAt) >= slice)
+		}
+		last, lastAt = r.Figures.Admitted, now
+	}
+}

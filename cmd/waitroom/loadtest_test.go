@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A small crowd through the whole in-process room: places 1..N, every
+// admission tick within its quota, no more orders than stock.
+func TestLoadtestInproc(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"loadtest", "--inproc", "--users", "2000", "--rate", "4000", "--stock", "500",
+		"--no-order", "0.1", "--check-positions", "--json"}, envOf(), &stdout, &stderr)
+	require.Equal(t, exitOK, code, "stderr:\n%s\nstdout:\n%s", stderr.String(), stdout.String())
+	require.Contains(t, stderr.String(), "loadtest ", "a status line")
+
+	var rep struct {
+		Complete bool `json:"complete"`
+		Queue    struct {
+			Entered      int   `json:"entered"`
+			PeakPosition int64 `json:"peak_position"`
+			PositionsOK  bool  `json:"positions_ok"`
+		} `json:"queue"`
+		Orders struct {
+			Created int `json:"created"`
+		} `json:"orders"`
+		Violations []string `json:"violations"`
+		Server     struct {
+			Source            string `json:"source"`
+			QueueAtAllEntered int64  `json:"queue_at_all_entered"`
+			Admitted          int64  `json:"admitted"`
+			TickMax           int    `json:"tick_max"`
+			Quota             int    `json:"tick_quota"`
+		} `json:"server"`
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
+	require.True(t, rep.Complete)
+	require.Empty(t, rep.Violations)
+	require.Equal(t, 2000, rep.Queue.Entered)
+	require.EqualValues(t, 2000, rep.Queue.PeakPosition)
+	require.True(t, rep.Queue.PositionsOK)
+	require.Equal(t, 500, rep.Orders.Created)
+	require.Equal(t, "admitter", rep.Server.Source)
+	require.EqualValues(t, 2000, rep.Server.QueueAtAllEntered)
+	require.EqualValues(t, 2000, rep.Server.Admitted)
+	require.Equal(t, 400, rep.Server.Quota)
+	require.LessOrEqual(t, rep.Server.TickMax, rep.Server.Quota)
+}
+
+func TestLoadtestTextReport(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"loadtest", "--inproc", "--users", "200", "--rate", "2000"},
+		envOf("WAITROOM_LOADTEST_STOCK", "50"), &stdout, &stderr)
+	require.Equal(t, exitOK, code, "stderr:\n%s", stderr.String())
+	require.Contains(t, stdout.String(), "orders     50 placed")
+	require.Contains(t, stdout.String(), "violations: none")
+	require.Contains(t, stdout.String(), "server-side violations: none")
+}
+
+func TestLoadtestUsageErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{[]string{"--inproc", "--users", "many"}, nil, `--users="many": not a whole number`},
+		{[]string{"--inproc", "--bogus"}, nil, "flag provided but not defined: -bogus"},
+		{nil, nil, "give --url of a running waiting room, or --inproc"},
+		{[]string{"--inproc", "--url", "http://127.0.0.1:1"}, nil, "exclude each other"},
+		{[]string{"--inproc", "--leave", "0.1", "--check-positions"}, nil, "--check-positions needs --leave 0"},
+		{[]string{"--url", "http://127.0.0.1:1", "--check-positions"}, nil, "needs --admin-token"},
+		{[]string{"--inproc"}, []string{"WAITROOM_LOADTEST_NO_ORDER", "2"}, `WAITROOM_LOADTEST_NO_ORDER="2": must be in [0, 1]`},
+		{[]string{"--inproc", "--json=maybe"}, nil, `--json="maybe": not true or false`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), append([]string{"loadtest"}, tt.args...), envOf(tt.env...), &stdout, &stderr)
+			require.Equal(t, exitUsage, code)
+			require.Contains(t, stderr.String(), tt.want)
+			require.Empty(t, stdout.String())
+		})
+	}
+}
+
+func TestLoadtestRefusesRemoteURL(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"loadtest", "--url", "http://192.0.2.1:8080", "--users", "1"}, envOf(), &stdout, &stderr)
+	require.Equal(t, exitFailure, code)
+	require.Contains(t, stderr.String(), "not loopback")
+}
