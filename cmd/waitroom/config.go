@@ -51,8 +51,15 @@ type ServeConfig struct {
 	// CookieSecret signs the waiting page's visitor cookies; empty: the
 	// server makes a random one per start.
 	CookieSecret []byte
+	// PageProduct is what the waiting page's order button orders.
+	PageProduct string
 	LogFormat    string
 	LogLevel     slog.Level
+
+	// FailurePolicy and StoreTimeout: what the server does while the
+	// store is down or slow (server/policy.go).
+	FailurePolicy server.FailurePolicy
+	StoreTimeout  time.Duration
 }
 
 // setting is one flag of serve and the environment variable that sets it
@@ -83,7 +90,12 @@ var serveSettings = []setting{
 	{"gated-routes", "WAITROOM_GATED_ROUTES", "POST /orders", "patterns", "comma-separated routes (Go ServeMux patterns) that need an entry token"},
 	{"user-header", "WAITROOM_USER_HEADER", waitroom.DefaultUserHeader, "name", "request header with the user id, set by the shop's auth layer"},
 	{"cookie-secret", "WAITROOM_COOKIE_SECRET", "", "secret", "key of at least 32 bytes that signs the waiting page's visitor cookies; give every instance the same one; empty: a random one per start, so visitors lose their place on a restart"},
+	{"page-product", "WAITROOM_PAGE_PRODUCT", "", "id", "product the waiting page's order button orders; empty: the first of --products"},
 	{"rooms", "WAITROOM_ROOMS", "", "names", "comma-separated rooms to declare at start besides " + server.DefaultRoom},
+	{"failure-policy", "WAITROOM_FAILURE_POLICY", "closed", "policy", "what the gate does while Redis is unreachable: closed (refuse, 503) or open (let a bounded share of the rate through); per room as default=open,sale=closed"},
+	{"open-share", "WAITROOM_OPEN_SHARE", "0.5", "fraction", "failing open, the share of a room's last known rate that the instances together let through, in (0, 1]"},
+	{"instances", "WAITROOM_INSTANCES", "1", "n", "how many instances serve the rooms; failing open, each lets through its 1/n of the share"},
+	{"store-timeout", "WAITROOM_STORE_TIMEOUT", "1s", "duration", "longest wait for Redis per request before answering by the failure policy"},
 	{"log-format", "WAITROOM_LOG_FORMAT", "text", "text|json", "log format"},
 	{"log-level", "WAITROOM_LOG_LEVEL", "info", "level", "debug, info, warn or error; debug logs every request"},
 	{"admin-token", "WAITROOM_ADMIN_TOKEN", "", "token", fmt.Sprintf("bearer token of the operator API under /admin/ ('waitroom admin'), at least %d characters; empty: the admin API is off", minAdminToken)},
@@ -275,6 +287,10 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	products, err := parseProducts(raw["products"])
 	check(err)
 	c.Products = products
+	c.PageProduct = strings.TrimSpace(raw["page-product"].text)
+	if c.PageProduct == "" && len(products) > 0 {
+		c.PageProduct = products[0].ID
+	}
 	if c.Upstream != nil && (c.DatabaseURL != "" || c.AMQPURL != "" || len(c.Products) > 0) {
 		check(usageErrorf("--upstream guards another order API: --database-url, --amqp-url and --products configure the built-in shop and cannot go with it"))
 	}
@@ -311,6 +327,25 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 			c.Rooms = append(c.Rooms, room)
 		}
 	}
+
+	policy, err := server.ParseFailurePolicy(raw["failure-policy"].text)
+	if err != nil {
+		check(raw["failure-policy"].fail(err.Error()))
+	}
+	share, err := parseFloat(raw["open-share"])
+	check(err)
+	if err == nil && (share <= 0 || share > 1) {
+		check(raw["open-share"].fail("must be in (0, 1]"))
+	}
+	instances, err := parseInt(raw["instances"], 1, 10_000)
+	check(err)
+	policy.OpenShare, policy.Instances = share, instances
+	// Until the store has told this instance a room's live rate, the
+	// declared one bounds the open policy.
+	policy.SeedRate = c.Room.Rate
+	c.FailurePolicy = policy
+	c.StoreTimeout, err = parseDuration(raw["store-timeout"], 10*time.Millisecond, time.Minute)
+	check(err)
 
 	c.LogFormat = raw["log-format"].text
 	if c.LogFormat != "text" && c.LogFormat != "json" {
