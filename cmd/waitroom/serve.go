@@ -114,6 +114,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 	var protected http.Handler
 	routes := map[string]http.Handler{}
+	adminRoutes := map[string]http.Handler{}
 	if m.Config.Upstream != nil {
 		p, err := server.NewUpstream(m.Config.Upstream, log)
 		if err != nil {
@@ -130,6 +131,12 @@ func (m *Main) Run(ctx context.Context) error {
 		protected = shop.NewHandler(b.store, opts)
 		// The owner reads an order without spending a token.
 		routes["GET /orders/{id}"] = protected
+		// Products and coupons are the operator's, behind the admin token.
+		shopAdmin := shop.NewAdminHandler(b.store, opts)
+		adminRoutes["/admin/products"] = shopAdmin
+		adminRoutes["/admin/products/"] = shopAdmin
+		adminRoutes["/admin/coupons"] = shopAdmin
+		adminRoutes["/admin/coupons/"] = shopAdmin
 		if b.relay != nil {
 			relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
 			m.stopRelay, m.relayDone = stopRelay, make(chan struct{})
@@ -149,6 +156,9 @@ func (m *Main) Run(ctx context.Context) error {
 		Routes:       routes,
 		OnGateServed: m.observeOrders(),
 		AdminToken:   m.Config.AdminToken,
+		AdminRoutes:  adminRoutes,
+		CookieSecret: m.Config.CookieSecret,
+		OrderProduct: m.Config.PageProduct,
 	})
 	if err != nil {
 		return err

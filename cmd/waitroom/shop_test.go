@@ -146,3 +146,33 @@ func envOr(key, def string) string {
 	}
 	return def
 }
+
+// TestServeShopAdminBehindToken: products and coupons are created through
+// the admin API, which needs the bearer token; without it nothing changes.
+func TestServeShopAdminBehindToken(t *testing.T) {
+	t.Parallel()
+	const token = "operator-secret-0123456789"
+	m := startMain(t, []string{"--admin-token", token}, envOf())
+	base := "http://" + m.Addr()
+	create := func(bearer string) int {
+		req, err := http.NewRequestWithContext(t.Context(), "POST", base+"/admin/products",
+			strings.NewReader(`{"id":"drop","name":"Drop","stock":3}`))
+		require.NoError(t, err)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusUnauthorized, create(""))
+	require.Equal(t, http.StatusUnauthorized, create("wrong-token-0123456789"))
+	status, body := order(t, base, "erin", admitted(t, base, "erin"))
+	require.Equal(t, http.StatusNotFound, status, "no product was created by the refused calls")
+	require.Equal(t, "PRODUCT_NOT_FOUND", body["error"].(map[string]any)["code"])
+
+	require.Equal(t, http.StatusCreated, create(token))
+	status, body = order(t, base, "erin", admitted(t, base, "erin"))
+	require.Equal(t, http.StatusCreated, status, body)
+}
