@@ -14,8 +14,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/redistest"
+	"github.com/waitroom/waitroom/server"
 )
 
 // reply is one HTTP answer: status, headers and the JSON body.
@@ -448,5 +451,88 @@ func TestFaultRabbitMQUnreachable(t *testing.T) {
 	eventually(t, 10*time.Second, "the outbox marked sent", func() bool { return pending() == 0 })
 	for id, c := range ids {
 		require.Equal(t, 1, c, "events for order %s", id)
+	}
+}
+
+// TestFaultRedisHangs: a Redis that stops answering (SIGSTOP: the port
+// still accepts, nothing replies) costs a request at most about
+// --store-timeout, then the policy answers; when Redis resumes the same
+// process serves again.
+func TestFaultRedisHangs(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.StartServer(t)
+	info, err := rdb.Client().Info(t.Context(), "server").Result()
+	require.NoError(t, err)
+	var pid int
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
+			pid, err = strconv.Atoi(v)
+			require.NoError(t, err)
+		}
+	}
+	require.Positive(t, pid)
+	m := startMain(t, []string{"--redis-url", rdb.URL(), "--store-timeout", "300ms"}, envOf())
+	base := "http://" + m.Addr()
+	require.Equal(t, http.StatusOK, mustDo(t, "POST", base+"/queue/enter", "alice", "", "").status)
+
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+		}
+	}
+	t.Cleanup(resume)
+	for _, path := range []string{"/queue/position", "/queue/enter"} {
+		start := time.Now()
+		method := map[string]string{"/queue/position": "GET", "/queue/enter": "POST"}[path]
+		r := mustDo(t, method, base+path, "alice", "", "")
+		took := time.Since(start)
+		t.Logf("%s with Redis hung: %d %s after %s", path, r.status, r.code(), took.Round(time.Millisecond))
+		requireUnavailable(t, r, path)
+		require.Less(t, took, 1500*time.Millisecond, "bounded by --store-timeout, not the client's limits")
+	}
+
+	resume()
+	eventually(t, 10*time.Second, "status once Redis answers again", func() bool {
+		return mustDo(t, "GET", base+"/queue/position", "alice", "", "").status == http.StatusOK
+	})
+}
+
+// TestParseServeFailurePolicy: the failure policy's flags and variables,
+// and the mistakes they refuse.
+func TestParseServeFailurePolicy(t *testing.T) {
+	t.Parallel()
+	c, err := parseServe(nil, envOf())
+	require.NoError(t, err)
+	require.Equal(t, server.PolicyClosed, c.FailurePolicy.For("default"))
+	require.Equal(t, time.Second, c.StoreTimeout)
+	require.InDelta(t, 0.5, c.FailurePolicy.OpenShare, 1e-9)
+	require.Equal(t, 1, c.FailurePolicy.Instances)
+	require.InDelta(t, c.Room.Rate, c.FailurePolicy.SeedRate, 1e-9, "the declared rate bounds the open policy until the store answers")
+
+	c, err = parseServe([]string{"--failure-policy", "default=open,sale=closed", "--open-share", "0.25", "--store-timeout", "250ms"},
+		envOf("WAITROOM_INSTANCES", "4"))
+	require.NoError(t, err)
+	require.Equal(t, server.PolicyOpen, c.FailurePolicy.For("default"))
+	require.Equal(t, server.PolicyClosed, c.FailurePolicy.For("sale"))
+	require.Equal(t, 4, c.FailurePolicy.Instances)
+	require.InDelta(t, 0.25, c.FailurePolicy.OpenShare, 1e-9)
+	require.Equal(t, 250*time.Millisecond, c.StoreTimeout)
+
+	for _, tt := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{[]string{"--failure-policy", "ajar"}, nil, `--failure-policy="ajar"`},
+		{nil, []string{"WAITROOM_FAILURE_POLICY", "sale=maybe"}, `WAITROOM_FAILURE_POLICY="sale=maybe"`},
+		{[]string{"--open-share", "0"}, nil, `--open-share="0": must be in (0, 1]`},
+		{[]string{"--instances", "0"}, nil, `--instances="0"`},
+		{[]string{"--store-timeout", "1ms"}, nil, `--store-timeout="1ms"`},
+	} {
+		_, err := parseServe(tt.args, envOf(tt.env...))
+		require.ErrorContains(t, err, tt.want)
 	}
 }

@@ -111,6 +111,9 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	// A Redis restarted without its data has lost the rooms: declare them
+	// again when a request finds one missing.
+	m.store = newRedeclaringStore(m.store, m.Config.Rooms, m.Config.Room.WithDefaults(), log)
 
 	var protected http.Handler
 	routes := map[string]http.Handler{}
@@ -159,6 +162,9 @@ func (m *Main) Run(ctx context.Context) error {
 		AdminRoutes:  adminRoutes,
 		CookieSecret: m.Config.CookieSecret,
 		OrderProduct: m.Config.PageProduct,
+		// What the gate does while Redis is down or slow.
+		FailurePolicy: m.Config.FailurePolicy,
+		StoreTimeout:  m.Config.StoreTimeout,
 	})
 	if err != nil {
 		return err
@@ -208,7 +214,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log.Info("waiting room listening", "addr", m.Addr(), "rooms", m.Config.Rooms,
 		"rate", m.Config.Room.Rate, "rate_derived", m.Config.RateDerived, "slice", m.Config.Room.Slice,
-		"upstream", upstream, "gated_routes", m.Config.GatedRoutes, "admin_api", m.Config.AdminToken != "")
+		"upstream", upstream, "gated_routes", m.Config.GatedRoutes, "admin_api", m.Config.AdminToken != "", "failure_policy", m.Config.FailurePolicy.String())
 	return nil
 }
 
