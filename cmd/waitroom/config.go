@@ -53,8 +53,8 @@ type ServeConfig struct {
 	CookieSecret []byte
 	// PageProduct is what the waiting page's order button orders.
 	PageProduct string
-	LogFormat    string
-	LogLevel     slog.Level
+	LogFormat   string
+	LogLevel    slog.Level
 
 	// FailurePolicy and StoreTimeout: what the server does while the
 	// store is down or slow (server/policy.go).
