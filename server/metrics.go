@@ -74,7 +74,7 @@ func newMetrics(reg *prometheus.Registry, store *watchedStore, log *slog.Logger)
 		}, []string{"room"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_claims_total",
-			Help: "Gated requests on this instance by result: completed (token spent), released (order failed, token kept), settle_failed, or the code of a refused claim (token_in_use, entry_token_not_found, entry_token_invalid, bad_request, store_unavailable).",
+			Help: "Gated requests on this instance by result: completed (token spent), released (order failed, token kept), settle_failed, passed_store_down (let through unclaimed by the open failure policy), or the code of a refused claim (token_in_use, entry_token_not_found, entry_token_invalid, bad_request, store_unavailable).",
 		}, []string{"room", "result"}),
 		http: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "waitroom_http_request_duration_seconds",
