@@ -16,7 +16,7 @@ import (
 var benchWaiting = []int{1_000, 10_000, 100_000}
 
 // benchRoom returns a store with waiting users u0…u(waiting-1) queued.
-func benchRoom(b *testing.B, cfg waitroom.RoomConfig, waiting int) (*memstore.Store, *fakeClock, string) {
+func benchRoom(b *testing.B, cfg waitroom.RoomConfig, waiting int) (*memstore.Store, *memstore.ManualClock, string) {
 	b.Helper()
 	clock := newFakeClock()
 	s := memstore.New(memstore.Options{Now: clock.Now})

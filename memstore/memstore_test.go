@@ -15,30 +15,12 @@ import (
 	"github.com/waitroom/waitroom/storetest"
 )
 
-// fakeClock is the store's clock in tests: it moves only when told.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+func newFakeClock() *memstore.ManualClock {
+	return memstore.NewManualClock(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
 }
 
 // newRoom returns a store on a fake clock with one room made from cfg.
-func newRoom(t *testing.T, cfg waitroom.RoomConfig) (*memstore.Store, *fakeClock, string) {
+func newRoom(t *testing.T, cfg waitroom.RoomConfig) (*memstore.Store, *memstore.ManualClock, string) {
 	t.Helper()
 	clock := newFakeClock()
 	s := memstore.New(memstore.Options{Now: clock.Now})
@@ -84,7 +66,7 @@ func startBucket(t *testing.T, s *memstore.Store, room string) {
 
 // admitOne queues user alone in a room that admits one user a second, and
 // admits it a second after starting the bucket.
-func admitOne(t *testing.T, s *memstore.Store, clock *fakeClock, room, user string) string {
+func admitOne(t *testing.T, s *memstore.Store, clock *memstore.ManualClock, room, user string) string {
 	t.Helper()
 	enterAll(t, s, room, user)
 	startBucket(t, s, room)

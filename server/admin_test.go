@@ -34,7 +34,7 @@ type adminFixture struct {
 
 func newAdminFixture(t *testing.T, opts fixtureOptions) *adminFixture {
 	t.Helper()
-	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	store := memstore.New(memstore.Options{Now: c.Now})
 	f := &adminFixture{fixture: &fixture{t: t, clock: c, store: store, room: uniqueRoom(t), logs: &syncBuffer{}}}
 	_, err := store.CreateRoom(t.Context(), f.room, opts.room)

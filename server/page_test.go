@@ -29,7 +29,7 @@ const testProduct = "tv-55"
 // behind the gate, on a real listener.
 type pageFixture struct {
 	t        *testing.T
-	clock    *clock
+	clock    *memstore.ManualClock
 	store    *memstore.Store
 	shop     *inmem.Store
 	admitter *waitroom.Admitter
@@ -58,7 +58,7 @@ func newPageFixture(t *testing.T, opts pageOptions) *pageFixture {
 	if opts.secret == nil {
 		opts.secret = testSecret
 	}
-	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	f := &pageFixture{
 		t:     t,
 		clock: c,

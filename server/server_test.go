@@ -26,28 +26,10 @@ import (
 	"github.com/waitroom/waitroom/server"
 )
 
-// clock is memstore's fake clock: tests move it, never sleep.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // fixture is a real Server on memstore behind a real listener.
 type fixture struct {
 	t     *testing.T
-	clock *clock
+	clock *memstore.ManualClock
 	store *memstore.Store
 	room  string
 	srv   *httptest.Server
@@ -67,7 +49,7 @@ func uniqueRoom(t *testing.T) string {
 
 func newFixture(t *testing.T, opts fixtureOptions) *fixture {
 	t.Helper()
-	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	store := memstore.New(memstore.Options{Now: c.Now})
 	f := &fixture{t: t, clock: c, store: store, room: uniqueRoom(t), logs: &syncBuffer{}}
 	_, err := store.CreateRoom(t.Context(), f.room, opts.room)
@@ -563,7 +545,7 @@ func TestPollHintGrowsWithDistance(t *testing.T) {
 
 func TestRoomSettingsAreCached(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: time.Now()}
+	c := memstore.NewManualClock(time.Now())
 	counting := &countingStore{Store: memstore.New(memstore.Options{Now: c.Now})}
 	_, err := counting.CreateRoom(t.Context(), "cached", waitroom.RoomConfig{})
 	require.NoError(t, err)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,23 +23,6 @@ import (
 // The shop behind the real gate, on a store with a fake clock: what a buyer
 // keeps when an order fails or the process dies mid-order.
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // failingFirst fails the first n orders as a database outage would: a
 // hand-written fault at the shop's store seam.
 type failingFirst struct {
@@ -56,7 +38,7 @@ func (f *failingFirst) PlaceOrder(ctx context.Context, req shop.PlaceOrder) (sho
 }
 
 type gatedShop struct {
-	clock *fakeClock
+	clock *memstore.ManualClock
 	rooms *memstore.Store
 	shop  *inmem.Store
 	url   string
@@ -64,7 +46,7 @@ type gatedShop struct {
 
 func newGatedShop(t *testing.T, shopStore shop.Store, shopData *inmem.Store) *gatedShop {
 	t.Helper()
-	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	clock := memstore.NewManualClock(time.Unix(1_800_000_000, 0))
 	rooms := memstore.New(memstore.Options{Now: clock.Now})
 	_, err := rooms.CreateRoom(t.Context(), "default", waitroom.RoomConfig{Rate: 100, Lease: 30 * time.Second})
 	require.NoError(t, err)
