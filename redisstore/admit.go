@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -35,13 +37,20 @@ import (
 // KEYS[4] tok
 // KEYS[5] active
 // KEYS[6] stats
+// KEYS[7] seq
 // ARGV    fresh tokens, one per user this call may admit
 //
 // Returns one of
 //
-//	{"OK", quota, user1, token1, user2, token2, …}  admitted, in arrival order
-//	{"PAUSED", quota}                               the room is paused
+//	{"OK", quota, seq, admitted_before, admitted_after, replicas,
+//	 user1, token1, user2, token2, …}  admitted, in arrival order
+//	{"PAUSED", quota, seq, admitted, admitted, 0}  the room is paused
 //	{"ROOM_NOT_FOUND"}
+//
+// seq is the arrival sequence and admitted_before/after the admitted
+// counter when the script began and ended; the Store watches them for lost
+// writes (lost.go). replicas is how many replicas the primary has, when it
+// issued tokens (else 0): the Store then WAITs for one.
 var admitScript = redis.NewScript(luaLib + `
 local cfg_key    = KEYS[1]
 local bucket_key = KEYS[2]
@@ -49,6 +58,7 @@ local q_key      = KEYS[3]
 local tok_key    = KEYS[4]
 local active_key = KEYS[5]
 local stats_key  = KEYS[6]
+local seq_key    = KEYS[7]
 local tokens     = ARGV
 
 local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active')
@@ -80,7 +90,8 @@ for from = 1, #gone, batch do
 end
 local expired = #gone
 
-local out = {'OK', quota}
+local admitted_before = tonumber(redis.call('HGET', stats_key, 'admitted') or '0')
+local out = {'OK', quota, counter(seq_key), admitted_before, admitted_before, 0}
 local cap = rate * slice_ms / 1000 -- one slice's worth of users
 
 if state == 'paused' then
@@ -147,7 +158,10 @@ else
       end
     end
     if issued > 0 then
-      redis.call('HINCRBY', stats_key, 'admitted', issued)
+      out[5] = redis.call('HINCRBY', stats_key, 'admitted', issued)
+      -- Replicas to WAIT for; INFO is cheap next to the writes above.
+      local info = redis.call('INFO', 'replication')
+      out[6] = tonumber(string.match(info, 'connected_slaves:(%d+)') or '0')
     end
   end
   -- Carry what was allowed but not admitted, at most one slice's worth.
@@ -171,16 +185,110 @@ var defaultQuota = waitroom.RoomConfig{}.WithDefaults().TickQuota()
 // go to the script as arguments: as many as the room's quota, learned from
 // the previous reply. When the quota grew since, a call admits at most the
 // tokens it brought; the bucket carries the rest to the next call.
+//
+// When it issued tokens on a primary with replicas, Admit waits (WAIT 1,
+// at most Options.WaitTimeout) until one replica has them, so a failover
+// right after cannot take back tokens users were told about. Admit runs a
+// few times a second per room, so the wait costs no user request anything.
+// A WAIT that times out or fails does not fail Admit, whose tokens were
+// issued; it is logged, and should the primary die before its replica
+// caught up, the lost tokens are reported as a Loss.
 func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
 	keys, tokens := s.admitArgs(room)
-	res, err := admitScript.Run(ctx, s.client, keys, tokens...).Result()
+	w := s.watch(room)
+	atSeq, atAdmitted := w.marks()
+
+	// WAIT covers the writes of its own connection only, so the script and
+	// the WAIT share one connection to the room's primary.
+	conn := s.primaryConn(ctx, keys[0])
+	var res any
+	var err error
+	defer func() {
+		if conn != nil {
+			_ = conn.Close() // back to the pool
+		}
+	}()
+	if conn != nil {
+		res, err = admitScript.Run(ctx, conn, keys, tokens...).Result()
+		if redirected(err) {
+			// The slot moved (a failover or resharding): the script did not
+			// run; the cluster client follows the redirect, without WAIT.
+			_ = conn.Close()
+			conn = nil
+		}
+	}
+	if conn == nil {
+		res, err = admitScript.Run(ctx, s.client, keys, tokens...).Result()
+	}
 	if err != nil {
 		return nil, s.fail("admit", err)
 	}
-	return s.admitted(ctx, room, res)
+	admitted, replicas, err := s.admitted(ctx, room, res)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := asReply(res); ok && len(r) >= admitHeader {
+		seq, _ := r.int(2)
+		counts, _ := r.reading(3)
+		s.observe(ctx, room, w, atSeq, atAdmitted, reading{seq, seq}, &counts)
+	}
+	if len(admitted) > 0 && replicas > 0 && conn != nil && s.waitTimeout > 0 {
+		s.waitReplica(ctx, room, w, conn, len(admitted))
+	}
+	return admitted, nil
+}
+
+// admitHeader is how many elements precede the admissions in admitScript's
+// reply.
+const admitHeader = 6
+
+// primaryConn returns one connection to the primary that serves key (the
+// caller closes it), or nil when the client offers none; then Admit runs
+// without WAIT.
+func (s *Store) primaryConn(ctx context.Context, key string) *redis.Conn {
+	switch c := s.client.(type) {
+	case *redis.Client: // standalone, or a Sentinel failover client
+		return c.Conn()
+	case *redis.ClusterClient:
+		node, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return nil // the cluster client's own call reports the cause
+		}
+		return node.Conn()
+	}
+	return nil
+}
+
+// redirected reports a MOVED or ASK reply: the command went to a node that
+// does not serve its slot (any more), and did not run.
+func redirected(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+}
+
+// waitReplica waits until one replica has the writes conn made, and warns
+// once per run of failures when none has them in time.
+func (s *Store) waitReplica(ctx context.Context, room string, w *roomWatch, conn *redis.Conn, issued int) {
+	acked, err := conn.Wait(ctx, 1, s.waitTimeout).Result()
+	ok := err == nil && acked >= 1
+	w.mu.Lock()
+	was := w.unreplicated
+	w.unreplicated = !ok
+	w.mu.Unlock()
+	switch {
+	case !ok && !was:
+		s.log.WarnContext(ctx, "redisstore: issued tokens are not on a replica yet; a failover now would lose them",
+			"room", room, "tokens", issued, "wait", s.waitTimeout, "acked", acked, "err", err)
+	case ok && was:
+		s.log.InfoContext(ctx, "redisstore: a replica acknowledges issued tokens again", "room", room)
+	}
 }
 
 // admitArgs returns admitScript's KEYS and ARGV for room. Apart from Admit
@@ -195,36 +303,38 @@ func (s *Store) admitArgs(room string) (keys []string, tokens []any) {
 		tokens[i] = waitroom.NewToken()
 	}
 	k := s.keys(room)
-	return []string{k.cfg, k.bucket, k.q, k.tok, k.active, k.stats}, tokens
+	return []string{k.cfg, k.bucket, k.q, k.tok, k.active, k.stats, k.seq}, tokens
 }
 
-// admitted decodes admitScript's reply and learns the room's quota.
-func (s *Store) admitted(ctx context.Context, room string, res any) ([]waitroom.Admission, error) {
+// admitted decodes admitScript's reply, learns the room's quota and
+// returns the admissions and the primary's replicas.
+func (s *Store) admitted(ctx context.Context, room string, res any) ([]waitroom.Admission, int64, error) {
 	r, ok := asReply(res)
 	if !ok {
-		return nil, s.unexpected(ctx, "admit", res)
+		return nil, 0, s.unexpected(ctx, "admit", res)
 	}
 	switch r.code() {
 	case "OK", "PAUSED":
 	case "ROOM_NOT_FOUND":
-		return nil, waitroom.ErrRoomNotFound
+		return nil, 0, waitroom.ErrRoomNotFound
 	default:
-		return nil, s.unexpected(ctx, "admit", res)
+		return nil, 0, s.unexpected(ctx, "admit", res)
 	}
-	quota, ok := r.int(1)
-	if !ok || len(r)%2 != 0 {
-		return nil, s.unexpected(ctx, "admit", res)
+	quota, ok1 := r.int(1)
+	replicas, ok2 := r.int(5)
+	if !ok1 || !ok2 || len(r) < admitHeader || len(r)%2 != 0 {
+		return nil, 0, s.unexpected(ctx, "admit", res)
 	}
 	s.quotas.Store(room, int(quota))
 
 	var admitted []waitroom.Admission
-	for i := 2; i < len(r); i += 2 {
+	for i := admitHeader; i < len(r); i += 2 {
 		user, ok1 := r.str(i)
 		token, ok2 := r.str(i + 1)
 		if !ok1 || !ok2 {
-			return nil, s.unexpected(ctx, "admit", res)
+			return nil, 0, s.unexpected(ctx, "admit", res)
 		}
 		admitted = append(admitted, waitroom.Admission{User: user, Token: token})
 	}
-	return admitted, nil
+	return admitted, replicas, nil
 }

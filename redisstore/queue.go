@@ -20,11 +20,14 @@ import (
 //
 // Returns one of
 //
-//	{"ADMITTED", token, ms_left}  the user holds a live token
-//	{"WAITING", position}         queued (now or before); 1-based
-//	{"ROOM_CLOSED"}               not queued, the room refuses entries
-//	{"QUEUE_FULL"}                not queued; only stats.full counted
+//	{"ADMITTED", token, ms_left, seq, seq}       the user holds a live token
+//	{"WAITING", position, seq_before, seq_after} queued (now or before); 1-based
+//	{"ROOM_CLOSED"}                              not queued, the room refuses entries
+//	{"QUEUE_FULL"}                               not queued; only stats.full counted
 //	{"ROOM_NOT_FOUND"}
+//
+// seq_before and seq_after are the arrival sequence when the script began
+// and ended; the Store watches them for lost writes (lost.go).
 var enterScript = redis.NewScript(luaLib + `
 local cfg_key   = KEYS[1]
 local q_key     = KEYS[2]
@@ -41,15 +44,16 @@ end
 
 -- A live token: no second place in the queue; the user gets its own token.
 local now = now_ms()
+local seq = counter(seq_key)
 local e = parse_entry(redis.call('HGET', tok_key, user))
 if e and e.expires_at > now then
-  return {'ADMITTED', e.token, e.expires_at - now}
+  return {'ADMITTED', e.token, e.expires_at - now, seq, seq}
 end
 
 -- Already queued: the same place again, so a refresh never loses it.
 local rank = redis.call('ZRANK', q_key, user)
 if rank then
-  return {'WAITING', rank + 1}
+  return {'WAITING', rank + 1, seq, seq}
 end
 
 -- Closed rooms refuse new entries; paused rooms still accept them.
@@ -66,10 +70,10 @@ end
 -- A new place. The score is a sequence, never a clock, so two users in one
 -- millisecond keep arrival order; being the largest score, the new user is
 -- last and its position is the queue's length.
-local seq = redis.call('INCR', seq_key)
-redis.call('ZADD', q_key, seq, user)
+local next_seq = redis.call('INCR', seq_key)
+redis.call('ZADD', q_key, next_seq, user)
 redis.call('HINCRBY', stats_key, 'entered', 1)
-return {'WAITING', redis.call('ZCARD', q_key)}
+return {'WAITING', redis.call('ZCARD', q_key), seq, next_seq}
 `)
 
 // Enter queues user, or returns the standing it already has: its own live
@@ -79,6 +83,8 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 		return waitroom.Status{}, err
 	}
 	k := s.keys(room)
+	w := s.watch(room)
+	atSeq, atAdmitted := w.marks()
 	res, err := enterScript.Run(ctx, s.client, []string{k.cfg, k.q, k.seq, k.tok, k.stats}, user).Result()
 	if err != nil {
 		return waitroom.Status{}, s.fail("enter", err)
@@ -89,10 +95,12 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 	}
 	switch r.code() {
 	case "ADMITTED", "WAITING":
-		st, ok := standing(r)
-		if !ok {
+		st, next, ok := standing(r)
+		seq, ok2 := r.reading(next)
+		if !ok || !ok2 {
 			return waitroom.Status{}, s.unexpected(ctx, "enter", res)
 		}
+		s.observe(ctx, room, w, atSeq, atAdmitted, seq, nil)
 		return st, nil
 	case "ROOM_CLOSED":
 		return waitroom.Status{}, waitroom.ErrRoomClosed
@@ -105,8 +113,9 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 	}
 }
 
-// standing decodes {"ADMITTED", token, ms_left} and {"WAITING", position}.
-func standing(r reply) (waitroom.Status, bool) {
+// standing decodes {"ADMITTED", token, ms_left, …} and {"WAITING",
+// position, …}; next is the index of the first element after them.
+func standing(r reply) (st waitroom.Status, next int, ok bool) {
 	switch r.code() {
 	case "ADMITTED":
 		token, ok1 := r.str(1)
@@ -115,12 +124,12 @@ func standing(r reply) (waitroom.Status, bool) {
 			State:     waitroom.StateAdmitted,
 			Token:     token,
 			ExpiresIn: time.Duration(ms) * time.Millisecond,
-		}, ok1 && ok2
+		}, 3, ok1 && ok2
 	case "WAITING":
 		pos, ok := r.int(1)
-		return waitroom.Status{State: waitroom.StateWaiting, Position: pos}, ok
+		return waitroom.Status{State: waitroom.StateWaiting, Position: pos}, 2, ok
 	}
-	return waitroom.Status{}, false
+	return waitroom.Status{}, 0, false
 }
 
 // statusScript reads a user's standing.
@@ -128,37 +137,42 @@ func standing(r reply) (waitroom.Status, bool) {
 // KEYS[1] cfg
 // KEYS[2] q
 // KEYS[3] tok
+// KEYS[4] seq
 // ARGV[1] user
 //
 // Returns one of
 //
-//	{"ADMITTED", token, ms_left}
-//	{"WAITING", position}
-//	{"NOT_IN_QUEUE"}
+//	{"ADMITTED", token, ms_left, seq}
+//	{"WAITING", position, seq}
+//	{"NOT_IN_QUEUE", seq}
 //	{"ROOM_NOT_FOUND"}
+//
+// seq is the arrival sequence, which the Store watches for lost writes.
 var statusScript = redis.NewScript(luaLib + `
 local cfg_key = KEYS[1]
 local q_key   = KEYS[2]
 local tok_key = KEYS[3]
+local seq_key = KEYS[4]
 local user    = ARGV[1]
 
 if redis.call('EXISTS', cfg_key) == 0 then
   return {'ROOM_NOT_FOUND'}
 end
+local seq = counter(seq_key)
 
 -- A live token wins: an admitted user is no longer queued.
 local now = now_ms()
 local e = parse_entry(redis.call('HGET', tok_key, user))
 if e and e.expires_at > now then
-  return {'ADMITTED', e.token, e.expires_at - now}
+  return {'ADMITTED', e.token, e.expires_at - now, seq}
 end
 
 -- ZRANK is O(log N).
 local rank = redis.call('ZRANK', q_key, user)
 if rank then
-  return {'WAITING', rank + 1}
+  return {'WAITING', rank + 1, seq}
 end
-return {'NOT_IN_QUEUE'}
+return {'NOT_IN_QUEUE', seq}
 `)
 
 // Status returns the user's standing, or ErrNotInQueue.
@@ -167,7 +181,9 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 		return waitroom.Status{}, err
 	}
 	k := s.keys(room)
-	res, err := statusScript.Run(ctx, s.client, []string{k.cfg, k.q, k.tok}, user).Result()
+	w := s.watch(room)
+	atSeq, atAdmitted := w.marks()
+	res, err := statusScript.Run(ctx, s.client, []string{k.cfg, k.q, k.tok, k.seq}, user).Result()
 	if err != nil {
 		return waitroom.Status{}, s.fail("status", err)
 	}
@@ -175,14 +191,25 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 	if !ok {
 		return waitroom.Status{}, s.unexpected(ctx, "status", res)
 	}
+	// seqAt reads the sequence at i and checks it for a loss.
+	seqAt := func(i int) bool {
+		seq, ok := r.int(i)
+		if ok {
+			s.observe(ctx, room, w, atSeq, atAdmitted, reading{seq, seq}, nil)
+		}
+		return ok
+	}
 	switch r.code() {
 	case "ADMITTED", "WAITING":
-		st, ok := standing(r)
-		if !ok {
+		st, next, ok := standing(r)
+		if !ok || !seqAt(next) {
 			return waitroom.Status{}, s.unexpected(ctx, "status", res)
 		}
 		return st, nil
 	case "NOT_IN_QUEUE":
+		if !seqAt(1) {
+			return waitroom.Status{}, s.unexpected(ctx, "status", res)
+		}
 		return waitroom.Status{}, waitroom.ErrNotInQueue
 	case "ROOM_NOT_FOUND":
 		return waitroom.Status{}, waitroom.ErrRoomNotFound

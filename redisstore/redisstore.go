@@ -27,6 +27,48 @@
 // active score has passed, a bounded batch per call. A held token's active
 // score is the later of its expiry and its lease, so cleanup never removes a
 // token while an order holding it may still complete.
+//
+// # Topologies
+//
+// Open makes the client from one URL; the same scripts run on all three,
+// and every read goes to a primary (read-your-writes: a user's status sees
+// the place Enter just gave it, Claim the token Admit just issued).
+//
+//	URL                                               client
+//	redis://[user:pass@]host:port[/db]                *redis.Client: one Redis
+//	rediss://…, unix:///path/redis.sock[?db=N]        the same over TLS, on a Unix socket
+//	redis+sentinel://[user:pass@]s1:p,s2:p,s3:p/NAME  *redis.Client from redis.NewFailoverClient:
+//	  [?db=N&sentinel_password=…]                       the primary the sentinels name NAME
+//	redis+cluster://[user:pass@]h1:p,h2:p,h3:p        *redis.ClusterClient: Redis Cluster,
+//	  or go-redis's redis://h1:p?addr=h2:p&addr=h3:p    rooms spread over the shards
+//
+// Timeouts are 1 s (dial, read, write, pool wait) with one retry, so an
+// unreachable Redis is STORE_UNAVAILABLE within about a second; query
+// options such as ?read_timeout=2s override them (see Open).
+//
+// # What a failover can lose
+//
+// Redis replicates asynchronously: a primary acknowledges a write before
+// its replicas have it. When the primary dies, the replica Sentinel or the
+// cluster promotes has every write up to its replication offset and none
+// after: typically the last milliseconds of writes, more if the link was
+// lagging. For a room that means, from the last moments before the crash:
+// places given by Enter (those users are no longer queued and get
+// NOT_IN_QUEUE; entering again queues them at the back), users who left
+// (they are queued again), tokens given back by Release or spent by
+// Complete (a spent token becomes claimable again: the order API's
+// idempotency key, the token, keeps a second order out), claims (the
+// token is ready again) and admission-bucket updates (one tick may admit
+// up to one extra tick's quota). Tokens issued by Admit are safe
+// once Admit returns, when a replica acknowledged them in time: Admit
+// WAITs for one replica (Options.WaitTimeout) on a primary that has
+// replicas. A restart without persistence loses everything, rooms
+// included; RoomKeeper re-creates the rooms.
+//
+// A loss is never silent: every Store watches each room's arrival sequence
+// and admitted counter, which only grow, and reports a reading lower than
+// one it has already seen as a Loss of places and tokens, to the log and
+// to Options.OnLostWrites (see Loss).
 package redisstore
 
 import (
@@ -37,6 +79,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -48,27 +92,45 @@ type Options struct {
 	// Prefix starts every key; default "wr". Stores with different
 	// prefixes share nothing.
 	Prefix string
-	// Logger receives unexpected script replies and lost releases; default
-	// discards.
+	// Logger receives unexpected script replies, lost writes and lost
+	// releases; default discards.
 	Logger *slog.Logger
+	// OnLostWrites, if set, is told every loss the Store finds (see Loss),
+	// e.g. to count it in a metric. It runs on the caller's goroutine, so
+	// it must not block.
+	OnLostWrites func(room string, loss Loss)
+	// WaitTimeout bounds the WAIT for one replica after an Admit issued
+	// tokens, on a primary that has replicas; default 50 ms, negative: no
+	// WAIT. A standalone Redis has no replicas and never waits.
+	WaitTimeout time.Duration
 }
+
+// DefaultWaitTimeout is Options.WaitTimeout's default: a replica on the
+// same network acknowledges in well under a millisecond; 50 ms bounds a
+// tick that waits for a slow one.
+const DefaultWaitTimeout = 50 * time.Millisecond
 
 // Store is the waitroom.Store on Redis. It is safe for concurrent use; many
 // Stores in many processes may share one Redis.
 type Store struct {
-	client redis.UniversalClient
-	prefix string
-	log    *slog.Logger
+	client      redis.UniversalClient
+	prefix      string
+	log         *slog.Logger
+	onLost      func(room string, loss Loss)
+	waitTimeout time.Duration
 
 	// quotas caches each room's TickQuota from Admit's last reply: how many
 	// tokens to generate for its next call.
 	quotas sync.Map // room → int
+	// watches holds each room's counter watermarks (lost.go).
+	watches                sync.Map // room → *roomWatch
+	lostPlaces, lostTokens atomic.Int64
 }
 
 var _ waitroom.Store = (*Store)(nil)
 
 // New returns a Store on client. A redis.UniversalClient lets the same Store
-// run on a single Redis, Sentinel or Cluster.
+// run on a single Redis, Sentinel or Cluster (see Open).
 func New(client redis.UniversalClient, opts Options) *Store {
 	if opts.Prefix == "" {
 		opts.Prefix = "wr"
@@ -76,24 +138,16 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{client: client, prefix: opts.Prefix, log: opts.Logger}
-}
-
-// Open returns a client for a redis://, rediss:// or unix:// URL (see
-// redis.ParseURL for the query options, e.g. ?dial_timeout=1s). The caller
-// closes it.
-//
-// A failed dial is not retried by the connection pool (go-redis dials 5
-// times, 100 ms apart, by default); the command's own retries (max_retries,
-// with backoff) still apply. So an unreachable Redis fails a request in tens
-// of milliseconds, not seconds, and the server can answer 503 at once.
-func Open(url string) (redis.UniversalClient, error) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: %w", err)
+	if opts.WaitTimeout == 0 {
+		opts.WaitTimeout = DefaultWaitTimeout
 	}
-	opts.DialerRetries = 1
-	return redis.NewClient(opts), nil
+	return &Store{
+		client:      client,
+		prefix:      opts.Prefix,
+		log:         opts.Logger,
+		onLost:      opts.OnLostWrites,
+		waitTimeout: opts.WaitTimeout,
+	}
 }
 
 // roomKeys are the keys of one room; every field carries the same hash tag.
@@ -209,12 +263,24 @@ func (r reply) int(i int) (int64, bool) {
 	return v, ok
 }
 
+// reading returns elements i and i+1 as a counter's reading.
+func (r reply) reading(i int) (reading, bool) {
+	before, ok1 := r.int(i)
+	after, ok2 := r.int(i + 1)
+	return reading{before, after}, ok1 && ok2
+}
+
 // luaLib is prepended to scripts that read entry tokens: one place for the
 // token entry format and the Redis clock.
 //
 // An entry is "token|state|lease|lease_until_ms|expires_at_ms", state being
 // "ready" or "held"; lease and lease_until are empty and 0 when ready.
 const luaLib = `
+-- counter: a counter key's value; 0 when absent.
+local function counter(key)
+  return tonumber(redis.call('GET', key) or '0')
+end
+
 -- now_ms: the Redis clock in milliseconds; the one clock of all instances.
 local function now_ms()
   local t = redis.call('TIME')

@@ -321,7 +321,7 @@ func TestAdmitFractionalRate(t *testing.T) {
 		admit := tx.EvalSha(ctx, admitScript.Hash(), keys, tokens...)
 		_, err := tx.Exec(ctx)
 		require.NoError(t, err)
-		got, err := s.admitted(ctx, room, admit.Val())
+		got, _, err := s.admitted(ctx, room, admit.Val())
 		require.NoError(t, err)
 		return len(got)
 	}

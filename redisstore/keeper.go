@@ -1,0 +1,140 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom"
+)
+
+// RoomKeeper re-creates rooms the store lost. A Redis restarted without
+// persistence, or a replica promoted before it had a room's settings, has
+// no wr:{room}:cfg: Enter and Status answer ROOM_NOT_FOUND, and the
+// admitter, which lists rooms from the store, stops admitting. A server
+// runs a RoomKeeper beside its admitter so that such a room comes back by
+// itself within Interval, with no process restart.
+//
+// It keeps the settings it last read for every room it has seen, so a
+// room comes back as the operator last set it, not only as the flags
+// declared it. The queue, tokens and counters are not brought back: they
+// are gone with the data (and reported as a Loss by the Store that handed
+// them out). The Store itself keeps nothing of this: RoomKeeper works on
+// any waitroom.Store.
+type RoomKeeper struct {
+	Store waitroom.Store
+	// Rooms are the declared rooms and their settings; every one is kept
+	// even before it has been seen.
+	Rooms map[string]waitroom.RoomConfig
+	// Interval between checks; default 1 s.
+	Interval time.Duration
+	// Logger; default discards.
+	Logger *slog.Logger
+	// OnRecreate, if set, is told every room re-created.
+	OnRecreate func(room string)
+
+	mu    sync.Mutex
+	known map[string]waitroom.RoomConfig // last settings read, by room
+}
+
+// DefaultKeeperInterval is RoomKeeper.Interval's default: two round trips
+// per room a second are nothing next to the traffic, and a lost room is
+// back before most users poll again.
+const DefaultKeeperInterval = time.Second
+
+// Run checks every Interval until ctx is done; it returns ctx's error. A
+// failing check is retried on the next one.
+func (k *RoomKeeper) Run(ctx context.Context) error {
+	interval := k.Interval
+	if interval <= 0 {
+		interval = DefaultKeeperInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := k.Tick(ctx); err != nil && ctx.Err() == nil {
+			k.logger().DebugContext(ctx, "redisstore: room check failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Tick learns the settings of every room the store lists, then creates
+// each known room that is missing, and returns those it re-created. A
+// server may also call it when a request for a declared room finds
+// ErrRoomNotFound, to bring the room back at once.
+func (k *RoomKeeper) Tick(ctx context.Context) ([]string, error) {
+	var errs []error
+	if rooms, err := k.Store.Rooms(ctx); err != nil {
+		// Still re-create: the rooms set may live on a shard that is down
+		// while the rooms themselves are on others.
+		errs = append(errs, err)
+	} else {
+		for _, room := range rooms {
+			cfg, err := k.Store.RoomConfig(ctx, room)
+			switch {
+			case errors.Is(err, waitroom.ErrRoomNotFound):
+				// Listed but its settings are gone: re-created below if known.
+			case err != nil:
+				errs = append(errs, err)
+			default:
+				k.learn(room, cfg)
+			}
+		}
+	}
+
+	var recreated []string
+	for room, cfg := range k.rooms() {
+		created, err := k.Store.CreateRoom(ctx, room, cfg)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("room %s: %w", room, err))
+			continue
+		}
+		if created {
+			recreated = append(recreated, room)
+			k.logger().WarnContext(ctx, "redisstore: room re-created: the store had lost it (Redis restarted empty or failed over to a replica without it); its queue and tokens are gone",
+				"room", room, "rate", cfg.Rate, "state", cfg.State)
+			if k.OnRecreate != nil {
+				k.OnRecreate(room)
+			}
+		}
+	}
+	return recreated, errors.Join(errs...)
+}
+
+func (k *RoomKeeper) learn(room string, cfg waitroom.RoomConfig) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.known == nil {
+		k.known = map[string]waitroom.RoomConfig{}
+	}
+	k.known[room] = cfg
+}
+
+// rooms returns the declared rooms overlaid with the settings last read.
+func (k *RoomKeeper) rooms() map[string]waitroom.RoomConfig {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make(map[string]waitroom.RoomConfig, len(k.Rooms)+len(k.known))
+	for room, cfg := range k.Rooms {
+		out[room] = cfg
+	}
+	for room, cfg := range k.known {
+		out[room] = cfg
+	}
+	return out
+}
+
+func (k *RoomKeeper) logger() *slog.Logger {
+	if k.Logger != nil {
+		return k.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
