@@ -97,3 +97,42 @@ func TestLoadtestRefusesRemoteURL(t *testing.T) {
 	require.Equal(t, exitFailure, code)
 	require.Contains(t, stderr.String(), "not loopback")
 }
+
+// Against a running serve: the room is held paused until everyone has
+// entered (through the admin API), then opened, and the admitted counter
+// is read to time the ticks.
+func TestLoadtestURL(t *testing.T) {
+	t.Parallel()
+	const token = "loadtest-test-token-0123"
+	cfg, err := parseServe([]string{"--addr", "127.0.0.1:0", "--rate", "4000", "--products", "drop:300", "--admin-token", token}, envOf())
+	require.NoError(t, err)
+	m := &Main{Config: cfg}
+	require.NoError(t, m.Run(t.Context()))
+	t.Cleanup(func() { require.NoError(t, m.Close()) })
+
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"loadtest", "--url", "http://" + m.Addr(), "--users", "1000", "--check-positions", "--stock", "300", "--json"},
+		envOf("WAITROOM_ADMIN_TOKEN", token), &stdout, &stderr)
+	require.Equal(t, exitOK, code, "stderr:\n%s\nstdout:\n%s", stderr.String(), stdout.String())
+	var rep struct {
+		Queue struct {
+			PositionsOK bool `json:"positions_ok"`
+		} `json:"queue"`
+		Orders struct {
+			Created int `json:"created"`
+		} `json:"orders"`
+		Server struct {
+			Source            string  `json:"source"`
+			Rate              float64 `json:"rate"`
+			QueueAtAllEntered int64   `json:"queue_at_all_entered"`
+			Admitted          int64   `json:"admitted"`
+		} `json:"server"`
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
+	require.True(t, rep.Queue.PositionsOK)
+	require.Equal(t, 300, rep.Orders.Created)
+	require.Equal(t, "admin counter", rep.Server.Source)
+	require.InDelta(t, 4000.0, rep.Server.Rate, 1e-9)
+	require.EqualValues(t, 1000, rep.Server.QueueAtAllEntered)
+	require.EqualValues(t, 1000, rep.Server.Admitted)
+}
