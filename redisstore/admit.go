@@ -235,8 +235,8 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 		counts, _ := r.reading(3)
 		s.observe(ctx, room, w, atSeq, atAdmitted, reading{seq, seq}, &counts)
 	}
-	if len(admitted) > 0 && replicas > 0 && conn != nil && s.waitTimeout > 0 {
-		s.waitReplica(ctx, room, w, conn, len(admitted))
+	if len(admitted) > 0 && conn != nil && s.waitTimeout > 0 {
+		s.waitReplica(ctx, room, w, conn, replicas, len(admitted))
 	}
 	return admitted, nil
 }
@@ -273,10 +273,22 @@ func redirected(err error) bool {
 	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
 }
 
-// waitReplica waits until one replica has the writes conn made, and warns
-// once per run of failures when none has them in time.
-func (s *Store) waitReplica(ctx context.Context, room string, w *roomWatch, conn *redis.Conn, issued int) {
-	acked, err := conn.Wait(ctx, 1, s.waitTimeout).Result()
+// waitReplica waits until one replica has the writes conn made, when the
+// primary has replicas, and warns once per run of failures when none has
+// them in time, or when a primary that had replicas has none connected.
+func (s *Store) waitReplica(ctx context.Context, room string, w *roomWatch, conn *redis.Conn, replicas int64, issued int) {
+	w.mu.Lock()
+	had := w.hadReplicas
+	w.hadReplicas = had || replicas > 0
+	w.mu.Unlock()
+	var acked int64
+	var err error
+	switch {
+	case replicas > 0:
+		acked, err = conn.Wait(ctx, 1, s.waitTimeout).Result()
+	case !had:
+		return // a standalone Redis: nothing to wait for
+	}
 	ok := err == nil && acked >= 1
 	w.mu.Lock()
 	was := w.unreplicated
@@ -285,7 +297,7 @@ func (s *Store) waitReplica(ctx context.Context, room string, w *roomWatch, conn
 	switch {
 	case !ok && !was:
 		s.log.WarnContext(ctx, "redisstore: issued tokens are not on a replica yet; a failover now would lose them",
-			"room", room, "tokens", issued, "wait", s.waitTimeout, "acked", acked, "err", err)
+			"room", room, "tokens", issued, "replicas_connected", replicas, "wait", s.waitTimeout, "acked", acked, "err", err)
 	case ok && was:
 		s.log.InfoContext(ctx, "redisstore: a replica acknowledges issued tokens again", "room", room)
 	}

@@ -60,7 +60,7 @@ func storeHarness(url string) func(t *testing.T) storetest.Harness {
 // through the client Open makes from the seed list. Its rooms have random
 // names, so they spread over the shards.
 func TestClusterStore(t *testing.T) {
-	t.Parallel()
+	// Not parallel with other top-level tests: see heavyTests.
 	c := redistest.StartCluster(t, redistest.ClusterOptions{Primaries: 3})
 	storetest.Run(t, storeHarness(c.URL()))
 }

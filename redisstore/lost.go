@@ -41,8 +41,11 @@ type Loss struct {
 type roomWatch struct {
 	mu            sync.Mutex
 	seq, admitted watermark
-	// unreplicated: the last WAIT after an Admit found no replica caught
-	// up; it makes the warning one per run of failures.
+	// hadReplicas: an Admit found the primary with replicas, so one with
+	// none connected is a risk worth a warning.
+	hadReplicas bool
+	// unreplicated: the last Admit found no replica caught up; it makes
+	// the warning one per run of failures.
 	unreplicated bool
 }
 

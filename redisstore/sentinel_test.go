@@ -12,7 +12,7 @@ import (
 // redis+sentinel:// URL. Every Admit that issues tokens also WAITs for the
 // replica here.
 func TestSentinelStore(t *testing.T) {
-	t.Parallel()
+	// Not parallel with other top-level tests: see heavyTests.
 	s := redistest.StartSentinel(t, redistest.SentinelOptions{})
 	storetest.Run(t, storeHarness(s.URL()))
 }
