@@ -14,9 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
 	"github.com/waitroom/waitroom/shop"
 )
@@ -70,7 +69,7 @@ type setting struct {
 
 var serveSettings = []setting{
 	{"addr", "WAITROOM_ADDR", "127.0.0.1:8080", "host:port", "address to listen on; port 0 picks a free one"},
-	{"redis-url", "REDIS_URL", "", "url", "Redis that keeps the rooms (redis://, rediss://, unix://); empty: in this process only, not durable, one instance"},
+	{"redis-url", "REDIS_URL", "", "url", "Redis that keeps the rooms: redis://host:port/db (also rediss://, unix://), redis+sentinel://s1:26379,s2:26379,s3:26379/MASTER, or redis+cluster://h1:6379,h2:6379,h3:6379; empty: in this process only, not durable, one instance"},
 	{"redis-prefix", "WAITROOM_REDIS_PREFIX", "wr", "prefix", "start of every Redis key; waiting rooms with different prefixes share nothing"},
 	{"rate", "WAITROOM_RATE", "", "users/s", "admission rate; empty: derived as pool / service-time × margin"},
 	{"pool", "WAITROOM_POOL", "", "n", "database connections of the protected order API; empty: --db-pool"},
@@ -187,7 +186,7 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 		check(raw["addr"].fail("an address to listen on is required"))
 	}
 	if c.RedisURL != "" {
-		if _, err := redis.ParseURL(c.RedisURL); err != nil {
+		if err := redisstore.CheckURL(c.RedisURL); err != nil {
 			check(raw["redis-url"].fail(err.Error()))
 		}
 	}
