@@ -20,8 +20,10 @@ import (
 // counter cannot legitimately be lower. Comparing with the watermark at
 // send time, not at receipt, keeps concurrent calls whose replies arrive
 // out of order from looking like a loss. After a loss the watermark starts
-// again from the new reply under a new generation, and replies to calls
-// sent before it are ignored, so one loss is counted once per Store.
+// again from the new reply under a new generation; of the replies to calls
+// sent before it, only one lower than any seen since counts, and only by
+// how much lower (a call the new primary ran first), so one loss is
+// counted once per Store, in full.
 //
 // Each Store sees the counters through its own calls, so each instance
 // reports what it saw: the loss is at least the largest report of any
@@ -54,6 +56,9 @@ type roomWatch struct {
 type watermark struct {
 	high int64
 	gen  uint64
+	// floor is the lowest value a reply has shown since the last loss was
+	// found: the counter the new primary started from, as far as seen.
+	floor int64
 }
 
 // reading is a counter as a script found it (before) and left it (after).
@@ -63,13 +68,22 @@ type reading struct{ before, after int64 }
 // returns how many counts were lost.
 func (w *watermark) observe(at watermark, r reading) int64 {
 	if at.gen != w.gen {
-		// A loss was found since this call was sent; its reply may come
-		// from before that and would raise the watermark wrongly.
+		// A loss was found since this call was sent. A reply below the
+		// floor comes from the new primary, which ran this call before the
+		// one that found the loss: the loss reaches that much further
+		// down. Any other reply may come from the old primary and would
+		// raise the watermark wrongly.
+		if r.before < w.floor {
+			lost := w.floor - r.before
+			w.floor = r.before
+			w.high = max(w.high, r.after)
+			return lost
+		}
 		return 0
 	}
 	if r.before < at.high {
 		lost := at.high - r.before
-		w.high, w.gen = r.after, w.gen+1
+		w.high, w.floor, w.gen = r.after, r.before, w.gen+1
 		return lost
 	}
 	w.high = max(w.high, r.after)

@@ -31,6 +31,15 @@ func TestWatermark(t *testing.T) {
 		require.Zero(t, w.observe(next, reading{42, 43}))
 		require.Equal(t, int64(43), w.high)
 	})
+	t.Run("a call the new primary ran first extends the loss", func(t *testing.T) {
+		t.Parallel()
+		w := watermark{high: 100}
+		at := w // E and D sent together after a failover to 40
+		require.Equal(t, int64(59), w.observe(at, reading{41, 42}), "D's reply, seen first, after E ran")
+		require.Equal(t, int64(1), w.observe(at, reading{40, 41}), "E ran first: 41 was lost too")
+		require.Zero(t, w.observe(at, reading{40, 41}), "no more than once")
+		require.Zero(t, w.observe(w, reading{42, 43}))
+	})
 	t.Run("a late reply from before the loss is ignored", func(t *testing.T) {
 		t.Parallel()
 		w := watermark{high: 100}
