@@ -325,7 +325,7 @@ func TestFaultRedisRestart(t *testing.T) {
 	s := New(openURL(t, srv.URL()), Options{Prefix: randomPrefix(), OnLostWrites: reported.record})
 	room := "sale"
 	cfg := waitroom.RoomConfig{Rate: 1000, MaxQueue: 5000}.WithDefaults()
-	keeper := &RoomKeeper{Store: s, Rooms: map[string]waitroom.RoomConfig{room: cfg}}
+	keeper := &waitroom.RoomKeeper{Store: s, Rooms: map[string]waitroom.RoomConfig{room: cfg}}
 	recreated, err := keeper.Tick(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{room}, recreated, "the first tick creates the declared room")

@@ -166,7 +166,7 @@ func TestFaultRedisRestart(t *testing.T) {
 			out := logs.String()
 			require.Contains(t, out, "store unavailable; answering 503 until it is back")
 			require.Contains(t, out, "store reachable again")
-			require.Contains(t, out, "room was missing from the store")
+			require.Contains(t, out, "room re-created: the store had lost it")
 			if policy == "open" {
 				require.Contains(t, out, "failing open")
 			}

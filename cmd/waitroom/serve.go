@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/waitroom/waitroom"
@@ -111,9 +112,15 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	// A Redis restarted without its data has lost the rooms: declare them
-	// again when a request finds one missing.
-	m.store = newRedeclaringStore(m.store, m.Config.Rooms, m.Config.Room.WithDefaults(), log)
+	// A Redis restarted without its data has lost the rooms: the keeper
+	// declares them again (as last seen, else as the flags say), within a
+	// second or at once when a request finds one missing.
+	declared := make(map[string]waitroom.RoomConfig, len(m.Config.Rooms))
+	for _, room := range m.Config.Rooms {
+		declared[room] = m.Config.Room.WithDefaults()
+	}
+	keeper := &waitroom.RoomKeeper{Store: m.store, Rooms: declared, Logger: log}
+	m.store = newRedeclaringStore(m.store, keeper, log)
 
 	var protected http.Handler
 	routes := map[string]http.Handler{}
@@ -184,7 +191,10 @@ func (m *Main) Run(ctx context.Context) error {
 	admitter := &waitroom.Admitter{Store: m.store, Slice: m.Config.Room.Slice, Logger: log, OnAdmit: handler.OnAdmit}
 	go func() {
 		defer close(m.admitDone)
+		var keeping sync.WaitGroup
+		keeping.Go(func() { _ = keeper.Run(admitCtx) })
 		_ = admitter.Run(admitCtx) // returns when stopped; tick failures it logs itself
+		keeping.Wait()
 	}()
 
 	ln, err := net.Listen("tcp", m.Config.Addr)

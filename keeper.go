@@ -1,4 +1,4 @@
-package redisstore
+package waitroom
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/waitroom/waitroom"
 )
 
 // RoomKeeper re-creates rooms the store lost. A Redis restarted without
@@ -23,12 +21,12 @@ import (
 // declared it. The queue, tokens and counters are not brought back: they
 // are gone with the data (and reported as a Loss by the Store that handed
 // them out). The Store itself keeps nothing of this: RoomKeeper works on
-// any waitroom.Store.
+// any Store.
 type RoomKeeper struct {
-	Store waitroom.Store
+	Store Store
 	// Rooms are the declared rooms and their settings; every one is kept
 	// even before it has been seen.
-	Rooms map[string]waitroom.RoomConfig
+	Rooms map[string]RoomConfig
 	// Interval between checks; default 1 s.
 	Interval time.Duration
 	// Logger; default discards.
@@ -37,7 +35,10 @@ type RoomKeeper struct {
 	OnRecreate func(room string)
 
 	mu    sync.Mutex
-	known map[string]waitroom.RoomConfig // last settings read, by room
+	known map[string]RoomConfig // last settings read, by room
+
+	restoreMu sync.Mutex
+	restored  map[string]time.Time // room → last Restore's CreateRoom
 }
 
 // DefaultKeeperInterval is RoomKeeper.Interval's default: two round trips
@@ -56,7 +57,7 @@ func (k *RoomKeeper) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		if _, err := k.Tick(ctx); err != nil && ctx.Err() == nil {
-			k.logger().DebugContext(ctx, "redisstore: room check failed", "err", err)
+			k.logger().DebugContext(ctx, "room check failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -80,7 +81,7 @@ func (k *RoomKeeper) Tick(ctx context.Context) ([]string, error) {
 		for _, room := range rooms {
 			cfg, err := k.Store.RoomConfig(ctx, room)
 			switch {
-			case errors.Is(err, waitroom.ErrRoomNotFound):
+			case errors.Is(err, ErrRoomNotFound):
 				// Listed but its settings are gone: re-created below if known.
 			case err != nil:
 				errs = append(errs, err)
@@ -99,30 +100,67 @@ func (k *RoomKeeper) Tick(ctx context.Context) ([]string, error) {
 		}
 		if created {
 			recreated = append(recreated, room)
-			k.logger().WarnContext(ctx, "redisstore: room re-created: the store had lost it (Redis restarted empty or failed over to a replica without it); its queue and tokens are gone",
-				"room", room, "rate", cfg.Rate, "state", cfg.State)
-			if k.OnRecreate != nil {
-				k.OnRecreate(room)
-			}
+			k.recreated(ctx, room, cfg)
 		}
 	}
 	return recreated, errors.Join(errs...)
 }
 
-func (k *RoomKeeper) learn(room string, cfg waitroom.RoomConfig) {
+// restoreEvery bounds how often Restore creates one room: a store that
+// keeps losing it is not hammered from every request.
+const restoreEvery = time.Second
+
+// Restore re-creates room at once if the keeper knows it (declared, or
+// seen before) and the store lost it: for a request that just found
+// ErrRoomNotFound, so users need not wait for the next Tick. It reports
+// whether the room is known; concurrent callers wait for one CreateRoom,
+// and a room is created at most once per second.
+func (k *RoomKeeper) Restore(ctx context.Context, room string) (bool, error) {
+	cfg, ok := k.rooms()[room]
+	if !ok {
+		return false, nil
+	}
+	k.restoreMu.Lock()
+	defer k.restoreMu.Unlock()
+	if time.Since(k.restored[room]) < restoreEvery {
+		return true, nil
+	}
+	if k.restored == nil {
+		k.restored = map[string]time.Time{}
+	}
+	k.restored[room] = time.Now()
+	created, err := k.Store.CreateRoom(ctx, room, cfg)
+	if err != nil {
+		return true, fmt.Errorf("room %s: %w", room, err)
+	}
+	if created {
+		k.recreated(ctx, room, cfg)
+	}
+	return true, nil
+}
+
+func (k *RoomKeeper) recreated(ctx context.Context, room string, cfg RoomConfig) {
+	k.logger().WarnContext(ctx, "room re-created: the store had lost it (Redis restarted empty or failed over to a replica without it); its queue and tokens are gone, users enter again",
+		"room", room, "rate", cfg.Rate, "state", cfg.State)
+	if k.OnRecreate != nil {
+		k.OnRecreate(room)
+	}
+}
+
+func (k *RoomKeeper) learn(room string, cfg RoomConfig) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.known == nil {
-		k.known = map[string]waitroom.RoomConfig{}
+		k.known = map[string]RoomConfig{}
 	}
 	k.known[room] = cfg
 }
 
 // rooms returns the declared rooms overlaid with the settings last read.
-func (k *RoomKeeper) rooms() map[string]waitroom.RoomConfig {
+func (k *RoomKeeper) rooms() map[string]RoomConfig {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	out := make(map[string]waitroom.RoomConfig, len(k.Rooms)+len(k.known))
+	out := make(map[string]RoomConfig, len(k.Rooms)+len(k.known))
 	for room, cfg := range k.Rooms {
 		out[room] = cfg
 	}
