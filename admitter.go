@@ -18,42 +18,94 @@ type Admitter struct {
 	Slice time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
-	// OnAdmit, if set, is told every non-empty admission.
+	// OnAdmit, if set, is told every non-empty admission. Rooms tick on
+	// goroutines of their own, so it must be safe for concurrent use.
 	OnAdmit func(room string, admitted []Admission)
 }
 
-// Run ticks until ctx is done; it returns ctx's error. A failing tick is
-// logged and retried on the next one.
+// Bounds of Run. Each room ticks on its own, so a room whose store shard
+// hangs delays only itself; one tick waits at most admitTimeout for its
+// store (generous next to a slice: a timed-out Admit may still have run,
+// and its users would then be admitted unannounced to OnAdmit).
+const (
+	roomsRefresh = time.Second
+	admitTimeout = time.Second
+)
+
+// Run ticks every room until ctx is done; it returns ctx's error. The rooms
+// are read from the store every second, so a room another instance created
+// is admitted too; while the list cannot be read (its key lives on one
+// cluster shard) the rooms already known go on. Failures are logged when
+// they start and when they end, not once per tick.
 func (a *Admitter) Run(ctx context.Context) error {
-	slice := a.Slice
-	if slice <= 0 {
-		slice = DefaultSlice
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	running := map[string]bool{}
+	loops := 0
+	defer func() {
+		cancel()
+		for range loops {
+			<-done
+		}
+	}()
+	refresh := time.NewTicker(roomsRefresh)
+	defer refresh.Stop()
+	listFailing := false
+	for {
+		rooms, err := a.Store.Rooms(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil && !listFailing:
+			a.logger().ErrorContext(ctx, "listing rooms failed; admitting the rooms already known", "err", err)
+			listFailing = true
+		case err == nil && listFailing:
+			a.logger().InfoContext(ctx, "listing rooms recovered")
+			listFailing = false
+		}
+		for _, room := range rooms {
+			if !running[room] {
+				running[room] = true
+				loops++
+				go func() {
+					defer func() { done <- struct{}{} }()
+					a.runRoom(ctx, room)
+				}()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-refresh.C:
+		}
 	}
-	ticker := time.NewTicker(slice)
+}
+
+// runRoom ticks one room until ctx is done.
+func (a *Admitter) runRoom(ctx context.Context, room string) {
+	ticker := time.NewTicker(a.slice())
 	defer ticker.Stop()
 	failing := false
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return
 		case <-ticker.C:
 		}
-		_, err := a.Tick(ctx)
+		_, err := a.admit(ctx, room)
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
-			// Log the first failure of a run of failures, not one per tick.
-			a.logger().ErrorContext(ctx, "admission tick failed", "err", err)
+			a.logger().ErrorContext(ctx, "admission tick failed", "room", room, "err", err)
 			failing = true
 		case err == nil && failing:
-			a.logger().InfoContext(ctx, "admission tick recovered")
+			a.logger().InfoContext(ctx, "admission tick recovered", "room", room)
 			failing = false
 		}
 	}
 }
 
-// Tick admits once in every room and returns how many users it admitted.
-// The rooms are read from the store each tick, so a room another instance
-// created is admitted too.
+// Tick admits once in every room, one after the other, and returns how
+// many users it admitted: a whole tick in one call, for tests and tools
+// that drive admission step by step.
 func (a *Admitter) Tick(ctx context.Context) (int, error) {
 	rooms, err := a.Store.Rooms(ctx)
 	if err != nil {
@@ -62,17 +114,34 @@ func (a *Admitter) Tick(ctx context.Context) (int, error) {
 	total := 0
 	var errs []error
 	for _, room := range rooms {
-		admitted, err := a.Store.Admit(ctx, room)
+		n, err := a.admit(ctx, room)
+		total += n
 		if err != nil {
 			errs = append(errs, err)
-			continue
-		}
-		total += len(admitted)
-		if len(admitted) > 0 && a.OnAdmit != nil {
-			a.OnAdmit(room, admitted)
 		}
 	}
 	return total, errors.Join(errs...)
+}
+
+// admit runs one bounded admission in room and reports it to OnAdmit.
+func (a *Admitter) admit(ctx context.Context, room string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, admitTimeout)
+	defer cancel()
+	admitted, err := a.Store.Admit(ctx, room)
+	if err != nil {
+		return 0, err
+	}
+	if len(admitted) > 0 && a.OnAdmit != nil {
+		a.OnAdmit(room, admitted)
+	}
+	return len(admitted), nil
+}
+
+func (a *Admitter) slice() time.Duration {
+	if a.Slice > 0 {
+		return a.Slice
+	}
+	return DefaultSlice
 }
 
 func (a *Admitter) logger() *slog.Logger {
