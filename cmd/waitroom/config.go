@@ -130,7 +130,20 @@ type rawValue struct {
 }
 
 func (v rawValue) fail(why string) error {
-	return usageErrorf("%s=%q: %s", v.source, v.text, why)
+	return usageErrorf("%s=%q: %s", v.source, withoutPassword(v.text), why)
+}
+
+// withoutPassword hides the password of a URL-shaped value, so an error
+// about --redis-url or --database-url never prints a credential. A value
+// that does not parse is cut at its last '@' for the same reason.
+func withoutPassword(text string) string {
+	if !strings.Contains(text, "@") {
+		return text
+	}
+	if u, err := url.Parse(text); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return "…" + text[strings.LastIndex(text, "@"):]
 }
 
 // parseServe reads serve's settings: a flag wins over its environment
