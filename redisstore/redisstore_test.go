@@ -511,3 +511,32 @@ func TestAdmitBigTick(t *testing.T) {
 	require.Equal(t, waitroom.Stats{Waiting: 0, Active: 200, Admitted: 1200, Expired: 1000}, stats)
 	require.Equal(t, int64(200), s.client.HLen(ctx, k.tok).Val())
 }
+
+// TestClaimRetryIsIdempotent: when a claim's reply is lost and the client
+// sends the same script again (same lease id), the retry answers OK; only
+// another claim is refused.
+func TestClaimRetryIsIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000})
+	fill(t, s, room, 1)
+	var admitted []waitroom.Admission
+	for len(admitted) == 0 {
+		got, err := s.Admit(ctx, room)
+		require.NoError(t, err)
+		admitted = got
+		time.Sleep(5 * time.Millisecond)
+	}
+	a := admitted[0]
+	k := s.keys(room)
+	claim := func(lease string) any {
+		res, err := claimScript.Run(ctx, s.client, []string{k.cfg, k.tok, k.active, k.stats}, a.User, a.Token, lease).Result()
+		require.NoError(t, err)
+		return res
+	}
+	lease := waitroom.NewToken()
+	require.Equal(t, "OK", claim(lease))
+	require.Equal(t, "OK", claim(lease), "the retry of the same claim")
+	require.Equal(t, "TOKEN_IN_USE", claim(waitroom.NewToken()), "another claim")
+}

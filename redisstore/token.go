@@ -20,7 +20,8 @@ import (
 //
 // Returns one of
 //
-//	"OK"                     held with lease ARGV[3]
+//	"OK"                     held with lease ARGV[3] (now, or by this same
+//	                         claim whose reply was lost and is retried)
 //	"ENTRY_TOKEN_NOT_FOUND"  no entry (also when the room does not exist), or
 //	                         it expired (then it is cleaned up)
 //	"ENTRY_TOKEN_INVALID"    the user's token has another value
@@ -61,6 +62,11 @@ end
 -- Held by a claim whose lease still runs. A lease that ran out means its
 -- holder died: the token is claimable again.
 if e.state == 'held' and e.lease_until > now then
+  if e.lease == lease then
+    -- The client's retry of this very claim (its reply was lost): the
+    -- same answer, not TOKEN_IN_USE against itself for a whole lease.
+    return 'OK'
+  end
   return 'TOKEN_IN_USE'
 end
 
