@@ -7,15 +7,19 @@ import (
 	"time"
 )
 
-// Admitter runs the admission tick: every Slice it asks the store to admit
+// Admitter runs the admission tick: every tick it asks the store to admit
 // what each room's token bucket allows. The bucket lives in the store, so
 // any number of instances may run an Admitter at once: together they admit
 // each room's rate once, and a late or skipped tick is made up by the next.
 type Admitter struct {
 	Store Store
-	// Slice is the tick; default DefaultSlice. Ticking faster than a
-	// room's slice only splits its quota finer.
-	Slice time.Duration
+	// Every is the tick; default DefaultTick, a quarter of the default
+	// slice. A tick never admits more than its room's slice quota, and a
+	// tick that runs late (a busy machine, a GC pause) is made up only up
+	// to one quota; ticking several times per slice therefore keeps the
+	// rate exact under scheduling jitter, and splits each slice's quota
+	// into smaller, smoother batches for the protected API.
+	Every time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// OnAdmit, if set, is told every non-empty admission. Rooms tick on
@@ -82,7 +86,7 @@ func (a *Admitter) Run(ctx context.Context) error {
 
 // runRoom ticks one room until ctx is done.
 func (a *Admitter) runRoom(ctx context.Context, room string) {
-	ticker := time.NewTicker(a.slice())
+	ticker := time.NewTicker(a.every())
 	defer ticker.Stop()
 	failing := false
 	for {
@@ -137,11 +141,14 @@ func (a *Admitter) admit(ctx context.Context, room string) (int, error) {
 	return len(admitted), nil
 }
 
-func (a *Admitter) slice() time.Duration {
-	if a.Slice > 0 {
-		return a.Slice
+// DefaultTick is Admitter.Every's default.
+const DefaultTick = DefaultSlice / 4
+
+func (a *Admitter) every() time.Duration {
+	if a.Every > 0 {
+		return a.Every
 	}
-	return DefaultSlice
+	return DefaultTick
 }
 
 func (a *Admitter) logger() *slog.Logger {

@@ -59,7 +59,7 @@ func TestAdmitterRoomsTickApart(t *testing.T) {
 		sick := &sickShard{Store: store, sickRoom: "sick"}
 		var mu sync.Mutex
 		admitted := map[string]int{}
-		admitter := &waitroom.Admitter{Store: sick, OnAdmit: func(room string, a []waitroom.Admission) {
+		admitter := &waitroom.Admitter{Store: sick, Every: 100 * time.Millisecond, OnAdmit: func(room string, a []waitroom.Admission) {
 			mu.Lock()
 			admitted[room] += len(a)
 			mu.Unlock()

@@ -42,7 +42,7 @@ var loadtestSettings = []setting{
 	{"no-order", "WAITROOM_LOADTEST_NO_ORDER", "0", "share", "share of admitted users who never order, in [0, 1]"},
 	{"leave", "WAITROOM_LOADTEST_LEAVE", "0", "share", "share of users who leave the queue after their first status answer, in [0, 1]"},
 	{"rate", "WAITROOM_LOADTEST_RATE", "", "users/s", "with --inproc: the room's admission rate (default 1000); with --url: the rate to compare admissions with (default: the room's, read with --admin-token; else not compared)"},
-	{"tick", "WAITROOM_LOADTEST_TICK", "100ms", "duration", "with --inproc: the admitter's tick; the room's slice is 100 ms, and a faster tick splits its quota finer, leaving room under the per-tick cap to make up late ticks"},
+	{"tick", "WAITROOM_LOADTEST_TICK", "25ms", "duration", "with --inproc: the admitter's tick (serve ticks four times per slice too); the room's slice is 100 ms, and a faster tick splits its quota finer, leaving room under the per-tick cap to make up late ticks"},
 	{"stock", "WAITROOM_LOADTEST_STOCK", "", "n", "with --inproc: the product's stock (default 1000); with --url: the stock to check orders against (default unknown: not checked)"},
 	{"product", "WAITROOM_LOADTEST_PRODUCT", "drop", "id", "the product users order"},
 	{"concurrency", "WAITROOM_LOADTEST_CONCURRENCY", "256", "n", "requests in flight at most"},
@@ -243,7 +243,7 @@ func parseLoadtest(args []string, getenv func(string) string) (loadtestConfig, e
 	}
 	c.tick, err = parseDuration(raw["tick"], waitroom.MinSlice, waitroom.DefaultSlice)
 	check(err)
-	if c.tick != waitroom.DefaultSlice && !c.inproc && raw["tick"].source == "--tick" {
+	if raw["tick"].given && !c.inproc {
 		check(usageErrorf("--tick goes with --inproc; a running server ticks as it was started"))
 	}
 	if v := raw["stock"]; v.text != "" {
@@ -522,7 +522,7 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 		recorder loadtest.AdmissionRecorder
 		ticks    tickLog
 	)
-	admitter := &waitroom.Admitter{Store: store, Slice: c.tick, OnAdmit: func(room string, admitted []waitroom.Admission) {
+	admitter := &waitroom.Admitter{Store: store, Every: c.tick, OnAdmit: func(room string, admitted []waitroom.Admission) {
 		recorder.OnAdmit(room, admitted)
 		if room == c.run.Room {
 			ticks.add(time.Now(), len(admitted))

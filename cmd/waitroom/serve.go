@@ -188,7 +188,9 @@ func (m *Main) Run(ctx context.Context) error {
 
 	admitCtx, stopAdmit := context.WithCancel(context.WithoutCancel(ctx))
 	m.stopAdmit, m.admitDone = stopAdmit, make(chan struct{})
-	admitter := &waitroom.Admitter{Store: m.store, Slice: m.Config.Room.Slice, Logger: log, OnAdmit: handler.OnAdmit}
+	// Four ticks per slice: late ticks are made up, and each slice's quota
+	// reaches the order API in smaller batches.
+	admitter := &waitroom.Admitter{Store: m.store, Every: max(m.Config.Room.Slice/4, waitroom.MinSlice), Logger: log, OnAdmit: handler.OnAdmit}
 	go func() {
 		defer close(m.admitDone)
 		var keeping sync.WaitGroup
