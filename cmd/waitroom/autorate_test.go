@@ -8,14 +8,14 @@ import (
 
 func TestParseAutoRate(t *testing.T) {
 	t.Parallel()
-	cfg, err := parseServe([]string{"--auto-rate", "true", "--db-pool", "20", "--margin", "0.5"}, envOf())
+	cfg, err := parseServe([]string{"--auto-rate", "--db-pool", "20", "--margin", "0.5"}, envOf())
 	require.NoError(t, err)
 	require.True(t, cfg.AutoRate)
 	require.Equal(t, 20, cfg.Pool, "--pool defaults to --db-pool")
 	require.Equal(t, 0.5, cfg.Margin)
 	require.InDelta(t, 50.0, cfg.Room.Rate, 1e-9, "the tuner starts from the derived rate")
 
-	_, err = parseServe([]string{"--auto-rate", "true", "--rate", "100"}, envOf())
+	_, err = parseServe([]string{"--auto-rate", "--rate", "100"}, envOf())
 	require.ErrorContains(t, err, "cannot go with --rate")
 	_, err = parseServe(nil, envOf("WAITROOM_AUTO_RATE", "sometimes"))
 	require.ErrorContains(t, err, `WAITROOM_AUTO_RATE="sometimes": must be true or false`)
@@ -25,7 +25,7 @@ func TestParseAutoRate(t *testing.T) {
 // the gate is measured and steers the default room's rate.
 func TestServeAutoRateFeedsTheTuner(t *testing.T) {
 	t.Parallel()
-	m := startMain(t, []string{"--auto-rate", "true", "--products", "drop:5", "--service-time", "100ms"}, envOf())
+	m := startMain(t, []string{"--auto-rate", "--products", "drop:5", "--service-time", "100ms"}, envOf())
 	require.NotNil(t, m.tuner)
 	// One order is enough here; the running tuner first tunes after 10 s.
 	m.tuner.MinSamples = 1

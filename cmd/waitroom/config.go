@@ -146,30 +146,43 @@ func withoutPassword(text string) string {
 	return "…" + text[strings.LastIndex(text, "@"):]
 }
 
-// parseServe reads serve's settings: a flag wins over its environment
-// variable, which wins over the default. Every value is checked; a bad one
-// is an error naming the flag or variable, never a silent default.
-func parseServe(args []string, getenv func(string) string) (ServeConfig, error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+// boolFlag lets a bool setting be given as --json as well as --json=false,
+// while keeping its text for parseBool like every other setting.
+type boolFlag struct{ text *string }
+
+func (b boolFlag) String() string     { return "" }
+func (b boolFlag) Set(s string) error { *b.text = s; return nil }
+func (b boolFlag) IsBoolFlag() bool   { return true }
+
+// readSettings gives each setting its text: a flag wins over its
+// environment variable, which wins over the default (serve's rule).
+func readSettings(name string, settings []setting, args []string, getenv func(string) string) (map[string]rawValue, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	flags := make(map[string]*string, len(serveSettings))
-	for _, s := range serveSettings {
+	flags := make(map[string]*string, len(settings))
+	for _, s := range settings {
+		if s.kind == "bool" {
+			v := new(string)
+			fs.Var(boolFlag{v}, s.name, s.help)
+			flags[s.name] = v
+			continue
+		}
 		flags[s.name] = fs.String(s.name, "", s.help)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return ServeConfig{}, err
+			return nil, err
 		}
-		return ServeConfig{}, usageError{err}
+		return nil, usageError{err}
 	}
 	if fs.NArg() > 0 {
-		return ServeConfig{}, usageErrorf("unexpected argument %q", fs.Arg(0))
+		return nil, usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
 	onCommandLine := make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
-	raw := make(map[string]rawValue, len(serveSettings))
-	for _, s := range serveSettings {
+	raw := make(map[string]rawValue, len(settings))
+	for _, s := range settings {
 		switch env := getenv(s.env); {
 		case onCommandLine[s.name]:
 			raw[s.name] = rawValue{*flags[s.name], "--" + s.name, true}
@@ -178,6 +191,17 @@ func parseServe(args []string, getenv func(string) string) (ServeConfig, error) 
 		default:
 			raw[s.name] = rawValue{s.def, "default of --" + s.name, false}
 		}
+	}
+	return raw, nil
+}
+
+// parseServe reads serve's settings: a flag wins over its environment
+// variable, which wins over the default. Every value is checked; a bad one
+// is an error naming the flag or variable, never a silent default.
+func parseServe(args []string, getenv func(string) string) (ServeConfig, error) {
+	raw, err := readSettings("serve", serveSettings, args, getenv)
+	if err != nil {
+		return ServeConfig{}, err
 	}
 	return buildServeConfig(raw)
 }

@@ -99,55 +99,6 @@ func printSettingsUsage(w io.Writer, head string, settings []setting) {
 	}
 }
 
-// boolFlag lets a bool setting be given as --json as well as --json=false,
-// while keeping its text for parseBool like every other setting.
-type boolFlag struct{ text *string }
-
-func (b boolFlag) String() string     { return "" }
-func (b boolFlag) Set(s string) error { *b.text = s; return nil }
-func (b boolFlag) IsBoolFlag() bool   { return true }
-
-// readSettings gives each setting its text: a flag wins over its
-// environment variable, which wins over the default (serve's rule).
-func readSettings(name string, settings []setting, args []string, getenv func(string) string) (map[string]rawValue, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	flags := make(map[string]*string, len(settings))
-	for _, s := range settings {
-		if s.kind == "bool" {
-			v := new(string)
-			fs.Var(boolFlag{v}, s.name, s.help)
-			flags[s.name] = v
-			continue
-		}
-		flags[s.name] = fs.String(s.name, "", s.help)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return nil, usageErrorf("unexpected argument %q", fs.Arg(0))
-	}
-	onCommandLine := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
-	raw := make(map[string]rawValue, len(settings))
-	for _, s := range settings {
-		switch env := getenv(s.env); {
-		case onCommandLine[s.name]:
-			raw[s.name] = rawValue{*flags[s.name], "--" + s.name, true}
-		case env != "":
-			raw[s.name] = rawValue{env, s.env, true}
-		default:
-			raw[s.name] = rawValue{s.def, "default of --" + s.name, false}
-		}
-	}
-	return raw, nil
-}
-
 func parseBool(v rawValue) (bool, error) {
 	b, err := strconv.ParseBool(strings.TrimSpace(v.text))
 	if err != nil {
