@@ -134,3 +134,28 @@ func RateFromCapacity(pool int, serviceTime time.Duration, margin float64) (floa
 	}
 	return float64(pool) / serviceTime.Seconds() * margin, nil
 }
+
+// FieldChange is one setting in which two RoomConfigs differ.
+type FieldChange struct {
+	Field    string // as in the admin API: rate, slice, max_queue, …
+	From, To any
+}
+
+// Changes lists the settings in which to differs from c, in a fixed order:
+// for logs that say what an update or a restart with other flags changed.
+func (c RoomConfig) Changes(to RoomConfig) []FieldChange {
+	var out []FieldChange
+	add := func(field string, from, to any) {
+		if from != to {
+			out = append(out, FieldChange{field, from, to})
+		}
+	}
+	add("state", c.State, to.State)
+	add("rate", c.Rate, to.Rate)
+	add("slice", c.Slice, to.Slice)
+	add("max_queue", c.MaxQueue, to.MaxQueue)
+	add("token_ttl", c.TokenTTL, to.TokenTTL)
+	add("lease", c.Lease, to.Lease)
+	add("max_active", c.MaxActive, to.MaxActive)
+	return out
+}

@@ -114,3 +114,15 @@ func TestPollLoadAtFullQueue(t *testing.T) {
 	require.Less(t, load, 5_000.0)
 	require.Greater(t, load, 1_000.0, "front users still poll every second")
 }
+
+func TestRoomConfigChanges(t *testing.T) {
+	t.Parallel()
+	from := waitroom.RoomConfig{}.WithDefaults()
+	require.Empty(t, from.Changes(from))
+	to := from
+	to.Rate, to.State = 200, waitroom.RoomPaused
+	require.Equal(t, []waitroom.FieldChange{
+		{Field: "state", From: waitroom.RoomOpen, To: waitroom.RoomPaused},
+		{Field: "rate", From: 140.0, To: 200.0},
+	}, from.Changes(to))
+}

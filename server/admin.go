@@ -401,17 +401,8 @@ func settingsAttr(cfg waitroom.RoomConfig) slog.Attr {
 // settingsDiff lists the changed fields as old → new attributes.
 func settingsDiff(old, cfg waitroom.RoomConfig) []any {
 	var diff []any
-	add := func(field string, o, n any) {
-		if o != n {
-			diff = append(diff, slog.Group(field, "old", o, "new", n))
-		}
+	for _, c := range old.Changes(cfg) {
+		diff = append(diff, slog.Group(c.Field, "old", c.From, "new", c.To))
 	}
-	add("state", old.State, cfg.State)
-	add("rate", old.Rate, cfg.Rate)
-	add("slice", old.Slice, cfg.Slice)
-	add("max_queue", old.MaxQueue, cfg.MaxQueue)
-	add("token_ttl", old.TokenTTL, cfg.TokenTTL)
-	add("lease", old.Lease, cfg.Lease)
-	add("max_active", old.MaxActive, cfg.MaxActive)
 	return diff
 }

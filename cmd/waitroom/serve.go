@@ -324,18 +324,9 @@ func (m *Main) declareRoom(ctx context.Context, room string) error {
 // attributes.
 func roomDiff(live, flags waitroom.RoomConfig) []any {
 	var diff []any
-	add := func(field string, l, f any) {
-		if l != f {
-			diff = append(diff, slog.Group(field, "live", l, "flags", f))
-		}
+	for _, c := range live.Changes(flags) {
+		diff = append(diff, slog.Group(c.Field, "live", c.From, "flags", c.To))
 	}
-	add("rate", live.Rate, flags.Rate)
-	add("slice", live.Slice, flags.Slice)
-	add("max_queue", live.MaxQueue, flags.MaxQueue)
-	add("token_ttl", live.TokenTTL, flags.TokenTTL)
-	add("lease", live.Lease, flags.Lease)
-	add("max_active", live.MaxActive, flags.MaxActive)
-	add("state", live.State, flags.State)
 	return diff
 }
 
