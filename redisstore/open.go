@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,6 +71,9 @@ const (
 // them, e.g. ?dial_timeout=500ms&read_timeout=2s&max_retries=2&pool_size=50;
 // a value of 0 (or absent) means the default above, -1 disables a timeout
 // or retries. An unknown option is an error.
+//
+// The client autopipelines the hot path (Enter, Status, Claim, Complete,
+// Release: see Options.AutoPipeline): ?autopipeline=false turns that off.
 func Open(rawURL string) (redis.UniversalClient, error) {
 	o, err := parseURL(rawURL)
 	switch {
@@ -100,6 +104,59 @@ type clientOptions struct {
 }
 
 func parseURL(rawURL string) (clientOptions, error) {
+	rawURL, autoPipeline, err := cutAutoPipeline(rawURL)
+	if err != nil {
+		return clientOptions{}, err
+	}
+	o, err := parseClientURL(rawURL)
+	if err != nil || !autoPipeline {
+		return o, err
+	}
+	switch {
+	case o.single != nil:
+		o.single.AutoPipelineOptions = autoPipelineOptions()
+	case o.cluster != nil:
+		o.cluster.AutoPipelineOptions = autoPipelineOptions()
+	case o.failover != nil:
+		o.failover.AutoPipelineOptions = autoPipelineOptions()
+	}
+	return o, nil
+}
+
+// defaultAutoPipeline is whether a URL without autopipeline=… gives a
+// client that autopipelines the hot path (see BENCHMARKS.md).
+const defaultAutoPipeline = true
+
+// cutAutoPipeline removes our own query option autopipeline=true|false
+// (go-redis does not know it) and returns its value, or the default.
+func cutAutoPipeline(rawURL string) (string, bool, error) {
+	base, query, ok := strings.Cut(rawURL, "?")
+	if !ok {
+		return rawURL, defaultAutoPipeline, nil
+	}
+	query, fragment, hasFragment := strings.Cut(query, "#")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return "", false, urlError(err)
+	}
+	if !q.Has("autopipeline") {
+		return rawURL, defaultAutoPipeline, nil
+	}
+	on, err := strconv.ParseBool(q.Get("autopipeline"))
+	if err != nil || len(q["autopipeline"]) > 1 {
+		return "", false, fmt.Errorf("redisstore: bad Redis URL: autopipeline=%q is not true or false", q.Get("autopipeline"))
+	}
+	q.Del("autopipeline")
+	if len(q) > 0 {
+		base += "?" + q.Encode()
+	}
+	if hasFragment {
+		base += "#" + fragment
+	}
+	return base, on, nil
+}
+
+func parseClientURL(rawURL string) (clientOptions, error) {
 	scheme, _, ok := strings.Cut(rawURL, "://")
 	if !ok {
 		return clientOptions{}, errors.New("redisstore: the Redis URL needs a scheme: redis://, rediss://, unix://, redis+cluster:// or redis+sentinel://")

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,37 @@ func TestOpenURLForms(t *testing.T) {
 		require.Equal(t, 4*time.Second, o.single.PoolTimeout)
 		require.Equal(t, -1, o.single.MaxRetries)
 		require.Equal(t, 7, o.single.PoolSize)
+	})
+	t.Run("autopipeline", func(t *testing.T) {
+		t.Parallel()
+		for url, want := range map[string]bool{
+			"redis://h:1/0": defaultAutoPipeline,
+			"redis://h:1/0?autopipeline=true&read_timeout=3s":        true,
+			"redis://h:1/0?read_timeout=3s&autopipeline=false":       false,
+			"redis+cluster://h1:1,h2:2?autopipeline=false":           false,
+			"redis+cluster://h1:1,h2:2?autopipeline=1":               true,
+			"redis+sentinel://s1:1,s2:2/main?autopipeline=true":      true,
+			"redis+sentinel://s1:1,s2:2/main?db=1&autopipeline=0":    false,
+			"redis://h:1?addr=h2:2&autopipeline=false&max_retries=2": false,
+		} {
+			o, err := parseURL(url)
+			require.NoError(t, err, url)
+			var got bool
+			switch {
+			case o.single != nil:
+				got = o.single.AutoPipelineOptions != nil
+				require.Equal(t, strings.Contains(url, "read_timeout"), o.single.ReadTimeout == 3*time.Second, url)
+			case o.cluster != nil:
+				got = o.cluster.AutoPipelineOptions != nil
+			case o.failover != nil:
+				got = o.failover.AutoPipelineOptions != nil
+			}
+			require.Equal(t, want, got, url)
+		}
+		for _, url := range []string{"redis://h:1/0?autopipeline=maybe", "redis://h:1/0?autopipeline=true&autopipeline=false"} {
+			_, err := parseURL(url)
+			require.ErrorContains(t, err, "autopipeline", url)
+		}
 	})
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()

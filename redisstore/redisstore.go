@@ -103,6 +103,12 @@ type Options struct {
 	// tokens, on a primary that has replicas; default 50 ms, negative: no
 	// WAIT. A standalone Redis has no replicas and never waits.
 	WaitTimeout time.Duration
+	// AutoPipeline sends Enter, Status, Claim, Complete and Release
+	// through go-redis's automatic pipelining (autopipeline.go), so that
+	// concurrent requests share a write and a read. It is also on when the
+	// client was made with AutoPipelineOptions, which Open sets unless the
+	// URL says autopipeline=false.
+	AutoPipeline bool
 }
 
 // DefaultWaitTimeout is Options.WaitTimeout's default: a replica on the
@@ -114,6 +120,7 @@ const DefaultWaitTimeout = 50 * time.Millisecond
 // Stores in many processes may share one Redis.
 type Store struct {
 	client      redis.UniversalClient
+	ap          *redis.AutoPipeliner // nil: the hot path uses client
 	prefix      string
 	log         *slog.Logger
 	onLost      func(room string, loss Loss)
@@ -141,14 +148,26 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	if opts.WaitTimeout == 0 {
 		opts.WaitTimeout = DefaultWaitTimeout
 	}
-	return &Store{
+	s := &Store{
 		client:      client,
 		prefix:      opts.Prefix,
 		log:         opts.Logger,
 		onLost:      opts.OnLostWrites,
 		waitTimeout: opts.WaitTimeout,
 	}
+	if opts.AutoPipeline || clientAutoPipelines(client) != nil {
+		ap, err := newAutoPipeliner(client)
+		if err != nil {
+			s.log.Warn("redisstore: automatic pipelining is off", "err", err)
+		}
+		s.ap = ap
+	}
+	return s
 }
+
+// AutoPipelined reports whether the hot path goes through go-redis's
+// automatic pipelining.
+func (s *Store) AutoPipelined() bool { return s.ap != nil }
 
 // roomKeys are the keys of one room; every field carries the same hash tag.
 type roomKeys struct {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -76,22 +77,40 @@ func newRoom(t *testing.T, s *Store, cfg waitroom.RoomConfig) string {
 	return room
 }
 
+// TestStore: the conformance suite on the test Redis, with the hot path
+// autopipelined (Open's default) and on the plain client.
 func TestStore(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) storetest.Harness {
-		s := newStore(t)
-		return storetest.Harness{
-			Store: s,
-			// A second instance: its own client (own connections, own
-			// quota cache) on the same Redis and prefix.
-			Peer: func(t *testing.T) waitroom.Store {
-				return New(newClient(t), Options{Prefix: s.prefix})
-			},
-			// The clock is Redis's, on this machine: real time.
-			Advance:   func(t *testing.T, d time.Duration) { time.Sleep(d) },
-			FakeClock: false,
-		}
-	})
+	for _, autoPipeline := range []bool{true, false} {
+		url := withQuery(redisURL(), "autopipeline="+strconv.FormatBool(autoPipeline))
+		t.Run(fmt.Sprintf("autopipeline=%t", autoPipeline), func(t *testing.T) {
+			t.Parallel()
+			storetest.Run(t, func(t *testing.T) storetest.Harness {
+				c := openURL(t, url)
+				s := New(c, Options{Prefix: testPrefix(t, c)})
+				require.Equal(t, autoPipeline, s.AutoPipelined())
+				return storetest.Harness{
+					Store: s,
+					// A second instance: its own client (own connections,
+					// own quota cache) on the same Redis and prefix.
+					Peer: func(t *testing.T) waitroom.Store {
+						return New(openURL(t, url), Options{Prefix: s.prefix})
+					},
+					// The clock is Redis's, on this machine: real time.
+					Advance:   func(t *testing.T, d time.Duration) { time.Sleep(d) },
+					FakeClock: false,
+				}
+			})
+		})
+	}
+}
+
+// withQuery adds query options to url.
+func withQuery(url, options string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + options
+	}
+	return url + "?" + options
 }
 
 // TestKeysShareOneHashTag: every key of a room carries exactly one hash

@@ -89,7 +89,7 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 	}
 	lease := waitroom.NewToken()
 	k := s.keys(room)
-	res, err := claimScript.Run(ctx, s.client, []string{k.cfg, k.tok, k.active, k.stats}, user, token, lease).Result()
+	res, err := s.run(ctx, claimScript, []string{k.cfg, k.tok, k.active, k.stats}, user, token, lease)
 	if err != nil {
 		return waitroom.Hold{}, s.fail("claim", err)
 	}
@@ -148,7 +148,7 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 		return err
 	}
 	k := s.keys(h.Room)
-	res, err := completeScript.Run(ctx, s.client, []string{k.tok, k.active, k.stats}, h.User, h.Token).Result()
+	res, err := s.run(ctx, completeScript, []string{k.tok, k.active, k.stats}, h.User, h.Token)
 	if err != nil {
 		return s.fail("complete", err)
 	}
@@ -216,7 +216,7 @@ func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
 		return err
 	}
 	k := s.keys(h.Room)
-	res, err := releaseScript.Run(ctx, s.client, []string{k.tok, k.active, k.stats}, h.User, h.Token, h.Lease).Result()
+	res, err := s.run(ctx, releaseScript, []string{k.tok, k.active, k.stats}, h.User, h.Token, h.Lease)
 	if err != nil {
 		return s.fail("release", err)
 	}
