@@ -10,6 +10,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -31,6 +32,7 @@ import (
 var benchSettings = []setting{
 	{"redis-url", "REDIS_URL", "redis://127.0.0.1:6379/0", "url", "Redis to measure (loopback only); its keys go under a fresh prefix, deleted afterwards. A Redis serving nobody else gives clean per-script and memory figures"},
 	{"stores", "WAITROOM_BENCH_STORES", "memstore,redis", "list", "stores to measure: memstore, redis or both"},
+	{"autopipeline", "WAITROOM_BENCH_AUTOPIPELINE", "both", "on|off|both", "Redis hot path through go-redis's automatic pipelining (on), on the plain client (off), or both in alternating slices of one run"},
 	{"rounds", "WAITROOM_BENCH_ROUNDS", "10", "n", "rounds; each measures every side once, in a rotating order, so machine noise falls on all sides alike"},
 	{"slice", "WAITROOM_BENCH_SLICE", "1s", "duration", "length of one measured slice"},
 	{"clients", "WAITROOM_BENCH_CLIENTS", "32", "n", "concurrent keep-alive HTTP clients of the load generator"},
@@ -50,15 +52,17 @@ measured STATUS capacity. It prints Markdown tables for BENCHMARKS.md.
 Every flag may instead be set by its environment variable; a flag wins.`
 
 type benchConfig struct {
-	redisURL   string
-	memstore   bool
-	redis      bool
-	rounds     int
-	slice      time.Duration
-	clients    int
-	waiting    int
-	rate       float64
-	cpuprofile string
+	redisURL string
+	memstore bool
+	redis    bool
+	// autoPipeline and plain: the Redis stores to measure, together.
+	autoPipeline, plain bool
+	rounds              int
+	slice               time.Duration
+	clients             int
+	waiting             int
+	rate                float64
+	cpuprofile          string
 }
 
 func parseBench(args []string, getenv func(string) string) (benchConfig, error) {
@@ -86,8 +90,14 @@ func parseBench(args []string, getenv func(string) string) (benchConfig, error) 
 	if !c.memstore && !c.redis {
 		check(raw["stores"].fail("name at least one store"))
 	}
+	switch a := raw["autopipeline"].text; a {
+	case "on", "off", "both":
+		c.autoPipeline, c.plain = a != "off", a != "on"
+	default:
+		check(raw["autopipeline"].fail("on, off or both"))
+	}
 	if c.redis {
-		opts, err := redis.ParseURL(c.redisURL)
+		opts, err := redis.ParseURL(withoutAutoPipeline(c.redisURL))
 		switch {
 		case err != nil:
 			check(raw["redis-url"].fail(err.Error()))
@@ -112,6 +122,29 @@ func parseBench(args []string, getenv func(string) string) (benchConfig, error) 
 		return benchConfig{}, usageError{errors.Join(errs...)}
 	}
 	return c, nil
+}
+
+// withoutAutoPipeline removes redisstore's own autopipeline query option,
+// which go-redis does not know; the bench sets it itself.
+func withoutAutoPipeline(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || !u.Query().Has("autopipeline") {
+		return rawURL
+	}
+	q := u.Query()
+	q.Del("autopipeline")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// withAutoPipeline is rawURL with autopipeline=on.
+func withAutoPipeline(rawURL string, on bool) string {
+	rawURL = withoutAutoPipeline(rawURL)
+	sep := "?"
+	if strings.Contains(rawURL, "?") {
+		sep = "&"
+	}
+	return rawURL + sep + "autopipeline=" + strconv.FormatBool(on)
 }
 
 func loopbackAddr(addr string) bool {
@@ -202,7 +235,7 @@ func (b *bench) run(ctx context.Context) error {
 		var before runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		if err := b.measureStore(ctx, "memstore", store, func() int64 {
+		if err := b.measureStores(ctx, []namedStore{{"memstore", store}}, func() int64 {
 			var m runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&m)
@@ -222,12 +255,29 @@ func (b *bench) run(ctx context.Context) error {
 }
 
 func (b *bench) measureRedis(ctx context.Context) error {
-	client, err := redisstore.Open(b.cfg.redisURL)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
 	prefix := "wrbench-" + strings.ToLower(rand.Text()[:10])
+	// One Store per kind of client asked for, on one prefix: they share
+	// the rooms, and their slices alternate in one run.
+	var stores []namedStore
+	var plain *redisstore.Store
+	var client redis.UniversalClient
+	for _, on := range []bool{true, false} {
+		if (on && !b.cfg.autoPipeline) || (!on && !b.cfg.plain) {
+			continue
+		}
+		c, err := redisstore.Open(withAutoPipeline(b.cfg.redisURL, on))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		store := redisstore.New(c, redisstore.Options{Prefix: prefix})
+		name := "redis"
+		if !on {
+			name, plain = "redis, no autopipeline", store
+		}
+		stores = append(stores, namedStore{name, store})
+		client = c
+	}
 	defer func() {
 		cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
@@ -240,7 +290,6 @@ func (b *bench) measureRedis(ctx context.Context) error {
 		return fmt.Errorf("redis at %s: %w", redactURL(b.cfg.redisURL), err)
 	}
 	b.redisVersion = infoField(info, "redis_version")
-	store := redisstore.New(client, redisstore.Options{Prefix: prefix})
 	usedMemory := func() int64 {
 		info, err := client.Info(ctx, "memory").Result()
 		if err != nil {
@@ -249,10 +298,22 @@ func (b *bench) measureRedis(ctx context.Context) error {
 		n, _ := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
 		return n
 	}
-	if err := b.measureStore(ctx, "redis", store, usedMemory); err != nil {
+	if err := b.measureStores(ctx, stores, usedMemory); err != nil {
 		return err
 	}
-	return b.measureScripts(ctx, client, store)
+	// Script times are Redis's own, the same through either client; the
+	// plain one keeps them comparable with earlier runs.
+	scripts := stores[0].store.(*redisstore.Store)
+	if plain != nil {
+		scripts = plain
+	}
+	return b.measureScripts(ctx, client, scripts)
+}
+
+// namedStore is a store and the name its figures carry.
+type namedStore struct {
+	name  string
+	store waitroom.Store
 }
 
 func infoField(info, name string) string {
@@ -272,75 +333,86 @@ const (
 	benchTrivial    = "POST /bench/trivial"
 )
 
-// measureStore fills the STATUS room (measuring memory around it), then
-// runs the rounds of HTTP slices against a real server on the store.
-func (b *bench) measureStore(ctx context.Context, name string, store waitroom.Store, memory func() int64) error {
+// measureStores fills the STATUS room (measuring memory around it), then
+// runs the rounds of HTTP slices against a real server on each store. The
+// stores share their rooms (Redis stores on one prefix); the trivial
+// handler runs on the first store's server, and every side of every store
+// alternates with it in the same rounds.
+func (b *bench) measureStores(ctx context.Context, stores []namedStore, memory func() int64) error {
+	name := stores[0].name
 	big := waitroom.RoomConfig{Rate: b.cfg.rate, MaxQueue: waitroom.MaxMaxQueue}
 	for _, room := range []string{benchEnterRoom, benchStatusRoom} {
-		if _, err := store.CreateRoom(ctx, room, big); err != nil {
+		if _, err := stores[0].store.CreateRoom(ctx, room, big); err != nil {
 			return fmt.Errorf("%s: creating room %s: %w", name, room, err)
 		}
 	}
 	b.progress("%s: filling %s with %d waiting users", name, benchStatusRoom, b.cfg.waiting)
 	before := memory()
-	if err := fill(ctx, store, benchStatusRoom, "w", b.cfg.waiting, b.cfg.clients); err != nil {
+	if err := fill(ctx, stores[0].store, benchStatusRoom, "w", b.cfg.waiting, b.cfg.clients); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	b.memory = append(b.memory, memoryFigure{store: name, users: b.cfg.waiting, before: before, after: memory()})
 
-	srv, err := server.New(server.Config{Store: store, DefaultRoom: benchEnterRoom, Routes: map[string]http.Handler{
-		benchTrivial: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"ok":true}`)
-		}),
-	}})
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
-	go func() { _ = hs.Serve(ln) }()
-	defer hs.Close()
-
 	transport := &http.Transport{
 		Proxy:               nil,
-		MaxIdleConns:        b.cfg.clients,
+		MaxIdleConns:        b.cfg.clients * len(stores),
 		MaxIdleConnsPerHost: b.cfg.clients,
 		MaxConnsPerHost:     b.cfg.clients,
 		DisableCompression:  true,
 	}
 	defer transport.CloseIdleConnections()
 	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
-	base := "http://" + ln.Addr().String()
 	var entered atomic.Int64
-	figs := httpFigures{store: name}
-	post := func(path, user string) (*http.Request, error) {
-		req, err := http.NewRequest(http.MethodPost, base+path, nil)
-		if err == nil {
-			req.Header.Set(waitroom.DefaultUserHeader, user)
+	figs := make([]httpFigures, len(stores))
+	var trivial []float64
+	var sides []benchSide
+	for i, st := range stores {
+		srv, err := server.New(server.Config{Store: st.store, DefaultRoom: benchEnterRoom, Routes: map[string]http.Handler{
+			benchTrivial: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"ok":true}`)
+			}),
+		}})
+		if err != nil {
+			return err
 		}
-		return req, err
-	}
-	sides := []benchSide{
-		{"trivial", &figs.trivial, func() (*http.Request, error) { return post("/bench/trivial", "trivial") }},
-		{"enter", &figs.enter, func() (*http.Request, error) {
-			return post("/rooms/"+benchEnterRoom+"/enter", "e"+strconv.FormatInt(entered.Add(1), 10))
-		}},
-		{"status", &figs.status, func() (*http.Request, error) {
-			req, err := http.NewRequest(http.MethodGet, base+"/rooms/"+benchStatusRoom+"/status", nil)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		hs := &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
+		go func() { _ = hs.Serve(ln) }()
+		defer hs.Close()
+
+		base := "http://" + ln.Addr().String()
+		post := func(path, user string) (*http.Request, error) {
+			req, err := http.NewRequest(http.MethodPost, base+path, nil)
 			if err == nil {
-				req.Header.Set(waitroom.DefaultUserHeader, waitingUser("w", mrand.IntN(b.cfg.waiting)))
+				req.Header.Set(waitroom.DefaultUserHeader, user)
 			}
 			return req, err
-		}},
+		}
+		f := &figs[i]
+		f.store = st.name
+		if i == 0 {
+			sides = append(sides, benchSide{"trivial", &trivial, &f.errors, func() (*http.Request, error) { return post("/bench/trivial", "trivial") }})
+		}
+		sides = append(sides,
+			benchSide{st.name + " enter", &f.enter, &f.errors, func() (*http.Request, error) {
+				return post("/rooms/"+benchEnterRoom+"/enter", "e"+strconv.FormatInt(entered.Add(1), 10))
+			}},
+			benchSide{st.name + " status", &f.status, &f.errors, func() (*http.Request, error) {
+				req, err := http.NewRequest(http.MethodGet, base+"/rooms/"+benchStatusRoom+"/status", nil)
+				if err == nil {
+					req.Header.Set(waitroom.DefaultUserHeader, waitingUser("w", mrand.IntN(b.cfg.waiting)))
+				}
+				return req, err
+			}})
 	}
 	// A short warm-up opens the connections and fills the caches.
 	for _, s := range sides {
 		if _, _, err := b.slice(ctx, client, s.req, b.cfg.slice/4); err != nil {
-			return fmt.Errorf("%s %s: %w", name, s.name, err)
+			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
 	for round := range b.cfg.rounds {
@@ -350,23 +422,29 @@ func (b *bench) measureStore(ctx context.Context, name string, store waitroom.St
 			s := sides[(i+round)%len(sides)]
 			n, errs, err := b.slice(ctx, client, s.req, b.cfg.slice)
 			if err != nil {
-				return fmt.Errorf("%s %s: %w", name, s.name, err)
+				return fmt.Errorf("%s: %w", s.name, err)
 			}
-			figs.errors += errs
+			*s.errors += errs
 			*s.into = append(*s.into, n/b.cfg.slice.Seconds())
 		}
-		b.progress("%s round %d/%d: enter %.0f/s, status %.0f/s, trivial %.0f/s", name, round+1, b.cfg.rounds,
-			figs.enter[round], figs.status[round], figs.trivial[round])
+		for _, f := range figs {
+			b.progress("%s round %d/%d: enter %.0f/s, status %.0f/s, trivial %.0f/s", f.store, round+1, b.cfg.rounds,
+				f.enter[round], f.status[round], trivial[round])
+		}
 	}
-	b.http = append(b.http, figs)
+	for i := range figs {
+		figs[i].trivial = trivial
+	}
+	b.http = append(b.http, figs...)
 	return nil
 }
 
 // benchSide is one kind of request the HTTP slices send.
 type benchSide struct {
-	name string
-	into *[]float64 // requests/s, one per round
-	req  func() (*http.Request, error)
+	name   string
+	into   *[]float64 // requests/s, one per round
+	errors *int64     // non-2xx answers
+	req    func() (*http.Request, error)
 }
 
 // slice runs cfg.clients workers for d and counts the requests answered
@@ -716,6 +794,19 @@ func (b *bench) writeMarkdown(w io.Writer) {
 			median(er), slices.Min(er), slices.Max(er), median(sr), slices.Min(sr), slices.Max(sr), h.errors)
 	}
 
+	for _, h := range b.http {
+		if h.store != "redis" {
+			continue
+		}
+		for _, p := range b.http {
+			if p.store == "redis, no autopipeline" {
+				er, sr := ratios(h.enter, p.enter), ratios(h.status, p.status)
+				fmt.Fprintf(w, "\nRedis with automatic pipelining ÷ without, the same rounds: ENTER **%.2f** (%.2f–%.2f), STATUS %.2f (%.2f–%.2f).\n",
+					median(er), slices.Min(er), slices.Max(er), median(sr), slices.Min(sr), slices.Max(sr))
+			}
+		}
+	}
+
 	fmt.Fprintf(w, "\n### Poll load at %d waiting against STATUS capacity\n\n", c.waiting)
 	load := waitroom.PollLoad(int64(c.waiting), c.rate)
 	fmt.Fprintf(w, "| store | PollLoad(%d, %g/s) | STATUS capacity | share (≤ 0.5) |\n|---|---:|---:|---:|\n", c.waiting, c.rate)
@@ -752,7 +843,7 @@ func (b *bench) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\n### Memory per waiting user\n\n| store | waiting | measured | bytes per waiting user |\n|---|---:|---|---:|\n")
 	for _, m := range b.memory {
 		how := "Go heap (HeapAlloc after GC)"
-		if m.store == "redis" {
+		if strings.HasPrefix(m.store, "redis") {
 			how = "INFO memory used_memory"
 		}
 		fmt.Fprintf(w, "| %s | %d | %s | %.0f |\n", m.store, m.users, how, float64(m.after-m.before)/float64(m.users))

@@ -21,7 +21,8 @@ func TestBenchSmall(t *testing.T) {
 		envOf("REDIS_URL", redisURL), &stdout, &stderr)
 	require.Equal(t, exitOK, code, "stderr:\n%s", stderr.String())
 	out := stdout.String()
-	for _, want := range []string{"### Machine", "| memstore |", "| redis |", "ENTER ÷ trivial",
+	for _, want := range []string{"### Machine", "| memstore |", "| redis |", "| redis, no autopipeline |", "ENTER ÷ trivial",
+		"Redis with automatic pipelining ÷ without",
 		"PollLoad(500, 140/s)", "| enter (new place) | EVALSHA |", "| admit (quota 100) | EVALSHA |",
 		"| complete | EVALSHA |", "bytes per waiting user"} {
 		require.Contains(t, out, want)
@@ -37,6 +38,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--stores", "mongo"}, `unknown store "mongo"`},
 		{[]string{"--redis-url", "redis://10.1.2.3:6379"}, "loopback only"},
 		{[]string{"--rounds", "0"}, `--rounds="0": must be in [1, 1000]`},
+		{[]string{"--autopipeline", "sometimes"}, "on, off or both"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(t.Context(), append([]string{"bench"}, tt.args...), envOf(), &stdout, &stderr)
