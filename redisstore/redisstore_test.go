@@ -559,3 +559,45 @@ func TestClaimRetryIsIdempotent(t *testing.T) {
 	require.Equal(t, "OK", claim(lease), "the retry of the same claim")
 	require.Equal(t, "TOKEN_IN_USE", claim(waitroom.NewToken()), "another claim")
 }
+
+// TestHungRedisCallerDeadline: a Redis that accepts connections and never
+// answers holds a call only until the caller's deadline, with or without
+// automatic pipelining (whose batches run on their own context): the error
+// is the deadline, not the client's longer read timeout, and it reads as
+// the store being unavailable.
+func TestHungRedisCallerDeadline(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // never read, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	})
+	for _, autoPipeline := range []bool{true, false} {
+		c := openURL(t, fmt.Sprintf("redis://%s/0?autopipeline=%t", ln.Addr(), autoPipeline))
+		s := New(c, Options{})
+		require.Equal(t, autoPipeline, s.AutoPipelined())
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		_, err := s.Enter(ctx, "room", "u")
+		cancel()
+		require.ErrorIs(t, err, waitroom.ErrStoreUnavailable, "autopipeline=%t", autoPipeline)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "autopipeline=%t: %v", autoPipeline, err)
+	}
+}
