@@ -85,7 +85,7 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 	k := s.keys(room)
 	w := s.watch(room)
 	atSeq, atAdmitted := w.marks()
-	res, err := s.run(ctx, enterScript, []string{k.cfg, k.q, k.seq, k.tok, k.stats}, user)
+	res, err := s.run(ctx, enterScript, k.enter, user)
 	if err != nil {
 		return waitroom.Status{}, s.fail("enter", err)
 	}
@@ -183,7 +183,7 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 	k := s.keys(room)
 	w := s.watch(room)
 	atSeq, atAdmitted := w.marks()
-	res, err := s.run(ctx, statusScript, []string{k.cfg, k.q, k.tok, k.seq}, user)
+	res, err := s.run(ctx, statusScript, k.status, user)
 	if err != nil {
 		return waitroom.Status{}, s.fail("status", err)
 	}

@@ -129,6 +129,10 @@ type Store struct {
 	// quotas caches each room's TickQuota from Admit's last reply: how many
 	// tokens to generate for its next call.
 	quotas sync.Map // room → int
+	// keyCache holds the keys of rooms served (keys), at most
+	// maxCachedRooms of them.
+	keyCache   sync.Map // room → *roomKeys
+	keysCached atomic.Int64
 	// watches holds each room's counter watermarks (lost.go).
 	watches                sync.Map // room → *roomWatch
 	lostPlaces, lostTokens atomic.Int64
@@ -170,14 +174,25 @@ func New(client redis.UniversalClient, opts Options) *Store {
 func (s *Store) AutoPipelined() bool { return s.ap != nil }
 
 // roomKeys are the keys of one room; every field carries the same hash tag.
+// enter and status are the KEYS of the two hottest scripts, made once.
 type roomKeys struct {
 	cfg, q, seq, tok, active, bucket, stats string
+	enter, status                           []string
 }
 
-// keys builds every key of room. It is the only place key names are made.
-func (s *Store) keys(room string) roomKeys {
+// maxCachedRooms bounds the rooms whose keys a Store keeps: far more than
+// a deployment runs at once; the keys of rooms beyond it are built per call.
+const maxCachedRooms = 1024
+
+// keys returns every key of room, from the cache when the Store has served
+// room before. It is the only place key names are made; callers must not
+// modify what it returns.
+func (s *Store) keys(room string) *roomKeys {
+	if k, ok := s.keyCache.Load(room); ok {
+		return k.(*roomKeys)
+	}
 	p := s.prefix + ":{" + room + "}:"
-	return roomKeys{
+	k := &roomKeys{
 		cfg:    p + "cfg",
 		q:      p + "q",
 		seq:    p + "seq",
@@ -186,6 +201,17 @@ func (s *Store) keys(room string) roomKeys {
 		bucket: p + "bucket",
 		stats:  p + "stats",
 	}
+	k.enter = []string{k.cfg, k.q, k.seq, k.tok, k.stats}
+	k.status = []string{k.cfg, k.q, k.tok, k.seq}
+	if s.keysCached.Add(1) <= maxCachedRooms {
+		if prev, loaded := s.keyCache.LoadOrStore(room, k); loaded {
+			s.keysCached.Add(-1)
+			return prev.(*roomKeys)
+		}
+	} else {
+		s.keysCached.Add(-1)
+	}
+	return k
 }
 
 // roomsKey is the set of room names. It has no hash tag: it spans rooms and
