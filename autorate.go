@@ -2,6 +2,7 @@ package waitroom
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"sync"
@@ -117,7 +118,12 @@ func (t *RateTuner) Tune(ctx context.Context) (float64, error) {
 	}
 	updated := cfg
 	updated.Rate = next
-	if err := t.Store.UpdateRoom(ctx, t.Room, updated); err != nil {
+	switch err := t.Store.UpdateRoom(ctx, t.Room, cfg, updated); {
+	case errors.Is(err, ErrRoomChanged):
+		// An operator changed the room meanwhile: their change stands, and
+		// the next interval tunes from it.
+		return cfg.Rate, nil
+	case err != nil:
 		return cfg.Rate, err
 	}
 	t.logger().InfoContext(ctx, "admission rate tuned", "room", t.Room, "from", cfg.Rate, "to", next,

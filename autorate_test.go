@@ -1,6 +1,7 @@
 package waitroom_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -92,4 +93,40 @@ func TestRateTunerStaysWithinBounds(t *testing.T) {
 	rate, err = low.Tune(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 1.5, rate)
+}
+
+// pausedMeanwhile is a store on which an operator pauses the room right
+// after the tuner read its settings: a race at the store seam.
+type pausedMeanwhile struct {
+	*memstore.Store
+	t *testing.T
+}
+
+func (p pausedMeanwhile) RoomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
+	cfg, err := p.Store.RoomConfig(ctx, room)
+	paused := cfg
+	paused.State = waitroom.RoomPaused
+	require.NoError(p.t, p.Store.UpdateRoom(ctx, room, cfg, paused))
+	return cfg, err
+}
+
+// TestRateTunerNeverUndoesAnOperator: the tuner writes only over the
+// settings it read, so a pause made meanwhile stands.
+func TestRateTunerNeverUndoesAnOperator(t *testing.T) {
+	t.Parallel()
+	tuner, store := newTuner(t, 100)
+	_, err := waitroom.ChangeRoom(t.Context(), store, "drop", func(c *waitroom.RoomConfig) error {
+		c.State = waitroom.RoomOpen
+		return nil
+	})
+	require.NoError(t, err)
+	tuner.Store = pausedMeanwhile{Store: store, t: t}
+	observe(tuner, 50, 100*time.Millisecond)
+	rate, err := tuner.Tune(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 100.0, rate, "this interval yields to the operator")
+	cfg, err := store.RoomConfig(t.Context(), "drop")
+	require.NoError(t, err)
+	require.Equal(t, waitroom.RoomPaused, cfg.State)
+	require.Equal(t, 100.0, cfg.Rate)
 }

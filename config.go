@@ -1,6 +1,8 @@
 package waitroom
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -158,4 +160,35 @@ func (c RoomConfig) Changes(to RoomConfig) []FieldChange {
 	add("lease", c.Lease, to.Lease)
 	add("max_active", c.MaxActive, to.MaxActive)
 	return out
+}
+
+// changeRoomTries bounds ChangeRoom's retries: settings change rarely, so
+// losing several races in a row means something is writing in a loop.
+const changeRoomTries = 5
+
+// ChangeRoom reads room's live settings, applies change to them and writes
+// the result only if nobody changed the room in between, reading and
+// trying again when someone did. It returns the settings written (with
+// defaults applied). change may refuse by returning an error, which
+// ChangeRoom returns as is.
+func ChangeRoom(ctx context.Context, s Store, room string, change func(*RoomConfig) error) (RoomConfig, error) {
+	var err error
+	for range changeRoomTries {
+		var from RoomConfig
+		if from, err = s.RoomConfig(ctx, room); err != nil {
+			return RoomConfig{}, err
+		}
+		to := from
+		if err := change(&to); err != nil {
+			return RoomConfig{}, err
+		}
+		to = to.WithDefaults()
+		if err = s.UpdateRoom(ctx, room, from, to); !errors.Is(err, ErrRoomChanged) {
+			if err != nil {
+				return RoomConfig{}, err
+			}
+			return to, nil
+		}
+	}
+	return RoomConfig{}, err
 }

@@ -16,6 +16,7 @@ var (
 	ErrQueueFull        = &Error{"QUEUE_FULL", "the queue is full; try again later"}
 	ErrRoomClosed       = &Error{"ROOM_CLOSED", "the room is closed"}
 	ErrRoomNotFound     = &Error{"ROOM_NOT_FOUND", "no such room"}
+	ErrRoomChanged      = &Error{"ROOM_CHANGED", "the room's settings changed meanwhile; read them again"}
 	ErrNotInQueue       = &Error{"NOT_IN_QUEUE", "not in the queue"}
 	ErrTokenNotFound    = &Error{"ENTRY_TOKEN_NOT_FOUND", "no live entry token"}
 	ErrTokenInvalid     = &Error{"ENTRY_TOKEN_INVALID", "the entry token does not match"}

@@ -79,9 +79,13 @@ type Store interface {
 	// CreateRoom stores cfg (with defaults applied) unless the room exists;
 	// it reports whether it created it.
 	CreateRoom(ctx context.Context, room string, cfg RoomConfig) (created bool, err error)
-	// UpdateRoom replaces the live settings of an existing room
-	// (ErrRoomNotFound otherwise).
-	UpdateRoom(ctx context.Context, room string, cfg RoomConfig) error
+	// UpdateRoom replaces the live settings of an existing room with to,
+	// if they are still from (compare and set): ErrRoomChanged when
+	// another writer changed them since from was read, so two operators,
+	// or an operator and the rate tuner, never silently undo each other.
+	// ErrRoomNotFound when the room does not exist. ChangeRoom wraps the
+	// read, change and retry.
+	UpdateRoom(ctx context.Context, room string, from, to RoomConfig) error
 	// RoomConfig returns a room's live settings.
 	RoomConfig(ctx context.Context, room string) (RoomConfig, error)
 	// Rooms lists the names of all rooms.

@@ -245,7 +245,7 @@ func TestRunWithLeaversAndClientObservedAdmissions(t *testing.T) {
 func TestRunStopsAtItsBound(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, fixtureOptions{rate: 1000, stock: 10})
-	require.NoError(t, f.store.UpdateRoom(t.Context(), room, waitroom.RoomConfig{Rate: 1000, MaxQueue: 1_000_000, State: waitroom.RoomPaused}))
+	require.NoError(t, f.store.UpdateRoom(t.Context(), room, currentConfig(t, f.store, room), waitroom.RoomConfig{Rate: 1000, MaxQueue: 1_000_000, State: waitroom.RoomPaused}))
 	f.startAdmitter() // admits nobody: the room is paused
 	cfg := f.config()
 	cfg.Users = 10
@@ -412,4 +412,12 @@ func requireOrdered(t *testing.T, l loadtest.Latency) {
 	require.LessOrEqual(t, l.P50MS, l.P90MS)
 	require.LessOrEqual(t, l.P90MS, l.P99MS)
 	require.LessOrEqual(t, l.P99MS, l.MaxMS)
+}
+
+// currentConfig reads room's live settings: the "from" of an UpdateRoom.
+func currentConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomConfig {
+	tb.Helper()
+	cfg, err := s.RoomConfig(tb.Context(), room)
+	require.NoError(tb, err)
+	return cfg
 }

@@ -74,14 +74,15 @@ func (s *Store) CreateRoom(ctx context.Context, name string, cfg waitroom.RoomCo
 	return true, nil
 }
 
-// UpdateRoom replaces an existing room's settings. A smaller MaxQueue
-// refuses new entries but keeps everyone already queued.
-func (s *Store) UpdateRoom(ctx context.Context, name string, cfg waitroom.RoomConfig) error {
+// UpdateRoom replaces an existing room's settings with to if they are still
+// from (ErrRoomChanged otherwise). A smaller MaxQueue refuses new entries
+// but keeps everyone already queued.
+func (s *Store) UpdateRoom(ctx context.Context, name string, from, to waitroom.RoomConfig) error {
 	if err := checkRoomName(name); err != nil {
 		return err
 	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	to = to.WithDefaults()
+	if err := to.Validate(); err != nil {
 		return err
 	}
 	r, err := s.room(ctx, name)
@@ -90,7 +91,10 @@ func (s *Store) UpdateRoom(ctx context.Context, name string, cfg waitroom.RoomCo
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.cfg = cfg
+	if r.cfg != from.WithDefaults() {
+		return waitroom.ErrRoomChanged
+	}
+	r.cfg = to
 	return nil
 }
 

@@ -100,7 +100,7 @@ func TestRooms(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, waitroom.RoomConfig{Rate: 50}.WithDefaults(), cfg)
 
-	require.NoError(t, s.UpdateRoom(ctx, "b-room", waitroom.RoomConfig{Rate: 70, State: waitroom.RoomPaused}))
+	require.NoError(t, s.UpdateRoom(ctx, "b-room", currentConfig(t, s, "b-room"), waitroom.RoomConfig{Rate: 70, State: waitroom.RoomPaused}))
 	cfg, err = s.RoomConfig(ctx, "b-room")
 	require.NoError(t, err)
 	require.Equal(t, 70.0, cfg.Rate)
@@ -114,7 +114,7 @@ func TestRooms(t *testing.T) {
 	require.ErrorIs(t, err, waitroom.ErrBadRequest)
 	_, err = s.CreateRoom(ctx, "Bad Name", waitroom.RoomConfig{})
 	require.ErrorIs(t, err, waitroom.ErrBadRequest)
-	require.ErrorIs(t, s.UpdateRoom(ctx, "b-room", waitroom.RoomConfig{State: "ajar"}), waitroom.ErrBadRequest)
+	require.ErrorIs(t, s.UpdateRoom(ctx, "b-room", currentConfig(t, s, "b-room"), waitroom.RoomConfig{State: "ajar"}), waitroom.ErrBadRequest)
 	require.NoError(t, s.Ping(ctx))
 }
 
@@ -139,7 +139,7 @@ func TestUnknownRoom(t *testing.T) {
 			}
 			return notFound
 		}
-		require.ErrorIs(t, s.UpdateRoom(ctx, tt.room, waitroom.RoomConfig{}), orNotFound(waitroom.ErrRoomNotFound))
+		require.ErrorIs(t, s.UpdateRoom(ctx, tt.room, waitroom.RoomConfig{}, waitroom.RoomConfig{}), orNotFound(waitroom.ErrRoomNotFound))
 		_, err := s.RoomConfig(ctx, tt.room)
 		require.ErrorIs(t, err, orNotFound(waitroom.ErrRoomNotFound))
 		_, err = s.Enter(ctx, tt.room, "u")
@@ -222,7 +222,7 @@ func TestEnterClosedAndPaused(t *testing.T) {
 	require.NoError(t, err, "a paused room accepts entries")
 	require.Equal(t, int64(1), st.Position)
 
-	require.NoError(t, s.UpdateRoom(ctx, room, waitroom.RoomConfig{State: waitroom.RoomClosed}))
+	require.NoError(t, s.UpdateRoom(ctx, room, currentConfig(t, s, room), waitroom.RoomConfig{State: waitroom.RoomClosed}))
 	_, err = s.Enter(ctx, room, "bob")
 	require.ErrorIs(t, err, waitroom.ErrRoomClosed)
 	st, err = s.Enter(ctx, room, "ann")
@@ -245,7 +245,7 @@ func TestEnterWithLiveToken(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, st)
 
-	require.NoError(t, s.UpdateRoom(ctx, room, waitroom.RoomConfig{Rate: 1, Slice: time.Second, TokenTTL: time.Minute, State: waitroom.RoomClosed}))
+	require.NoError(t, s.UpdateRoom(ctx, room, currentConfig(t, s, room), waitroom.RoomConfig{Rate: 1, Slice: time.Second, TokenTTL: time.Minute, State: waitroom.RoomClosed}))
 	st, err = s.Enter(ctx, room, "ann")
 	require.NoError(t, err, "the token outranks a closed room")
 	require.Equal(t, waitroom.StateAdmitted, st.State)
@@ -357,14 +357,14 @@ func TestAdmitNoBurstAfterIdleOrPause(t *testing.T) {
 	// A pause admits nobody and saves up nothing.
 	paused := cfg
 	paused.State = waitroom.RoomPaused
-	require.NoError(t, s.UpdateRoom(ctx, room, paused))
+	require.NoError(t, s.UpdateRoom(ctx, room, currentConfig(t, s, room), paused))
 	for range 50 {
 		clock.Advance(100 * time.Millisecond)
 		adm, err = s.Admit(ctx, room)
 		require.NoError(t, err)
 		require.Empty(t, adm)
 	}
-	require.NoError(t, s.UpdateRoom(ctx, room, cfg))
+	require.NoError(t, s.UpdateRoom(ctx, room, currentConfig(t, s, room), cfg))
 	clock.Advance(50 * time.Millisecond)
 	adm, err = s.Admit(ctx, room)
 	require.NoError(t, err)
@@ -376,7 +376,7 @@ func TestAdmitClosedRoomDrainsQueue(t *testing.T) {
 	ctx := t.Context()
 	s, clock, room := newRoom(t, oneAtATime)
 	enterAll(t, s, room, "ann", "bob")
-	require.NoError(t, s.UpdateRoom(ctx, room, waitroom.RoomConfig{Rate: 1, Slice: time.Second, State: waitroom.RoomClosed}))
+	require.NoError(t, s.UpdateRoom(ctx, room, currentConfig(t, s, room), waitroom.RoomConfig{Rate: 1, Slice: time.Second, State: waitroom.RoomClosed}))
 	startBucket(t, s, room)
 	clock.Advance(time.Second)
 	adm, err := s.Admit(ctx, room)
@@ -749,4 +749,12 @@ func TestConformance(t *testing.T) {
 			FakeClock: true,
 		}
 	})
+}
+
+// currentConfig reads room's live settings: the "from" of an UpdateRoom.
+func currentConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomConfig {
+	tb.Helper()
+	cfg, err := s.RoomConfig(tb.Context(), room)
+	require.NoError(tb, err)
+	return cfg
 }

@@ -332,7 +332,7 @@ func TestFaultRedisRestart(t *testing.T) {
 	// The operator changes the live settings; the keeper learns them.
 	live := cfg
 	live.Rate = 500
-	require.NoError(t, s.UpdateRoom(ctx, room, live))
+	require.NoError(t, s.UpdateRoom(ctx, room, currentConfig(t, s, room), live))
 	recreated, err = keeper.Tick(ctx)
 	require.NoError(t, err)
 	require.Empty(t, recreated)

@@ -61,41 +61,60 @@ func (s *Store) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomCo
 	return created, nil
 }
 
-// updateRoomScript replaces an existing room's settings.
+// updateRoomScript replaces an existing room's settings if they are still
+// what the caller read (compare and set).
 //
 // KEYS[1] cfg
-// ARGV    field, value, … (configArgs)
+// ARGV[1] n: how many of the following values are the expected settings
+// ARGV[2 .. n+1]   field, value, … the settings the caller read (configArgs)
+// ARGV[n+2 ..]     field, value, … the new settings (configArgs)
 //
-// Returns "OK", or "ROOM_NOT_FOUND" (nothing written).
+// Returns "OK", "ROOM_CHANGED" or "ROOM_NOT_FOUND" (nothing written).
 var updateRoomScript = redis.NewScript(`
 local cfg_key = KEYS[1]
+local n       = tonumber(ARGV[1])
 
 -- Updating must not create a room behind CreateRoom's back.
 if redis.call('EXISTS', cfg_key) == 0 then
   return 'ROOM_NOT_FOUND'
 end
-redis.call('HSET', cfg_key, unpack(ARGV))
+-- Someone else changed the room since the caller read it: writing would
+-- silently undo their change.
+for i = 2, n, 2 do
+  local stored, expected = redis.call('HGET', cfg_key, ARGV[i]), ARGV[i + 1]
+  if stored ~= expected then
+    -- Numbers may be spelled two ways ("100" and "100.0").
+    local a, b = tonumber(stored), tonumber(expected)
+    if not (a and b and a == b) then
+      return 'ROOM_CHANGED'
+    end
+  end
+end
+redis.call('HSET', cfg_key, unpack(ARGV, n + 2))
 return 'OK'
 `)
 
-// UpdateRoom replaces the live settings of an existing room. Every
-// instance's next script reads them.
-func (s *Store) UpdateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) error {
+// UpdateRoom replaces the live settings of an existing room with to if
+// they are still from. Every instance's next script reads them.
+func (s *Store) UpdateRoom(ctx context.Context, room string, from, to waitroom.RoomConfig) error {
 	if err := checkRoom(room); err != nil {
 		return err
 	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	to = to.WithDefaults()
+	if err := to.Validate(); err != nil {
 		return err
 	}
-	k := s.keys(room)
-	res, err := updateRoomScript.Run(ctx, s.client, []string{k.cfg}, configArgs(cfg)...).Result()
+	expected := configArgs(from.WithDefaults())
+	args := append(append([]any{len(expected)}, expected...), configArgs(to)...)
+	res, err := updateRoomScript.Run(ctx, s.client, []string{s.keys(room).cfg}, args...).Result()
 	if err != nil {
 		return s.fail("update room", err)
 	}
 	switch res {
 	case "OK":
 		return nil
+	case "ROOM_CHANGED":
+		return waitroom.ErrRoomChanged
 	case "ROOM_NOT_FOUND":
 		return waitroom.ErrRoomNotFound
 	default:

@@ -355,10 +355,11 @@ func (s *Server) adminShowRoom(w http.ResponseWriter, r *http.Request) error {
 }
 
 // adminPatchRoom: PATCH /admin/rooms/{room}. It reads the live settings,
-// merges the fields given, validates and writes them back. Every instance
-// follows within one admission slice: the store's Admit and Enter read the
-// settings from the store on every call. Two operators patching the same
-// room at once: the later write wins whole.
+// merges the fields given, validates and writes them back only if nobody
+// changed the room meanwhile (else it merges again into the newer
+// settings), so two operators, or an operator and the rate tuner, never
+// undo each other. Every instance follows within one admission slice: the
+// store's Admit and Enter read the settings from the store on every call.
 func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 	room, err := pathRoom(r)
 	if err != nil {
@@ -368,21 +369,23 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 	if err := jsonhttp.Decode(r, &patch); err != nil {
 		return waitroom.BadRequest(err.Error())
 	}
-	old, err := s.store.RoomConfig(r.Context(), room)
+	var old waitroom.RoomConfig
+	cfg, err := waitroom.ChangeRoom(r.Context(), s.store, room, func(c *waitroom.RoomConfig) error {
+		old = *c
+		next, err := patch.apply(*c)
+		if err != nil {
+			return err
+		}
+		if err := validate(next); err != nil {
+			return err
+		}
+		*c = next
+		return nil
+	})
 	if err != nil {
-		return err
-	}
-	cfg, err := patch.apply(old)
-	if err != nil {
-		return err
-	}
-	if err := validate(cfg); err != nil {
 		return err
 	}
 	if cfg != old {
-		if err := s.store.UpdateRoom(r.Context(), room, cfg); err != nil {
-			return err
-		}
 		// This instance's hints follow at once; the others' within
 		// ConfigRefresh.
 		s.rooms.Delete(room)

@@ -26,6 +26,7 @@ var statusByCode = map[string]int{
 	waitroom.ErrQueueFull.Code:        http.StatusTooManyRequests,
 	waitroom.ErrRoomClosed.Code:       http.StatusForbidden,
 	waitroom.ErrRoomNotFound.Code:     http.StatusNotFound,
+	waitroom.ErrRoomChanged.Code:      http.StatusConflict,
 	waitroom.ErrNotInQueue.Code:       http.StatusNotFound,
 	waitroom.ErrTokenNotFound.Code:    http.StatusForbidden,
 	waitroom.ErrTokenInvalid.Code:     http.StatusForbidden,

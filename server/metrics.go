@@ -360,8 +360,8 @@ func (w *watchedStore) CreateRoom(ctx context.Context, room string, cfg waitroom
 	return created, err
 }
 
-func (w *watchedStore) UpdateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) error {
-	err := w.Store.UpdateRoom(ctx, room, cfg)
+func (w *watchedStore) UpdateRoom(ctx context.Context, room string, from, to waitroom.RoomConfig) error {
+	err := w.Store.UpdateRoom(ctx, room, from, to)
 	w.observe(ctx, err)
 	return err
 }

@@ -119,7 +119,7 @@ func (f *pageFixture) setState(state waitroom.RoomState) {
 	cfg, err := f.store.RoomConfig(f.t.Context(), f.room)
 	require.NoError(f.t, err)
 	cfg.State = state
-	require.NoError(f.t, f.store.UpdateRoom(f.t.Context(), f.room, cfg))
+	require.NoError(f.t, f.store.UpdateRoom(f.t.Context(), f.room, currentConfig(f.t, f.store, f.room), cfg))
 }
 
 // page is one answer of the server, its body kept as text.

@@ -330,12 +330,12 @@ func (b *boundedStore) CreateRoom(ctx context.Context, room string, cfg waitroom
 	return created, b.fail(ctx, c, err)
 }
 
-func (b *boundedStore) UpdateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) error {
+func (b *boundedStore) UpdateRoom(ctx context.Context, room string, from, to waitroom.RoomConfig) error {
 	c, cancel := b.ctx(ctx)
 	defer cancel()
-	err := b.Store.UpdateRoom(c, room, cfg)
+	err := b.Store.UpdateRoom(c, room, from, to)
 	if err == nil {
-		b.onRate(room, cfg.WithDefaults().Rate)
+		b.onRate(room, to.WithDefaults().Rate)
 	}
 	return b.fail(ctx, c, err)
 }

@@ -26,6 +26,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Rooms", testRooms},
 		{"RoomConfigRejectsBadValues", testRoomConfigRejectsBadValues},
 		{"UnknownRoom", testUnknownRoom},
+		{"UpdateRoomComparesAndSets", testUpdateRoomComparesAndSets},
 		{"ConcurrentEntersGetDistinctPositions", testConcurrentEntersGetDistinctPositions},
 		{"ConcurrentReEntryKeepsOnePlace", testConcurrentReEntryKeepsOnePlace},
 		{"QueueFullUnderConcurrency", testQueueFullUnderConcurrency},
@@ -147,7 +148,7 @@ func testRooms(t *testing.T, h Harness) {
 	require.Equal(t, 50.0, cfg.Rate)
 
 	updated := waitroom.RoomConfig{Rate: 175, MaxQueue: 5, State: waitroom.RoomPaused, MaxActive: 3}.WithDefaults()
-	require.NoError(t, h.Store.UpdateRoom(ctx, room, updated))
+	require.NoError(t, h.Store.UpdateRoom(ctx, room, cfg, updated))
 	cfg, err = h.Peer(t).RoomConfig(ctx, room)
 	require.NoError(t, err)
 	require.Equal(t, updated, cfg)
@@ -166,12 +167,47 @@ func testRoomConfigRejectsBadValues(t *testing.T, h Harness) {
 	} {
 		_, err := h.Store.CreateRoom(ctx, room+"-bad", bad)
 		require.ErrorIs(t, err, waitroom.ErrBadRequest, "%+v", bad)
-		require.ErrorIs(t, h.Store.UpdateRoom(ctx, room, bad), waitroom.ErrBadRequest, "%+v", bad)
+		require.ErrorIs(t, h.Store.UpdateRoom(ctx, room, waitroom.RoomConfig{Rate: 50}, bad), waitroom.ErrBadRequest, "%+v", bad)
 	}
 	// Nothing stored was changed by the refused updates.
 	cfg, err := h.Store.RoomConfig(ctx, room)
 	require.NoError(t, err)
 	require.Equal(t, 50.0, cfg.Rate)
+}
+
+// testUpdateRoomComparesAndSets: an update over settings someone else
+// changed meanwhile is refused, never written over theirs; of concurrent
+// read-change-write cycles every one lands, none is lost.
+func testUpdateRoomComparesAndSets(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 50})
+	read, err := h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	paused := read
+	paused.State = waitroom.RoomPaused
+	require.NoError(t, h.Peer(t).UpdateRoom(ctx, room, read, paused), "the operator pauses")
+	faster := read
+	faster.Rate = 80
+	require.ErrorIs(t, h.Store.UpdateRoom(ctx, room, read, faster), waitroom.ErrRoomChanged, "a writer that read before the pause")
+	cfg, err := h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, paused, cfg, "the pause stands")
+
+	// Ten writers each add one to MaxActive through ChangeRoom at once.
+	errs := race(10, func(int) error {
+		_, err := waitroom.ChangeRoom(ctx, h.Store, room, func(c *waitroom.RoomConfig) error {
+			c.MaxActive++
+			return nil
+		})
+		return err
+	})
+	counts := countErrors(errs)
+	cfg, err = h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, counts["ok"], cfg.MaxActive, "every change that said ok landed: %v", counts)
+	require.Equal(t, 10, counts["ok"]+counts["ROOM_CHANGED"], "every outcome is ok or ROOM_CHANGED: %v", counts)
+	require.GreaterOrEqual(t, counts["ok"], 5, "retries let most writers through")
+	require.Equal(t, waitroom.RoomPaused, cfg.State)
 }
 
 func testUnknownRoom(t *testing.T, h Harness) {
@@ -187,7 +223,7 @@ func testUnknownRoom(t *testing.T, h Harness) {
 	require.ErrorIs(t, err, waitroom.ErrRoomNotFound)
 	_, err = h.Store.Stats(ctx, room)
 	require.ErrorIs(t, err, waitroom.ErrRoomNotFound)
-	require.ErrorIs(t, h.Store.UpdateRoom(ctx, room, waitroom.RoomConfig{}), waitroom.ErrRoomNotFound)
+	require.ErrorIs(t, h.Store.UpdateRoom(ctx, room, waitroom.RoomConfig{}, waitroom.RoomConfig{}), waitroom.ErrRoomNotFound)
 	_, err = h.Store.Claim(ctx, room, "u", waitroom.NewToken())
 	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
 	rooms, err := h.Store.Rooms(ctx)
@@ -280,10 +316,11 @@ func testClosedRefusesPausedAccepts(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), st.Position)
 
-	cfg, err := h.Store.RoomConfig(ctx, room)
+	_, err = waitroom.ChangeRoom(ctx, h.Store, room, func(c *waitroom.RoomConfig) error {
+		c.State = waitroom.RoomClosed
+		return nil
+	})
 	require.NoError(t, err)
-	cfg.State = waitroom.RoomClosed
-	require.NoError(t, h.Store.UpdateRoom(ctx, room, cfg))
 	_, err = h.Store.Enter(ctx, room, "late")
 	require.ErrorIs(t, err, waitroom.ErrRoomClosed)
 	// Who was already queued keeps the place.
@@ -539,8 +576,11 @@ func testPausedAdmitsNoneAndResumesWithoutBurst(t *testing.T, h Harness) {
 		require.Empty(t, got)
 		h.Advance(t, 200*time.Millisecond)
 	}
-	cfg.State = waitroom.RoomOpen
-	require.NoError(t, h.Store.UpdateRoom(ctx, room, cfg))
+	cfg, err := waitroom.ChangeRoom(ctx, h.Store, room, func(c *waitroom.RoomConfig) error {
+		c.State = waitroom.RoomOpen
+		return nil
+	})
+	require.NoError(t, err)
 	got, err := h.Store.Admit(ctx, room)
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(got), cfg.TickQuota(), "a pause saves up no burst")

@@ -63,10 +63,12 @@ func (s *redeclaringStore) RoomConfig(ctx context.Context, room string) (waitroo
 	return cfg, err
 }
 
-func (s *redeclaringStore) UpdateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) error {
-	err := s.Store.UpdateRoom(ctx, room, cfg)
+func (s *redeclaringStore) UpdateRoom(ctx context.Context, room string, from, to waitroom.RoomConfig) error {
+	err := s.Store.UpdateRoom(ctx, room, from, to)
 	if s.redeclare(ctx, room, err) {
-		err = s.Store.UpdateRoom(ctx, room, cfg)
+		// Re-created as last seen, which may not be from: then the caller
+		// reads again (ErrRoomChanged), as it would after any change.
+		err = s.Store.UpdateRoom(ctx, room, from, to)
 	}
 	return err
 }
