@@ -437,6 +437,19 @@ func TestFaultClusterShardDown(t *testing.T) {
 	}
 	roomsShard, err := c.PrimaryFor(ctx, s.roomsKey())
 	require.NoError(t, err)
+	// What this test checks is that a promoted replica serves the room on
+	// with what it had; replication is asynchronous, so first let the dead
+	// shard's replica catch up (a probe write in the room's slot, then WAIT
+	// on the same connection: the replica then has everything before it).
+	node, err := s.client.(*redis.ClusterClient).MasterForKey(ctx, s.keys(deadRoom).cfg)
+	require.NoError(t, err)
+	cmds, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "{"+deadRoom+"}:replicated", 1, time.Minute)
+		p.Do(ctx, "WAIT", 1, 10_000)
+		return nil
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, cmds[1].(*redis.Cmd).Val(), "the replica acknowledged the writes")
 
 	c.Kill(dead)
 	killed := time.Now()
