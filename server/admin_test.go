@@ -379,9 +379,12 @@ func TestAdminShowMeasuresAdmissionRate(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.status, a.body)
 	fig := a.body["figures"].(map[string]any)
 	require.Equal(t, "1s", fig["window"])
-	// Late ticks on a loaded machine may lose up to a slice's worth; the
-	// bucket never lets more than the rate through.
-	require.InDelta(t, 200, fig["admitted_per_second"].(float64), 60, fig)
+	// The figure is the store's counter over a real second: never more
+	// than the rate (plus a tick's quota at the window's edges), and on a
+	// loaded machine late ticks may cost some of it.
+	perSecond := fig["admitted_per_second"].(float64)
+	require.LessOrEqual(t, perSecond, 200.0*1.1+20, fig)
+	require.GreaterOrEqual(t, perSecond, 100.0, fig)
 }
 
 func TestNewRejectsBadAdminConfig(t *testing.T) {
