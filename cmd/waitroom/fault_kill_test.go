@@ -182,6 +182,10 @@ func TestFaultServerKilledBetweenClaimAndComplete(t *testing.T) {
 		wg.Go(func() {
 			deadline := time.Now().Add(lease + 15*time.Second)
 			for time.Now().Before(deadline) {
+				// A TOKEN_IN_USE answer proves the lease was live after the
+				// request left; its send time bounds that moment from below
+				// whatever a loaded machine does to the answer's way back.
+				sent := time.Now()
 				r, err := do(t.Context(), client, "POST", base+"/orders", user(i), tokens[i], `{"product_id":"drop"}`)
 				mu.Lock()
 				switch {
@@ -190,8 +194,8 @@ func TestFaultServerKilledBetweenClaimAndComplete(t *testing.T) {
 					t.Errorf("%s: retry: %v", user(i), err)
 					return
 				case r.status == http.StatusConflict && r.code() == "TOKEN_IN_USE":
-					if now := time.Now(); now.After(lastInUse) {
-						lastInUse = now
+					if sent.After(lastInUse) {
+						lastInUse = sent
 					}
 					mu.Unlock()
 					time.Sleep(50 * time.Millisecond) // the lease runs on Redis's clock
