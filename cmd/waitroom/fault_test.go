@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
@@ -389,18 +388,7 @@ func TestFaultRabbitMQUnreachable(t *testing.T) {
 	conn, dbURL, schema := testSchema(t, "fault_mq")
 	amqpURL := envOr("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 
-	// Listen on the real broker before ordering.
-	broker, err := amqp.Dial(amqpURL)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = broker.Close() })
-	ch, err := broker.Channel()
-	require.NoError(t, err)
-	require.NoError(t, ch.ExchangeDeclare("waitroom.orders", "topic", true, false, false, false, nil))
-	q, err := ch.QueueDeclare("", false, true, true, false, nil)
-	require.NoError(t, err)
-	require.NoError(t, ch.QueueBind(q.Name, "order.placed", "waitroom.orders", false, nil))
-	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
-	require.NoError(t, err)
+	deliveries := listenOrderEvents(t, amqpURL)
 
 	proxy := startProxy(t, hostOf(t, amqpURL, "5672"), false)
 	m := startMain(t, []string{"--products", "drop:10", "--rate", "1000", "--db-pool", "4"}, envOf(

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 )
@@ -79,37 +77,10 @@ func TestServeBuiltinShopSellsTheStock(t *testing.T) {
 // RabbitMQ through the outbox relay. Missing services fail the test.
 func TestServeBuiltinShopOnPostgresAndRabbitMQ(t *testing.T) {
 	t.Parallel()
-	dbURL := envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	conn, dbURL, schema := testSchema(t, "cmd")
 	amqpURL := envOr("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
-
-	schema := fmt.Sprintf("cmd_%d", time.Now().UnixNano())
-	conn, err := pgx.Connect(t.Context(), dbURL)
-	require.NoError(t, err)
-	_, err = conn.Exec(t.Context(), "CREATE SCHEMA "+schema)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		_ = conn.Close(context.Background())
-	})
-
-	// Listen before ordering: the relay publishes to a topic exchange.
-	broker, err := amqp.Dial(amqpURL)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = broker.Close() })
-	ch, err := broker.Channel()
-	require.NoError(t, err)
-	require.NoError(t, ch.ExchangeDeclare("waitroom.orders", "topic", true, false, false, false, nil))
-	q, err := ch.QueueDeclare("", false, true, true, false, nil)
-	require.NoError(t, err)
-	require.NoError(t, ch.QueueBind(q.Name, "order.placed", "waitroom.orders", false, nil))
-	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
-	require.NoError(t, err)
-
-	sep := "?"
-	if strings.Contains(dbURL, "?") {
-		sep = "&"
-	}
-	env := envOf("DATABASE_URL", dbURL+sep+"search_path="+schema, "AMQP_URL", amqpURL)
+	deliveries := listenOrderEvents(t, amqpURL)
+	env := envOf("DATABASE_URL", viaProxy(t, dbURL, hostOf(t, dbURL, "5432"), schema), "AMQP_URL", amqpURL)
 	m := startMain(t, []string{"--products", "drop:5", "--rate", "1000", "--db-pool", "4"}, env)
 	base := "http://" + m.Addr()
 	status, body := order(t, base, "carol", admitted(t, base, "carol"))
@@ -175,4 +146,23 @@ func TestServeShopAdminBehindToken(t *testing.T) {
 	require.Equal(t, http.StatusCreated, create(token))
 	status, body = order(t, base, "erin", admitted(t, base, "erin"))
 	require.Equal(t, http.StatusCreated, status, body)
+}
+
+// listenOrderEvents binds a private queue to the shop's order events before
+// any order is placed (the relay publishes to a topic exchange, which drops
+// what no queue is bound for) and returns its deliveries.
+func listenOrderEvents(t *testing.T, amqpURL string) <-chan amqp.Delivery {
+	t.Helper()
+	broker, err := amqp.Dial(amqpURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = broker.Close() })
+	ch, err := broker.Channel()
+	require.NoError(t, err)
+	require.NoError(t, ch.ExchangeDeclare("waitroom.orders", "topic", true, false, false, false, nil))
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.QueueBind(q.Name, "order.placed", "waitroom.orders", false, nil))
+	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+	require.NoError(t, err)
+	return deliveries
 }
