@@ -47,15 +47,7 @@ func testPrefix(tb testing.TB, c redis.UniversalClient) string {
 	_, _ = rand.Read(b[:])
 	prefix := "wrtest:" + hex.EncodeToString(b[:])
 	tb.Cleanup(func() {
-		ctx := context.Background() // the test's context is done by now
-		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if len(keys) > 0 {
-			_ = c.Del(ctx, keys...).Err()
-		}
+		_ = DeletePrefix(context.Background(), c, prefix) // the test's context is done by now
 	})
 	return prefix
 }
@@ -630,4 +622,25 @@ func currentConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomCo
 	cfg, err := s.RoomConfig(tb.Context(), room)
 	require.NoError(tb, err)
 	return cfg
+}
+
+// TestDeletePrefix: every key of a prefix goes, another prefix's stay.
+func TestDeletePrefix(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := newClient(t)
+	gone, kept := New(c, Options{Prefix: testPrefix(t, c)}), New(c, Options{Prefix: testPrefix(t, c)})
+	for _, s := range []*Store{gone, kept} {
+		room := newRoom(t, s, waitroom.RoomConfig{})
+		fill(t, s, room, 3)
+	}
+	count := func(prefix string) int {
+		keys, err := c.Keys(ctx, prefix+":*").Result()
+		require.NoError(t, err)
+		return len(keys)
+	}
+	require.Positive(t, count(gone.prefix))
+	require.NoError(t, DeletePrefix(ctx, c, gone.prefix))
+	require.Zero(t, count(gone.prefix))
+	require.Positive(t, count(kept.prefix))
 }

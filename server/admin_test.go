@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
@@ -413,7 +412,12 @@ func TestAdminChangeReachesOtherInstances(t *testing.T) {
 		redisURL = "redis://127.0.0.1:6379/0"
 	}
 	prefix := fmt.Sprintf("wrtest-admin-%d", time.Now().UnixNano())
-	t.Cleanup(func() { deleteRedisKeys(t, redisURL, prefix+":*") })
+	t.Cleanup(func() {
+		client, err := redisstore.Open(redisURL)
+		require.NoError(t, err)
+		defer client.Close()
+		require.NoError(t, redisstore.DeletePrefix(context.Background(), client, prefix))
+	})
 	newInstance := func() (*redisstore.Store, *server.Server, *httptest.Server) {
 		client, err := redisstore.Open(redisURL)
 		require.NoError(t, err)
@@ -489,18 +493,4 @@ func TestAdminChangeReachesOtherInstances(t *testing.T) {
 	a = enterB("newcomer")
 	require.Equal(t, http.StatusForbidden, a.status)
 	require.Equal(t, "ROOM_CLOSED", a.code())
-}
-
-// deleteRedisKeys removes what a test left in the shared Redis.
-func deleteRedisKeys(t *testing.T, redisURL, match string) {
-	opts, err := redis.ParseURL(redisURL)
-	require.NoError(t, err)
-	client := redis.NewClient(opts)
-	defer client.Close()
-	ctx := context.Background() // t.Context is done during cleanup
-	iter := client.Scan(ctx, 0, match, 100).Iterator()
-	for iter.Next(ctx) {
-		require.NoError(t, client.Del(ctx, iter.Val()).Err())
-	}
-	require.NoError(t, iter.Err())
 }

@@ -281,7 +281,7 @@ func (b *bench) measureRedis(ctx context.Context) error {
 	defer func() {
 		cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		if err := deletePrefix(cleanCtx, client, prefix); err != nil {
+		if err := redisstore.DeletePrefix(cleanCtx, client, prefix); err != nil {
 			b.progress("deleting %s:* failed: %v", prefix, err)
 		}
 	}()

@@ -92,7 +92,7 @@ func TestFaultServerKilledBetweenClaimAndComplete(t *testing.T) {
 
 	redisURL := envOr("REDIS_URL", "redis://127.0.0.1:6379/0")
 	prefix := fmt.Sprintf("wrtest-kill-%d", time.Now().UnixNano())
-	t.Cleanup(func() { deleteKeys(t, redisURL, prefix+":*") })
+	t.Cleanup(func() { deleteKeys(t, redisURL, prefix) })
 	conn, dbURL, schema := testSchema(t, "fault_kill")
 	const lease = 2 * time.Second
 	env := []string{

@@ -437,7 +437,7 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 		defer func() {
 			cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			if err := deletePrefix(cleanCtx, client, prefix); err != nil {
+			if err := redisstore.DeletePrefix(cleanCtx, client, prefix); err != nil {
 				fmt.Fprintf(stderr, "waitroom loadtest: deleting the run's Redis keys (%s:*): %v\n", prefix, err)
 			}
 		}()
@@ -513,32 +513,6 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 	stopAdmit()
 	ticks.figures(&figs)
 	return rep, figs, err
-}
-
-// deletePrefix removes every key under prefix.
-func deletePrefix(ctx context.Context, client redis.UniversalClient, prefix string) error {
-	iter := client.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-	var batch []string
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := client.Unlink(ctx, batch...).Err()
-		batch = batch[:0]
-		return err
-	}
-	for iter.Next(ctx) {
-		batch = append(batch, iter.Val())
-		if len(batch) == 500 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := iter.Err(); err != nil {
-		return err
-	}
-	return flush()
 }
 
 // loadtestURL runs the crowd against a running server. With an admin

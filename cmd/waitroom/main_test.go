@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/redisstore"
 
 	"github.com/waitroom/waitroom"
 )
@@ -250,7 +250,7 @@ func TestServeEndToEndRedis(t *testing.T) {
 	}
 	prefix := fmt.Sprintf("wrtest-cmd-%d", time.Now().UnixNano())
 	env := envOf("REDIS_URL", redisURL, "WAITROOM_REDIS_PREFIX", prefix)
-	t.Cleanup(func() { deleteKeys(t, redisURL, prefix+":*") })
+	t.Cleanup(func() { deleteKeys(t, redisURL, prefix) })
 	testEndToEnd(t, []string{"--rooms", "sale"}, env)
 
 	// A second instance on the same Redis with other settings keeps the
@@ -330,18 +330,13 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-// deleteKeys removes what a test left in the shared Redis.
-func deleteKeys(t *testing.T, redisURL, match string) {
-	opts, err := redis.ParseURL(redisURL)
+// deleteKeys removes what a test left under prefix in the shared Redis.
+func deleteKeys(t *testing.T, redisURL, prefix string) {
+	client, err := redisstore.Open(redisURL)
 	require.NoError(t, err)
-	client := redis.NewClient(opts)
 	defer client.Close()
-	ctx := context.Background() // t.Context is done during cleanup
-	iter := client.Scan(ctx, 0, match, 100).Iterator()
-	for iter.Next(ctx) {
-		require.NoError(t, client.Del(ctx, iter.Val()).Err())
-	}
-	require.NoError(t, iter.Err())
+	// t.Context is done during cleanup.
+	require.NoError(t, redisstore.DeletePrefix(context.Background(), client, prefix))
 }
 
 type syncBuffer struct {
