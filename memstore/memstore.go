@@ -135,12 +135,8 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := s.now()
-	if st, ok := r.admitted(user, now); ok {
+	if st, ok := r.standing(user, s.now()); ok {
 		return st, nil
-	}
-	if pos, ok := r.queue.Position(user); ok {
-		return waiting(pos), nil
 	}
 	if r.cfg.State == waitroom.RoomClosed {
 		return waitroom.Status{}, waitroom.ErrRoomClosed
@@ -161,14 +157,22 @@ func (s *Store) Status(ctx context.Context, name, user string) (waitroom.Status,
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := s.now()
-	if st, ok := r.admitted(user, now); ok {
+	if st, ok := r.standing(user, s.now()); ok {
 		return st, nil
 	}
-	if pos, ok := r.queue.Position(user); ok {
-		return waiting(pos), nil
-	}
 	return waitroom.Status{}, waitroom.ErrNotInQueue
+}
+
+// standing is the user's live token, else its place; r.mu is held. A
+// token wins: an admitted user is no longer queued.
+func (r *room) standing(user string, now time.Time) (waitroom.Status, bool) {
+	if st, ok := r.admitted(user, now); ok {
+		return st, true
+	}
+	if pos, ok := r.queue.Position(user); ok {
+		return waiting(pos), true
+	}
+	return waitroom.Status{}, false
 }
 
 // Leave removes user from the queue, if there. Leaving a room that does

@@ -36,13 +36,18 @@ type admittedBody struct {
 	ExpiresInMS int64 `json:"expires_in_ms"`
 }
 
+// roomAndUser reads the two things every queue endpoint acts on.
+func (s *Server) roomAndUser(r *http.Request) (room, user string, err error) {
+	if room, err = s.room(r); err != nil {
+		return "", "", err
+	}
+	user, err = s.user(r)
+	return room, user, err
+}
+
 // enter: POST /rooms/{room}/enter and POST /queue/enter.
 func (s *Server) enter(w http.ResponseWriter, r *http.Request) error {
-	room, err := s.room(r)
-	if err != nil {
-		return err
-	}
-	user, err := s.user(r)
+	room, user, err := s.roomAndUser(r)
 	if err != nil {
 		return err
 	}
@@ -59,11 +64,7 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request) error {
 
 // status: GET /rooms/{room}/status and GET /queue/position.
 func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
-	room, err := s.room(r)
-	if err != nil {
-		return err
-	}
-	user, err := s.user(r)
+	room, user, err := s.roomAndUser(r)
 	if err != nil {
 		return err
 	}
@@ -76,11 +77,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 
 // leave: DELETE /rooms/{room}/queue and DELETE /queue.
 func (s *Server) leave(w http.ResponseWriter, r *http.Request) error {
-	room, err := s.room(r)
-	if err != nil {
-		return err
-	}
-	user, err := s.user(r)
+	room, user, err := s.roomAndUser(r)
 	if err != nil {
 		return err
 	}
