@@ -119,8 +119,9 @@ func pathRoom(r *http.Request) (string, error) {
 	return room, nil
 }
 
-// roomBody is a room's settings, and on GET /admin/rooms/{room} its figures.
-type roomBody struct {
+// AdminRoom is the operator API's answer about a room: its settings, and on
+// GET /admin/rooms/{room} its figures. 'waitroom admin' decodes it too.
+type AdminRoom struct {
 	Name      string             `json:"name"`
 	State     waitroom.RoomState `json:"state"`
 	Rate      float64            `json:"rate"`
@@ -129,11 +130,11 @@ type roomBody struct {
 	TokenTTL  string             `json:"token_ttl"`
 	Lease     string             `json:"lease"`
 	MaxActive int                `json:"max_active"`
-	Figures   *figuresBody       `json:"figures,omitempty"`
+	Figures   *AdminFigures       `json:"figures,omitempty"`
 }
 
-func newRoomBody(name string, cfg waitroom.RoomConfig) roomBody {
-	return roomBody{
+func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
+	return AdminRoom{
 		Name:      name,
 		State:     cfg.State,
 		Rate:      cfg.Rate,
@@ -145,9 +146,9 @@ func newRoomBody(name string, cfg waitroom.RoomConfig) roomBody {
 	}
 }
 
-// figuresBody is what a room is doing. The counters are the room's totals
+// AdminFigures is what a room is doing. The counters are the room's totals
 // over every instance, as the store keeps them.
-type figuresBody struct {
+type AdminFigures struct {
 	Waiting    int64 `json:"waiting"`
 	LiveTokens int64 `json:"live_tokens"`
 	// AdmittedPerSecond is measured over Window from the store's counter;
@@ -168,7 +169,7 @@ func (s *Server) adminListRooms(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rooms := make([]roomBody, 0, len(names))
+	rooms := make([]AdminRoom, 0, len(names))
 	for _, name := range names {
 		cfg, err := s.store.RoomConfig(r.Context(), name)
 		if errors.Is(err, waitroom.ErrRoomNotFound) {
@@ -177,7 +178,7 @@ func (s *Server) adminListRooms(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		rooms = append(rooms, newRoomBody(name, cfg))
+		rooms = append(rooms, newAdminRoom(name, cfg))
 	}
 	jsonhttp.Write(w, http.StatusOK, map[string]any{"rooms": rooms})
 	return nil
@@ -293,7 +294,7 @@ func (s *Server) adminCreateRoom(w http.ResponseWriter, r *http.Request) error {
 		return errRoomExists
 	}
 	s.log.InfoContext(r.Context(), "room created", "room", body.Name, "by", "admin", "remote", r.RemoteAddr, settingsAttr(cfg))
-	jsonhttp.Write(w, http.StatusCreated, newRoomBody(body.Name, cfg))
+	jsonhttp.Write(w, http.StatusCreated, newAdminRoom(body.Name, cfg))
 	return nil
 }
 
@@ -337,8 +338,8 @@ func (s *Server) adminShowRoom(w http.ResponseWriter, r *http.Request) error {
 		v := float64(last.Admitted-first.Admitted) / time.Since(start).Seconds()
 		perSecond = &v
 	}
-	body := newRoomBody(room, cfg)
-	body.Figures = &figuresBody{
+	body := newAdminRoom(room, cfg)
+	body.Figures = &AdminFigures{
 		Waiting:           last.Waiting,
 		LiveTokens:        last.Active,
 		AdmittedPerSecond: perSecond,
@@ -392,7 +393,7 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 		s.log.InfoContext(r.Context(), "room updated", append([]any{"room", room, "by", "admin", "remote", r.RemoteAddr},
 			settingsDiff(old, cfg)...)...)
 	}
-	jsonhttp.Write(w, http.StatusOK, newRoomBody(room, cfg))
+	jsonhttp.Write(w, http.StatusOK, newAdminRoom(room, cfg))
 	return nil
 }
 

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/waitroom/waitroom/server"
 )
 
 const adminUsage = `Usage: waitroom admin rooms <command> [flags]
@@ -188,7 +190,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	if cmd == "list" {
 		var list struct {
-			Rooms []adminRoom `json:"rooms"`
+			Rooms []server.AdminRoom `json:"rooms"`
 		}
 		if err := json.Unmarshal(raw, &list); err != nil {
 			return fmt.Errorf("reading the server's answer: %w", err)
@@ -196,7 +198,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 		printRooms(stdout, list.Rooms)
 		return nil
 	}
-	var room adminRoom
+	var room server.AdminRoom
 	if err := json.Unmarshal(raw, &room); err != nil {
 		return fmt.Errorf("reading the server's answer: %w", err)
 	}
@@ -340,31 +342,7 @@ func (c *adminClient) call(ctx context.Context, method, path string, body any) (
 	return nil, errors.New(msg)
 }
 
-// adminRoom is the server's room answer (server/admin.go).
-type adminRoom struct {
-	Name      string  `json:"name"`
-	State     string  `json:"state"`
-	Rate      float64 `json:"rate"`
-	Slice     string  `json:"slice"`
-	MaxQueue  int     `json:"max_queue"`
-	TokenTTL  string  `json:"token_ttl"`
-	Lease     string  `json:"lease"`
-	MaxActive int     `json:"max_active"`
-	Figures   *struct {
-		Waiting           int64    `json:"waiting"`
-		LiveTokens        int64    `json:"live_tokens"`
-		AdmittedPerSecond *float64 `json:"admitted_per_second"`
-		Window            string   `json:"window"`
-		Entered           int64    `json:"entered"`
-		QueueFull         int64    `json:"queue_full"`
-		Admitted          int64    `json:"admitted"`
-		Completed         int64    `json:"completed"`
-		Released          int64    `json:"released"`
-		Expired           int64    `json:"expired"`
-	} `json:"figures"`
-}
-
-func printRooms(w io.Writer, rooms []adminRoom) {
+func printRooms(w io.Writer, rooms []server.AdminRoom) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATE\tRATE\tSLICE\tMAX_QUEUE\tTOKEN_TTL\tLEASE\tMAX_ACTIVE")
 	for _, r := range rooms {
@@ -373,7 +351,7 @@ func printRooms(w io.Writer, rooms []adminRoom) {
 	_ = tw.Flush()
 }
 
-func printRoom(w io.Writer, r adminRoom) {
+func printRoom(w io.Writer, r server.AdminRoom) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	fmt.Fprintf(tw, "name:\t%s\n", r.Name)
 	fmt.Fprintf(tw, "state:\t%s\n", r.State)

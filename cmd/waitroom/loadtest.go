@@ -600,8 +600,8 @@ type roomAdmin struct {
 	room string
 }
 
-func (a roomAdmin) show(ctx context.Context) (adminRoom, error) {
-	var r adminRoom
+func (a roomAdmin) show(ctx context.Context) (server.AdminRoom, error) {
+	var r server.AdminRoom
 	// window=0: the figures now, without waiting to measure a rate.
 	raw, err := a.call(ctx, http.MethodGet, "/admin/rooms/"+a.room+"?window=0", nil)
 	if err != nil {
