@@ -130,7 +130,7 @@ type AdminRoom struct {
 	TokenTTL  string             `json:"token_ttl"`
 	Lease     string             `json:"lease"`
 	MaxActive int                `json:"max_active"`
-	Figures   *AdminFigures       `json:"figures,omitempty"`
+	Figures   *AdminFigures      `json:"figures,omitempty"`
 }
 
 func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
