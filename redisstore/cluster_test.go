@@ -36,13 +36,14 @@ func randomPrefix() string {
 // suiteTimeouts loosen the 1 s client defaults for the conformance suite:
 // it checks semantics with ~27 checks at once (one of 5,000 concurrent
 // enters) on a shared machine under -race, where a dial may wait for CPU
-// longer than a second. The fault tests keep the defaults.
-const suiteTimeouts = "?dial_timeout=5s&read_timeout=5s&write_timeout=5s&pool_timeout=5s"
+// longer than a second, and 5,000 callers queue for a pool of a few dozen
+// connections. The fault tests keep the defaults.
+const suiteTimeouts = "dial_timeout=5s&read_timeout=5s&write_timeout=5s&pool_timeout=30s"
 
 // storeHarness runs the conformance suite on url, every check with its own
 // prefix and a peer with its own client, as a second instance would have.
 func storeHarness(url string) func(t *testing.T) storetest.Harness {
-	url += suiteTimeouts
+	url = withQuery(url, suiteTimeouts)
 	return func(t *testing.T) storetest.Harness {
 		prefix := randomPrefix()
 		return storetest.Harness{

@@ -74,7 +74,7 @@ func newRoom(t *testing.T, s *Store, cfg waitroom.RoomConfig) string {
 func TestStore(t *testing.T) {
 	t.Parallel()
 	for _, autoPipeline := range []bool{true, false} {
-		url := withQuery(redisURL(), "autopipeline="+strconv.FormatBool(autoPipeline))
+		url := withQuery(redisURL(), "autopipeline="+strconv.FormatBool(autoPipeline)+"&"+suiteTimeouts)
 		t.Run(fmt.Sprintf("autopipeline=%t", autoPipeline), func(t *testing.T) {
 			t.Parallel()
 			storetest.Run(t, func(t *testing.T) storetest.Harness {
