@@ -39,34 +39,41 @@ func TestGateCompletesOnSuccess(t *testing.T) {
 	require.Equal(t, "u1", got.Get("X-User-Id"), "the upstream knows whose order it is")
 }
 
+// TestGateReleasesOnFailure: any answer but 2xx, a refusal (4xx) as much
+// as a failure (5xx), releases the token, so the user may try again.
 func TestGateReleasesOnFailure(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t)
-	f := newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
-	token := f.admit("u1")
-	f.clock.Advance(10 * time.Second)
-	before := f.status("u1").num("expires_in_ms")
-	require.EqualValues(t, 290_000, before)
+	for _, failed := range []int{http.StatusInternalServerError, http.StatusConflict, http.StatusUnprocessableEntity} {
+		t.Run(fmt.Sprint(failed), func(t *testing.T) {
+			t.Parallel()
+			up := newUpstream(t)
+			f := newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
+			token := f.admit("u1")
+			f.clock.Advance(10 * time.Second)
+			before := f.status("u1").num("expires_in_ms")
+			require.EqualValues(t, 290_000, before)
 
-	up.reply.Store(http.StatusInternalServerError)
-	a := f.order("u1", token)
-	require.Equal(t, http.StatusInternalServerError, a.status)
+			up.reply.Store(int64(failed))
+			a := f.order("u1", token)
+			require.Equal(t, failed, a.status)
 
-	after := f.status("u1")
-	require.Equal(t, "admitted", after.str("state"))
-	require.Equal(t, token, after.str("token"))
-	require.LessOrEqual(t, after.num("expires_in_ms"), before, "a release never renews the TTL")
+			after := f.status("u1")
+			require.Equal(t, "admitted", after.str("state"), "not completed")
+			require.Equal(t, token, after.str("token"))
+			require.LessOrEqual(t, after.num("expires_in_ms"), before, "a release never renews the TTL")
 
-	up.reply.Store(http.StatusCreated)
-	a = f.order("u1", token)
-	require.Equal(t, http.StatusCreated, a.status, "the released token works again")
+			up.reply.Store(http.StatusCreated)
+			a = f.order("u1", token)
+			require.Equal(t, http.StatusCreated, a.status, "the released token works again")
 
-	require.Len(t, up.headers, 2)
-	require.Equal(t, up.headers[0].Get("Idempotency-Key"), up.headers[1].Get("Idempotency-Key"),
-		"the idempotency key is stable for the token")
-	require.NotEmpty(t, up.headers[0].Get("Idempotency-Key"))
-	for _, h := range up.headers {
-		require.Empty(t, h.Values("X-Entry-Token"))
+			require.Len(t, up.headers, 2)
+			require.Equal(t, up.headers[0].Get("Idempotency-Key"), up.headers[1].Get("Idempotency-Key"),
+				"the idempotency key is stable for the token")
+			require.NotEmpty(t, up.headers[0].Get("Idempotency-Key"))
+			for _, h := range up.headers {
+				require.Empty(t, h.Values("X-Entry-Token"))
+			}
+		})
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -174,4 +175,92 @@ func TestPoolCap(t *testing.T) {
 	require.LessOrEqual(t, peak.Load(), int32(maxConns))
 	require.Equal(t, int32(maxConns), s.Stat().MaxConns())
 	t.Logf("peak connections in use: %d of %d; acquires that waited: %d", peak.Load(), maxConns, s.Stat().EmptyAcquireCount())
+}
+
+// TestDuplicateKeyBehindProductLock makes two same-key orders both miss the
+// first lookup: a third session holds the product row while both start, so
+// both queue on its lock with no order yet. Released, one places the order;
+// the other finds the key taken (on insert, or as the SOLD_OUT the first
+// order caused) and must answer with that one order.
+func TestDuplicateKeyBehindProductLock(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		stock int64 // 1: the loser fails on stock; 10: on the key's insert
+	}{{"InsertConflict", 10}, {"LastUnit", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			schema := newSchema(t)
+			// The store's sessions are named after the schema, to be told
+			// apart from parallel tests' while they wait.
+			url := databaseURL() + "&application_name=" + schema
+			if !strings.Contains(databaseURL(), "?") {
+				url = databaseURL() + "?application_name=" + schema
+			}
+			s, err := postgres.Open(ctx, postgres.Config{URL: url, MaxConns: 4, Schema: schema})
+			require.NoError(t, err)
+			t.Cleanup(s.Close)
+			require.NoError(t, s.CreateProduct(ctx, shop.Product{ID: "p", Name: "P", Stock: tc.stock}))
+
+			holder, err := pgx.Connect(ctx, databaseURL())
+			require.NoError(t, err)
+			defer holder.Close(context.Background())
+			tx, err := holder.Begin(ctx)
+			require.NoError(t, err)
+			_, err = tx.Exec(ctx, "SELECT 1 FROM "+schema+".products WHERE id = 'p' FOR UPDATE")
+			require.NoError(t, err)
+
+			type outcome struct {
+				order   shop.Order
+				created bool
+				err     error
+			}
+			var outs [2]outcome
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range outs {
+				wg.Go(func() {
+					<-start
+					o, created, err := s.PlaceOrder(ctx, shop.PlaceOrder{
+						User: "alice", IdempotencyKey: "the-key", ProductID: "p", Quantity: 1,
+					})
+					outs[i] = outcome{o, created, err}
+				})
+			}
+			close(start)
+
+			// Both are past the lookup once both wait on the holder's lock.
+			watch, err := pgx.Connect(ctx, databaseURL())
+			require.NoError(t, err)
+			defer watch.Close(context.Background())
+			var waiting int
+			for range 500 {
+				require.NoError(t, watch.QueryRow(ctx,
+					"SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+					schema).Scan(&waiting))
+				if waiting == 2 {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			require.Equal(t, 2, waiting, "both orders wait on the product row")
+			var orders int
+			require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM "+schema+".orders").Scan(&orders))
+			require.Zero(t, orders, "neither has placed an order yet")
+			require.NoError(t, tx.Commit(ctx))
+			wg.Wait()
+
+			require.NoError(t, outs[0].err)
+			require.NoError(t, outs[1].err)
+			require.NotEqual(t, outs[0].created, outs[1].created, "one places, one replays")
+			require.Equal(t, outs[0].order, outs[1].order, "both answer with the one order")
+			p, err := s.Product(ctx, "p")
+			require.NoError(t, err)
+			require.Equal(t, tc.stock-1, p.Stock, "the stock is taken once")
+			pending, err := s.PendingEvents(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, pending, "one order, one event")
+		})
+	}
 }
