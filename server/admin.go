@@ -26,6 +26,8 @@ import (
 //	POST  /admin/rooms            {"name", settings…} → 201 room; 409 ROOM_EXISTS
 //	GET   /admin/rooms/{room}     room with "figures"; ?window=1s measures admitted/s (0 skips)
 //	PATCH /admin/rooms/{room}     any of rate, slice, max_queue, token_ttl, lease, max_active, state → 200 room
+//	GET   /admin/dashboard        every room with figures and samples, for the dashboard (dashboard.go)
+//	GET   /admin/                 the dashboard's page, without the token (it asks for it)
 
 // Codes of the operator API.
 var (
@@ -55,6 +57,7 @@ func (s *Server) addAdminRoutes(routes map[string]http.Handler, token string, ex
 		"POST /admin/rooms":         s.serve(s.adminCreateRoom),
 		"GET /admin/rooms/{room}":   s.serve(s.adminShowRoom),
 		"PATCH /admin/rooms/{room}": s.serve(s.adminPatchRoom),
+		"GET /admin/dashboard":      s.serve(s.adminDashboard),
 		"/admin/":                   s.serve(func(http.ResponseWriter, *http.Request) error { return errNotFound }),
 	}
 	for p, h := range extra {
@@ -72,6 +75,14 @@ func (s *Server) addAdminRoutes(routes map[string]http.Handler, token string, ex
 			return fmt.Errorf("server: route %q is registered twice", p)
 		}
 		routes[p] = s.requireAdmin(want, h)
+	}
+	// The dashboard's page and files hold nothing secret: they load without
+	// the token and ask for it.
+	for p, h := range dashboardFiles() {
+		if _, dup := routes[p]; dup {
+			return fmt.Errorf("server: route %q is registered twice", p)
+		}
+		routes[p] = h
 	}
 	return nil
 }
@@ -161,6 +172,21 @@ type AdminFigures struct {
 	Completed         int64    `json:"completed"`
 	Released          int64    `json:"released"`
 	Expired           int64    `json:"expired"`
+}
+
+func newAdminFigures(st waitroom.Stats, perSecond *float64, window time.Duration) *AdminFigures {
+	return &AdminFigures{
+		Waiting:           st.Waiting,
+		LiveTokens:        st.Active,
+		AdmittedPerSecond: perSecond,
+		Window:            window.String(),
+		Entered:           st.Entered,
+		QueueFull:         st.Full,
+		Admitted:          st.Admitted,
+		Completed:         st.Completed,
+		Released:          st.Released,
+		Expired:           st.Expired,
+	}
 }
 
 // adminListRooms: GET /admin/rooms.
@@ -339,18 +365,7 @@ func (s *Server) adminShowRoom(w http.ResponseWriter, r *http.Request) error {
 		perSecond = &v
 	}
 	body := newAdminRoom(room, cfg)
-	body.Figures = &AdminFigures{
-		Waiting:           last.Waiting,
-		LiveTokens:        last.Active,
-		AdmittedPerSecond: perSecond,
-		Window:            window.String(),
-		Entered:           last.Entered,
-		QueueFull:         last.Full,
-		Admitted:          last.Admitted,
-		Completed:         last.Completed,
-		Released:          last.Released,
-		Expired:           last.Expired,
-	}
+	body.Figures = newAdminFigures(last, perSecond, window)
 	jsonhttp.Write(w, http.StatusOK, body)
 	return nil
 }

@@ -107,6 +107,7 @@ type Server struct {
 	orderPath     string // where the waiting page posts an order; "" for none
 	orderProduct  string
 	failover      *failover
+	dashboard     *sampler
 }
 
 // New returns a Server for cfg, or an error naming the bad field.
@@ -160,6 +161,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}
 	s.metrics = m
+	s.dashboard = newSampler(s.store)
 	gated := cfg.GatedRoutes
 	if len(gated) == 0 {
 		gated = []string{DefaultGatedRoute}

@@ -71,6 +71,7 @@ type answer struct {
 	status int
 	header http.Header
 	body   map[string]any
+	raw    string
 }
 
 func (a answer) code() string {
@@ -111,7 +112,7 @@ func send(t *testing.T, client *http.Client, req *http.Request) answer {
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	a := answer{status: resp.StatusCode, header: resp.Header}
+	a := answer{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
 	if len(raw) > 0 {
 		require.NoError(t, json.Unmarshal(raw, &a.body), "body %q", raw)
 	}

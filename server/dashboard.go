@@ -1,0 +1,255 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/jsonhttp"
+)
+
+// The operator's dashboard. GET /admin/ serves a page that holds nothing
+// secret, so it loads without credentials; it asks for the admin token,
+// keeps it in the tab's session storage and sends it as the bearer of
+// every call: GET /admin/dashboard once a second for the figures, PATCH
+// /admin/rooms/{room} for the controls.
+//
+// Every open dashboard reads the same samples: one sampler per Server takes
+// at most one sample a second (the room list, then each room's settings
+// and figures), whatever the number of dashboards, and none while nobody
+// looks. The chart's history is this instance's: it holds the samples
+// taken while a dashboard polled it.
+
+// Dashboard sampling.
+const (
+	dashboardEvery = time.Second
+	// dashboardKeep samples per room: ten minutes at one a second.
+	dashboardKeep = 600
+	// dashboardSampleTimeout bounds one sample, so a hung store delays the
+	// dashboards by this much, not forever.
+	dashboardSampleTimeout = 2 * time.Second
+)
+
+// DashboardAnswer is GET /admin/dashboard's answer.
+type DashboardAnswer struct {
+	// SampledAt is when the figures were read (unix milliseconds).
+	SampledAt int64 `json:"sampled_at"`
+	// EveryMS is the sampling period: polling faster returns the same
+	// sample.
+	EveryMS int64 `json:"every_ms"`
+	// Error is set when the last sample failed; the rooms are then those
+	// of the last sample that worked.
+	Error *DashboardError `json:"error,omitempty"`
+	Rooms []DashboardRoom `json:"rooms"`
+}
+
+// DashboardError is why the last sample failed, as the error body says it.
+type DashboardError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// DashboardRoom is one room on the dashboard: its settings and figures as
+// GET /admin/rooms/{room} gives them (admitted per second measured between
+// the last two samples), the wait of the last place, and the samples after
+// ?since=.
+type DashboardRoom struct {
+	AdminRoom
+	// ETALastSeconds is how long the last user in the queue waits at the
+	// room's rate; null while the room is paused (nobody is admitted).
+	ETALastSeconds *float64         `json:"eta_last_seconds"`
+	Series         []DashboardPoint `json:"series"`
+}
+
+// DashboardPoint is one sample of a room.
+type DashboardPoint struct {
+	T int64 `json:"t"` // unix milliseconds
+	// AdmittedPerSecond is the admitted counter's growth since the
+	// previous sample; null for the first sample after a gap.
+	AdmittedPerSecond *float64 `json:"admitted_per_second"`
+	Rate              float64  `json:"rate"`
+	Waiting           int64    `json:"waiting"`
+	LiveTokens        int64    `json:"live_tokens"`
+}
+
+// sampler takes the dashboard's samples; see the top of this file.
+type sampler struct {
+	store waitroom.Store
+	now   func() time.Time
+
+	mu    sync.Mutex // held during a sample: concurrent dashboards share it
+	taken time.Time  // when the last sample was taken; zero before the first
+	at    time.Time  // when the last sample that worked was taken
+	err   error      // of the last sample
+	rooms map[string]*roomTrack
+}
+
+// roomTrack is what the sampler knows of one room.
+type roomTrack struct {
+	cfg    waitroom.RoomConfig
+	stats  waitroom.Stats
+	seen   time.Time
+	perSec *float64
+	points []DashboardPoint // oldest first, at most dashboardKeep
+}
+
+func newSampler(store waitroom.Store) *sampler {
+	return &sampler{store: store, now: time.Now, rooms: make(map[string]*roomTrack)}
+}
+
+// read returns the figures of a sample at most dashboardEvery old, with the
+// samples taken after since (unix milliseconds). A failed sample is not
+// retried before dashboardEvery either, so a store outage does not turn the
+// dashboards into a flood.
+func (d *sampler) read(ctx context.Context, since int64) (DashboardAnswer, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	if d.taken.IsZero() || now.Sub(d.taken) >= dashboardEvery {
+		d.taken = now
+		d.err = d.sample(ctx, now)
+		if d.err == nil {
+			d.at = now
+		}
+	}
+	ans := DashboardAnswer{SampledAt: d.at.UnixMilli(), EveryMS: dashboardEvery.Milliseconds(), Rooms: []DashboardRoom{}}
+	if d.err != nil {
+		ans.Error = &DashboardError{Code: waitroom.ErrorCode(d.err), Message: waitroom.ErrorMessage(d.err)}
+	}
+	names := make([]string, 0, len(d.rooms))
+	for name := range d.rooms {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		tr := d.rooms[name]
+		room := DashboardRoom{AdminRoom: newAdminRoom(name, tr.cfg), Series: []DashboardPoint{}}
+		room.Figures = newAdminFigures(tr.stats, tr.perSec, dashboardEvery)
+		if tr.cfg.State != waitroom.RoomPaused {
+			eta := waitroom.ETA(tr.stats.Waiting, tr.cfg.Rate).Seconds()
+			room.ETALastSeconds = &eta
+		}
+		i, _ := slices.BinarySearchFunc(tr.points, since+1, func(p DashboardPoint, t int64) int { return int(p.T - t) })
+		room.Series = append(room.Series, tr.points[i:]...)
+		ans.Rooms = append(ans.Rooms, room)
+	}
+	return ans, d.err
+}
+
+// sample reads every room once. A room that went away is dropped; a store
+// error ends the sample and keeps the previous figures.
+func (d *sampler) sample(ctx context.Context, now time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, dashboardSampleTimeout)
+	defer cancel()
+	names, err := d.store.Rooms(ctx)
+	if err != nil {
+		return err
+	}
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
+		cfg, err := d.store.RoomConfig(ctx, name)
+		if errors.Is(err, waitroom.ErrRoomNotFound) {
+			continue // listed but not (or no longer) set up
+		}
+		if err != nil {
+			return err
+		}
+		st, err := d.store.Stats(ctx, name)
+		if errors.Is(err, waitroom.ErrRoomNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		seen[name] = true
+		tr := d.rooms[name]
+		if tr == nil {
+			tr = &roomTrack{}
+			d.rooms[name] = tr
+		}
+		p := DashboardPoint{T: now.UnixMilli(), Rate: cfg.Rate, Waiting: st.Waiting, LiveTokens: st.Active}
+		tr.perSec = nil
+		// Only a recent previous sample measures a rate; after a gap (no
+		// dashboard open) the growth spans minutes nobody saw.
+		if gap := now.Sub(tr.seen); !tr.seen.IsZero() && gap > 0 && gap <= 3*dashboardEvery && st.Admitted >= tr.stats.Admitted {
+			v := float64(st.Admitted-tr.stats.Admitted) / gap.Seconds()
+			p.AdmittedPerSecond, tr.perSec = &v, &v
+		}
+		tr.cfg, tr.stats, tr.seen = cfg, st, now
+		if len(tr.points) == dashboardKeep {
+			tr.points = append(tr.points[:0], tr.points[1:]...)
+		}
+		tr.points = append(tr.points, p)
+	}
+	for name := range d.rooms {
+		if !seen[name] {
+			delete(d.rooms, name)
+		}
+	}
+	return nil
+}
+
+// adminDashboard: GET /admin/dashboard?since=T, the figures for the
+// dashboard page.
+func (s *Server) adminDashboard(w http.ResponseWriter, r *http.Request) error {
+	var since int64
+	if v := r.URL.Query().Get("since"); v != "" {
+		var err error
+		if since, err = strconv.ParseInt(v, 10, 64); err != nil || since < 0 {
+			return waitroom.BadRequest(fmt.Sprintf("since: %q must be a time in unix milliseconds", v))
+		}
+	}
+	// A dashboard closed mid-sample must not cut the sample others wait for.
+	ans, err := s.dashboard.read(context.WithoutCancel(r.Context()), since)
+	if err != nil && len(ans.Rooms) == 0 {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	jsonhttp.Write(w, http.StatusOK, ans)
+	return nil
+}
+
+// dashboardFile is one embedded file of the dashboard's page.
+type dashboardFile struct {
+	name, contentType string
+}
+
+// dashboardFiles returns the handlers of the dashboard's page and its
+// files. The page allows scripts and styles from this origin only, so
+// nothing injected into it runs.
+func dashboardFiles() map[string]http.Handler {
+	files := map[string]dashboardFile{
+		"GET /admin/{$}":                      {"web/admin.html", "text/html; charset=utf-8"},
+		"GET /admin/assets/admin.js":          {"web/admin.js", "text/javascript; charset=utf-8"},
+		"GET /admin/assets/admin.css":         {"web/admin.css", "text/css; charset=utf-8"},
+		"GET /admin/assets/uPlot.iife.min.js": {"web/uplot/uPlot.iife.min.js", "text/javascript; charset=utf-8"},
+		"GET /admin/assets/uPlot.min.css":     {"web/uplot/uPlot.min.css", "text/css; charset=utf-8"},
+		"GET /admin/assets/uPlot.LICENSE.txt": {"web/uplot/LICENSE", "text/plain; charset=utf-8"},
+	}
+	handlers := make(map[string]http.Handler, len(files))
+	for pattern, f := range files {
+		body := []byte(mustRead(f.name))
+		handlers[pattern] = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := w.Header()
+			h.Set("Content-Type", f.contentType)
+			h.Set("Content-Length", strconv.Itoa(len(body)))
+			// Revalidate on every load: a new binary's page never runs
+			// with an old script.
+			h.Set("Cache-Control", "no-cache")
+			h.Set("X-Content-Type-Options", "nosniff")
+			h.Set("Referrer-Policy", "no-referrer")
+			h.Set("Content-Security-Policy", dashboardPolicy)
+			_, _ = w.Write(body)
+		})
+	}
+	return handlers
+}
+
+const dashboardPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; " +
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"

@@ -1,0 +1,305 @@
+// The operator's dashboard. It holds nothing until the operator gives the
+// admin token; the token lives in this tab's session storage and goes as
+// the bearer of every call. Figures come from GET dashboard at most once a
+// second (the server samples the store once a second for every dashboard).
+"use strict";
+(() => {
+  const tokenKey = "waitroom.adminToken";
+  const keepSeconds = 600;
+  const $ = (id) => document.getElementById(id);
+  const fmt = new Intl.NumberFormat("en-US");
+  const fmt1 = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1 });
+
+  let token = sessionStorage.getItem(tokenKey) || "";
+  let since = 0;
+  let timer = 0;
+  let generation = 0; // bumps on sign-out, so a poll in flight is dropped
+  const rooms = new Map(); // name → card state
+
+  function show(view) {
+    document.body.dataset.view = view;
+    $("login").hidden = view !== "login";
+    $("rooms").hidden = view !== "rooms";
+    $("logout").hidden = view !== "rooms";
+  }
+
+  function banner(text) {
+    $("banner").textContent = text || "";
+    $("banner").hidden = !text;
+  }
+
+  class Refused extends Error {}
+
+  async function api(method, path, body) {
+    const headers = { Authorization: "Bearer " + token };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const r = await fetch(path, {
+      method, headers, cache: "no-store", credentials: "omit",
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    let data = null;
+    try { data = await r.json(); } catch (_) { /* not JSON: a proxy's page */ }
+    if (r.status === 401) throw new Refused("the admin token was refused");
+    if (!r.ok) {
+      const e = new Error((data && data.error && data.error.message) || "HTTP " + r.status);
+      e.code = data && data.error && data.error.code;
+      throw e;
+    }
+    return data;
+  }
+
+  function signOut(reason) {
+    generation++;
+    clearTimeout(timer);
+    token = "";
+    sessionStorage.removeItem(tokenKey);
+    for (const room of rooms.values()) room.plot && room.plot.destroy();
+    rooms.clear();
+    $("rooms").replaceChildren();
+    $("sampled").textContent = "";
+    since = 0;
+    banner("");
+    $("login-error").textContent = reason || "";
+    $("login-error").hidden = !reason;
+    show("login");
+    $("token").value = "";
+    $("token").focus();
+  }
+
+  async function signIn(given) {
+    token = given;
+    const gen = ++generation;
+    try {
+      const d = await api("GET", "dashboard");
+      if (gen !== generation) return;
+      sessionStorage.setItem(tokenKey, token);
+      $("login-error").hidden = true;
+      show("rooms");
+      render(d);
+      schedule(gen);
+    } catch (e) {
+      if (gen !== generation) return;
+      signOut(e instanceof Refused ? "That token was refused." : "Could not reach the server: " + e.message);
+    }
+  }
+
+  function schedule(gen) {
+    clearTimeout(timer);
+    // At most one poll a second: the next starts a second after the last
+    // one ended.
+    timer = setTimeout(() => poll(gen), 1000);
+  }
+
+  async function poll(gen) {
+    try {
+      const d = await api("GET", "dashboard?since=" + since);
+      if (gen !== generation) return;
+      render(d);
+    } catch (e) {
+      if (gen !== generation) return;
+      if (e instanceof Refused) {
+        signOut("The admin token was refused; sign in again.");
+        return;
+      }
+      banner("Cannot read the figures: " + e.message + ". Retrying…");
+    }
+    schedule(gen);
+  }
+
+  function render(d) {
+    if (d.error) {
+      banner("The store did not answer (" + d.error.code + "): figures from " + clock(d.sampled_at) + ".");
+    } else {
+      banner("");
+    }
+    $("sampled").textContent = d.sampled_at ? "updated " + clock(d.sampled_at) : "";
+    const seen = new Set();
+    for (const r of d.rooms) {
+      seen.add(r.name);
+      let room = rooms.get(r.name);
+      if (!room) {
+        room = newCard(r.name);
+        rooms.set(r.name, room);
+        $("rooms").append(room.card);
+      }
+      updateCard(room, r, d.every_ms || 1000);
+    }
+    for (const [name, room] of rooms) {
+      if (!seen.has(name)) {
+        room.plot && room.plot.destroy();
+        room.card.remove();
+        rooms.delete(name);
+      }
+    }
+  }
+
+  function clock(ms) {
+    return new Date(ms).toLocaleTimeString("en-GB");
+  }
+
+  function duration(s) {
+    s = Math.ceil(s);
+    if (s < 60) return s + " s";
+    if (s < 3600) return Math.floor(s / 60) + " min " + (s % 60) + " s";
+    return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+  }
+
+  function newCard(name) {
+    const card = $("room-card").content.firstElementChild.cloneNode(true);
+    card.dataset.room = name;
+    card.querySelector(".name").textContent = name;
+    const room = {
+      name, card, plot: null, cfg: null,
+      data: [[], [], [], []], // seconds, admitted/s, rate, waiting
+      field: (f) => card.querySelector('[data-f="' + f + '"]'),
+    };
+    card.querySelectorAll("[data-act]").forEach((b) =>
+      b.addEventListener("click", () => control(room, b.dataset.act)));
+    card.querySelector(".rate-form").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const input = ev.target.elements.rate;
+      const rate = Number(input.value);
+      if (!(rate > 0)) {
+        note(room, "The rate must be a number above 0.");
+        return;
+      }
+      control(room, "rate", rate);
+    });
+    return room;
+  }
+
+  function updateCard(room, r, everyMS) {
+    room.cfg = r;
+    const f = r.figures || {};
+    const state = room.card.querySelector(".state");
+    state.textContent = r.state;
+    state.dataset.state = r.state;
+    room.card.dataset.state = r.state;
+    room.field("rate").textContent = fmt1.format(r.rate) + "/s";
+    room.field("waiting").textContent = fmt.format(f.waiting || 0);
+    room.field("live_tokens").textContent = fmt.format(f.live_tokens || 0);
+    room.field("admitted_per_second").textContent =
+      f.admitted_per_second == null ? "–" : fmt1.format(f.admitted_per_second);
+    room.field("completed").textContent = fmt.format(f.completed || 0);
+    room.field("expired").textContent = fmt.format(f.expired || 0);
+    room.field("eta_last").textContent = r.eta_last_seconds == null
+      ? "on hold"
+      : (f.waiting ? duration(r.eta_last_seconds) : "no queue");
+    // Figures the room has only with some features: shown when present.
+    for (const opt of room.card.querySelectorAll("[data-optional]")) {
+      const v = f[opt.dataset.optional];
+      opt.hidden = v == null;
+      if (v != null) room.field(opt.dataset.optional).textContent = fmt.format(v);
+    }
+    room.card.querySelector('[data-act="pause"]').hidden = r.state !== "open";
+    room.card.querySelector('[data-act="resume"]').hidden = r.state === "open";
+    room.card.querySelector('[data-act="close"]').hidden = r.state === "closed";
+    const input = room.card.querySelector(".rate-form input");
+    if (document.activeElement !== input && !input.dataset.edited) input.placeholder = String(r.rate);
+
+    const [ts, adm, rate, waiting] = room.data;
+    for (const p of r.series || []) {
+      const t = p.t / 1000;
+      if (ts.length && t <= ts[ts.length - 1]) continue; // already drawn
+      if (ts.length && t - ts[ts.length - 1] > 3 * everyMS / 1000) {
+        // Nobody watched in between: break the lines, do not join them.
+        ts.push(ts[ts.length - 1] + everyMS / 1000); adm.push(null); rate.push(null); waiting.push(null);
+      }
+      ts.push(t); adm.push(p.admitted_per_second); rate.push(p.rate); waiting.push(p.waiting);
+      since = Math.max(since, p.t);
+    }
+    while (ts.length && ts[0] < ts[ts.length - 1] - keepSeconds) room.data.forEach((a) => a.shift());
+    drawChart(room);
+  }
+
+  function chartWidth(room) {
+    return Math.max(240, room.card.querySelector(".chart").clientWidth);
+  }
+
+  function drawChart(room) {
+    if (!window.uPlot) return;
+    if (room.plot) {
+      room.plot.setData(room.data);
+      return;
+    }
+    const el = room.card.querySelector(".chart");
+    const upTo = (u, min, max) => [0, Math.max(1, (max || 0) * 1.1)];
+    room.plot = new uPlot({
+      width: chartWidth(room),
+      height: 220,
+      legend: { live: false },
+      cursor: { drag: { x: false, y: false } },
+      scales: { x: { time: true }, perSec: { range: upTo }, people: { range: upTo } },
+      series: [
+        {},
+        { label: "admitted/s", scale: "perSec", stroke: "#0969da", width: 2, fill: "#0969da18", spanGaps: false },
+        { label: "rate", scale: "perSec", stroke: "#8c959f", width: 1.5, dash: [6, 4], spanGaps: false, paths: uPlot.paths.stepped({ align: 1 }) },
+        { label: "waiting", scale: "people", stroke: "#bf8700", width: 2, spanGaps: false },
+      ],
+      axes: [
+        { space: 70 },
+        { scale: "perSec", label: "users/s", size: 55 },
+        { scale: "people", side: 1, label: "waiting", size: 60, grid: { show: false } },
+      ],
+    }, room.data, el);
+    new ResizeObserver(() => room.plot && room.plot.setSize({ width: chartWidth(room), height: 220 })).observe(el);
+  }
+
+  function note(room, text) {
+    room.card.querySelector(".note").textContent = text;
+  }
+
+  // What each control does, said before it is done.
+  const controls = {
+    pause: (r) => ["Pause " + r.name + "? Nobody is admitted until you resume; people can still join the queue.", "Pause", { state: "paused" }],
+    resume: (r) => ["Resume " + r.name + "? Admissions restart at " + fmt1.format(r.rate) + " users/s.", "Resume", { state: "open" }],
+    close: (r) => ["Close " + r.name + "? New arrivals are turned away (ROOM_CLOSED); people already in the queue are still admitted.", "Close the room", { state: "closed" }],
+    rate: (r, v) => ["Change the rate of " + r.name + " from " + fmt1.format(r.rate) + " to " + fmt1.format(v) + " users/s?", "Set rate", { rate: v }],
+  };
+
+  async function control(room, act, value) {
+    const [question, verb, body] = controls[act](room.cfg, value);
+    if (!(await confirmed(question, verb))) return;
+    const gen = generation;
+    try {
+      const r = await api("PATCH", "rooms/" + encodeURIComponent(room.name), body);
+      if (gen !== generation) return;
+      // Show the change at once; the next sample confirms it.
+      room.cfg = Object.assign({}, room.cfg, { state: r.state, rate: r.rate });
+      updateCard(room, room.cfg, 1000);
+      note(room, act === "rate" ? "Rate set to " + fmt1.format(r.rate) + "/s." : "Room is " + r.state + ".");
+      room.card.querySelector(".rate-form input").value = "";
+    } catch (e) {
+      if (e instanceof Refused) signOut("The admin token was refused; sign in again.");
+      else note(room, "Not done: " + e.message);
+    }
+  }
+
+  function confirmed(question, verb) {
+    const dialog = $("confirm");
+    $("confirm-text").textContent = question;
+    $("confirm-ok").textContent = verb;
+    return new Promise((resolve) => {
+      const done = (ok) => () => {
+        $("confirm-ok").onclick = $("confirm-cancel").onclick = dialog.oncancel = null;
+        dialog.close();
+        resolve(ok);
+      };
+      $("confirm-ok").onclick = done(true);
+      $("confirm-cancel").onclick = done(false);
+      dialog.oncancel = done(false);
+      dialog.showModal();
+      $("confirm-cancel").focus();
+    });
+  }
+
+  $("login-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const given = $("token").value.trim();
+    if (given) signIn(given);
+  });
+  $("logout").addEventListener("click", () => signOut(""));
+
+  if (token) signIn(token);
+  else show("login");
+})();
