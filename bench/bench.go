@@ -1,0 +1,463 @@
+// Package bench measures a waiting room on this machine, in one run and
+// in alternating short slices so that machine noise falls on every side
+// alike: the HTTP throughput of ENTER and STATUS against a trivial handler
+// in the same server, for memstore and Redis; the Redis time per call of
+// each script (INFO commandstats); the memory per waiting user; and the poll
+// load PollLoad asks of the server against the measured STATUS capacity.
+// Result.WriteMarkdown prints the tables of BENCHMARKS.md.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/memstore"
+	"github.com/waitroom/waitroom/redisstore"
+)
+
+// Config is what one run measures. Run checks nothing that the command's
+// flag parsing checks (CheckRedisURL is its check of RedisURL).
+type Config struct {
+	// RedisURL is the Redis to measure (loopback only); its keys go under a
+	// fresh prefix, deleted afterwards.
+	RedisURL string
+	// Memstore and Redis are the stores to measure.
+	Memstore, Redis bool
+	// AutoPipeline and Plain: the Redis clients to measure, with go-redis's
+	// automatic pipelining and without, in alternating slices of one run.
+	AutoPipeline, Plain bool
+	Rounds              int
+	Slice               time.Duration // one measured slice
+	Clients             int           // concurrent keep-alive HTTP clients
+	Waiting             int           // users waiting in the STATUS room
+	Rate                float64       // room rate for the poll load figure
+	CPUProfile          string        // file for a CPU profile; empty: none
+	// Serve starts a waiting-room server on store, with routes added to
+	// its own, listening on loopback; it returns the base URL
+	// (http://host:port) and a function that stops the server.
+	Serve func(ctx context.Context, store waitroom.Store, routes map[string]http.Handler) (baseURL string, stop func(), err error)
+	// Progress receives a line per step; nil discards them.
+	Progress io.Writer
+}
+
+// Run measures what cfg asks for.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Serve == nil {
+		return nil, errors.New("bench: Config.Serve is required")
+	}
+	b := &Result{cfg: cfg}
+	if err := b.run(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// CheckRedisURL reports whether rawURL names a Redis the benchmark may
+// measure: a URL go-redis parses, on loopback.
+func CheckRedisURL(rawURL string) error {
+	opts, err := redis.ParseURL(withoutAutoPipeline(rawURL))
+	switch {
+	case err != nil:
+		return err
+	case opts.Network == "tcp" && !loopbackAddr(opts.Addr):
+		return errors.New("the benchmark measures a Redis on loopback only")
+	}
+	return nil
+}
+
+// withoutAutoPipeline removes redisstore's own autopipeline query option,
+// which go-redis does not know; the bench sets it itself.
+func withoutAutoPipeline(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || !u.Query().Has("autopipeline") {
+		return rawURL
+	}
+	q := u.Query()
+	q.Del("autopipeline")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// withAutoPipeline is rawURL with autopipeline=on.
+func withAutoPipeline(rawURL string, on bool) string {
+	rawURL = withoutAutoPipeline(rawURL)
+	sep := "?"
+	if strings.Contains(rawURL, "?") {
+		sep = "&"
+	}
+	return rawURL + sep + "autopipeline=" + strconv.FormatBool(on)
+}
+
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Result is one run of the benchmark and what it measured.
+type Result struct {
+	cfg Config
+
+	loadStart, loadEnd string
+	redisVersion       string
+	http               []httpFigures
+	scripts            []scriptFigure
+	memory             []memoryFigure
+	scriptsShared      bool // other clients ran scripts during the slices
+}
+
+// httpFigures are one store's HTTP slices: requests per second of each
+// side, one value per round.
+type httpFigures struct {
+	store                  string
+	enter, status, trivial []float64
+	errors                 int64
+}
+
+type scriptFigure struct {
+	op, command  string
+	calls        int64 // calls this run made
+	seen         int64 // calls Redis counted
+	usecPerCall  float64
+	usersPerCall float64 // admit only
+}
+
+type memoryFigure struct {
+	store         string
+	users         int
+	before, after int64
+}
+
+func (b *Result) progress(format string, args ...any) {
+	fmt.Fprintf(b.cfg.Progress, "bench: "+format+"\n", args...)
+}
+
+func (b *Result) run(ctx context.Context) error {
+	b.loadStart = loadAverage()
+	if b.cfg.CPUProfile != "" {
+		f, err := os.Create(b.cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if b.cfg.Memstore {
+		store := memstore.New(memstore.Options{})
+		var before runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		if err := b.measureStores(ctx, []namedStore{{"memstore", store}}, func() int64 {
+			var m runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&m)
+			return int64(m.HeapAlloc - before.HeapAlloc)
+		}); err != nil {
+			return err
+		}
+		runtime.KeepAlive(store)
+	}
+	if b.cfg.Redis {
+		if err := b.measureRedis(ctx); err != nil {
+			return err
+		}
+	}
+	b.loadEnd = loadAverage()
+	return nil
+}
+
+func (b *Result) measureRedis(ctx context.Context) error {
+	prefix := "wrbench-" + strings.ToLower(rand.Text()[:10])
+	// One Store per kind of client asked for, on one prefix: they share
+	// the rooms, and their slices alternate in one run.
+	var stores []namedStore
+	var plain *redisstore.Store
+	var client redis.UniversalClient
+	for _, on := range []bool{true, false} {
+		if (on && !b.cfg.AutoPipeline) || (!on && !b.cfg.Plain) {
+			continue
+		}
+		c, err := redisstore.Open(withAutoPipeline(b.cfg.RedisURL, on))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		store := redisstore.New(c, redisstore.Options{Prefix: prefix})
+		name := "redis"
+		if !on {
+			name, plain = "redis, no autopipeline", store
+		}
+		stores = append(stores, namedStore{name, store})
+		client = c
+	}
+	defer func() {
+		cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := redisstore.DeletePrefix(cleanCtx, client, prefix); err != nil {
+			b.progress("deleting %s:* failed: %v", prefix, err)
+		}
+	}()
+	info, err := client.Info(ctx, "server").Result()
+	if err != nil {
+		return fmt.Errorf("redis at %s: %w", redactURL(b.cfg.RedisURL), err)
+	}
+	b.redisVersion = infoField(info, "redis_version")
+	usedMemory := func() int64 {
+		info, err := client.Info(ctx, "memory").Result()
+		if err != nil {
+			return -1
+		}
+		n, _ := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
+		return n
+	}
+	if err := b.measureStores(ctx, stores, usedMemory); err != nil {
+		return err
+	}
+	// Script times are Redis's own, the same through either client; the
+	// plain one keeps them comparable with earlier runs.
+	scripts := stores[0].store.(*redisstore.Store)
+	if plain != nil {
+		scripts = plain
+	}
+	return b.measureScripts(ctx, client, scripts)
+}
+
+// namedStore is a store and the name its figures carry.
+type namedStore struct {
+	name  string
+	store waitroom.Store
+}
+
+func infoField(info, name string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Rooms of the benchmark.
+const (
+	benchEnterRoom  = "bench-enter"
+	benchStatusRoom = "bench-status"
+	benchAdmitRoom  = "bench-admit"
+	benchTrivial    = "POST /bench/trivial"
+)
+
+// measureStores fills the STATUS room (measuring memory around it), then
+// runs the rounds of HTTP slices against a real server on each store. The
+// stores share their rooms (Redis stores on one prefix); the trivial
+// handler runs on the first store's server, and every side of every store
+// alternates with it in the same rounds.
+func (b *Result) measureStores(ctx context.Context, stores []namedStore, memory func() int64) error {
+	name := stores[0].name
+	big := waitroom.RoomConfig{Rate: b.cfg.Rate, MaxQueue: waitroom.MaxMaxQueue}
+	for _, room := range []string{benchEnterRoom, benchStatusRoom} {
+		if _, err := stores[0].store.CreateRoom(ctx, room, big); err != nil {
+			return fmt.Errorf("%s: creating room %s: %w", name, room, err)
+		}
+	}
+	b.progress("%s: filling %s with %d waiting users", name, benchStatusRoom, b.cfg.Waiting)
+	before := memory()
+	if err := fill(ctx, stores[0].store, benchStatusRoom, "w", b.cfg.Waiting, b.cfg.Clients); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	b.memory = append(b.memory, memoryFigure{store: name, users: b.cfg.Waiting, before: before, after: memory()})
+
+	transport := &http.Transport{
+		Proxy:               nil,
+		MaxIdleConns:        b.cfg.Clients * len(stores),
+		MaxIdleConnsPerHost: b.cfg.Clients,
+		MaxConnsPerHost:     b.cfg.Clients,
+		DisableCompression:  true,
+	}
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
+	var entered atomic.Int64
+	figs := make([]httpFigures, len(stores))
+	var trivial []float64
+	var sides []benchSide
+	for i, st := range stores {
+		base, stop, err := b.cfg.Serve(ctx, st.store, map[string]http.Handler{
+			benchTrivial: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"ok":true}`)
+			}),
+		})
+		if err != nil {
+			return err
+		}
+		defer stop()
+
+		post := func(path, user string) (*http.Request, error) {
+			req, err := http.NewRequest(http.MethodPost, base+path, nil)
+			if err == nil {
+				req.Header.Set(waitroom.DefaultUserHeader, user)
+			}
+			return req, err
+		}
+		f := &figs[i]
+		f.store = st.name
+		if i == 0 {
+			sides = append(sides, benchSide{"trivial", &trivial, &f.errors, func() (*http.Request, error) { return post("/bench/trivial", "trivial") }})
+		}
+		sides = append(sides,
+			benchSide{st.name + " enter", &f.enter, &f.errors, func() (*http.Request, error) {
+				return post("/rooms/"+benchEnterRoom+"/enter", "e"+strconv.FormatInt(entered.Add(1), 10))
+			}},
+			benchSide{st.name + " status", &f.status, &f.errors, func() (*http.Request, error) {
+				req, err := http.NewRequest(http.MethodGet, base+"/rooms/"+benchStatusRoom+"/status", nil)
+				if err == nil {
+					req.Header.Set(waitroom.DefaultUserHeader, waitingUser("w", mrand.IntN(b.cfg.Waiting)))
+				}
+				return req, err
+			}})
+	}
+	// A short warm-up opens the connections and fills the caches.
+	for _, s := range sides {
+		if _, _, err := b.slice(ctx, client, s.req, b.cfg.Slice/4); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	for round := range b.cfg.Rounds {
+		// Rotate the order each round, so that no side always follows
+		// the same one.
+		for i := range sides {
+			s := sides[(i+round)%len(sides)]
+			n, errs, err := b.slice(ctx, client, s.req, b.cfg.Slice)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			*s.errors += errs
+			*s.into = append(*s.into, n/b.cfg.Slice.Seconds())
+		}
+		for _, f := range figs {
+			b.progress("%s round %d/%d: enter %.0f/s, status %.0f/s, trivial %.0f/s", f.store, round+1, b.cfg.Rounds,
+				f.enter[round], f.status[round], trivial[round])
+		}
+	}
+	for i := range figs {
+		figs[i].trivial = trivial
+	}
+	b.http = append(b.http, figs...)
+	return nil
+}
+
+// benchSide is one kind of request the HTTP slices send.
+type benchSide struct {
+	name   string
+	into   *[]float64 // requests/s, one per round
+	errors *int64     // non-2xx answers
+	req    func() (*http.Request, error)
+}
+
+// slice runs cfg.clients workers for d and counts the requests answered
+// 2xx within it; others are errors.
+func (b *Result) slice(ctx context.Context, client *http.Client, newReq func() (*http.Request, error), d time.Duration) (ok float64, errs int64, err error) {
+	var (
+		done, failed atomic.Int64
+		wg           sync.WaitGroup
+		firstErr     error
+		once         sync.Once
+	)
+	deadline := time.Now().Add(d)
+	for range b.cfg.Clients {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				req, err := newReq()
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				resp, err := client.Do(req.WithContext(ctx))
+				if err != nil {
+					if ctx.Err() == nil {
+						once.Do(func() { firstErr = err })
+					}
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if time.Now().After(deadline) {
+					return
+				}
+				if resp.StatusCode/100 == 2 {
+					done.Add(1)
+				} else {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return float64(done.Load()), failed.Load(), firstErr
+}
+
+func waitingUser(prefix string, i int) string { return prefix + strconv.Itoa(i) }
+
+// fill queues users prefix0..prefix(n-1) in room with the given number of
+// goroutines.
+func fill(ctx context.Context, store waitroom.Store, room, prefix string, n, workers int) error {
+	var next atomic.Int64
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if _, err := store.Enter(ctx, room, waitingUser(prefix, i)); err != nil {
+					errs <- fmt.Errorf("filling %s: %w", room, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
