@@ -42,6 +42,7 @@ const (
 	MinTokenTTL  = time.Second
 	MinLease     = 100 * time.Millisecond
 	MaxLease     = 10 * time.Minute
+	MaxStock     = 1_000_000_000
 )
 
 // RoomConfig holds the live settings of one room. It is kept in the store so
@@ -64,6 +65,11 @@ type RoomConfig struct {
 	MaxActive int
 	// State is open, paused or closed; empty means open.
 	State RoomState
+	// Stock is how many units the room sells in all, sold ones included;
+	// 0 means the room does not track stock. A live entry token reserves
+	// one unit, a completed order sells it, and the admitter never lets
+	// live tokens + sold units exceed Stock. Raising it is a restock.
+	Stock int
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -107,6 +113,8 @@ func (c RoomConfig) Validate() error {
 		return BadRequest(fmt.Sprintf("lease must be in [%s, %s], got %s", MinLease, MaxLease, c.Lease))
 	case c.MaxActive < 0:
 		return BadRequest(fmt.Sprintf("max active must be ≥ 0, got %d", c.MaxActive))
+	case c.Stock < 0 || c.Stock > MaxStock:
+		return BadRequest(fmt.Sprintf("stock must be in [0, %d] units (0: not tracked), got %d", MaxStock, c.Stock))
 	}
 	switch c.State {
 	case RoomOpen, RoomPaused, RoomClosed:
@@ -159,6 +167,7 @@ func (c RoomConfig) Changes(to RoomConfig) []FieldChange {
 	add("token_ttl", c.TokenTTL, to.TokenTTL)
 	add("lease", c.Lease, to.Lease)
 	add("max_active", c.MaxActive, to.MaxActive)
+	add("stock", c.Stock, to.Stock)
 	return out
 }
 

@@ -21,6 +21,7 @@ var (
 	ErrTokenNotFound    = &Error{"ENTRY_TOKEN_NOT_FOUND", "no live entry token"}
 	ErrTokenInvalid     = &Error{"ENTRY_TOKEN_INVALID", "the entry token does not match"}
 	ErrTokenInUse       = &Error{"TOKEN_IN_USE", "the entry token is being used by another request"}
+	ErrSoldOut          = &Error{"SOLD_OUT", "everything is sold"}
 	ErrBadRequest       = &Error{"BAD_REQUEST", "bad request"}
 	ErrStoreUnavailable = &Error{"STORE_UNAVAILABLE", "the waiting room store is unavailable"}
 )

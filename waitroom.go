@@ -23,6 +23,9 @@ const (
 	StateWaiting State = "waiting"
 	// StateAdmitted: the user holds a live entry token.
 	StateAdmitted State = "admitted"
+	// StateSoldOut: the user is queued in a room whose stock is all sold;
+	// a restock puts it back in its place.
+	StateSoldOut State = "sold_out"
 )
 
 // Status is a user's standing in a room.
@@ -30,9 +33,31 @@ type Status struct {
 	State State
 	// Position is 1-based; set when waiting.
 	Position int64
+	// UnitsLeft is set, with FewLeft, when the room tracks stock and the
+	// units neither sold nor reserved are fewer than Position: not enough
+	// for everyone up to this user, unless some reservations come back.
+	UnitsLeft int64
+	FewLeft   bool
 	// Token and ExpiresIn are set when admitted.
 	Token     string
 	ExpiresIn time.Duration
+}
+
+// Units says where a room's stock stands for a user at position (0: not
+// waiting), given sold units and live reservations: sold out (stock gone,
+// a restock may bring it back), or how many units are neither sold nor
+// reserved when they are fewer than position. A room without stock is
+// never sold out and never short.
+func (c RoomConfig) Units(position, sold, reserved int64) (soldOut bool, left int64, few bool) {
+	if c.Stock <= 0 {
+		return false, 0, false
+	}
+	stock := int64(c.Stock)
+	if sold >= stock {
+		return true, 0, false
+	}
+	left = max(0, stock-sold-reserved)
+	return false, left, left < position
 }
 
 // Ahead is how many users wait in front of a waiting user.
@@ -66,7 +91,7 @@ type Stats struct {
 	Entered   int64 // enters that took a new place
 	Full      int64 // enters refused with QUEUE_FULL
 	Admitted  int64 // tokens issued
-	Completed int64 // tokens spent by a successful order
+	Completed int64 // tokens spent by a successful order: with stock, units sold
 	Released  int64 // tokens given back by a failed order
 	Expired   int64 // tokens that ran out unused
 }

@@ -141,12 +141,15 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 	if r.cfg.State == waitroom.RoomClosed {
 		return waitroom.Status{}, waitroom.ErrRoomClosed
 	}
+	if soldOut, _, _ := r.cfg.Units(0, r.stats.Completed, 0); soldOut {
+		return waitroom.Status{}, waitroom.ErrSoldOut
+	}
 	if r.queue.Len() >= r.cfg.MaxQueue {
 		r.stats.Full++
 		return waitroom.Status{}, waitroom.ErrQueueFull
 	}
 	r.stats.Entered++
-	return waiting(r.queue.Push(user)), nil
+	return r.waiting(r.queue.Push(user), s.now()), nil
 }
 
 // Status returns user's standing: admitted, waiting, or ErrNotInQueue.
@@ -170,7 +173,7 @@ func (r *room) standing(user string, now time.Time) (waitroom.Status, bool) {
 		return st, true
 	}
 	if pos, ok := r.queue.Position(user); ok {
-		return waiting(pos), true
+		return r.waiting(pos, now), true
 	}
 	return waitroom.Status{}, false
 }
@@ -203,9 +206,13 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 	now := s.now()
 	r.stats.Expired += int64(r.tokens.dropExpired(now))
 
+	// Every token left after dropExpired is live: a reservation.
 	limit := min(r.cfg.TickQuota(), r.queue.Len())
 	if r.cfg.MaxActive > 0 {
 		limit = min(limit, r.cfg.MaxActive-len(r.tokens.byUser))
+	}
+	if r.cfg.Stock > 0 {
+		limit = min(limit, r.cfg.Stock-int(r.stats.Completed)-len(r.tokens.byUser))
 	}
 	n := r.bucket.take(now.UnixMicro(), r.cfg, limit)
 	if n == 0 {
@@ -371,6 +378,17 @@ func checkRoomName(name string) error {
 	return nil
 }
 
-func waiting(position int) waitroom.Status {
-	return waitroom.Status{State: waitroom.StateWaiting, Position: int64(position)}
+// waiting is the standing of a user queued at position; r.mu is held. In a
+// sold-out room it is sold_out, keeping the place for a restock.
+func (r *room) waiting(position int, now time.Time) waitroom.Status {
+	st := waitroom.Status{State: waitroom.StateWaiting, Position: int64(position)}
+	if r.cfg.Stock == 0 {
+		return st
+	}
+	soldOut, left, few := r.cfg.Units(st.Position, r.stats.Completed, int64(r.tokens.liveCount(now)))
+	if soldOut {
+		return waitroom.Status{State: waitroom.StateSoldOut}
+	}
+	st.UnitsLeft, st.FewLeft = left, few
+	return st
 }

@@ -16,7 +16,8 @@ import (
 // The bucket keeps the Redis time of the last admission (µs) and a
 // fractional carry of users allowed but not yet admitted. A call may admit
 // carry + elapsed × rate users, at most quota (= ceil(rate × slice)), as
-// many as are queued, within max_active, and no more than tokens were
+// many as are queued, within max_active, within the stock (live tokens +
+// completed orders never exceed it), and no more than tokens were
 // supplied. What it may admit but does not is carried, up to one slice's
 // worth (rate × slice): a late tick's excess is made up, so the average rate
 // is exact (175/s in 100 ms ticks admits 17, 18, 17, 18, …), while idle time
@@ -61,7 +62,7 @@ local stats_key  = KEYS[6]
 local seq_key    = KEYS[7]
 local tokens     = ARGV
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock')
 local state = cfg[1]
 if not state then
   return {'ROOM_NOT_FOUND'}
@@ -71,6 +72,7 @@ local slice_ms   = tonumber(cfg[3])
 local quota      = tonumber(cfg[4]) -- per-call cap: ceil(rate × slice)
 local ttl_ms     = math.floor(tonumber(cfg[5]))
 local max_active = tonumber(cfg[6]) -- 0: no cap
+local stock      = tonumber(cfg[7] or '0') -- units in all; 0: not tracked
 -- Users per batched command: unpack must stay below Lua's C stack limit
 -- (8000 values).
 local batch = 500
@@ -112,9 +114,17 @@ else
 
   -- The epsilon absorbs float error (14.999999… users is 15).
   local n = math.min(math.floor(allow + 1e-9), quota, #tokens, redis.call('ZCARD', q_key))
-  if max_active > 0 then
-    local live = redis.call('ZCOUNT', active_key, '(' .. string.format('%d', now), '+inf')
-    n = math.min(n, math.max(0, max_active - live))
+  if max_active > 0 or stock > 0 then
+    local live = live_tokens(active_key, now)
+    if max_active > 0 then
+      n = math.min(n, math.max(0, max_active - live))
+    end
+    if stock > 0 then
+      -- Each live token reserves a unit: reservations + sales stay
+      -- within the stock.
+      local sold = tonumber(redis.call('HGET', stats_key, 'completed') or '0')
+      n = math.min(n, math.max(0, stock - sold - live))
+    end
   end
 
   local issued = 0

@@ -16,13 +16,17 @@ import (
 // KEYS[3] seq
 // KEYS[4] tok
 // KEYS[5] stats
+// KEYS[6] active
 // ARGV[1] user
 //
 // Returns one of
 //
 //	{"ADMITTED", token, ms_left, seq, seq}       the user holds a live token
-//	{"WAITING", position, seq_before, seq_after} queued (now or before); 1-based
+//	{"WAITING", position, units_left,            queued (now or before); 1-based;
+//	 seq_before, seq_after}                      units_left -1 unless short (units)
+//	{"QUEUED_SOLD_OUT", seq, seq}                queued, but the stock is all sold
 //	{"ROOM_CLOSED"}                              not queued, the room refuses entries
+//	{"SOLD_OUT"}                                 not queued, the stock is all sold
 //	{"QUEUE_FULL"}                               not queued; only stats.full counted
 //	{"ROOM_NOT_FOUND"}
 //
@@ -33,11 +37,12 @@ local cfg_key   = KEYS[1]
 local q_key     = KEYS[2]
 local seq_key   = KEYS[3]
 local tok_key   = KEYS[4]
-local stats_key = KEYS[5]
-local user      = ARGV[1]
+local stats_key  = KEYS[5]
+local active_key = KEYS[6]
+local user       = ARGV[1]
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue')
-local state, max_queue = cfg[1], tonumber(cfg[2])
+local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock')
+local state, max_queue, stock = cfg[1], tonumber(cfg[2]), tonumber(cfg[3] or '0')
 if not state then
   return {'ROOM_NOT_FOUND'}
 end
@@ -51,14 +56,25 @@ if e and e.expires_at > now then
 end
 
 -- Already queued: the same place again, so a refresh never loses it.
+-- In a sold-out room it keeps the place for a restock.
 local rank = redis.call('ZRANK', q_key, user)
 if rank then
-  return {'WAITING', rank + 1, seq, seq}
+  local sold_out, left = units(stock, stats_key, active_key, now, rank + 1)
+  if sold_out then
+    return {'QUEUED_SOLD_OUT', seq, seq}
+  end
+  return {'WAITING', rank + 1, left, seq, seq}
 end
 
 -- Closed rooms refuse new entries; paused rooms still accept them.
 if state == 'closed' then
   return {'ROOM_CLOSED'}
+end
+
+-- Nothing left to sell: no place, nothing written.
+local sold_out = units(stock, stats_key, active_key, now, 0)
+if sold_out then
+  return {'SOLD_OUT'}
 end
 
 -- Full: say so honestly and write nothing but the counter.
@@ -73,7 +89,9 @@ end
 local next_seq = redis.call('INCR', seq_key)
 redis.call('ZADD', q_key, next_seq, user)
 redis.call('HINCRBY', stats_key, 'entered', 1)
-return {'WAITING', redis.call('ZCARD', q_key), seq, next_seq}
+local position = redis.call('ZCARD', q_key)
+local _, left = units(stock, stats_key, active_key, now, position)
+return {'WAITING', position, left, seq, next_seq}
 `)
 
 // Enter queues user, or returns the standing it already has: its own live
@@ -94,7 +112,7 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 		return waitroom.Status{}, s.unexpected(ctx, "enter", res)
 	}
 	switch r.code() {
-	case "ADMITTED", "WAITING":
+	case "ADMITTED", "WAITING", "QUEUED_SOLD_OUT":
 		st, next, ok := standing(r)
 		seq, ok2 := r.reading(next)
 		if !ok || !ok2 {
@@ -104,6 +122,8 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 		return st, nil
 	case "ROOM_CLOSED":
 		return waitroom.Status{}, waitroom.ErrRoomClosed
+	case "SOLD_OUT":
+		return waitroom.Status{}, waitroom.ErrSoldOut
 	case "QUEUE_FULL":
 		return waitroom.Status{}, waitroom.ErrQueueFull
 	case "ROOM_NOT_FOUND":
@@ -113,8 +133,9 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 	}
 }
 
-// standing decodes {"ADMITTED", token, ms_left, …} and {"WAITING",
-// position, …}; next is the index of the first element after them.
+// standing decodes {"ADMITTED", token, ms_left, …}, {"WAITING",
+// position, units_left, …} and {"QUEUED_SOLD_OUT", …}; next is the index
+// of the first element after them.
 func standing(r reply) (st waitroom.Status, next int, ok bool) {
 	switch r.code() {
 	case "ADMITTED":
@@ -126,8 +147,15 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 			ExpiresIn: time.Duration(ms) * time.Millisecond,
 		}, 3, ok1 && ok2
 	case "WAITING":
-		pos, ok := r.int(1)
-		return waitroom.Status{State: waitroom.StateWaiting, Position: pos}, 2, ok
+		pos, ok1 := r.int(1)
+		left, ok2 := r.int(2)
+		st := waitroom.Status{State: waitroom.StateWaiting, Position: pos}
+		if left >= 0 {
+			st.UnitsLeft, st.FewLeft = left, true
+		}
+		return st, 3, ok1 && ok2
+	case "QUEUED_SOLD_OUT":
+		return waitroom.Status{State: waitroom.StateSoldOut}, 1, true
 	}
 	return waitroom.Status{}, 0, false
 }
@@ -138,12 +166,15 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 // KEYS[2] q
 // KEYS[3] tok
 // KEYS[4] seq
+// KEYS[5] stats
+// KEYS[6] active
 // ARGV[1] user
 //
 // Returns one of
 //
 //	{"ADMITTED", token, ms_left, seq}
-//	{"WAITING", position, seq}
+//	{"WAITING", position, units_left, seq}  units_left -1 unless short (units)
+//	{"QUEUED_SOLD_OUT", seq}                queued, but the stock is all sold
 //	{"NOT_IN_QUEUE", seq}
 //	{"ROOM_NOT_FOUND"}
 //
@@ -152,12 +183,16 @@ var statusScript = redis.NewScript(luaLib + `
 local cfg_key = KEYS[1]
 local q_key   = KEYS[2]
 local tok_key = KEYS[3]
-local seq_key = KEYS[4]
-local user    = ARGV[1]
+local seq_key    = KEYS[4]
+local stats_key  = KEYS[5]
+local active_key = KEYS[6]
+local user       = ARGV[1]
 
-if redis.call('EXISTS', cfg_key) == 0 then
+local stock = redis.call('HGET', cfg_key, 'stock')
+if not stock and redis.call('EXISTS', cfg_key) == 0 then
   return {'ROOM_NOT_FOUND'}
 end
+stock = tonumber(stock or '0')
 local seq = counter(seq_key)
 
 -- A live token wins: an admitted user is no longer queued.
@@ -170,7 +205,11 @@ end
 -- ZRANK is O(log N).
 local rank = redis.call('ZRANK', q_key, user)
 if rank then
-  return {'WAITING', rank + 1, seq}
+  local sold_out, left = units(stock, stats_key, active_key, now, rank + 1)
+  if sold_out then
+    return {'QUEUED_SOLD_OUT', seq}
+  end
+  return {'WAITING', rank + 1, left, seq}
 end
 return {'NOT_IN_QUEUE', seq}
 `)
@@ -200,7 +239,7 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 		return ok
 	}
 	switch r.code() {
-	case "ADMITTED", "WAITING":
+	case "ADMITTED", "WAITING", "QUEUED_SOLD_OUT":
 		st, next, ok := standing(r)
 		if !ok || !seqAt(next) {
 			return waitroom.Status{}, s.unexpected(ctx, "status", res)

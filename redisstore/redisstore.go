@@ -10,7 +10,7 @@
 //
 // Keys of a room:
 //
-//	wr:{ROOM}:cfg     hash   live settings: rate, slice_ms, quota, max_queue, ttl_ms, lease_ms, max_active, state
+//	wr:{ROOM}:cfg     hash   live settings: rate, slice_ms, quota, max_queue, ttl_ms, lease_ms, max_active, state, stock
 //	wr:{ROOM}:q       zset   user → arrival sequence: the queue
 //	wr:{ROOM}:seq     string INCR: the arrival sequence
 //	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens
@@ -201,8 +201,8 @@ func (s *Store) keys(room string) *roomKeys {
 		bucket: p + "bucket",
 		stats:  p + "stats",
 	}
-	k.enter = []string{k.cfg, k.q, k.seq, k.tok, k.stats}
-	k.status = []string{k.cfg, k.q, k.tok, k.seq}
+	k.enter = []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active}
+	k.status = []string{k.cfg, k.q, k.tok, k.seq, k.stats, k.active}
 	if s.keysCached.Add(1) <= maxCachedRooms {
 		if prev, loaded := s.keyCache.LoadOrStore(room, k); loaded {
 			s.keysCached.Add(-1)
@@ -348,6 +348,26 @@ local function format_entry(e)
   return string.format('%s|%s|%s|%d|%d', e.token, e.state, e.lease, e.lease_until, e.expires_at)
 end
 
+-- live_tokens: entries whose expiry (or lease, when held) is still ahead:
+-- the live tokens, each a reservation of one unit when stock is tracked.
+local function live_tokens(active_key, now)
+  return redis.call('ZCOUNT', active_key, '(' .. string.format('%d', now), '+inf')
+end
+
+-- units: where the stock stands for a user at position (0: not queued).
+-- Returns sold_out, and the units neither sold (stats.completed) nor
+-- reserved when they are fewer than position, else -1. stock 0: not
+-- tracked, never sold out.
+local function units(stock, stats_key, active_key, now, position)
+  if stock <= 0 then return false, -1 end
+  local sold = tonumber(redis.call('HGET', stats_key, 'completed') or '0')
+  if sold >= stock then return true, -1 end
+  if position == 0 then return false, -1 end
+  local left = math.max(0, stock - sold - live_tokens(active_key, now))
+  if left < position then return false, left end
+  return false, -1
+end
+
 -- active_score: cleanup may drop an entry only once both its expiry and
 -- any lease have passed, so a token cannot vanish mid-order.
 local function active_score(e)
@@ -358,7 +378,7 @@ end
 
 // roomConfigFields are the cfg hash fields, in the order configArgs gives
 // their values.
-var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state"}
+var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state", "stock"}
 
 // configArgs flattens cfg into field, value pairs for HSET. Durations are
 // kept in (possibly fractional) milliseconds, what the scripts compute in.
@@ -372,6 +392,7 @@ func configArgs(cfg waitroom.RoomConfig) []any {
 		formatMillis(cfg.Lease.Nanoseconds()),
 		strconv.Itoa(cfg.MaxActive),
 		string(cfg.State),
+		strconv.Itoa(cfg.Stock),
 	}
 	args := make([]any, 0, 2*len(vals))
 	for i, v := range vals {

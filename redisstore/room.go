@@ -82,6 +82,10 @@ end
 -- silently undo their change.
 for i = 2, n, 2 do
   local stored, expected = redis.call('HGET', cfg_key, ARGV[i]), ARGV[i + 1]
+  -- A setting added after the room was made reads as its zero value.
+  if not stored and (expected == '0' or expected == '') then
+    stored = expected
+  end
   if stored ~= expected then
     -- Numbers may be spelled two ways ("100" and "100.0").
     local a, b = tonumber(stored), tonumber(expected)
@@ -179,6 +183,13 @@ func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
 	}
 	cfg.MaxActive = int(n)
 	cfg.State = waitroom.RoomState(m["state"])
+	// Settings added since a room was made are absent: their zero value.
+	if m["stock"] != "" {
+		if n, err = num("stock"); err != nil {
+			return cfg, err
+		}
+		cfg.Stock = int(n)
+	}
 	return cfg, nil
 }
 
@@ -214,7 +225,7 @@ local now = now_ms()
 local waiting = redis.call('ZCARD', q_key)
 -- Live tokens: entries whose expiry (or lease) is still ahead. Entries
 -- past it that Admit has not cleaned up yet do not count.
-local active = redis.call('ZCOUNT', active_key, '(' .. string.format('%d', now), '+inf')
+local active = live_tokens(active_key, now)
 local c = redis.call('HMGET', stats_key, 'entered', 'full', 'admitted', 'completed', 'released', 'expired')
 local out = {'OK', waiting, active}
 for i = 1, 6 do

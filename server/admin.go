@@ -25,7 +25,7 @@ import (
 //	GET   /admin/rooms            {"rooms":[room…]}
 //	POST  /admin/rooms            {"name", settings…} → 201 room; 409 ROOM_EXISTS
 //	GET   /admin/rooms/{room}     room with "figures"; ?window=1s measures admitted/s (0 skips)
-//	PATCH /admin/rooms/{room}     any of rate, slice, max_queue, token_ttl, lease, max_active, state → 200 room
+//	PATCH /admin/rooms/{room}     any of rate, slice, max_queue, token_ttl, lease, max_active, state, stock → 200 room
 //	GET   /admin/dashboard        every room with figures and samples, for the dashboard (dashboard.go)
 //	GET   /admin/                 the dashboard's page, without the token (it asks for it)
 
@@ -141,7 +141,10 @@ type AdminRoom struct {
 	TokenTTL  string             `json:"token_ttl"`
 	Lease     string             `json:"lease"`
 	MaxActive int                `json:"max_active"`
-	Figures   *AdminFigures      `json:"figures,omitempty"`
+	// Stock is the units the room sells in all, sold ones included; 0:
+	// not tracked. Raising it is a restock.
+	Stock   int           `json:"stock"`
+	Figures *AdminFigures `json:"figures,omitempty"`
 }
 
 func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
@@ -154,6 +157,7 @@ func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
 		TokenTTL:  cfg.TokenTTL.String(),
 		Lease:     cfg.Lease.String(),
 		MaxActive: cfg.MaxActive,
+		Stock:     cfg.Stock,
 	}
 }
 
@@ -172,10 +176,14 @@ type AdminFigures struct {
 	Completed         int64    `json:"completed"`
 	Released          int64    `json:"released"`
 	Expired           int64    `json:"expired"`
+	// UnitsLeft are the units neither sold nor reserved by a live token,
+	// and SoldOut says all are sold; both only when the room tracks stock.
+	UnitsLeft *int64 `json:"units_left,omitempty"`
+	SoldOut   bool   `json:"sold_out,omitempty"`
 }
 
-func newAdminFigures(st waitroom.Stats, perSecond *float64, window time.Duration) *AdminFigures {
-	return &AdminFigures{
+func newAdminFigures(cfg waitroom.RoomConfig, st waitroom.Stats, perSecond *float64, window time.Duration) *AdminFigures {
+	f := &AdminFigures{
 		Waiting:           st.Waiting,
 		LiveTokens:        st.Active,
 		AdmittedPerSecond: perSecond,
@@ -187,6 +195,10 @@ func newAdminFigures(st waitroom.Stats, perSecond *float64, window time.Duration
 		Released:          st.Released,
 		Expired:           st.Expired,
 	}
+	if soldOut, left, _ := cfg.Units(0, st.Completed, st.Active); cfg.Stock > 0 {
+		f.SoldOut, f.UnitsLeft = soldOut, &left
+	}
+	return f
 }
 
 // adminListRooms: GET /admin/rooms.
@@ -221,6 +233,7 @@ type roomSettings struct {
 	Lease     *string  `json:"lease"`
 	MaxActive *int     `json:"max_active"`
 	State     *string  `json:"state"`
+	Stock     *int     `json:"stock"`
 }
 
 // createBody is the body of POST /admin/rooms.
@@ -252,6 +265,9 @@ func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error
 	}
 	if p.MaxActive != nil {
 		cfg.MaxActive = *p.MaxActive
+	}
+	if p.Stock != nil {
+		cfg.Stock = *p.Stock
 	}
 	if p.State != nil {
 		cfg.State = waitroom.RoomState(*p.State)
@@ -287,6 +303,8 @@ func validate(cfg waitroom.RoomConfig) error {
 		return bad("lease: must be in [%s, %s], got %s", waitroom.MinLease, waitroom.MaxLease, cfg.Lease)
 	case cfg.MaxActive < 0:
 		return bad("max_active: must be ≥ 0 (0: no cap), got %d", cfg.MaxActive)
+	case cfg.Stock < 0 || cfg.Stock > waitroom.MaxStock:
+		return bad("stock: must be in [0, %d] units (0: not tracked), got %d", waitroom.MaxStock, cfg.Stock)
 	}
 	switch cfg.State {
 	case waitroom.RoomOpen, waitroom.RoomPaused, waitroom.RoomClosed:
@@ -365,7 +383,7 @@ func (s *Server) adminShowRoom(w http.ResponseWriter, r *http.Request) error {
 		perSecond = &v
 	}
 	body := newAdminRoom(room, cfg)
-	body.Figures = newAdminFigures(last, perSecond, window)
+	body.Figures = newAdminFigures(cfg, last, perSecond, window)
 	jsonhttp.Write(w, http.StatusOK, body)
 	return nil
 }
@@ -414,7 +432,7 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 
 func settingsAttr(cfg waitroom.RoomConfig) slog.Attr {
 	return slog.Group("settings", "state", cfg.State, "rate", cfg.Rate, "slice", cfg.Slice, "max_queue", cfg.MaxQueue,
-		"token_ttl", cfg.TokenTTL, "lease", cfg.Lease, "max_active", cfg.MaxActive)
+		"token_ttl", cfg.TokenTTL, "lease", cfg.Lease, "max_active", cfg.MaxActive, "stock", cfg.Stock)
 }
 
 // settingsDiff lists the changed fields as old → new attributes.

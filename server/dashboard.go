@@ -130,7 +130,7 @@ func (d *sampler) read(ctx context.Context, since int64) (DashboardAnswer, error
 	for _, name := range names {
 		tr := d.rooms[name]
 		room := DashboardRoom{AdminRoom: newAdminRoom(name, tr.cfg), Series: []DashboardPoint{}}
-		room.Figures = newAdminFigures(tr.stats, tr.perSec, dashboardEvery)
+		room.Figures = newAdminFigures(tr.cfg, tr.stats, tr.perSec, dashboardEvery)
 		if tr.cfg.State != waitroom.RoomPaused {
 			eta := waitroom.ETA(tr.stats.Waiting, tr.cfg.Rate).Seconds()
 			room.ETALastSeconds = &eta

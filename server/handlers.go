@@ -24,6 +24,15 @@ type waitingBody struct {
 	PollAfterMS int64          `json:"poll_after_ms"`
 	// Paused says the room admits nobody for now, so the ETA is on hold.
 	Paused bool `json:"paused,omitempty"`
+	// UnitsLeft is set when the room's unreserved units are fewer than
+	// the users up to this one (waitroom.Status.FewLeft).
+	UnitsLeft *int64 `json:"units_left,omitempty"`
+}
+
+// soldOutBody is the answer to a user queued in a sold-out room.
+type soldOutBody struct {
+	State waitroom.State `json:"state"`
+	Room  string         `json:"room"`
 }
 
 // admittedBody is the answer to a user holding an entry token.
@@ -118,11 +127,17 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, room string, st 
 			PollAfterMS: waitroom.PollAfter(st.Position, cfg.Rate).Milliseconds(),
 			Paused:      cfg.State == waitroom.RoomPaused,
 		}
+		if st.FewLeft {
+			body.UnitsLeft = &st.UnitsLeft
+		}
 		if !plainJSONString(room) {
 			jsonhttp.Write(w, http.StatusOK, body)
 			return nil
 		}
 		writeJSONBytes(w, body.appendJSON(make([]byte, 0, 160)))
+		return nil
+	case waitroom.StateSoldOut:
+		jsonhttp.Write(w, http.StatusOK, soldOutBody{State: st.State, Room: room})
 		return nil
 	default:
 		return fmt.Errorf("store answered an unknown state %q", st.State)
@@ -162,6 +177,10 @@ func (b waitingBody) appendJSON(buf []byte) []byte {
 	buf = strconv.AppendInt(buf, b.PollAfterMS, 10)
 	if b.Paused {
 		buf = append(buf, `,"paused":true`...)
+	}
+	if b.UnitsLeft != nil {
+		buf = append(buf, `,"units_left":`...)
+		buf = strconv.AppendInt(buf, *b.UnitsLeft, 10)
 	}
 	return append(buf, "}\n"...)
 }

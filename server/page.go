@@ -55,6 +55,7 @@ func cspHash(s string) string {
 const (
 	pageWaiting     = "waiting"
 	pageAdmitted    = "admitted"
+	pageSoldOut     = "sold_out"
 	pageQueueFull   = "queue_full"
 	pageClosed      = "closed"
 	pageNoRoom      = "no_room"
@@ -71,7 +72,8 @@ type pageView struct {
 	Ahead        string
 	Wait         string
 	Paused       bool
-	Progress     int // percent of the way from the place at entry to the front
+	UnitsLeft    string // set when the units left are fewer than the users up to this one
+	Progress     int    // percent of the way from the place at entry to the front
 	ProgressText string
 	ShowRoom     bool // the room's name is worth showing: not the default room
 	Refresh      string
@@ -98,6 +100,7 @@ type pageBoot struct {
 	ETASeconds  int64  `json:"eta_seconds"`
 	PollAfterMS int64  `json:"poll_after_ms"`
 	Paused      bool   `json:"paused,omitempty"`
+	UnitsLeft   *int64 `json:"units_left,omitempty"`
 	Token       string `json:"token,omitempty"`
 	ExpiresInMS int64  `json:"expires_in_ms,omitempty"`
 	RetryAfter  int    `json:"retry_after,omitempty"`
@@ -186,6 +189,10 @@ func (s *Server) statusView(r *http.Request, room string, st waitroom.Status) (p
 		v.Boot.Paused = cfg.State == waitroom.RoomPaused
 		v.Position, v.Ahead = groupDigits(st.Position), groupDigits(st.Ahead())
 		v.Paused = v.Boot.Paused
+		if st.FewLeft {
+			v.Boot.UnitsLeft = &st.UnitsLeft
+			v.UnitsLeft = groupDigits(st.UnitsLeft)
+		}
 		v.Wait = waitText(eta)
 		if v.Paused {
 			v.Wait = "on hold while the sale is paused"
@@ -205,6 +212,8 @@ func (s *Server) statusView(r *http.Request, room string, st waitroom.Status) (p
 		refresh := max(int64(1), (poll.Milliseconds()+999)/1000)
 		v.Refresh = fmt.Sprintf("%d; url=%s?from=%d", refresh, v.PageURL, from)
 		return v, nil
+	case waitroom.StateSoldOut:
+		return s.baseView(r, room, pageSoldOut), nil
 	default:
 		return pageView{}, fmt.Errorf("store answered an unknown state %q", st.State)
 	}
@@ -242,6 +251,8 @@ func (s *Server) errorView(w http.ResponseWriter, r *http.Request, room string, 
 		w.Header().Set("Retry-After", strconv.Itoa(v.RetryAfter))
 	case waitroom.ErrRoomClosed.Code:
 		v = s.baseView(r, room, pageClosed)
+	case waitroom.ErrSoldOut.Code:
+		v = s.baseView(r, room, pageSoldOut)
 	case waitroom.ErrRoomNotFound.Code:
 		v = s.baseView(r, room, pageNoRoom)
 	case waitroom.ErrStoreUnavailable.Code:

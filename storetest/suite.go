@@ -51,6 +51,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ExpiredTokenNotFound", testExpiredTokenNotFound},
 		{"HeldTokenOutlivesTTLUntilLeaseEnds", testHeldTokenOutlivesTTLUntilLeaseEnds},
 		{"Stats", testStats},
+		{"StockNoShowsGiveUnitsBack", testStockNoShowsGiveUnitsBack},
+		{"UnitsLeft", testUnitsLeft},
+		{"StockHoldsUnderConcurrency", testStockHoldsUnderConcurrency},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

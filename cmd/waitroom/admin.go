@@ -37,6 +37,8 @@ Settings (create, set):
   --token-ttl duration       how long an entry token lives, e.g. 5m
   --lease duration           how long an order may hold a token, e.g. 30s
   --max-active n             most live entry tokens at once; 0: no cap
+  --stock n                  units the room sells in all, sold ones included;
+                             0: not tracked; raising it is a restock
   --state open|paused|closed paused admits nobody; closed refuses new entries
 
 Flags:
@@ -83,6 +85,7 @@ var settingFlags = []struct{ flag, field, kind string }{
 	{"token-ttl", "token_ttl", "duration"},
 	{"lease", "lease", "duration"},
 	{"max-active", "max_active", "int"},
+	{"stock", "stock", "int"},
 	{"state", "state", "state"},
 }
 
@@ -365,6 +368,11 @@ func printRoom(w io.Writer, r server.AdminRoom) {
 		maxActive = "no cap"
 	}
 	fmt.Fprintf(tw, "max active:\t%s\n", maxActive)
+	stock := strconv.Itoa(r.Stock)
+	if r.Stock == 0 {
+		stock = "not tracked"
+	}
+	fmt.Fprintf(tw, "stock:\t%s\n", stock)
 	if f := r.Figures; f != nil {
 		fmt.Fprintf(tw, "waiting:\t%d\n", f.Waiting)
 		fmt.Fprintf(tw, "live tokens:\t%d\n", f.LiveTokens)
@@ -377,6 +385,9 @@ func printRoom(w io.Writer, r server.AdminRoom) {
 		fmt.Fprintf(tw, "completed:\t%d\n", f.Completed)
 		fmt.Fprintf(tw, "released:\t%d\n", f.Released)
 		fmt.Fprintf(tw, "expired:\t%d\n", f.Expired)
+		if f.UnitsLeft != nil {
+			fmt.Fprintf(tw, "units left:\t%d (sold out: %t)\n", *f.UnitsLeft, f.SoldOut)
+		}
 	}
 	_ = tw.Flush()
 }

@@ -81,6 +81,7 @@ var serveSettings = []setting{
 	{"token-ttl", "WAITROOM_TOKEN_TTL", "300s", "duration", "how long an entry token lives"},
 	{"lease", "WAITROOM_LEASE", "30s", "duration", "how long an order may hold a token before it is usable again"},
 	{"max-active", "WAITROOM_MAX_ACTIVE", "0", "n", "most live entry tokens at once; 0: no cap"},
+	{"stock", "WAITROOM_STOCK", "0", "n", "units the default room sells in all; a live entry token reserves one, so nobody is admitted to find nothing; 0: not tracked"},
 	{"upstream", "WAITROOM_UPSTREAM", "", "url", "order API the gate guards; empty: the built-in reference shop"},
 	{"database-url", "DATABASE_URL", "", "url", "PostgreSQL of the built-in shop (postgres://…); empty: in this process only, not durable"},
 	{"db-pool", "WAITROOM_DB_POOL", "40", "n", "connection pool maximum of the built-in shop; also the default of --pool"},
@@ -287,6 +288,8 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	c.Room.Lease, err = parseDuration(raw["lease"], waitroom.MinLease, waitroom.MaxLease)
 	check(err)
 	c.Room.MaxActive, err = parseInt(raw["max-active"], 0, math.MaxInt32)
+	check(err)
+	c.Room.Stock, err = parseInt(raw["stock"], 0, waitroom.MaxStock)
 	check(err)
 	c.Room.State = waitroom.RoomOpen
 	if len(errs) == 0 {

@@ -69,6 +69,12 @@
     $("progress").value = pct;
     $("progress").textContent = pct + "%";
     $("progress-text").textContent = !st.ahead ? "You're next" : pct + "% of the way to the front";
+    var few = typeof st.units_left === "number";
+    $("units").hidden = !few;
+    if (few) {
+      $("units-left").textContent = digits(st.units_left);
+      $("units-ahead").textContent = digits(st.ahead);
+    }
     $("paused").hidden = !st.paused;
     document.title = "In line · " + digits(st.position);
     show("waiting");
@@ -114,6 +120,8 @@
           renderWaiting(r.body);
         } else if (r.status === 200 && r.body.state === "admitted") {
           renderAdmitted(r.body);
+        } else if (r.status === 200 && r.body.state === "sold_out") {
+          show("sold_out");
         } else if (code === "NOT_IN_QUEUE") {
           show("left");
         } else if (code === "ROOM_NOT_FOUND") {

@@ -1,0 +1,259 @@
+package storetest
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+)
+
+// buy claims and completes an admitted user's token: the order succeeded.
+func buy(t *testing.T, s waitroom.Store, room string, a waitroom.Admission) error {
+	t.Helper()
+	hold, err := s.Claim(ctxFor(t), room, a.User, a.Token)
+	if err != nil {
+		return err
+	}
+	return s.Complete(ctxFor(t), hold)
+}
+
+// requireWithinStock reads the room's figures and fails when live
+// reservations and sales exceed stock; it returns them.
+func requireWithinStock(t *testing.T, s waitroom.Store, room string, stock int) waitroom.Stats {
+	t.Helper()
+	st, err := s.Stats(ctxFor(t), room)
+	require.NoError(t, err)
+	require.LessOrEqual(t, st.Active+st.Completed, int64(stock), "reservations %d + sold %d", st.Active, st.Completed)
+	return st
+}
+
+// testStockNoShowsGiveUnitsBack: stock 10, 40 buyers, 3 admitted no-shows
+// with a short TTL: exactly 10 orders, every admitted buyer who came finds
+// its unit, the no-shows' units come back and go to the next in line; then
+// the rest are told sold_out, new entries get SOLD_OUT, and a restock
+// reopens the room to them in their places.
+func testStockNoShowsGiveUnitsBack(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	const stock, buyers, noShows = 10, 40, 3
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1000, TokenTTL: time.Second, Stock: stock})
+	enterAll(t, h.Store, room, buyers)
+
+	admitted := map[string]bool{}
+	skipped := 0
+	var orders int
+	for i := 0; orders < stock && i < 400; i++ {
+		got, err := h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		for _, a := range got {
+			require.False(t, admitted[a.User], "%s admitted twice", a.User)
+			admitted[a.User] = true
+			if skipped < noShows {
+				skipped++ // a no-show: holds its unit until the token expires
+				continue
+			}
+			require.NoError(t, buy(t, h.Store, room, a), "an admitted buyer finds its unit")
+			orders++
+		}
+		requireWithinStock(t, h.Store, room, stock)
+		h.Advance(t, 50*time.Millisecond)
+	}
+	require.Equal(t, stock, orders)
+	require.Len(t, admitted, stock+noShows, "the no-shows' units went to the next in line")
+
+	// All sold: nothing more is admitted.
+	h.Advance(t, 100*time.Millisecond)
+	got, err := h.Store.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	st := requireWithinStock(t, h.Store, room, stock)
+	require.Equal(t, int64(stock), st.Completed)
+	require.Equal(t, int64(stock+noShows), st.Admitted)
+	require.Equal(t, int64(buyers-stock-noShows), st.Waiting)
+
+	// Those still queued are told at once, on either instance.
+	peer := h.Peer(t)
+	waitingUser := ""
+	for i := range buyers {
+		if admitted[user(i)] {
+			continue
+		}
+		waitingUser = user(i)
+		status, err := peer.Status(ctx, room, user(i))
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateSoldOut, status.State, user(i))
+		status, err = h.Store.Enter(ctx, room, user(i))
+		require.NoError(t, err, "entering again is a status, not a new entry")
+		require.Equal(t, waitroom.StateSoldOut, status.State)
+	}
+	_, err = h.Store.Enter(ctx, room, "latecomer")
+	require.ErrorIs(t, err, waitroom.ErrSoldOut)
+	_, err = h.Store.Status(ctx, room, "latecomer")
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue, "a refused entry took no place")
+
+	// A restock of 5 reopens the room: the queued keep their places.
+	_, err = waitroom.ChangeRoom(ctx, h.Store, room, func(c *waitroom.RoomConfig) error {
+		c.Stock = stock + 5
+		return nil
+	})
+	require.NoError(t, err)
+	status, err := h.Store.Status(ctx, room, waitingUser)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateWaiting, status.State)
+	require.Equal(t, int64(buyers-stock-noShows), status.Position, "the last queued is still last")
+	require.True(t, status.FewLeft)
+	require.Equal(t, int64(5), status.UnitsLeft)
+	more := 0
+	for i := 0; more < 5 && i < 100; i++ {
+		got, err := h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		more += len(got)
+		h.Advance(t, 20*time.Millisecond)
+	}
+	require.Equal(t, 5, more)
+	requireWithinStock(t, h.Store, room, stock+5)
+}
+
+// testUnitsLeft: a waiting answer carries the unreserved units when they
+// are fewer than the users up to this one, and only then.
+func testUnitsLeft(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	// One user per tick at most, so the test admits exactly two.
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 10, Stock: 5})
+	enterAll(t, h.Store, room, 8)
+	st, err := h.Store.Status(ctx, room, user(4))
+	require.NoError(t, err)
+	require.Equal(t, int64(5), st.Position)
+	require.False(t, st.FewLeft, "5 units for 5 users")
+	st, err = h.Store.Status(ctx, room, user(5))
+	require.NoError(t, err)
+	require.True(t, st.FewLeft)
+	require.Equal(t, int64(5), st.UnitsLeft)
+
+	// Two admitted: their tokens reserve two units.
+	for n := 0; n < 2; {
+		got, err := h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		n += len(got)
+		if n < 2 {
+			h.Advance(t, 100*time.Millisecond)
+		}
+	}
+	st, err = h.Store.Enter(ctx, room, user(5)) // now 4th in line
+	require.NoError(t, err)
+	require.Equal(t, int64(4), st.Position)
+	require.True(t, st.FewLeft)
+	require.Equal(t, int64(3), st.UnitsLeft)
+	st, err = h.Store.Status(ctx, room, user(2))
+	require.NoError(t, err)
+	require.False(t, st.FewLeft)
+
+	// A room without stock never says so.
+	plain := newRoom(t, h, waitroom.RoomConfig{})
+	enterAll(t, h.Store, plain, 3)
+	st, err = h.Store.Status(ctx, plain, user(2))
+	require.NoError(t, err)
+	require.False(t, st.FewLeft)
+}
+
+// testStockHoldsUnderConcurrency: 1,000 buyers entering at once on two
+// instances, stock 100, both instances admitting and buying at once while
+// a sampler reads the figures: reservations + sales never exceed 100, and
+// exactly 100 are sold.
+func testStockHoldsUnderConcurrency(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	const stock, buyers = 100, 1000
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 2000, Stock: stock})
+	stores := []waitroom.Store{h.Store, h.Peer(t)}
+	errs := race(buyers, func(i int) error {
+		_, err := stores[i%2].Enter(ctx, room, user(i))
+		return err
+	})
+	require.Equal(t, map[string]int{"ok": buyers}, countErrors(errs))
+
+	var sold atomic.Int64
+	var outcomes sync.Map // user → error of its order
+	done := make(chan struct{})
+	var over atomic.Int64 // samples above the stock
+	var samples atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			st, err := h.Store.Stats(ctx, room)
+			if err == nil {
+				samples.Add(1)
+				if st.Active+st.Completed > stock {
+					over.Add(1)
+				}
+			}
+		}
+	})
+	start := make(chan struct{})
+	var admitErrs atomic.Int64
+	for _, s := range stores {
+		wg.Go(func() {
+			<-start
+			var orders sync.WaitGroup
+			for i := 0; sold.Load() < stock && i < 2000; i++ {
+				got, err := s.Admit(ctx, room)
+				if err != nil {
+					admitErrs.Add(1)
+				}
+				for _, a := range got {
+					orders.Go(func() {
+						err := buy(t, s, room, a)
+						outcomes.Store(a.User, err)
+						if err == nil {
+							sold.Add(1)
+						}
+					})
+				}
+				h.Advance(t, 5*time.Millisecond)
+			}
+			orders.Wait()
+		})
+	}
+	close(start)
+	for sold.Load() < stock {
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+		if admitErrs.Load() > 0 {
+			break
+		}
+	}
+	close(done)
+	wg.Wait()
+
+	require.Zero(t, admitErrs.Load())
+	orderErrs := map[string]int{}
+	outcomes.Range(func(_, v any) bool {
+		err, _ := v.(error)
+		if err == nil {
+			orderErrs["ok"]++
+		} else {
+			orderErrs[waitroom.ErrorCode(err)]++
+		}
+		return true
+	})
+	require.Equal(t, map[string]int{"ok": stock}, orderErrs, "every admitted buyer found its unit")
+	require.Positive(t, samples.Load())
+	require.Zero(t, over.Load(), "of %d samples", samples.Load())
+	st := requireWithinStock(t, h.Store, room, stock)
+	require.Equal(t, int64(stock), st.Completed)
+	require.Equal(t, int64(stock), st.Admitted)
+	require.Equal(t, int64(buyers-stock), st.Waiting)
+	_, err := h.Store.Enter(ctx, room, "latecomer")
+	require.True(t, errors.Is(err, waitroom.ErrSoldOut), "%v", err)
+}
