@@ -60,6 +60,15 @@ func ratios(a, b []float64) []float64 {
 	return out
 }
 
+// spread is ratios' median, marked with mark, and their range; "n/a" when
+// no round had both sides (a slice on a starved machine answered nothing).
+func spread(ratios []float64, mark string) string {
+	if len(ratios) == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%s%.2f%s (%.2f–%.2f)", mark, median(ratios), mark, slices.Min(ratios), slices.Max(ratios))
+}
+
 // WriteMarkdown prints the run's figures as the tables of BENCHMARKS.md.
 func (b *Result) WriteMarkdown(w io.Writer) {
 	c := b.cfg
@@ -76,9 +85,8 @@ func (b *Result) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "| store | ENTER/s | STATUS/s (%d waiting) | trivial/s | ENTER ÷ trivial | STATUS ÷ trivial | non-2xx |\n|---|---:|---:|---:|---:|---:|---:|\n", c.Waiting)
 	for _, h := range b.http {
 		er, sr := ratios(h.enter, h.trivial), ratios(h.status, h.trivial)
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | **%.2f** (%.2f–%.2f) | %.2f (%.2f–%.2f) | %d |\n", h.store,
-			median(h.enter), median(h.status), median(h.trivial),
-			median(er), slices.Min(er), slices.Max(er), median(sr), slices.Min(sr), slices.Max(sr), h.errors)
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %s | %s | %d |\n", h.store,
+			median(h.enter), median(h.status), median(h.trivial), spread(er, "**"), spread(sr, ""), h.errors)
 	}
 
 	for _, h := range b.http {
@@ -88,8 +96,8 @@ func (b *Result) WriteMarkdown(w io.Writer) {
 		for _, p := range b.http {
 			if p.store == "redis, no autopipeline" {
 				er, sr := ratios(h.enter, p.enter), ratios(h.status, p.status)
-				fmt.Fprintf(w, "\nRedis with automatic pipelining ÷ without, the same rounds: ENTER **%.2f** (%.2f–%.2f), STATUS %.2f (%.2f–%.2f).\n",
-					median(er), slices.Min(er), slices.Max(er), median(sr), slices.Min(sr), slices.Max(sr))
+				fmt.Fprintf(w, "\nRedis with automatic pipelining ÷ without, the same rounds: ENTER %s, STATUS %s.\n",
+					spread(er, "**"), spread(sr, ""))
 			}
 		}
 	}

@@ -6,13 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/bench"
-	"github.com/waitroom/waitroom/server"
 )
 
 var benchSettings = []setting{
@@ -112,17 +110,17 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	return exitOK
 }
 
-// serveBench serves a benchmark's store on a loopback port.
-func serveBench(_ context.Context, store waitroom.Store, routes map[string]http.Handler) (string, func(), error) {
-	srv, err := server.New(server.Config{Store: store, Routes: routes})
+// serveBench serves a benchmark's store on a loopback port, with neither
+// admitter nor room keeper: the benchmark's rooms stay as it fills them.
+func serveBench(ctx context.Context, store waitroom.Store, routes map[string]http.Handler) (string, func(), error) {
+	cfg, err := inprocConfig()
 	if err != nil {
 		return "", nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	m := &Main{Config: cfg, Store: store, Routes: routes, Hold: true}
+	if err := m.Run(ctx); err != nil {
+		_ = m.Close()
 		return "", nil, err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
-	go func() { _ = hs.Serve(ln) }()
-	return "http://" + ln.Addr().String(), func() { _ = hs.Close() }, nil
+	return "http://" + m.Addr(), func() { _ = m.Close() }, nil
 }

@@ -14,18 +14,15 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/loadtest"
-	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
 	"github.com/waitroom/waitroom/shop"
-	"github.com/waitroom/waitroom/shop/inmem"
 )
 
 // Settings of loadtest. They follow serve's pattern (flag, then
@@ -241,7 +238,7 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 	c.run.Out = stderr
 	var (
 		rep   *loadtest.Report
-		extra serverFigures
+		extra loadtest.ServerFigures
 	)
 	if c.inproc {
 		rep, extra, err = loadtestInproc(ctx, c, stderr)
@@ -258,11 +255,11 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 		}
 		return exitFailure
 	}
-	extra.check(rep)
+	extra.Check(rep)
 	if c.jsonOut {
 		out := struct {
 			*loadtest.Report
-			Server serverFigures `json:"server"`
+			Server loadtest.ServerFigures `json:"server"`
 		}{rep, extra}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -275,7 +272,7 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 			fmt.Fprintf(stderr, "waitroom loadtest: writing the report: %v\n", werr)
 			return exitFailure
 		}
-		extra.writeText(stdout)
+		extra.WriteText(stdout)
 	}
 	if err != nil || len(extra.Violations) > 0 {
 		if err != nil {
@@ -289,143 +286,33 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 	return exitOK
 }
 
-// serverFigures are what loadtest learns from the server side, next to
-// the library's report: the queue's length once everyone had entered, and
-// each admission tick's size against its quota.
-type serverFigures struct {
-	// Source: "admitter" (in process: the admitter's hook, exact) or
-	// "admin counter" (--url: the store's admitted counter read every
-	// 10 ms through the admin API); "" when not known.
-	Source string `json:"source"`
-	// QueueAtAllEntered is the store's queue length when every user had
-	// its entry answer and before any admission (--check-positions); -1
-	// when not measured.
-	QueueAtAllEntered int64   `json:"queue_at_all_entered"`
-	Rate              float64 `json:"rate"`
-	Quota             int     `json:"tick_quota"`
-	Ticks             int     `json:"ticks"` // resolved ones
-	Admitted          int64   `json:"admitted"`
-	TickMax           int     `json:"tick_max"`
-	OverQuota         int     `json:"ticks_over_quota"`
-	// Exact says each tick was seen alone (the admitter's hook). Readings
-	// of the admin counter are not exact: one may hold a late tick and the
-	// next, so a reading above the quota is no proof of a burst and is
-	// not reported as a violation.
-	Exact bool `json:"exact"`
-	// PerSecond is the sustained rate from the first admission to the
-	// last, without the first tick (it holds what the bucket saved up).
-	PerSecond float64 `json:"per_second"`
-	Ratio     float64 `json:"per_second_ratio"`
-	// LateTicks counts gaps of more than 1.5 slices between admissions
-	// while users waited, and MaxGapMS is the longest: a gap beyond two
-	// slices loses rate by design (a tick admits at most its quota and
-	// carries at most one slice), so these explain a rate that falls short.
-	LateTicks  int      `json:"late_ticks"`
-	MaxGapMS   float64  `json:"max_gap_ms"`
-	Violations []string `json:"violations"`
-
-	slice time.Duration
-
-	checkQueue bool
-	entered    int
-}
-
-func (f *serverFigures) check(rep *loadtest.Report) {
-	f.Violations = []string{}
-	if f.Exact && f.OverQuota > 0 {
-		f.Violations = append(f.Violations, fmt.Sprintf("%d admission ticks above the quota of %d (max %d)", f.OverQuota, f.Quota, f.TickMax))
-	}
-	if f.checkQueue && f.QueueAtAllEntered >= 0 && f.QueueAtAllEntered != int64(rep.Queue.Entered) {
-		f.Violations = append(f.Violations, fmt.Sprintf("the store's queue held %d users once all had entered, not the %d given a place", f.QueueAtAllEntered, rep.Queue.Entered))
-	}
-}
-
-func (f *serverFigures) writeText(w io.Writer) {
-	if f.Source == "" {
-		return
-	}
-	if f.Exact {
-		fmt.Fprintf(w, "\nserver     admissions from %s: %d in %d ticks; per tick max %d, quota %d", f.Source, f.Admitted, f.Ticks, f.TickMax, f.Quota)
-	} else {
-		fmt.Fprintf(w, "\nserver     admissions from %s: %d in %d readings; per reading max %d, quota %d per tick; %d readings above it (a reading may hold two ticks)",
-			f.Source, f.Admitted, f.Ticks, f.TickMax, f.Quota, f.OverQuota)
-	}
-	fmt.Fprintf(w, "\n           per second %.1f", f.PerSecond)
-	if f.Ratio > 0 {
-		fmt.Fprintf(w, " = %.4f × the rate %g/s", f.Ratio, f.Rate)
-	}
-	fmt.Fprintf(w, "\n           gaps between admissions over 1.5 slices: %d, longest %.0fms\n", f.LateTicks, f.MaxGapMS)
-	if f.QueueAtAllEntered >= 0 {
-		fmt.Fprintf(w, "           queue length once all had entered: %d\n", f.QueueAtAllEntered)
-	}
-	if len(f.Violations) == 0 {
-		fmt.Fprintln(w, "           server-side violations: none")
-		return
-	}
-	for _, v := range f.Violations {
-		fmt.Fprintf(w, "           VIOLATION: %s\n", v)
-	}
-}
-
-// tickLog keeps every admission tick's (or counter reading's) time and
-// size.
-type tickLog struct {
-	mu    sync.Mutex
-	at    []time.Time
-	sizes []int
-}
-
-func (t *tickLog) add(at time.Time, n int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.at = append(t.at, at)
-	t.sizes = append(t.sizes, n)
-}
-
-// figures summarises the log into f.
-func (t *tickLog) figures(f *serverFigures) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, n := range t.sizes {
-		f.Admitted += int64(n)
-		f.Ticks++
-		f.TickMax = max(f.TickMax, n)
-		if f.Quota > 0 && n > f.Quota {
-			f.OverQuota++
-		}
-	}
-	for i := 1; i < len(t.at); i++ {
-		gap := t.at[i].Sub(t.at[i-1])
-		f.MaxGapMS = max(f.MaxGapMS, float64(gap.Microseconds())/1000)
-		if f.slice > 0 && gap > f.slice*3/2 {
-			f.LateTicks++
-		}
-	}
-	if len(t.at) >= 2 {
-		span := t.at[len(t.at)-1].Sub(t.at[0]).Seconds()
-		if span >= 1 {
-			f.PerSecond = float64(f.Admitted-int64(t.sizes[0])) / span
-			if f.Rate > 0 {
-				f.Ratio = f.PerSecond / f.Rate
-			}
-		}
-	}
-}
-
 // loadtestInproc runs the waiting room in this process (store, server,
 // admitter, reference shop on a loopback port) and the crowd against it.
-func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*loadtest.Report, serverFigures, error) {
-	figs := serverFigures{Source: "admitter", Exact: true, QueueAtAllEntered: -1, Rate: c.run.Rate, checkQueue: c.checkPositions}
-	cfg := waitroom.RoomConfig{Rate: c.run.Rate, MaxQueue: max(c.run.Users, waitroom.DefaultMaxQueue)}.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*loadtest.Report, loadtest.ServerFigures, error) {
+	figs := loadtest.ServerFigures{Source: "admitter", Exact: true, QueueAtAllEntered: -1, Rate: c.run.Rate, CheckQueue: c.checkPositions}
+	cfg, err := inprocConfig()
+	if err != nil {
+		return nil, figs, err
+	}
+	cfg.Room = waitroom.RoomConfig{Rate: c.run.Rate, MaxQueue: max(c.run.Users, waitroom.DefaultMaxQueue)}.WithDefaults()
+	if err := cfg.Room.Validate(); err != nil {
 		return nil, figs, usageErrorf("--rate: %s", waitroom.ErrorMessage(err))
 	}
-	figs.Quota, figs.slice = cfg.TickQuota(), cfg.Slice
+	cfg.Rooms = []string{c.run.Room}
+	cfg.Products = []shop.Product{{ID: c.run.ProductID, Name: c.run.ProductID, Stock: int64(c.run.Stock)}}
+	figs.Quota, figs.Slice = cfg.Room.TickQuota(), cfg.Room.Slice
 
-	var store waitroom.Store
-	if c.redisURL == "" {
-		store = memstore.New(memstore.Options{})
-	} else {
+	var (
+		recorder loadtest.AdmissionRecorder
+		ticks    loadtest.TickLog
+	)
+	m := &Main{Config: cfg, AdmitEvery: c.tick, Hold: true, OnAdmit: func(room string, admitted []waitroom.Admission) {
+		recorder.OnAdmit(room, admitted)
+		if room == c.run.Room {
+			ticks.Add(time.Now(), len(admitted))
+		}
+	}}
+	if c.redisURL != "" {
 		client, err := redisstore.Open(c.redisURL)
 		if err != nil {
 			return nil, figs, err
@@ -441,86 +328,50 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 				fmt.Fprintf(stderr, "waitroom loadtest: deleting the run's Redis keys (%s:*): %v\n", prefix, err)
 			}
 		}()
-		store = redisstore.New(client, redisstore.Options{Prefix: prefix})
-		if err := store.Ping(ctx); err != nil {
+		m.Store = redisstore.New(client, redisstore.Options{Prefix: prefix})
+		if err := m.Store.Ping(ctx); err != nil {
 			return nil, figs, fmt.Errorf("redis at %s: %w", redactURL(c.redisURL), err)
 		}
 	}
-	if _, err := store.CreateRoom(ctx, c.run.Room, cfg); err != nil {
-		return nil, figs, fmt.Errorf("creating room %s: %w", c.run.Room, err)
-	}
-	orders := inmem.New()
-	if err := orders.CreateProduct(ctx, shop.Product{ID: c.run.ProductID, Name: c.run.ProductID, Stock: int64(c.run.Stock)}); err != nil {
-		return nil, figs, fmt.Errorf("creating product %s: %w", c.run.ProductID, err)
-	}
-	srv, err := server.New(server.Config{Store: store, DefaultRoom: c.run.Room, Protected: shop.NewHandler(orders, shop.Options{})})
-	if err != nil {
+	if err := m.Run(ctx); err != nil {
+		_ = m.Close()
 		return nil, figs, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, figs, err
-	}
-	httpServer := &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
-	go func() { _ = httpServer.Serve(ln) }()
-	defer func() {
-		shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-		defer cancel()
-		_ = httpServer.Shutdown(shutCtx)
-	}()
-
-	var (
-		recorder loadtest.AdmissionRecorder
-		ticks    tickLog
-	)
-	admitter := &waitroom.Admitter{Store: store, Every: c.tick, OnAdmit: func(room string, admitted []waitroom.Admission) {
-		recorder.OnAdmit(room, admitted)
-		if room == c.run.Room {
-			ticks.add(time.Now(), len(admitted))
-		}
-		srv.OnAdmit(room, admitted)
-	}}
-	admitCtx, stopAdmit := context.WithCancel(ctx)
-	admitDone := make(chan struct{})
-	startAdmitter := sync.OnceFunc(func() {
-		go func() {
-			defer close(admitDone)
-			_ = admitter.Run(admitCtx)
-		}()
-	})
-	defer func() {
-		stopAdmit()
-		startAdmitter() // so that admitDone closes even if it never ran
-		<-admitDone
-	}()
 
 	run := c.run
-	run.URL = "http://" + ln.Addr().String()
+	run.URL = "http://" + m.Addr()
 	run.Admissions = &recorder
 	if c.checkPositions {
 		// Nobody is admitted before everyone has a place, so the places
 		// given are exactly 1..N and the queue peaks at N.
 		run.OnAllEntered = func() {
-			if st, err := store.Stats(ctx, c.run.Room); err == nil {
+			if st, err := m.store.Stats(ctx, c.run.Room); err == nil {
 				figs.QueueAtAllEntered = st.Waiting
 			}
-			startAdmitter()
+			m.StartAdmitting()
 		}
 	} else {
-		startAdmitter()
+		m.StartAdmitting()
 	}
 	rep, err := loadtest.Run(ctx, run)
-	stopAdmit()
-	ticks.figures(&figs)
+	_ = m.Close() // the run's figures are in; a slow shutdown changes none
+	ticks.Summarize(&figs)
 	return rep, figs, err
+}
+
+// inprocConfig is serve's configuration with every flag at its default
+// and a port the system picks on loopback: the server that loadtest
+// --inproc and bench start in this process.
+func inprocConfig() (ServeConfig, error) {
+	return parseServe([]string{"--addr", "127.0.0.1:0"}, func(string) string { return "" })
 }
 
 // loadtestURL runs the crowd against a running server. With an admin
 // token it reads the room's settings, holds the room paused until everyone
 // has entered (--check-positions), and reads the store's admitted counter
 // every sampleEvery to time the admission ticks from the server's side.
-func loadtestURL(ctx context.Context, c loadtestConfig) (*loadtest.Report, serverFigures, error) {
-	figs := serverFigures{QueueAtAllEntered: -1, Rate: c.run.Rate, checkQueue: c.checkPositions}
+func loadtestURL(ctx context.Context, c loadtestConfig) (*loadtest.Report, loadtest.ServerFigures, error) {
+	figs := loadtest.ServerFigures{QueueAtAllEntered: -1, Rate: c.run.Rate, CheckQueue: c.checkPositions}
 	run := c.run
 	if c.adminToken == "" {
 		rep, err := loadtest.Run(ctx, run)
@@ -547,7 +398,7 @@ func loadtestURL(ctx context.Context, c loadtestConfig) (*loadtest.Report, serve
 		return nil, figs, fmt.Errorf("the admin API gave slice %q: %w", room.Slice, err)
 	}
 	figs.Source, figs.Rate = "admin counter", room.Rate
-	figs.Quota, figs.slice = int(math.Ceil(room.Rate*slice.Seconds())), slice
+	figs.Quota, figs.Slice = int(math.Ceil(room.Rate*slice.Seconds())), slice
 	if c.checkPositions {
 		if room.Figures.Waiting != 0 {
 			return nil, figs, fmt.Errorf("--check-positions needs an empty queue, but room %s has %d waiting", run.Room, room.Figures.Waiting)
@@ -565,17 +416,23 @@ func loadtestURL(ctx context.Context, c loadtestConfig) (*loadtest.Report, serve
 		}
 	}
 
-	var ticks tickLog
+	var ticks loadtest.TickLog
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
-		adm.sampleAdmissions(sampleCtx, room.Figures.Admitted, &ticks)
+		loadtest.SampleAdmissions(sampleCtx, sampleEvery, room.Figures.Admitted, func(ctx context.Context) (int64, error) {
+			r, err := adm.show(ctx)
+			if err != nil {
+				return 0, err
+			}
+			return r.Figures.Admitted, nil
+		}, &ticks)
 	}()
 	rep, err := loadtest.Run(ctx, run)
 	stopSampling()
 	<-sampled
-	ticks.figures(&figs)
+	ticks.Summarize(&figs)
 	return rep, figs, err
 }
 
@@ -619,26 +476,4 @@ func (a roomAdmin) show(ctx context.Context) (server.AdminRoom, error) {
 func (a roomAdmin) setState(ctx context.Context, state waitroom.RoomState) error {
 	_, err := a.call(ctx, http.MethodPatch, "/admin/rooms/"+a.room, map[string]waitroom.RoomState{"state": state})
 	return err
-}
-
-// sampleAdmissions reads the room's admitted counter every sampleEvery
-// until ctx is done and logs each growth.
-func (a roomAdmin) sampleAdmissions(ctx context.Context, last int64, ticks *tickLog) {
-	ticker := time.NewTicker(sampleEvery)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		r, err := a.show(ctx)
-		if err != nil {
-			continue
-		}
-		if n := r.Figures.Admitted - last; n > 0 {
-			ticks.add(time.Now(), int(n))
-		}
-		last = r.Figures.Admitted
-	}
 }

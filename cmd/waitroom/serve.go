@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -74,10 +75,27 @@ func newLogger(cfg ServeConfig, w io.Writer) *slog.Logger {
 
 // Main is one running waiting room: the store, the admitter and the HTTP
 // server. Run starts it and returns once it listens; Close stops it. Tests
-// start it on port 0 and read Addr.
+// start it on port 0 and read Addr. serve, loadtest --inproc and bench all
+// build their server with it.
 type Main struct {
 	Config ServeConfig
 	Logger *slog.Logger
+
+	// What a server started in process (loadtest --inproc, bench) sets
+	// besides the flags; serve sets none of them.
+	//
+	// Store is served instead of one opened from Config.RedisURL; Close
+	// leaves it open.
+	Store waitroom.Store
+	// Routes are served beside the API, outside the gate.
+	Routes map[string]http.Handler
+	// AdmitEvery is the admitter's tick; 0: a quarter of the slice.
+	AdmitEvery time.Duration
+	// OnAdmit is told each tick's admissions, before the server is.
+	OnAdmit func(room string, admitted []waitroom.Admission)
+	// Hold keeps the admitter and the room keeper from starting until
+	// StartAdmitting.
+	Hold bool
 
 	store      waitroom.Store
 	closeStore func() error
@@ -86,6 +104,7 @@ type Main struct {
 	serveErr   chan error
 	stopAdmit  context.CancelFunc
 	admitDone  chan struct{}
+	startAdmit func()
 	shop       *builtinShop        // nil with an upstream
 	tuner      *waitroom.RateTuner // nil without --auto-rate
 	stopTuner  context.CancelFunc
@@ -123,7 +142,10 @@ func (m *Main) Run(ctx context.Context) error {
 	m.store = newRedeclaringStore(m.store, keeper, log)
 
 	var protected http.Handler
-	routes := map[string]http.Handler{}
+	routes := maps.Clone(m.Routes)
+	if routes == nil {
+		routes = map[string]http.Handler{}
+	}
 	adminRoutes := map[string]http.Handler{}
 	if m.Config.Upstream != nil {
 		p, err := server.NewUpstream(m.Config.Upstream, log)
@@ -190,14 +212,30 @@ func (m *Main) Run(ctx context.Context) error {
 	m.stopAdmit, m.admitDone = stopAdmit, make(chan struct{})
 	// Four ticks per slice: late ticks are made up, and each slice's quota
 	// reaches the order API in smaller batches.
-	admitter := &waitroom.Admitter{Store: m.store, Every: max(m.Config.Room.Slice/4, waitroom.MinSlice), Logger: log, OnAdmit: handler.OnAdmit}
-	go func() {
-		defer close(m.admitDone)
-		var keeping sync.WaitGroup
-		keeping.Go(func() { _ = keeper.Run(admitCtx) })
-		_ = admitter.Run(admitCtx) // returns when stopped; tick failures it logs itself
-		keeping.Wait()
-	}()
+	every := m.AdmitEvery
+	if every == 0 {
+		every = max(m.Config.Room.Slice/4, waitroom.MinSlice)
+	}
+	onAdmit := handler.OnAdmit
+	if m.OnAdmit != nil {
+		onAdmit = func(room string, admitted []waitroom.Admission) {
+			m.OnAdmit(room, admitted)
+			handler.OnAdmit(room, admitted)
+		}
+	}
+	admitter := &waitroom.Admitter{Store: m.store, Every: every, Logger: log, OnAdmit: onAdmit}
+	m.startAdmit = sync.OnceFunc(func() {
+		go func() {
+			defer close(m.admitDone)
+			var keeping sync.WaitGroup
+			keeping.Go(func() { _ = keeper.Run(admitCtx) })
+			_ = admitter.Run(admitCtx) // returns when stopped; tick failures it logs itself
+			keeping.Wait()
+		}()
+	})
+	if !m.Hold {
+		m.startAdmit()
+	}
 
 	ln, err := net.Listen("tcp", m.Config.Addr)
 	if err != nil {
@@ -230,6 +268,10 @@ func (m *Main) Run(ctx context.Context) error {
 	return nil
 }
 
+// StartAdmitting starts the admitter and the room keeper that Hold kept
+// back; a second call does nothing.
+func (m *Main) StartAdmitting() { m.startAdmit() }
+
 // Addr is the address the server listens on: with port 0, the port picked.
 func (m *Main) Addr() string {
 	if m.listener == nil {
@@ -257,6 +299,7 @@ func (m *Main) Close() error {
 	}
 	if m.stopAdmit != nil {
 		m.stopAdmit()
+		m.startAdmit() // so that admitDone closes if Hold kept it back
 		<-m.admitDone
 	}
 	if m.stopTuner != nil {
@@ -279,6 +322,10 @@ func (m *Main) Close() error {
 }
 
 func (m *Main) openStore(ctx context.Context) error {
+	if m.Store != nil {
+		m.store = m.Store
+		return nil
+	}
 	if m.Config.RedisURL == "" {
 		m.Logger.Warn("no --redis-url: rooms are kept in this process only; they are lost on restart and not shared with other instances")
 		m.store = memstore.New(memstore.Options{})
