@@ -40,6 +40,9 @@ type Report struct {
 	Notes []string `json:"notes"`
 	// Violations are broken invariants; any makes Run return an error.
 	Violations []string `json:"violations"`
+
+	// charts holds the series only the HTML report draws.
+	charts *charts
 }
 
 // Outcomes counts how the users' journeys ended; they add up to Users.
@@ -380,6 +383,7 @@ func (r *runner) reportAdmissions(rep *Report, end time.Time) {
 	}
 
 	r.reportPositions(rep, pacing)
+	rep.charts = r.chartsOf(rep, end, pacing, admittedAt, waits)
 }
 
 func (r *runner) reportPositions(rep *Report, admissions []time.Duration) {

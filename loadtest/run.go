@@ -54,6 +54,7 @@ type user struct {
 	token      string        // the first token seen
 	otherToken string        // a different token seen later: admitted twice
 	created    bool          // an order was placed (2xx)
+	leftAt     time.Duration // the leave answer arrived; 0 if the user did not leave the queue
 }
 
 // Journey bounds: a client retries a failed status poll or order a few
@@ -289,6 +290,7 @@ func (r *runner) leave(ctx context.Context, u *user) {
 		u.outcome = outcomeFailed
 	default:
 		u.outcome = outcomeLeft
+		u.leftAt = time.Since(r.start)
 		r.left.Add(1)
 	}
 }

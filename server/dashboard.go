@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/uplot"
 	"github.com/waitroom/waitroom/jsonhttp"
 )
 
@@ -215,37 +217,31 @@ func (s *Server) adminDashboard(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// dashboardFile is one embedded file of the dashboard's page.
-type dashboardFile struct {
-	name, contentType string
-}
-
 // dashboardFiles returns the handlers of the dashboard's page and its
 // files. The page allows scripts and styles from this origin only, so
 // nothing injected into it runs.
 func dashboardFiles() map[string]http.Handler {
-	files := map[string]dashboardFile{
-		"GET /admin/{$}":                      {"web/admin.html", "text/html; charset=utf-8"},
-		"GET /admin/assets/admin.js":          {"web/admin.js", "text/javascript; charset=utf-8"},
-		"GET /admin/assets/admin.css":         {"web/admin.css", "text/css; charset=utf-8"},
-		"GET /admin/assets/uPlot.iife.min.js": {"web/uplot/uPlot.iife.min.js", "text/javascript; charset=utf-8"},
-		"GET /admin/assets/uPlot.min.css":     {"web/uplot/uPlot.min.css", "text/css; charset=utf-8"},
-		"GET /admin/assets/uPlot.LICENSE.txt": {"web/uplot/LICENSE", "text/plain; charset=utf-8"},
+	files := map[string]struct{ body, contentType string }{
+		"GET /admin/{$}":                      {mustRead("web/admin.html"), "text/html; charset=utf-8"},
+		"GET /admin/assets/admin.js":          {mustRead("web/admin.js"), "text/javascript; charset=utf-8"},
+		"GET /admin/assets/admin.css":         {mustRead("web/admin.css"), "text/css; charset=utf-8"},
+		"GET /admin/assets/uPlot.iife.min.js": {uplot.JS, "text/javascript; charset=utf-8"},
+		"GET /admin/assets/uPlot.min.css":     {uplot.CSS, "text/css; charset=utf-8"},
+		"GET /admin/assets/uPlot.LICENSE.txt": {uplot.License, "text/plain; charset=utf-8"},
 	}
 	handlers := make(map[string]http.Handler, len(files))
 	for pattern, f := range files {
-		body := []byte(mustRead(f.name))
 		handlers[pattern] = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			h := w.Header()
 			h.Set("Content-Type", f.contentType)
-			h.Set("Content-Length", strconv.Itoa(len(body)))
+			h.Set("Content-Length", strconv.Itoa(len(f.body)))
 			// Revalidate on every load: a new binary's page never runs
 			// with an old script.
 			h.Set("Cache-Control", "no-cache")
 			h.Set("X-Content-Type-Options", "nosniff")
 			h.Set("Referrer-Policy", "no-referrer")
 			h.Set("Content-Security-Policy", dashboardPolicy)
-			_, _ = w.Write(body)
+			_, _ = io.WriteString(w, f.body)
 		})
 	}
 	return handlers

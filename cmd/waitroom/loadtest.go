@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,7 @@ var loadtestSettings = []setting{
 	{"duration", "WAITROOM_LOADTEST_DURATION", "30m", "duration", "bound of the whole run; users still on their way then are unfinished"},
 	{"check-positions", "WAITROOM_LOADTEST_CHECK_POSITIONS", "false", "bool", "check that the positions given at entry are exactly 1..N; admissions wait until everyone has entered"},
 	{"json", "WAITROOM_LOADTEST_JSON", "false", "bool", "print the report as JSON"},
+	{"html", "WAITROOM_LOADTEST_HTML", "", "file", "also write the report as one self-contained HTML page with charts (admissions/s against the rate, queue length, waits, ETA against the wait, outcomes) to this file"},
 	{"seed", "WAITROOM_LOADTEST_SEED", "1", "n", "picks who leaves and who never orders"},
 	{"allow-remote", "WAITROOM_LOADTEST_ALLOW_REMOTE", "false", "bool", "allow a --url whose host is not loopback"},
 }
@@ -78,6 +80,7 @@ type loadtestConfig struct {
 	rateGiven      bool
 	tick           time.Duration
 	jsonOut        bool
+	htmlFile       string
 	checkPositions bool
 }
 
@@ -132,6 +135,8 @@ func parseLoadtest(args []string, getenv func(string) string) (loadtestConfig, e
 	check(err)
 	allowRemote, err := parseBool(raw["allow-remote"])
 	check(err)
+
+	c.htmlFile = strings.TrimSpace(raw["html"].text)
 
 	r := &c.run
 	r.URL = raw["url"].text
@@ -236,6 +241,16 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 		return exitUsage
 	}
 	c.run.Out = stderr
+	// The HTML file is made before the run, so a path that cannot be
+	// written fails at once, not after a long run.
+	var html *os.File
+	if c.htmlFile != "" {
+		if html, err = os.Create(c.htmlFile); err != nil {
+			fmt.Fprintf(stderr, "waitroom loadtest: --html: %v\n", err)
+			return exitUsage
+		}
+		defer html.Close()
+	}
 	var (
 		rep   *loadtest.Report
 		extra loadtest.ServerFigures
@@ -249,6 +264,9 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 		// No run took place: a bad config for the library, or the
 		// in-process room or the server's admin API failed to start.
 		fmt.Fprintf(stderr, "waitroom loadtest: %v\n", err)
+		if html != nil {
+			_ = os.Remove(html.Name()) // no report to write
+		}
 		var usage usageError
 		if errors.As(err, &usage) {
 			return exitUsage
@@ -273,6 +291,17 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 			return exitFailure
 		}
 		extra.WriteText(stdout)
+	}
+	if html != nil {
+		werr := rep.WriteHTML(html)
+		if werr == nil {
+			werr = html.Close()
+		}
+		if werr != nil {
+			fmt.Fprintf(stderr, "waitroom loadtest: writing the HTML report: %v\n", werr)
+			return exitFailure
+		}
+		fmt.Fprintf(stderr, "waitroom loadtest: HTML report in %s\n", html.Name())
 	}
 	if err != nil || len(extra.Violations) > 0 {
 		if err != nil {

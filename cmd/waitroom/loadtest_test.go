@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -60,6 +63,31 @@ func TestLoadtestTextReport(t *testing.T) {
 	require.Contains(t, stdout.String(), "orders     50 placed")
 	require.Contains(t, stdout.String(), "violations: none")
 	require.Contains(t, stdout.String(), "server-side violations: none")
+}
+
+// --html writes the page beside the text report; a path that cannot be
+// written stops before the run.
+func TestLoadtestHTMLReport(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "report.html")
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"loadtest", "--inproc", "--users", "200", "--rate", "2000", "--html", file}, envOf(), &stdout, &stderr)
+	require.Equal(t, exitOK, code, "stderr:\n%s", stderr.String())
+	require.Contains(t, stdout.String(), "violations: none", "the text report stays")
+	require.Contains(t, stderr.String(), "HTML report in "+file)
+	page, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(page), "<!doctype html>"))
+	require.Contains(t, string(page), "Admissions per second against the rate")
+
+	stdout.Reset()
+	stderr.Reset()
+	missing := filepath.Join(t.TempDir(), "no-such-dir", "report.html")
+	code = run(t.Context(), []string{"loadtest", "--inproc", "--users", "200", "--html", missing}, envOf(), &stdout, &stderr)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr.String(), "--html: open "+missing)
+	require.NotContains(t, stderr.String(), "loadtest ", "no run started")
+	require.Empty(t, stdout.String())
 }
 
 func TestLoadtestUsageErrors(t *testing.T) {
