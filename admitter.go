@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -11,6 +13,15 @@ import (
 // what each room's token bucket allows. The bucket lives in the store, so
 // any number of instances may run an Admitter at once: together they admit
 // each room's rate once, and a late or skipped tick is made up by the next.
+//
+// What it costs follows the users, not rooms × instances. The instances
+// running an Admitter split the rooms among themselves (Store.Admitters,
+// Owner): each room is ticked by one of them, and when that one falls
+// silent another takes its rooms over within about a default slice. A room
+// whose ticks admitted nobody for a slice is parked: no store call per
+// tick, only a share of one batched Store.Work probe per slice, which
+// wakes it when users wait (and once a second while it holds tokens, for
+// Admit to clean up those past their time).
 type Admitter struct {
 	Store Store
 	// Every is the tick; default DefaultTick, a quarter of the default
@@ -20,6 +31,9 @@ type Admitter struct {
 	// rate exact under scheduling jitter, and splits each slice's quota
 	// into smaller, smoother batches for the protected API.
 	Every time.Duration
+	// ID names this admitter among those sharing the store; default a
+	// random one. Two admitters must not share an ID.
+	ID string
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// OnAdmit, if set, is told every non-empty admission. Rooms tick on
@@ -34,75 +48,208 @@ type Admitter struct {
 const (
 	roomsRefresh = time.Second
 	admitTimeout = time.Second
+	// A room is parked after this many ticks in a row admitted nobody:
+	// at the default tick, one slice.
+	parkAfter = 4
+	// probeTicks: parked rooms are probed every probeTicks ticks, so a
+	// user entering an idle room waits at most about a slice longer.
+	probeTicks = 4
+	// An admitter is taken for gone once it has not renewed its place for
+	// leaseTicks ticks.
+	leaseTicks = 2
+	// cleanupEvery: a parked room holding tokens gets one tick this often,
+	// for Admit to clean up tokens past their time.
+	cleanupEvery = time.Second
 )
 
-// Run ticks every room until ctx is done; it returns ctx's error. The rooms
-// are read from the store every second, so a room another instance created
-// is admitted too; while the list cannot be read (its key lives on one
-// cluster shard) the rooms already known go on. Failures are logged when
+// Run ticks the rooms this admitter owns until ctx is done; it returns
+// ctx's error. The rooms are read from the store every second, so a room
+// another instance created is admitted too; while the list cannot be read
+// (its key lives on one cluster shard) the rooms already known go on.
+// While the admitters' list cannot be read, this admitter ticks every
+// room: double ticks cost time, never the rate. Failures are logged when
 // they start and when they end, not once per tick.
 func (a *Admitter) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan struct{})
-	running := map[string]bool{}
-	loops := 0
+	var wg sync.WaitGroup
 	defer func() {
 		cancel()
-		for range loops {
-			<-done
-		}
+		wg.Wait()
 	}()
-	refresh := time.NewTicker(roomsRefresh)
-	defer refresh.Stop()
-	listFailing := false
-	for {
-		rooms, err := a.Store.Rooms(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil && !listFailing:
-			a.logger().ErrorContext(ctx, "listing rooms failed; admitting the rooms already known", "err", err)
-			listFailing = true
-		case err == nil && listFailing:
-			a.logger().InfoContext(ctx, "listing rooms recovered")
-			listFailing = false
-		}
-		for _, room := range rooms {
-			if !running[room] {
-				running[room] = true
-				loops++
-				go func() {
-					defer func() { done <- struct{}{} }()
-					a.runRoom(ctx, room)
-				}()
+	id := a.ID
+	if id == "" {
+		id = "admitter-" + NewToken()
+	}
+	every := a.every()
+	ttl := min(max(leaseTicks*every, MinAdmitterTTL), MaxAdmitterTTL)
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+
+	rooms := map[string]*roomTicker{}
+	var names []string
+	var listed time.Time
+	var listing, peering, probing outage
+	for tick := 0; ; tick++ {
+		if listed.IsZero() || time.Since(listed) >= roomsRefresh {
+			listed = time.Now()
+			list, err := a.Store.Rooms(ctx)
+			listing.note(ctx, a.logger(), err, "listing rooms failed; admitting the rooms already known", "listing rooms recovered")
+			for _, room := range list {
+				if rooms[room] == nil {
+					rooms[room] = &roomTicker{room: room, wake: make(chan struct{}, 1)}
+					names = append(names, room)
+				}
 			}
 		}
+
+		actx, acancel := context.WithTimeout(ctx, admitTimeout)
+		peers, err := a.Store.Admitters(actx, id, ttl)
+		acancel()
+		peering.note(ctx, a.logger(), err, "reading the admitters failed; ticking every room", "reading the admitters recovered")
+		for _, room := range names {
+			r := rooms[room]
+			owned := err != nil || Owner(room, peers) == id
+			if owned && !r.started {
+				r.started = true
+				wg.Go(func() { a.runRoom(ctx, r) })
+			}
+			if owned != r.owned.Load() {
+				r.owned.Store(owned)
+				if owned {
+					// Taken over, or new: tick at once; a room with
+					// nothing to do parks again after a slice.
+					r.unpark(parkAfter)
+				}
+			}
+		}
+
+		if tick%probeTicks == probeTicks-1 {
+			probing.note(ctx, a.logger(), a.probe(ctx, rooms, names), "probing idle rooms failed; ticking them", "probing idle rooms recovered")
+		}
+
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-refresh.C:
+		case <-ticker.C:
 		}
 	}
 }
 
-// runRoom ticks one room until ctx is done.
-func (a *Admitter) runRoom(ctx context.Context, room string) {
+// probe asks the store what the owned parked rooms hold and wakes those
+// with work; it returns the store's error. When the store fails, it wakes
+// them all: their own ticks then find out, room by room, so rooms on
+// a healthy cluster shard go on when another shard fails.
+func (a *Admitter) probe(ctx context.Context, rooms map[string]*roomTicker, names []string) error {
+	var parked []*roomTicker
+	var batch []string
+	for _, room := range names {
+		if r := rooms[room]; r.owned.Load() && r.parked.Load() {
+			parked = append(parked, r)
+			batch = append(batch, room)
+		}
+	}
+	var errs []error
+	for from := 0; from < len(batch); from += MaxWorkRoomsBatch {
+		to := min(from+MaxWorkRoomsBatch, len(batch))
+		pctx, cancel := context.WithTimeout(ctx, admitTimeout)
+		work, err := a.Store.Work(pctx, batch[from:to])
+		cancel()
+		errs = append(errs, err)
+		for i, r := range parked[from:to] {
+			switch {
+			case err != nil, work[i] == WorkQueue:
+				r.unpark(parkAfter)
+			case work[i] == WorkTokens && time.Since(r.cleaned) >= cleanupEvery:
+				r.cleaned = time.Now()
+				r.unpark(1)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// outage logs when a repeated call starts failing and when it recovers,
+// not on every failure.
+type outage struct{ failing bool }
+
+func (o *outage) note(ctx context.Context, log *slog.Logger, err error, failed, recovered string, attrs ...any) {
+	switch {
+	case err != nil && ctx.Err() == nil && !o.failing:
+		log.ErrorContext(ctx, failed, append(attrs, "err", err)...)
+		o.failing = true
+	case err == nil && o.failing:
+		log.InfoContext(ctx, recovered, attrs...)
+		o.failing = false
+	}
+}
+
+// roomTicker is one room's ticking state. Run owns started and cleaned;
+// owned and parked are shared with the room's goroutine.
+type roomTicker struct {
+	room    string
+	started bool
+	cleaned time.Time
+	owned   atomic.Bool
+	parked  atomic.Bool
+	// budget is how many empty ticks in a row park the room again; set
+	// before wake is sent.
+	budget atomic.Int64
+	wake   chan struct{}
+}
+
+// unpark makes the room tick again until budget ticks in a row admitted
+// nobody.
+func (r *roomTicker) unpark(budget int64) {
+	r.budget.Store(budget)
+	r.parked.Store(false)
+	select {
+	case r.wake <- struct{}{}:
+	default: // a wake is already pending
+	}
+}
+
+// runRoom ticks one room until ctx is done, while this admitter owns it
+// and it is not parked; otherwise it waits for a wake, costing nothing.
+func (a *Admitter) runRoom(ctx context.Context, r *roomTicker) {
 	ticker := time.NewTicker(a.every())
 	defer ticker.Stop()
-	failing := false
+	var ticking outage
+	empty := int64(0)
 	for {
+		if !r.owned.Load() || r.parked.Load() {
+			ticker.Stop()
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.wake:
+			}
+			// Set here too: the room may have parked itself after the
+			// wake was sent.
+			r.parked.Store(false)
+			empty = 0
+			ticker.Reset(a.every())
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.wake:
+			r.parked.Store(false)
+			empty = 0 // unparked again while ticking: a fresh budget
+			continue
 		case <-ticker.C:
 		}
-		_, err := a.admit(ctx, room)
-		switch {
-		case err != nil && ctx.Err() == nil && !failing:
-			a.logger().ErrorContext(ctx, "admission tick failed", "room", room, "err", err)
-			failing = true
-		case err == nil && failing:
-			a.logger().InfoContext(ctx, "admission tick recovered", "room", room)
-			failing = false
+		n, err := a.admit(ctx, r.room)
+		ticking.note(ctx, a.logger(), err, "admission tick failed", "admission tick recovered", "room", r.room)
+		// A failing room keeps ticking: its errors are what tells.
+		if err == nil && n == 0 {
+			empty++
+			if empty >= r.budget.Load() {
+				r.parked.Store(true)
+			}
+		} else {
+			empty = 0
 		}
 	}
 }

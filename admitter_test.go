@@ -101,3 +101,205 @@ func TestAdmitterTickAdmitsEveryRoomOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 20, n, "one quota in each room")
 }
+
+// tickLog is a store seam that records every Admit and Work call of one
+// admitter instance: who called, which room, when (synctest's clock).
+type tickLog struct {
+	waitroom.Store
+	who string
+	mu  *sync.Mutex
+	log *[]tickCall
+}
+
+type tickCall struct {
+	who, room string
+	at        time.Duration // since the test began
+	work      bool          // a Work probe, not an Admit
+	admitted  int
+	failed    bool
+}
+
+var testStart time.Time
+
+func (s *tickLog) Admit(ctx context.Context, room string) ([]waitroom.Admission, error) {
+	got, err := s.Store.Admit(ctx, room)
+	s.mu.Lock()
+	*s.log = append(*s.log, tickCall{who: s.who, room: room, at: time.Since(testStart), admitted: len(got), failed: err != nil})
+	s.mu.Unlock()
+	return got, err
+}
+
+func (s *tickLog) Work(ctx context.Context, rooms []string) ([]waitroom.Work, error) {
+	s.mu.Lock()
+	for _, room := range rooms {
+		*s.log = append(*s.log, tickCall{who: s.who, room: room, at: time.Since(testStart), work: true})
+	}
+	s.mu.Unlock()
+	return s.Store.Work(ctx, rooms)
+}
+
+// TestAdmitterHandoverKeepsRate: two instances share a room's ticks not at
+// all (its owner ticks it alone); when the owner dies, the other takes over
+// within a slice, and the room's admissions stay exactly rate × time from
+// its first tick to its last, through the handover. Time is synctest's.
+func TestAdmitterHandoverKeepsRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		testStart = time.Now()
+		store := memstore.New(memstore.Options{})
+		const rate = 175.0 // 17.5 per slice: a fractional quota
+		var rooms []string
+		for i := range 8 {
+			room := fmt.Sprintf("r%d", i)
+			rooms = append(rooms, room)
+			_, err := store.CreateRoom(t.Context(), room, waitroom.RoomConfig{Rate: rate})
+			require.NoError(t, err)
+			for u := range 1000 {
+				_, err := store.Enter(t.Context(), room, fmt.Sprintf("u%d", u))
+				require.NoError(t, err)
+			}
+		}
+		var mu sync.Mutex
+		var calls []tickCall
+		ctxA, stopA := context.WithCancel(t.Context())
+		ctxB, stopB := context.WithCancel(t.Context())
+		done := make(chan error, 2)
+		for _, in := range []struct {
+			id  string
+			ctx context.Context
+		}{{"a", ctxA}, {"b", ctxB}} {
+			adm := &waitroom.Admitter{ID: in.id, Store: &tickLog{Store: store, who: in.id, mu: &mu, log: &calls}}
+			go func() { done <- adm.Run(in.ctx) }()
+		}
+
+		time.Sleep(2 * time.Second)
+		stopA() // a dies: silent from now on
+		require.ErrorIs(t, <-done, context.Canceled)
+		time.Sleep(2 * time.Second)
+		stopB()
+		require.ErrorIs(t, <-done, context.Canceled)
+		synctest.Wait()
+
+		owners := map[string]int{}
+		for _, room := range rooms {
+			owners[waitroom.Owner(room, []string{"a", "b"})]++
+		}
+		require.Positive(t, owners["a"], "some rooms are a's, else the test shows no handover")
+		require.Positive(t, owners["b"])
+
+		settled := 200 * time.Millisecond // both have seen each other
+		handover := 2*time.Second + 150*time.Millisecond
+		for _, room := range rooms {
+			owner := waitroom.Owner(room, []string{"a", "b"})
+			var first, last time.Duration = -1, 0
+			admitted := 0
+			for _, c := range calls {
+				if c.room != room || c.work || c.failed {
+					continue
+				}
+				if first < 0 {
+					first = c.at
+				}
+				last = c.at
+				admitted += c.admitted
+				switch {
+				case c.at > settled && c.at < 2*time.Second:
+					require.Equal(t, owner, c.who, "room %s: only its owner ticks it", room)
+				case c.at > handover:
+					require.Equal(t, "b", c.who, "room %s: b took over", room)
+				}
+			}
+			// The bucket starts empty at the first tick; from then on
+			// exactly rate × time, whoever ticks.
+			want := int(rate * (last - first).Seconds())
+			if want != admitted {
+				// Show the gaps and empty ticks that explain it.
+				var prev time.Duration
+				for _, c := range calls {
+					if c.room == room && !c.work {
+						if c.at-prev > waitroom.DefaultTick || c.admitted == 0 {
+							t.Logf("%s ticked at %v (+%v): %d admitted", c.who, c.at, c.at-prev, c.admitted)
+						}
+						prev = c.at
+					}
+				}
+			}
+			require.Equal(t, want, admitted, "room %s: admitted over %s", room, last-first)
+			st, err := store.Stats(t.Context(), room)
+			require.NoError(t, err)
+			require.EqualValues(t, admitted, st.Admitted)
+			if owner == "a" {
+				// b ticked it within a slice of a's lease running out.
+				var afterA []time.Duration
+				for _, c := range calls {
+					if c.room == room && !c.work && c.who == "b" && c.at >= 2*time.Second {
+						afterA = append(afterA, c.at)
+					}
+				}
+				require.NotEmpty(t, afterA)
+				require.LessOrEqual(t, afterA[0], 2*time.Second+waitroom.DefaultSlice+waitroom.DefaultTick,
+					"room %s: taken over within a slice", room)
+			}
+		}
+	})
+}
+
+// TestAdmitterParksIdleRooms: rooms nobody is in cost one slice of ticks,
+// then only a share of one batched probe per slice; a user entering one
+// is admitted within about a slice.
+func TestAdmitterParksIdleRooms(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		testStart = time.Now()
+		store := memstore.New(memstore.Options{})
+		const n = 100
+		for i := range n {
+			_, err := store.CreateRoom(t.Context(), fmt.Sprintf("idle%d", i), waitroom.RoomConfig{})
+			require.NoError(t, err)
+		}
+		var mu sync.Mutex
+		var calls []tickCall
+		var admittedAt time.Duration
+		adm := &waitroom.Admitter{Store: &tickLog{Store: store, who: "a", mu: &mu, log: &calls},
+			OnAdmit: func(room string, a []waitroom.Admission) {
+				mu.Lock()
+				admittedAt = time.Since(testStart)
+				mu.Unlock()
+			}}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- adm.Run(ctx) }()
+
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		admits, probes := 0, 0
+		for _, c := range calls {
+			if c.work {
+				probes++
+			} else {
+				admits++
+			}
+		}
+		calls = nil
+		mu.Unlock()
+		// Each room: one slice of ticks (4), then parked; probes: one per
+		// slice, each naming every room.
+		require.Equal(t, n*4, admits)
+		require.InDelta(t, 10*time.Second/waitroom.DefaultSlice*n, probes, 2*n)
+
+		entered := time.Since(testStart)
+		_, err := store.Enter(t.Context(), "idle7", "u1")
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Positive(t, admittedAt)
+		require.LessOrEqual(t, admittedAt-entered, waitroom.DefaultSlice+2*waitroom.DefaultTick,
+			"a user entering an idle room waits at most about a slice longer")
+		for _, c := range calls {
+			require.True(t, c.work || c.room == "idle7", "only the woken room ticks: %+v", c)
+		}
+	})
+}

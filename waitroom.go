@@ -11,6 +11,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
+	"hash/fnv"
 	"math"
 	"time"
 )
@@ -142,10 +144,105 @@ type Store interface {
 	// hold whose lease was lost is not released (no error).
 	Release(ctx context.Context, h Hold) error
 
+	// Work tells, for each of rooms, what it holds for the admitter:
+	// WorkQueue when users wait, WorkTokens when only entry tokens are
+	// held (live, or past their time and not yet cleaned up by Admit),
+	// WorkNone otherwise, also for a room that does not exist. It is one
+	// round trip for all rooms and cheap per room: the admitter asks it
+	// instead of ticking rooms whose ticks admit nobody.
+	Work(ctx context.Context, rooms []string) ([]Work, error)
+	// Admitters records that the admitter id is alive for ttl by the
+	// store's clock, and returns the ids of all admitters alive now, id
+	// among them, sorted. Admitters split the rooms among themselves by
+	// this list (Owner), so that several instances do not multiply a
+	// room's ticks, and take over a silent one's rooms once its ttl ran
+	// out. The bucket stays in the store, so a handover keeps the rate.
+	Admitters(ctx context.Context, id string, ttl time.Duration) ([]string, error)
+
 	// Stats returns a room's figures.
 	Stats(ctx context.Context, room string) (Stats, error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
+}
+
+// Work is what a room holds for its admitter (Store.Work).
+type Work int
+
+const (
+	// WorkNone: nobody waits and no token is held; a tick would do
+	// nothing.
+	WorkNone Work = iota
+	// WorkTokens: nobody waits, but entry tokens are held; Admit cleans
+	// them up once they are past their time.
+	WorkTokens
+	// WorkQueue: users wait.
+	WorkQueue
+)
+
+// Bounds of Store.Admitters' arguments.
+const (
+	MaxAdmitterIDLen  = 128
+	MinAdmitterTTL    = time.Millisecond
+	MaxAdmitterTTL    = time.Minute
+	MaxWorkRoomsBatch = 10_000
+)
+
+// CheckAdmitter validates Store.Admitters' arguments: id is 1–128
+// printable ASCII characters without spaces, ttl within
+// [MinAdmitterTTL, MaxAdmitterTTL].
+func CheckAdmitter(id string, ttl time.Duration) error {
+	if !ValidUserID(id) {
+		return BadRequest("admitter ids are 1–128 printable ASCII characters without spaces")
+	}
+	if ttl < MinAdmitterTTL || ttl > MaxAdmitterTTL {
+		return BadRequest(fmt.Sprintf("admitter ttl must be in [%s, %s], got %s", MinAdmitterTTL, MaxAdmitterTTL, ttl))
+	}
+	return nil
+}
+
+// CheckWorkRooms validates Store.Work's argument: at most
+// MaxWorkRoomsBatch valid room names.
+func CheckWorkRooms(rooms []string) error {
+	if len(rooms) > MaxWorkRoomsBatch {
+		return BadRequest(fmt.Sprintf("at most %d rooms per call, got %d", MaxWorkRoomsBatch, len(rooms)))
+	}
+	for _, room := range rooms {
+		if !ValidRoomName(room) {
+			return BadRequest(fmt.Sprintf("bad room name %q", room))
+		}
+	}
+	return nil
+}
+
+// Owner returns which of the live admitters ticks room: rendezvous
+// hashing, so that every instance with the same list agrees, and an
+// admitter joining or leaving moves only the rooms it takes or had.
+// "" when admitters is empty.
+func Owner(room string, admitters []string) string {
+	var owner string
+	var best uint64
+	for _, id := range admitters {
+		h := fnv.New64a()
+		h.Write([]byte(id))
+		h.Write([]byte{0})
+		h.Write([]byte(room))
+		// FNV's low bits mix poorly for similar inputs; a final avalanche
+		// spreads rooms evenly over admitters.
+		if v := mix64(h.Sum64()); owner == "" || v > best {
+			owner, best = id, v
+		}
+	}
+	return owner
+}
+
+// mix64 is the finalizer of SplitMix64.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // NewToken returns a fresh entry token: 128 bits from crypto/rand,

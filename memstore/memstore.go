@@ -28,6 +28,9 @@ type Store struct {
 
 	mu    sync.RWMutex // guards rooms, not what is in them
 	rooms map[string]*room
+
+	admittersMu sync.Mutex
+	admitters   map[string]time.Time // id → alive until
 }
 
 var _ waitroom.Store = (*Store)(nil)
@@ -38,7 +41,7 @@ func New(opts Options) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{now: now, rooms: make(map[string]*room)}
+	return &Store{now: now, rooms: make(map[string]*room), admitters: make(map[string]time.Time)}
 }
 
 // room is one room's state; mu makes each operation on it one atomic step.
@@ -322,6 +325,58 @@ func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
 	r.tokens.setLease(t, "", time.Time{})
 	r.stats.Released++
 	return nil
+}
+
+// Work tells what each room holds for the admitter.
+func (s *Store) Work(ctx context.Context, rooms []string) ([]waitroom.Work, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := waitroom.CheckWorkRooms(rooms); err != nil {
+		return nil, err
+	}
+	work := make([]waitroom.Work, len(rooms))
+	for i, name := range rooms {
+		s.mu.RLock()
+		r, ok := s.rooms[name]
+		s.mu.RUnlock()
+		if !ok {
+			continue
+		}
+		r.mu.Lock()
+		switch {
+		case r.queue.Len() > 0:
+			work[i] = waitroom.WorkQueue
+		case len(r.tokens.byUser) > 0:
+			work[i] = waitroom.WorkTokens
+		}
+		r.mu.Unlock()
+	}
+	return work, nil
+}
+
+// Admitters keeps id alive for ttl and lists the admitters alive now.
+func (s *Store) Admitters(ctx context.Context, id string, ttl time.Duration) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := waitroom.CheckAdmitter(id, ttl); err != nil {
+		return nil, err
+	}
+	s.admittersMu.Lock()
+	defer s.admittersMu.Unlock()
+	now := s.now()
+	s.admitters[id] = now.Add(ttl)
+	ids := make([]string, 0, len(s.admitters))
+	for a, until := range s.admitters {
+		if !until.After(now) {
+			delete(s.admitters, a)
+			continue
+		}
+		ids = append(ids, a)
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // Stats returns a room's figures.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -44,9 +45,17 @@ import (
 // Returns one of
 //
 //	{"OK", quota, seq, admitted_before, admitted_after, replicas,
+//	 carry_micro, rate_micro, waiting,
 //	 user1, token1, user2, token2, …}  admitted, in arrival order
-//	{"PAUSED", quota, seq, admitted, admitted, 0}  the room is paused
+//	{"PAUSED", quota, seq, admitted, admitted, 0, 0, rate_micro, 0}  the room is paused
+//	{"MORE", n}  no tokens were supplied but n users can be admitted:
+//	             call again with n; nothing but cleanup was written
 //	{"ROOM_NOT_FOUND"}
+//
+// carry_micro and rate_micro are the bucket's carry after the call and the
+// rate, in millionths of a user (per second), and waiting the queue's length
+// after it: from them the Store supplies the next call about as many tokens
+// as it will admit, so that ticks that admit nobody generate none.
 //
 // seq is the arrival sequence and admitted_before/after the admitted
 // counter when the script began and ended; the Store watches them for lost
@@ -93,7 +102,7 @@ end
 local expired = #gone
 
 local admitted_before = tonumber(redis.call('HGET', stats_key, 'admitted') or '0')
-local out = {'OK', quota, counter(seq_key), admitted_before, admitted_before, 0}
+local out = {'OK', quota, counter(seq_key), admitted_before, admitted_before, 0, 0, math.floor(rate * 1000000), 0}
 local cap = rate * slice_ms / 1000 -- one slice's worth of users
 
 if state == 'paused' then
@@ -113,7 +122,8 @@ else
   end
 
   -- The epsilon absorbs float error (14.999999… users is 15).
-  local n = math.min(math.floor(allow + 1e-9), quota, #tokens, redis.call('ZCARD', q_key))
+  local waiting = redis.call('ZCARD', q_key)
+  local n = math.min(math.floor(allow + 1e-9), quota, waiting)
   if max_active > 0 or stock > 0 then
     local live = live_tokens(active_key, now)
     if max_active > 0 then
@@ -126,6 +136,15 @@ else
       n = math.min(n, math.max(0, stock - sold - live))
     end
   end
+  if n > 0 and #tokens == 0 then
+    -- The Store expected nobody to be admitted: ask for the tokens rather
+    -- than lose this tick. The bucket is left as it was.
+    if expired > 0 then
+      redis.call('HINCRBY', stats_key, 'expired', expired)
+    end
+    return {'MORE', n}
+  end
+  n = math.min(n, #tokens)
 
   local issued = 0
   if n > 0 then
@@ -175,7 +194,10 @@ else
     end
   end
   -- Carry what was allowed but not admitted, at most one slice's worth.
-  redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', math.min(allow - issued, cap))
+  local carry = math.min(allow - issued, cap)
+  redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry)
+  out[7] = math.floor(carry * 1000000)
+  out[9] = waiting - n
 end
 
 if expired > 0 then
@@ -207,7 +229,7 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
-	keys, tokens := s.admitArgs(room)
+	keys, tokens := s.admitArgs(room, s.tokensWanted(room))
 	w := s.watch(room)
 	atSeq, atAdmitted := w.marks()
 
@@ -233,6 +255,22 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 	if conn == nil {
 		res, err = admitScript.Run(ctx, s.client, keys, tokens...).Result()
 	}
+	if err == nil {
+		if r, ok := asReply(res); ok && r.code() == "MORE" && len(tokens) == 0 {
+			// More users can go than the Store expected: run again with
+			// their tokens, on the same connection (WAIT covers it).
+			n, ok := r.int(1)
+			if !ok || n < 1 || n > waitroom.MaxTickQuota {
+				return nil, s.unexpected(ctx, "admit", res)
+			}
+			keys, tokens = s.admitArgs(room, int(n))
+			if conn != nil {
+				res, err = admitScript.Run(ctx, conn, keys, tokens...).Result()
+			} else {
+				res, err = admitScript.Run(ctx, s.client, keys, tokens...).Result()
+			}
+		}
+	}
 	if err != nil {
 		return nil, s.fail("admit", err)
 	}
@@ -253,7 +291,33 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 
 // admitHeader is how many elements precede the admissions in admitScript's
 // reply.
-const admitHeader = 6
+const admitHeader = 9
+
+// tickState is what a room's last admitScript reply told about its next
+// call.
+type tickState struct {
+	quota   int
+	carry   float64 // users the bucket carried
+	rate    float64 // users per second
+	waiting int64
+	at      time.Time // when the reply came
+}
+
+// tokensWanted is how many tokens the next Admit of room should supply:
+// as many as the bucket will likely allow by then (from the last reply and
+// the time since, with a quarter to spare), never more than the quota or
+// the users waiting. The default quota before the first reply. Too few
+// cost nothing: the bucket carries what a call could not admit, and a call
+// that brought none when some could go gets a second run (MORE).
+func (s *Store) tokensWanted(room string) int {
+	v, ok := s.ticks.Load(room)
+	if !ok {
+		return defaultQuota
+	}
+	st := v.(tickState)
+	allow := st.carry + st.rate*time.Since(st.at).Seconds()*1.25
+	return int(min(int64(st.quota), st.waiting, int64(allow+1e-9)))
+}
 
 // primaryConn returns one connection to the primary that serves key (the
 // caller closes it), or nil when the client offers none; then Admit runs
@@ -313,14 +377,11 @@ func (s *Store) waitReplica(ctx context.Context, room string, w *roomWatch, conn
 	}
 }
 
-// admitArgs returns admitScript's KEYS and ARGV for room. Apart from Admit
-// so that a test can run the script inside a transaction.
-func (s *Store) admitArgs(room string) (keys []string, tokens []any) {
-	want := defaultQuota
-	if q, ok := s.quotas.Load(room); ok {
-		want = q.(int)
-	}
-	tokens = make([]any, want)
+// admitArgs returns admitScript's KEYS and ARGV for room with n fresh
+// tokens. Apart from Admit so that a test can run the script inside a
+// transaction.
+func (s *Store) admitArgs(room string, n int) (keys []string, tokens []any) {
+	tokens = make([]any, n)
 	for i := range tokens {
 		tokens[i] = waitroom.NewToken()
 	}
@@ -344,10 +405,16 @@ func (s *Store) admitted(ctx context.Context, room string, res any) ([]waitroom.
 	}
 	quota, ok1 := r.int(1)
 	replicas, ok2 := r.int(5)
-	if !ok1 || !ok2 || len(r) < admitHeader || len(r)%2 != 0 {
+	carry, ok3 := r.int(6)
+	rate, ok4 := r.int(7)
+	waiting, ok5 := r.int(8)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || len(r) < admitHeader || len(r)%2 != 1 {
 		return nil, 0, s.unexpected(ctx, "admit", res)
 	}
-	s.quotas.Store(room, int(quota))
+	s.ticks.Store(room, tickState{
+		quota: int(quota), carry: float64(carry) / 1e6, rate: float64(rate) / 1e6,
+		waiting: waiting, at: time.Now(),
+	})
 
 	var admitted []waitroom.Admission
 	for i := admitHeader; i < len(r); i += 2 {

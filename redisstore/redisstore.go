@@ -126,9 +126,9 @@ type Store struct {
 	onLost      func(room string, loss Loss)
 	waitTimeout time.Duration
 
-	// quotas caches each room's TickQuota from Admit's last reply: how many
-	// tokens to generate for its next call.
-	quotas sync.Map // room → int
+	// ticks keeps what each room's last Admit reply said about the next
+	// call: how many tokens to generate for it (tokensWanted).
+	ticks sync.Map // room → tickState
 	// keyCache holds the keys of rooms served (keys), at most
 	// maxCachedRooms of them.
 	keyCache   sync.Map // room → *roomKeys

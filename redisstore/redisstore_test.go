@@ -354,7 +354,7 @@ func fractionalTicks(t *testing.T) (counts []int, driftUS int64) {
 	require.Empty(t, got, "the first call starts the bucket")
 	require.NoError(t, rewindBucket.Load(ctx, s.client).Err())
 	for range 30 {
-		keys, tokens := s.admitArgs(room)
+		keys, tokens := s.admitArgs(room, 18)
 		tx := s.client.TxPipeline()
 		rewound := tx.EvalSha(ctx, rewindBucket.Hash(), []string{k.bucket}, 100_000)
 		admit := tx.EvalSha(ctx, admitScript.Hash(), keys, tokens...)

@@ -54,6 +54,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"StockNoShowsGiveUnitsBack", testStockNoShowsGiveUnitsBack},
 		{"UnitsLeft", testUnitsLeft},
 		{"StockHoldsUnderConcurrency", testStockHoldsUnderConcurrency},
+		{"WorkFollowsUsersAndTokens", testWorkFollowsUsersAndTokens},
+		{"AdmittersLiveForTheirTTL", testAdmittersLiveForTheirTTL},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -860,4 +862,89 @@ func testStats(t *testing.T, h Harness) {
 	require.Equal(t, int64(1), stats.Released)
 	require.Equal(t, stats.Admitted, stats.Active+1, "live tokens = admitted − completed")
 	require.Equal(t, 4-stats.Admitted, stats.Waiting)
+}
+
+// testWorkFollowsUsersAndTokens: Work says WorkQueue while users wait,
+// WorkTokens while only tokens are held, WorkNone for an empty or unknown
+// room, in the order of the rooms asked about; bad input is refused.
+func testWorkFollowsUsersAndTokens(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	empty := newRoom(t, h, waitroom.RoomConfig{})
+	queued := newRoom(t, h, waitroom.RoomConfig{})
+	enterAll(t, h.Store, queued, 1)
+	held := newRoom(t, h, waitroom.RoomConfig{Rate: 1000})
+	enterAll(t, h.Store, held, 1)
+	a := admitOne(t, h, held)
+	unknown := empty + "-none"
+
+	work, err := h.Store.Work(ctx, []string{queued, empty, held, unknown, queued})
+	require.NoError(t, err)
+	require.Equal(t, []waitroom.Work{waitroom.WorkQueue, waitroom.WorkNone, waitroom.WorkTokens, waitroom.WorkNone, waitroom.WorkQueue}, work)
+
+	// Leaving empties the queue; spending the token leaves nothing.
+	require.NoError(t, h.Store.Leave(ctx, queued, user(0)))
+	hold, err := h.Store.Claim(ctx, held, a.User, a.Token)
+	require.NoError(t, err)
+	require.NoError(t, h.Store.Complete(ctx, hold))
+	work, err = h.Store.Work(ctx, []string{queued, held})
+	require.NoError(t, err)
+	require.Equal(t, []waitroom.Work{waitroom.WorkNone, waitroom.WorkNone}, work)
+
+	work, err = h.Store.Work(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, work)
+	_, err = h.Store.Work(ctx, []string{queued, "bad{name}"})
+	require.ErrorIs(t, err, waitroom.ErrBadRequest)
+	_, err = h.Store.Work(ctx, make([]string, waitroom.MaxWorkRoomsBatch+1))
+	require.ErrorIs(t, err, waitroom.ErrBadRequest)
+}
+
+// testAdmittersLiveForTheirTTL: each call keeps its admitter alive for its
+// ttl and lists the live ones, sorted; one that stops renewing drops out
+// once its ttl has passed, by the store's clock. Other tests' admitters
+// may share the backend, so only this test's ids are looked at.
+func testAdmittersLiveForTheirTTL(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	prefix := "adm-" + hex.EncodeToString(b[:]) + "-"
+	short, long := prefix+"b-short", prefix+"a-long"
+	mine := func(ids []string) []string {
+		require.True(t, sort.StringsAreSorted(ids), "%v", ids)
+		var out []string
+		for _, id := range ids {
+			if len(id) > len(prefix) && id[:len(prefix)] == prefix {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+
+	ids, err := h.Store.Admitters(ctx, short, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, []string{short}, mine(ids))
+	ids, err = h.Store.Admitters(ctx, long, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{long, short}, mine(ids))
+	// Renewing keeps one place.
+	ids, err = h.Store.Admitters(ctx, long, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{long, short}, mine(ids))
+
+	h.Advance(t, 400*time.Millisecond)
+	ids, err = h.Store.Admitters(ctx, long, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{long}, mine(ids), "the silent admitter is gone after its ttl")
+	// A peer instance sees the same list.
+	ids, err = h.Peer(t).Admitters(ctx, short, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{long, short}, mine(ids))
+
+	for _, bad := range []struct {
+		id  string
+		ttl time.Duration
+	}{{"", time.Second}, {"has space", time.Second}, {prefix, 0}, {prefix, -time.Second}, {prefix, 2 * waitroom.MaxAdmitterTTL}} {
+		_, err := h.Store.Admitters(ctx, bad.id, bad.ttl)
+		require.ErrorIs(t, err, waitroom.ErrBadRequest, "%q %s", bad.id, bad.ttl)
+	}
 }

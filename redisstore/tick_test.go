@@ -1,0 +1,156 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+)
+
+// TestAdmitSuppliesTokensForWhatItAdmits: after a reply that left nobody
+// waiting the next Admit generates no tokens, and when users came
+// meanwhile it still admits them in the same call (a second run, MORE),
+// so saving tokens never costs a tick.
+func TestAdmitSuppliesTokensForWhatItAdmits(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100})
+	got, err := s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Empty(t, got, "the first call starts the bucket")
+	require.Zero(t, s.tokensWanted(room), "nobody waits: no tokens")
+
+	for _, u := range []string{"u1", "u2", "u3"} {
+		_, err := s.Enter(ctx, room, u)
+		require.NoError(t, err)
+	}
+	time.Sleep(50 * time.Millisecond) // 5 users' worth at 100/s
+	require.Zero(t, s.tokensWanted(room), "the Store has not seen them yet")
+	got, err = s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, []string{"u1", "u2", "u3"}, users(got))
+	require.Zero(t, s.tokensWanted(room))
+
+	// A queue longer than the bucket: about what the bucket will allow.
+	fill(t, s, room, 100)
+	got, err = s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(got), 10)
+	time.Sleep(100 * time.Millisecond)
+	want := s.tokensWanted(room)
+	require.GreaterOrEqual(t, want, 9, "a slice at 100/s")
+	require.LessOrEqual(t, want, 10, "never beyond the quota")
+}
+
+func users(as []waitroom.Admission) []string {
+	var out []string
+	for _, a := range as {
+		out = append(out, a.User)
+	}
+	return out
+}
+
+// TestAdmitterHandoverOnRedis: two instances, each its own Store and
+// client, tick a room once between them; when the owner stops, the other
+// takes over, and the room's admissions stay exactly what its bucket
+// allowed from its first tick to its last (Redis time), through the
+// handover. The slice is long (1 s), so that a loaded machine's pauses
+// stay within what the bucket makes up and the count is exact.
+func TestAdmitterHandoverOnRedis(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	const rate = 175.0
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: rate, Slice: time.Second, TokenTTL: time.Hour})
+	fill(t, s, room, 2000)
+	_, err := s.Admit(ctx, room) // starts the bucket
+	require.NoError(t, err)
+	k := s.keys(room)
+	start, err := s.client.HGet(ctx, k.bucket, "last_us").Int64()
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	ticks := map[string]int{}
+	run := func(id string) (stop func()) {
+		peer := New(newClient(t), Options{Prefix: s.prefix})
+		c, cancel := context.WithCancel(ctx)
+		done := make(chan error)
+		adm := &waitroom.Admitter{ID: id, Store: &countingStore{Store: peer, id: id, mu: &mu, ticks: ticks}}
+		go func() { done <- adm.Run(c) }()
+		return func() {
+			cancel()
+			require.ErrorIs(t, <-done, context.Canceled)
+		}
+	}
+	stopA, stopB := run("a"), run("b")
+	owner := waitroom.Owner(room, []string{"a", "b"})
+	time.Sleep(time.Second)
+	if owner == "a" {
+		stopA()
+	} else {
+		stopB()
+	}
+	other := map[string]string{"a": "b", "b": "a"}[owner]
+	mu.Lock()
+	before, otherBefore := ticks[owner], ticks[other]
+	mu.Unlock()
+	time.Sleep(time.Second)
+	if owner == "a" {
+		stopB()
+	} else {
+		stopA()
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Greater(t, before, 20, "the owner ticked")
+	require.LessOrEqual(t, otherBefore, 5, "the other ticked only until it saw the owner")
+	require.Equal(t, before, ticks[owner], "the stopped owner ticks no more")
+	require.Positive(t, ticks[other], "the other took over")
+
+	b, err := s.client.HMGet(ctx, k.bucket, "last_us", "carry").Result()
+	require.NoError(t, err)
+	last, carry := toFloat(t, b[0]), toFloat(t, b[1])
+	st, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	allowed := rate * (last - float64(start)) / 1e6
+	require.InDelta(t, allowed, float64(st.Admitted)+carry, 1e-6,
+		"admitted %d + carry %.3f = rate × %.3f s", st.Admitted, carry, (last-float64(start))/1e6)
+	require.Greater(t, st.Admitted, int64(250), "about two seconds' worth")
+}
+
+func toFloat(t *testing.T, v any) float64 {
+	t.Helper()
+	s, ok := v.(string)
+	require.True(t, ok, "%v", v)
+	var f float64
+	_, err := fmt.Sscan(s, &f)
+	require.NoError(t, err)
+	require.False(t, math.IsNaN(f))
+	return f
+}
+
+// countingStore counts one instance's Admit calls per room.
+type countingStore struct {
+	waitroom.Store
+	id    string
+	mu    *sync.Mutex
+	ticks map[string]int
+}
+
+func (c *countingStore) Admit(ctx context.Context, room string) ([]waitroom.Admission, error) {
+	got, err := c.Store.Admit(ctx, room)
+	if err == nil {
+		c.mu.Lock()
+		c.ticks[c.id]++
+		c.mu.Unlock()
+	}
+	return got, err
+}
