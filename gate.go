@@ -70,35 +70,42 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 		if userHeader == "" {
 			userHeader = DefaultUserHeader
 		}
-		user := r.Header.Get(userHeader)
-		token := r.Header.Get(EntryTokenHeader)
+		users, tokens := r.Header.Values(userHeader), r.Header.Values(EntryTokenHeader)
 		switch {
-		case !ValidUserID(user):
+		case len(users) > 1:
+			// The upstream might read another of them than the one checked.
+			g.reject(w, r, BadRequest("several "+userHeader+" headers"))
+			return
+		case len(tokens) > 1:
+			g.reject(w, r, BadRequest("several "+EntryTokenHeader+" headers"))
+			return
+		case len(users) == 0 || !ValidUserID(users[0]):
 			g.reject(w, r, BadRequest("missing or malformed "+userHeader+" header"))
 			return
-		case token == "":
+		case len(tokens) == 0 || tokens[0] == "":
 			g.reject(w, r, ErrTokenNotFound)
 			return
-		case !ValidToken(token):
+		case !ValidToken(tokens[0]):
 			g.reject(w, r, BadRequest("malformed "+EntryTokenHeader+" header"))
 			return
 		}
+		user, token := users[0], tokens[0]
 		hold, err := g.Store.Claim(r.Context(), g.Room, user, token)
 		if err != nil {
 			if errors.Is(err, ErrStoreUnavailable) && g.StoreDown != nil && g.StoreDown(r) {
-				g.passUnclaimed(w, r, token, next)
+				g.passUnclaimed(w, r, userHeader, user, token, next)
 				return
 			}
 			g.reject(w, r, err)
 			return
 		}
 
-		// The upstream sees the idempotency key, never the token itself.
-		r.Header.Del(EntryTokenHeader)
-		r.Header.Set(IdempotencyKeyHeader, IdempotencyKey(g.Room, token))
+		r = vouch(r, userHeader, hold.User, IdempotencyKey(g.Room, token))
 		rec := &statusRecorder{ResponseWriter: w}
 		completed := false
+		stopRenewing := g.keepLease(r.Context(), hold)
 		defer func() {
+			stopRenewing()
 			// Settle even when the request was cancelled: the hold must not
 			// wait out its lease.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), defaultSettleTimeout)
@@ -118,16 +125,99 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 	})
 }
 
+// keepLease renews hold's lease while the protected handler works, well
+// before each lease runs out, so a slow order keeps its token held and a
+// second request with it gets TOKEN_IN_USE; the lease then frees only the
+// tokens of a process that died. The returned func stops renewing and
+// waits until it has.
+func (g *Gate) keepLease(ctx context.Context, hold Hold) (stop func()) {
+	every := hold.LeaseFor / 3
+	if every <= 0 {
+		every = DefaultLease / 3 // a store that did not say: the default
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rctx, rcancel := context.WithTimeout(ctx, every)
+			err := g.Store.Renew(rctx, hold)
+			rcancel()
+			switch {
+			case err == nil, ctx.Err() != nil:
+			case errors.Is(err, ErrTokenNotFound):
+				// Lost (the store missed renewals while down): nothing
+				// left to keep; settling will find it lost too.
+				g.logger().WarnContext(ctx, "entry token lease lost while the order ran", "room", g.Room, "user", hold.User)
+				return
+			default:
+				g.logger().WarnContext(ctx, "renewing entry token lease failed; retrying", "room", g.Room, "err", err)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// gateHeaders is what the gate vouches for on a request it let through.
+type gateHeaders struct {
+	userHeader, user, idempotencyKey string
+}
+
+type gateHeadersKey struct{}
+
+// vouch sets the headers the upstream relies on (the user the token was
+// claimed for, exactly once; the idempotency key; never the token) and
+// keeps them in r's context, so that a reverse proxy sets them again on its
+// outgoing request after hop-by-hop handling (SetGateHeaders): a client
+// naming them in Connection cannot strip them.
+func vouch(r *http.Request, userHeader, user, key string) *http.Request {
+	r.Header.Del(EntryTokenHeader)
+	r.Header.Set(IdempotencyKeyHeader, key)
+	r.Header.Set(userHeader, user)
+	return r.WithContext(context.WithValue(r.Context(), gateHeadersKey{}, gateHeaders{userHeader, user, key}))
+}
+
+// SetGateHeaders sets on h, the headers of a request on its way upstream,
+// what the gate vouched for on the request whose context is ctx: the user
+// and the Idempotency-Key, each exactly once, and no entry token. A proxy
+// calls it last, after its own header handling (httputil.ReverseProxy's
+// Rewrite). Without a gate in front it removes those headers, so nothing a
+// client sent passes for what the gate vouches.
+func SetGateHeaders(ctx context.Context, h http.Header) {
+	h.Del(EntryTokenHeader)
+	v, ok := ctx.Value(gateHeadersKey{}).(gateHeaders)
+	if !ok {
+		h.Del(IdempotencyKeyHeader)
+		return
+	}
+	h.Set(v.userHeader, v.user)
+	h.Set(IdempotencyKeyHeader, v.idempotencyKey)
+}
+
 // passUnclaimed serves a request StoreDown let through. There is no hold to
 // settle: the token stays as the store last had it, and a retry with it
 // after the store is back reaches the same order by its Idempotency-Key.
-func (g *Gate) passUnclaimed(w http.ResponseWriter, r *http.Request, token string, next http.Handler) {
-	r.Header.Del(EntryTokenHeader)
-	r.Header.Set(IdempotencyKeyHeader, IdempotencyKey(g.Room, token))
+func (g *Gate) passUnclaimed(w http.ResponseWriter, r *http.Request, userHeader, user, token string, next http.Handler) {
+	r = vouch(r, userHeader, user, IdempotencyKey(g.Room, token))
 	if g.OnOutcome != nil {
 		g.OnOutcome(g.Room, OutcomeStoreDown)
 	}
-	next.ServeHTTP(w, r)
+	rec := &statusRecorder{ResponseWriter: w}
+	started := time.Now()
+	next.ServeHTTP(rec, r)
+	if g.OnServed != nil {
+		g.OnServed(g.Room, time.Since(started), rec.status())
+	}
 }
 
 func (g *Gate) settle(ctx context.Context, outcome string, err error) {
@@ -175,7 +265,9 @@ type statusRecorder struct {
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
-	if s.code == 0 {
+	// An interim answer (103 Early Hints) is not the outcome: only the
+	// final status decides the token's fate.
+	if s.code == 0 && code >= 200 {
 		s.code = code
 	}
 	s.ResponseWriter.WriteHeader(code)

@@ -84,6 +84,9 @@ type Hold struct {
 	User  string
 	Token string
 	Lease string
+	// LeaseFor is how long the claim (or a Renew) holds the token: the
+	// room's lease. A holder that needs longer renews before it runs out.
+	LeaseFor time.Duration
 }
 
 // Stats are a room's figures.
@@ -143,6 +146,12 @@ type Store interface {
 	// Release makes the token usable again with the TTL it had left. A
 	// hold whose lease was lost is not released (no error).
 	Release(ctx context.Context, h Hold) error
+	// Renew extends h's lease to the room's lease from now, so an order
+	// that runs longer than one lease keeps its token held; the lease
+	// then frees only tokens whose holder died. ErrTokenNotFound when h
+	// no longer holds the token (spent, gone, or claimed again after its
+	// lease ran out).
+	Renew(ctx context.Context, h Hold) error
 
 	// Work tells, for each of rooms, what it holds for the admitter:
 	// WorkQueue when users wait, WorkTokens when only entry tokens are

@@ -270,7 +270,28 @@ func (s *Store) Claim(ctx context.Context, name, user, token string) (waitroom.H
 	}
 	// Not held, or held under a lease that ran out: its holder died.
 	r.tokens.setLease(t, waitroom.NewToken(), now.Add(r.cfg.Lease))
-	return waitroom.Hold{Room: name, User: user, Token: token, Lease: t.lease}, nil
+	return waitroom.Hold{Room: name, User: user, Token: token, Lease: t.lease, LeaseFor: r.cfg.Lease}, nil
+}
+
+// Renew extends h's lease to the room's lease from now, if h still holds
+// the token. A lease that ran out but was not claimed again is still h's:
+// nobody else took the token meanwhile.
+func (s *Store) Renew(ctx context.Context, h waitroom.Hold) error {
+	r, err := s.room(ctx, h.Room)
+	if errors.Is(err, waitroom.ErrRoomNotFound) {
+		return waitroom.ErrTokenNotFound
+	}
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.tokens.byUser[h.User]
+	if !ok || t.value != h.Token || t.lease == "" || t.lease != h.Lease {
+		return waitroom.ErrTokenNotFound
+	}
+	r.tokens.setLease(t, t.lease, s.now().Add(r.cfg.Lease))
+	return nil
 }
 
 // Complete spends the token while it is still stored, whatever became of

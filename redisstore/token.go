@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,8 +21,9 @@ import (
 //
 // Returns one of
 //
-//	"OK"                     held with lease ARGV[3] (now, or by this same
-//	                         claim whose reply was lost and is retried)
+//	{"OK", lease_ms}         held with lease ARGV[3] for lease_ms (now, or
+//	                         by this same claim whose reply was lost and is
+//	                         retried: then the lease it has left)
 //	"ENTRY_TOKEN_NOT_FOUND"  no entry (also when the room does not exist), or
 //	                         it expired (then it is cleaned up)
 //	"ENTRY_TOKEN_INVALID"    the user's token has another value
@@ -65,7 +67,7 @@ if e.state == 'held' and e.lease_until > now then
   if e.lease == lease then
     -- The client's retry of this very claim (its reply was lost): the
     -- same answer, not TOKEN_IN_USE against itself for a whole lease.
-    return 'OK'
+    return {'OK', e.lease_until - now}
   end
   return 'TOKEN_IN_USE'
 end
@@ -74,11 +76,12 @@ local lease_ms = redis.call('HGET', cfg_key, 'lease_ms')
 if not lease_ms then
   return 'ROOM_NOT_FOUND' -- tokens outlived their room's settings
 end
-e.state, e.lease, e.lease_until = 'held', lease, now + math.floor(tonumber(lease_ms))
+lease_ms = math.floor(tonumber(lease_ms))
+e.state, e.lease, e.lease_until = 'held', lease, now + lease_ms
 redis.call('HSET', tok_key, user, format_entry(e))
 -- Cleanup must wait for the lease too: the token cannot vanish mid-order.
 redis.call('ZADD', active_key, active_score(e), user)
-return 'OK'
+return {'OK', lease_ms}
 `)
 
 // Claim holds user's token for the room's lease under a fresh lease id.
@@ -93,9 +96,12 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 	if err != nil {
 		return waitroom.Hold{}, s.fail("claim", err)
 	}
+	if held, ok := res.([]any); ok && len(held) == 2 && held[0] == "OK" {
+		if ms, ok := held[1].(int64); ok {
+			return waitroom.Hold{Room: room, User: user, Token: token, Lease: lease, LeaseFor: time.Duration(ms) * time.Millisecond}, nil
+		}
+	}
 	switch res {
-	case "OK":
-		return waitroom.Hold{Room: room, User: user, Token: token, Lease: lease}, nil
 	case "ENTRY_TOKEN_NOT_FOUND":
 		return waitroom.Hold{}, waitroom.ErrTokenNotFound
 	case "ENTRY_TOKEN_INVALID":
@@ -228,5 +234,68 @@ func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
 		return nil
 	default:
 		return s.unexpected(ctx, "release", res)
+	}
+}
+
+// renewScript extends a held token's lease: the order is still running.
+//
+// KEYS[1] cfg
+// KEYS[2] tok
+// KEYS[3] active
+// ARGV[1] user
+// ARGV[2] token
+// ARGV[3] lease id of the hold
+//
+// Returns one of
+//
+//	"OK"              held under ARGV[3] for the room's lease from now
+//	"LOST"            not held under this lease any more (spent, gone, or
+//	                  claimed again after the lease ran out): nothing written
+//	"ROOM_NOT_FOUND"  the room's settings are gone
+var renewScript = redis.NewScript(luaLib + `
+local cfg_key    = KEYS[1]
+local tok_key    = KEYS[2]
+local active_key = KEYS[3]
+local user       = ARGV[1]
+local token      = ARGV[2]
+local lease      = ARGV[3]
+
+local e = parse_entry(redis.call('HGET', tok_key, user))
+-- A lease that ran out but was not claimed again is still this holder's:
+-- nobody took the token meanwhile, so it may go on.
+if not e or e.token ~= token or e.state ~= 'held' or e.lease ~= lease then
+  return 'LOST'
+end
+local lease_ms = redis.call('HGET', cfg_key, 'lease_ms')
+if not lease_ms then
+  return 'ROOM_NOT_FOUND'
+end
+e.lease_until = now_ms() + math.floor(tonumber(lease_ms))
+redis.call('HSET', tok_key, user, format_entry(e))
+-- Cleanup waits for the new end of the lease too.
+redis.call('ZADD', active_key, active_score(e), user)
+return 'OK'
+`)
+
+// Renew extends h's lease to the room's lease from now, if h still holds
+// the token; ErrTokenNotFound when it does not.
+func (s *Store) Renew(ctx context.Context, h waitroom.Hold) error {
+	if err := checkRoom(h.Room); err != nil {
+		return err
+	}
+	k := s.keys(h.Room)
+	res, err := s.run(ctx, renewScript, []string{k.cfg, k.tok, k.active}, h.User, h.Token, h.Lease)
+	if err != nil {
+		return s.fail("renew", err)
+	}
+	switch res {
+	case "OK":
+		return nil
+	case "LOST":
+		return waitroom.ErrTokenNotFound
+	case "ROOM_NOT_FOUND":
+		return waitroom.ErrRoomNotFound
+	default:
+		return s.unexpected(ctx, "renew", res)
 	}
 }

@@ -420,6 +420,12 @@ func (w *watchedStore) Release(ctx context.Context, h waitroom.Hold) error {
 	return err
 }
 
+func (w *watchedStore) Renew(ctx context.Context, h waitroom.Hold) error {
+	err := w.Store.Renew(ctx, h)
+	w.observe(ctx, err)
+	return err
+}
+
 func (w *watchedStore) Stats(ctx context.Context, room string) (waitroom.Stats, error) {
 	st, err := w.Store.Stats(ctx, room)
 	w.observe(ctx, err)

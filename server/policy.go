@@ -403,6 +403,12 @@ func (b *boundedStore) Release(ctx context.Context, h waitroom.Hold) error {
 	return b.fail(ctx, c, b.Store.Release(c, h))
 }
 
+func (b *boundedStore) Renew(ctx context.Context, h waitroom.Hold) error {
+	c, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.fail(ctx, c, b.Store.Renew(c, h))
+}
+
 func (b *boundedStore) Stats(ctx context.Context, room string) (waitroom.Stats, error) {
 	c, cancel := b.ctx(ctx)
 	defer cancel()

@@ -368,7 +368,8 @@ type responseRecorder struct {
 }
 
 func (w *responseRecorder) WriteHeader(code int) {
-	if w.status == 0 {
+	// An interim answer (103 Early Hints) is not what the request got.
+	if w.status == 0 && code >= 200 {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)

@@ -39,6 +39,7 @@ type fixture struct {
 type fixtureOptions struct {
 	room      waitroom.RoomConfig
 	protected http.Handler
+	onServed  func(room string, took time.Duration, status int)
 }
 
 var roomSeq atomic.Int64
@@ -55,10 +56,11 @@ func newFixture(t *testing.T, opts fixtureOptions) *fixture {
 	_, err := store.CreateRoom(t.Context(), f.room, opts.room)
 	require.NoError(t, err)
 	s, err := server.New(server.Config{
-		Store:       store,
-		Logger:      slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		DefaultRoom: f.room,
-		Protected:   opts.protected,
+		Store:        store,
+		Logger:       slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		DefaultRoom:  f.room,
+		Protected:    opts.protected,
+		OnGateServed: opts.onServed,
 	})
 	require.NoError(t, err)
 	f.srv = httptest.NewServer(s)
@@ -203,7 +205,7 @@ func proxyTo(t *testing.T, rawURL string) http.Handler {
 	t.Helper()
 	target, err := url.Parse(rawURL)
 	require.NoError(t, err)
-	h, err := server.NewUpstream(target, nil)
+	h, err := server.NewUpstream(target, server.UpstreamOptions{})
 	require.NoError(t, err)
 	return h
 }

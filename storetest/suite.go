@@ -48,6 +48,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ReleaseKeepsRemainingTTL", testReleaseKeepsRemainingTTL},
 		{"LapsedLeaseFreesToken", testLapsedLeaseFreesToken},
 		{"StaleReleaseKeepsNewHold", testStaleReleaseKeepsNewHold},
+		{"RenewKeepsTokenHeld", testRenewKeepsTokenHeld},
 		{"ExpiredTokenNotFound", testExpiredTokenNotFound},
 		{"HeldTokenOutlivesTTLUntilLeaseEnds", testHeldTokenOutlivesTTLUntilLeaseEnds},
 		{"Stats", testStats},
@@ -699,7 +700,7 @@ func testConcurrentClaimsOneWins(t *testing.T, h Harness) {
 		}
 	}
 	require.Equal(t, map[string]int{"ok": 1, "TOKEN_IN_USE": 49}, countErrors(errs))
-	require.Equal(t, waitroom.Hold{Room: room, User: a.User, Token: a.Token, Lease: winner.Lease}, winner)
+	require.Equal(t, waitroom.Hold{Room: room, User: a.User, Token: a.Token, Lease: winner.Lease, LeaseFor: waitroom.DefaultLease}, winner)
 	require.NotEmpty(t, winner.Lease)
 }
 
@@ -776,6 +777,37 @@ func testLapsedLeaseFreesToken(t *testing.T, h Harness) {
 	h.Advance(t, 250*time.Millisecond)
 	_, err = h.Store.Claim(ctx, room, a.User, a.Token)
 	require.NoError(t, err)
+}
+
+func testRenewKeepsTokenHeld(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	const lease = 300 * time.Millisecond
+	room := newRoom(t, h, waitroom.RoomConfig{Lease: lease})
+	enterAll(t, h.Store, room, 1)
+	a := admitOne(t, h, room)
+	hold, err := h.Store.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+	require.Equal(t, lease, hold.LeaseFor, "the hold says how long it lasts, so the holder knows when to renew")
+	// The order runs past two leases, renewing every half lease: the token
+	// stays held all along.
+	for range 4 {
+		h.Advance(t, lease/2)
+		require.NoError(t, h.Store.Renew(ctx, hold))
+		_, err = h.Store.Claim(ctx, room, a.User, a.Token)
+		require.ErrorIs(t, err, waitroom.ErrTokenInUse)
+	}
+	// Renewal stops (the holder died): the lease frees the token.
+	h.Advance(t, lease+50*time.Millisecond)
+	fresh, err := h.Store.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+	// The first holder wakes up: its hold is lost, and renewing it neither
+	// succeeds nor disturbs the new hold.
+	require.ErrorIs(t, h.Store.Renew(ctx, hold), waitroom.ErrTokenNotFound)
+	require.NoError(t, h.Store.Renew(ctx, fresh))
+	_, err = h.Store.Claim(ctx, room, a.User, a.Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenInUse)
+	require.NoError(t, h.Store.Complete(ctx, fresh))
+	require.ErrorIs(t, h.Store.Renew(ctx, fresh), waitroom.ErrTokenNotFound, "a spent token cannot be renewed")
 }
 
 func testStaleReleaseKeepsNewHold(t *testing.T, h Harness) {

@@ -38,6 +38,10 @@ type ServeConfig struct {
 	// Rooms to declare at start; the first is the default room.
 	Rooms    []string
 	Upstream *url.URL // nil: the built-in reference shop is the protected service
+	// The proxy to the upstream: its timeouts and the largest answer body.
+	UpstreamDialTimeout time.Duration
+	UpstreamTimeout     time.Duration
+	UpstreamMaxBody     int64
 	// The built-in shop, used when there is no upstream.
 	DatabaseURL string         // empty: in-process shop store, not durable
 	DBPool      int            // the shop's connection pool maximum
@@ -83,6 +87,9 @@ var serveSettings = []setting{
 	{"max-active", "WAITROOM_MAX_ACTIVE", "0", "n", "most live entry tokens at once; 0: no cap"},
 	{"stock", "WAITROOM_STOCK", "0", "n", "units the default room sells in all; a live entry token reserves one, so nobody is admitted to find nothing; 0: not tracked"},
 	{"upstream", "WAITROOM_UPSTREAM", "", "url", "order API the gate guards; empty: the built-in reference shop"},
+	{"upstream-timeout", "WAITROOM_UPSTREAM_TIMEOUT", "25s", "duration", "longest wait for the upstream's answer to an order; then 502 and the token is released"},
+	{"upstream-dial-timeout", "WAITROOM_UPSTREAM_DIAL_TIMEOUT", "5s", "duration", "longest wait to connect to the upstream"},
+	{"upstream-max-body", "WAITROOM_UPSTREAM_MAX_BODY", "1048576", "bytes", "largest answer body the upstream may send through the gate"},
 	{"database-url", "DATABASE_URL", "", "url", "PostgreSQL of the built-in shop (postgres://…); empty: in this process only, not durable"},
 	{"db-pool", "WAITROOM_DB_POOL", "40", "n", "connection pool maximum of the built-in shop; also the default of --pool"},
 	{"amqp-url", "AMQP_URL", "", "url", "RabbitMQ that receives the built-in shop's order events (amqp://…); empty: events wait in the outbox"},
@@ -310,6 +317,16 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 			c.Upstream = target
 		}
 	}
+
+	// The response timeout stays below the server's write timeout, so the
+	// gate, not the connection, decides an upstream that is too slow.
+	c.UpstreamTimeout, err = parseDuration(raw["upstream-timeout"], 100*time.Millisecond, writeTimeout-5*time.Second)
+	check(err)
+	c.UpstreamDialTimeout, err = parseDuration(raw["upstream-dial-timeout"], 10*time.Millisecond, time.Minute)
+	check(err)
+	maxBody, err := parseInt(raw["upstream-max-body"], 1<<10, 1<<30)
+	check(err)
+	c.UpstreamMaxBody = int64(maxBody)
 
 	c.DatabaseURL = raw["database-url"].text
 	if c.DatabaseURL != "" {

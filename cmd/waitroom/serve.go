@@ -148,7 +148,12 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	adminRoutes := map[string]http.Handler{}
 	if m.Config.Upstream != nil {
-		p, err := server.NewUpstream(m.Config.Upstream, log)
+		p, err := server.NewUpstream(m.Config.Upstream, server.UpstreamOptions{
+			Logger:          log,
+			DialTimeout:     m.Config.UpstreamDialTimeout,
+			ResponseTimeout: m.Config.UpstreamTimeout,
+			MaxBody:         m.Config.UpstreamMaxBody,
+		})
 		if err != nil {
 			return err
 		}
