@@ -159,6 +159,36 @@ func TestDashboardBrowser(t *testing.T) {
 	require.Equal(t, "no queue", op.eval(roomField(room, "eta_last")))
 	op.screenshot("admin-05-drained")
 
+	// A room that tracks stock shows what is left and what is sold.
+	stocked := room + "-stock"
+	_, err = store.CreateRoom(t.Context(), stocked, waitroom.RoomConfig{Rate: 40, Stock: 3})
+	require.NoError(t, err)
+	for _, u := range []string{"s1", "s2", "s3"} {
+		_, err := store.Enter(t.Context(), stocked, u)
+		require.NoError(t, err)
+	}
+	stockCard := fmt.Sprintf(`[data-room=%q]`, stocked)
+	op.do(chromedp.WaitVisible(chromedp.CSS(stockCard)))
+	op.waitTrue(roomField(stocked, "live_tokens")+` === "3"`, "three admitted, three units reserved")
+	op.waitTrue(roomField(stocked, "units_left")+` === "0"`, "no unit left unreserved")
+	require.Equal(t, int64(0), op.number(stocked, "sold"))
+	for i, u := range []string{"s1", "s2", "s3"} {
+		st, err := store.Status(t.Context(), stocked, u)
+		require.NoError(t, err)
+		h, err := store.Claim(t.Context(), stocked, u, st.Token)
+		require.NoError(t, err)
+		require.NoError(t, store.Complete(t.Context(), h))
+		if i == 0 {
+			op.waitTrue(roomField(stocked, "sold")+` === "1"`, "one sold")
+		}
+	}
+	op.waitTrue(roomField(stocked, "sold")+` === "3"`, "all sold")
+	op.do(chromedp.WaitVisible(chromedp.CSS(stockCard + ` .sold-out`)))
+	require.Equal(t, "sold out", op.eval(roomField(stocked, "eta_last")))
+	require.Equal(t, "true", op.eval(`String(document.querySelector('`+card+` [data-optional="units_left"]').hidden)`),
+		"a room without stock shows no stock")
+	op.screenshot("admin-06-stock")
+
 	// A reload keeps the sign-in (this tab's session); signing out forgets it.
 	op.do(chromedp.Reload())
 	op.do(chromedp.WaitVisible(chromedp.CSS(card)))

@@ -186,8 +186,12 @@
       ? "on hold"
       : (f.waiting ? duration(r.eta_last_seconds) : "no queue");
     // Figures the room has only with some features: shown when present.
+    // With stock tracked, completed tokens are units sold.
+    const optional = { abandoned: f.abandoned, units_left: f.units_left, sold: r.stock > 0 ? f.completed : null };
+    room.card.querySelector(".sold-out").hidden = !f.sold_out;
+    if (f.sold_out) room.field("eta_last").textContent = "sold out";
     for (const opt of room.card.querySelectorAll("[data-optional]")) {
-      const v = f[opt.dataset.optional];
+      const v = optional[opt.dataset.optional];
       opt.hidden = v == null;
       if (v != null) room.field(opt.dataset.optional).textContent = fmt.format(v);
     }
