@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"sync"
@@ -132,28 +131,5 @@ func (t *TickLog) Summarize(f *ServerFigures) {
 				f.Ratio = f.PerSecond / f.Rate
 			}
 		}
-	}
-}
-
-// SampleAdmissions reads a room's admitted counter with read every `every`
-// until ctx is done and logs each growth over last (the reading before the
-// run) in ticks: the server's admission pacing seen from outside.
-func SampleAdmissions(ctx context.Context, every time.Duration, last int64, read func(context.Context) (int64, error), ticks *TickLog) {
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		admitted, err := read(ctx)
-		if err != nil {
-			continue
-		}
-		if n := admitted - last; n > 0 {
-			ticks.Add(time.Now(), int(n))
-		}
-		last = admitted
 	}
 }

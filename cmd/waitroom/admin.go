@@ -163,7 +163,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	var raw []byte
 	switch cmd {
 	case "list":
-		raw, err = c.call(ctx, "GET", "/admin/rooms", nil)
+		raw, err = c.Call(ctx, "GET", "/admin/rooms", nil)
 	case "show":
 		path := "/admin/rooms/" + url.PathEscape(names[0])
 		if given["window"] {
@@ -173,15 +173,15 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 			}
 			path += "?window=" + url.QueryEscape(d.String())
 		}
-		raw, err = c.call(ctx, "GET", path, nil)
+		raw, err = c.Call(ctx, "GET", path, nil)
 	case "create":
 		body["name"] = names[0]
-		raw, err = c.call(ctx, "POST", "/admin/rooms", body)
+		raw, err = c.Call(ctx, "POST", "/admin/rooms", body)
 	case "set":
-		raw, err = c.call(ctx, "PATCH", "/admin/rooms/"+url.PathEscape(names[0]), body)
+		raw, err = c.Call(ctx, "PATCH", "/admin/rooms/"+url.PathEscape(names[0]), body)
 	}
 	if err != nil {
-		return err
+		return adminHint(err)
 	}
 	if *asJSON {
 		var out bytes.Buffer
@@ -261,14 +261,7 @@ func settingValue(name, kind, text string) (any, error) {
 	}
 }
 
-// adminClient calls the operator API of one server.
-type adminClient struct {
-	base  *url.URL
-	token string
-	http  *http.Client
-}
-
-func newAdminClient(rawURL, token string, getenv func(string) string) (*adminClient, error) {
+func newAdminClient(rawURL, token string, getenv func(string) string) (*server.AdminClient, error) {
 	if rawURL == "" {
 		rawURL = getenv("WAITROOM_ADMIN_URL")
 	}
@@ -285,64 +278,21 @@ func newAdminClient(rawURL, token string, getenv func(string) string) (*adminCli
 	if token == "" {
 		return nil, usageErrorf("no admin token: give --token or set WAITROOM_ADMIN_TOKEN")
 	}
-	return &adminClient{base: base, token: token, http: &http.Client{}}, nil
+	return &server.AdminClient{BaseURL: base, Token: token}, nil
 }
 
-// call sends one request and returns the body of a 2xx answer; any other
-// answer is an error with the server's code and message.
-func (c *adminClient) call(ctx context.Context, method, path string, body any) ([]byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	rel, err := url.Parse(path)
-	if err != nil {
-		return nil, err
-	}
-	// The server may sit under a path prefix behind a proxy.
-	target := *c.base
-	target.Path = strings.TrimSuffix(c.base.Path, "/") + rel.Path
-	target.RawPath = ""
-	target.RawQuery = rel.RawQuery
-	req, err := http.NewRequestWithContext(ctx, method, target.String(), rd)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, err // names the method, URL and cause
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: reading the answer: %w", method, target.Redacted(), err)
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return raw, nil
-	}
-	var e struct {
-		Error struct{ Code, Message string } `json:"error"`
-	}
-	if json.Unmarshal(raw, &e) != nil || e.Error.Code == "" {
-		return nil, fmt.Errorf("%s %s: %s", method, target.Redacted(), resp.Status)
-	}
-	msg := fmt.Sprintf("%s %s: %d %s: %s", method, target.Redacted(), resp.StatusCode, e.Error.Code, e.Error.Message)
+// adminHint adds what to check to the errors an operator can fix.
+func adminHint(err error) error {
+	var e *server.AdminError
 	switch {
-	case resp.StatusCode == http.StatusUnauthorized:
-		msg += " (check --token or WAITROOM_ADMIN_TOKEN)"
-	case e.Error.Code == "NOT_FOUND":
-		msg += " (is the admin API on? it needs 'serve --admin-token')"
+	case !errors.As(err, &e):
+		return err
+	case e.Status == http.StatusUnauthorized:
+		return fmt.Errorf("%w (check --token or WAITROOM_ADMIN_TOKEN)", err)
+	case e.Code == "NOT_FOUND":
+		return fmt.Errorf("%w (is the admin API on? it needs 'serve --admin-token')", err)
 	}
-	return nil, errors.New(msg)
+	return err
 }
 
 func printRooms(w io.Writer, rooms []server.AdminRoom) {

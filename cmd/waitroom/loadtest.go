@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -65,10 +64,6 @@ Every flag may instead be set by its environment variable; a flag wins.`
 const (
 	inprocDefaultRate  = 1000.0
 	inprocDefaultStock = 1000
-	// sampleEvery is how often the admin API's admitted counter is read
-	// with --url: well under one 100 ms admission tick, so a reading
-	// mostly sees one tick (a late tick and the next may share one).
-	sampleEvery = 10 * time.Millisecond
 )
 
 // loadtestConfig is what 'waitroom loadtest' runs with.
@@ -395,74 +390,22 @@ func inprocConfig() (ServeConfig, error) {
 	return parseServe([]string{"--addr", "127.0.0.1:0"}, func(string) string { return "" })
 }
 
-// loadtestURL runs the crowd against a running server. With an admin
-// token it reads the room's settings, holds the room paused until everyone
-// has entered (--check-positions), and reads the store's admitted counter
-// every sampleEvery to time the admission ticks from the server's side.
+// loadtestURL runs the crowd against a running server; with an admin
+// token, watched through the operator API (loadtest.RunWatched).
 func loadtestURL(ctx context.Context, c loadtestConfig) (*loadtest.Report, loadtest.ServerFigures, error) {
-	figs := loadtest.ServerFigures{QueueAtAllEntered: -1, Rate: c.run.Rate, CheckQueue: c.checkPositions}
-	run := c.run
 	if c.adminToken == "" {
-		rep, err := loadtest.Run(ctx, run)
-		return rep, figs, err
+		rep, err := loadtest.Run(ctx, c.run)
+		return rep, loadtest.ServerFigures{QueueAtAllEntered: -1, Rate: c.run.Rate}, err
 	}
-	if err := checkLoopback(run); err != nil {
-		return nil, figs, err
+	if err := checkLoopback(c.run); err != nil {
+		return nil, loadtest.ServerFigures{}, err
 	}
-	client, err := newAdminClient(run.URL, c.adminToken, func(string) string { return "" })
+	admin, err := newAdminClient(c.run.URL, c.adminToken, func(string) string { return "" })
 	if err != nil {
-		return nil, figs, err
+		return nil, loadtest.ServerFigures{}, err
 	}
-	client.http.Timeout = 10 * time.Second
-	adm := roomAdmin{client, run.Room}
-	room, err := adm.show(ctx)
-	if err != nil {
-		return nil, figs, err
-	}
-	if !c.rateGiven {
-		run.Rate = room.Rate
-	}
-	slice, err := time.ParseDuration(room.Slice)
-	if err != nil {
-		return nil, figs, fmt.Errorf("the admin API gave slice %q: %w", room.Slice, err)
-	}
-	figs.Source, figs.Rate = "admin counter", room.Rate
-	figs.Quota, figs.Slice = int(math.Ceil(room.Rate*slice.Seconds())), slice
-	if c.checkPositions {
-		if room.Figures.Waiting != 0 {
-			return nil, figs, fmt.Errorf("--check-positions needs an empty queue, but room %s has %d waiting", run.Room, room.Figures.Waiting)
-		}
-		if err := adm.setState(ctx, waitroom.RoomPaused); err != nil {
-			return nil, figs, err
-		}
-		// Whatever happens, the room is not left paused.
-		defer func() { _ = adm.setState(context.WithoutCancel(ctx), waitroom.RoomState(room.State)) }()
-		run.OnAllEntered = func() {
-			if r, err := adm.show(ctx); err == nil {
-				figs.QueueAtAllEntered = r.Figures.Waiting
-			}
-			_ = adm.setState(ctx, waitroom.RoomState(room.State))
-		}
-	}
-
-	var ticks loadtest.TickLog
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		loadtest.SampleAdmissions(sampleCtx, sampleEvery, room.Figures.Admitted, func(ctx context.Context) (int64, error) {
-			r, err := adm.show(ctx)
-			if err != nil {
-				return 0, err
-			}
-			return r.Figures.Admitted, nil
-		}, &ticks)
-	}()
-	rep, err := loadtest.Run(ctx, run)
-	stopSampling()
-	<-sampled
-	ticks.Summarize(&figs)
-	return rep, figs, err
+	admin.HTTP = &http.Client{Timeout: 10 * time.Second}
+	return loadtest.RunWatched(ctx, c.run, admin)
 }
 
 // checkLoopback applies the library's loopback rule before loadtest talks
@@ -478,31 +421,4 @@ func checkLoopback(run loadtest.Config) error {
 		return usageErrorf("refusing to load-test %q: its host is not loopback; add --allow-remote if you mean it", u.Host)
 	}
 	return nil
-}
-
-// roomAdmin is the admin client of 'waitroom admin' bound to one room.
-type roomAdmin struct {
-	*adminClient
-	room string
-}
-
-func (a roomAdmin) show(ctx context.Context) (server.AdminRoom, error) {
-	var r server.AdminRoom
-	// window=0: the figures now, without waiting to measure a rate.
-	raw, err := a.call(ctx, http.MethodGet, "/admin/rooms/"+a.room+"?window=0", nil)
-	if err != nil {
-		return r, err
-	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return r, fmt.Errorf("reading the admin API's answer: %w", err)
-	}
-	if r.Figures == nil {
-		return r, errors.New("the admin API's room answer has no figures")
-	}
-	return r, nil
-}
-
-func (a roomAdmin) setState(ctx context.Context, state waitroom.RoomState) error {
-	_, err := a.call(ctx, http.MethodPatch, "/admin/rooms/"+a.room, map[string]waitroom.RoomState{"state": state})
-	return err
 }
