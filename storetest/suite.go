@@ -16,7 +16,8 @@ import (
 	"github.com/waitroom/waitroom"
 )
 
-// Run runs every semantic check of the Store contract (DESIGN §3) against
+// Run runs every semantic check of the Store contract (waitroom.Store in
+// waitroom.go, and the code each method answers with in errors.go) against
 // the stores newHarness makes. Each check makes its own rooms.
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	tests := []struct {

@@ -19,7 +19,9 @@ import (
 	"github.com/waitroom/waitroom/shop"
 )
 
-// DefaultMaxConns is the pool's default hard maximum (DESIGN §2).
+// DefaultMaxConns is the pool's default hard maximum: the bottleneck the
+// admission rate is derived from (serve's --db-pool and --pool; README.md,
+// "The rate comes from the numbers").
 const DefaultMaxConns = 40
 
 // Config configures Open. URL is required; zero fields get defaults.
