@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,25 +17,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/storetest"
 )
-
-// redisURL is the Redis the tests use; a missing Redis fails them.
-func redisURL() string {
-	if u := os.Getenv("REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
 
 // newClient opens a client on the test Redis and fails the test when it is
 // not reachable: a missing service is a failure, never a skip.
 func newClient(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
-	c, err := Open(redisURL())
+	c, err := Open(testenv.RedisURL())
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = c.Close() })
-	require.NoError(tb, c.Ping(context.Background()).Err(), "Redis at %s (set REDIS_URL)", redisURL())
+	require.NoError(tb, c.Ping(context.Background()).Err(), "Redis at %s (set REDIS_URL)", testenv.RedisURL())
 	return c
 }
 
@@ -74,7 +66,7 @@ func newRoom(t *testing.T, s *Store, cfg waitroom.RoomConfig) string {
 func TestStore(t *testing.T) {
 	t.Parallel()
 	for _, autoPipeline := range []bool{true, false} {
-		url := withQuery(redisURL(), "autopipeline="+strconv.FormatBool(autoPipeline)+"&"+suiteTimeouts)
+		url := withQuery(testenv.RedisURL(), "autopipeline="+strconv.FormatBool(autoPipeline)+"&"+suiteTimeouts)
 		t.Run(fmt.Sprintf("autopipeline=%t", autoPipeline), func(t *testing.T) {
 			t.Parallel()
 			storetest.Run(t, func(t *testing.T) storetest.Harness {
@@ -509,7 +501,7 @@ func TestOpen(t *testing.T) {
 	t.Parallel()
 	_, err := Open("http://127.0.0.1:6379")
 	require.Error(t, err)
-	c, err := Open(redisURL())
+	c, err := Open(testenv.RedisURL())
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
 }

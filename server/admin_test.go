@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
@@ -35,7 +35,7 @@ func newAdminFixture(t *testing.T, opts fixtureOptions) *adminFixture {
 	t.Helper()
 	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	store := memstore.New(memstore.Options{Now: c.Now})
-	f := &adminFixture{fixture: &fixture{t: t, clock: c, store: store, room: uniqueRoom(t), logs: &syncBuffer{}}}
+	f := &adminFixture{fixture: &fixture{t: t, clock: c, store: store, room: uniqueRoom(t), logs: &testenv.LogBuffer{}}}
 	_, err := store.CreateRoom(t.Context(), f.room, opts.room)
 	require.NoError(t, err)
 	s := mustServer(t, server.Config{
@@ -410,10 +410,7 @@ func TestNewRejectsBadAdminConfig(t *testing.T) {
 // what instance B's admitter admits and what B answers to entries.
 func TestAdminChangeReachesOtherInstances(t *testing.T) {
 	t.Parallel()
-	redisURL := os.Getenv("REDIS_URL")
-	if redisURL == "" {
-		redisURL = "redis://127.0.0.1:6379/0"
-	}
+	redisURL := testenv.RedisURL()
 	prefix := fmt.Sprintf("wrtest-admin-%d", time.Now().UnixNano())
 	t.Cleanup(func() {
 		client, err := redisstore.Open(redisURL)

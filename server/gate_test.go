@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 func TestGateCompletesOnSuccess(t *testing.T) {
@@ -109,7 +110,7 @@ func TestGateReleasesWhenTheHandlerPanics(t *testing.T) {
 
 func TestGateUnreachableUpstreamReleases(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, fixtureOptions{protected: proxyTo(t, unreachableURL(t))})
+	f := newFixture(t, fixtureOptions{protected: proxyTo(t, testenv.UnreachableURL(t))})
 	token := f.admit("u1")
 	for range 3 {
 		a := f.order("u1", token)

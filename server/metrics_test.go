@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
 )
@@ -252,7 +253,7 @@ func TestStoreOutageIsLoggedOnTransitions(t *testing.T) {
 	store := &flakyStore{Store: memstore.New(memstore.Options{})}
 	_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{})
 	require.NoError(t, err)
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, Logger: slog.New(slog.NewTextHandler(logs, nil))}))
 	t.Cleanup(srv.Close)
 	enter := func(want int) {

@@ -1,14 +1,12 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
 )
@@ -33,7 +32,7 @@ type fixture struct {
 	store *memstore.Store
 	room  string
 	srv   *httptest.Server
-	logs  *syncBuffer
+	logs  *testenv.LogBuffer
 }
 
 type fixtureOptions struct {
@@ -52,7 +51,7 @@ func newFixture(t *testing.T, opts fixtureOptions) *fixture {
 	t.Helper()
 	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	store := memstore.New(memstore.Options{Now: c.Now})
-	f := &fixture{t: t, clock: c, store: store, room: uniqueRoom(t), logs: &syncBuffer{}}
+	f := &fixture{t: t, clock: c, store: store, room: uniqueRoom(t), logs: &testenv.LogBuffer{}}
 	_, err := store.CreateRoom(t.Context(), f.room, opts.room)
 	require.NoError(t, err)
 	s, err := server.New(server.Config{
@@ -156,24 +155,6 @@ func (f *fixture) admit(user string) string {
 	return ""
 }
 
-// syncBuffer collects logs written from the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // upstream is a fake order API that records what reached it.
 type upstream struct {
 	srv     *httptest.Server
@@ -208,15 +189,6 @@ func proxyTo(t *testing.T, rawURL string) http.Handler {
 	h, err := server.NewUpstream(target, server.UpstreamOptions{})
 	require.NoError(t, err)
 	return h
-}
-
-// unreachableURL is a loopback address nobody listens on.
-func unreachableURL(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return "http://" + addr
 }
 
 func TestErrorTable(t *testing.T) {
@@ -344,7 +316,7 @@ func TestErrorTable(t *testing.T) {
 	})
 	t.Run("INTERNAL", func(t *testing.T) {
 		t.Parallel()
-		logs := &syncBuffer{}
+		logs := &testenv.LogBuffer{}
 		srv := httptest.NewServer(mustServer(t, server.Config{
 			Store:  failingStore{err: errors.New("secret cause 42")},
 			Logger: slog.New(slog.NewTextHandler(logs, nil)),
@@ -361,7 +333,7 @@ func TestErrorTable(t *testing.T) {
 	})
 	t.Run("UPSTREAM_UNAVAILABLE", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, fixtureOptions{protected: proxyTo(t, unreachableURL(t))})
+		f := newFixture(t, fixtureOptions{protected: proxyTo(t, testenv.UnreachableURL(t))})
 		token := f.admit("u1")
 		a := f.order("u1", token)
 		require.Equal(t, http.StatusBadGateway, a.status)
@@ -582,7 +554,7 @@ func TestHealth(t *testing.T) {
 
 func TestRequestsAreLoggedAtDebugOnly(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	store := memstore.New(memstore.Options{})
 	_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{})
 	require.NoError(t, err)

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 const testAdminToken = "cmd-test-admin-token-0123"
@@ -87,7 +87,7 @@ func TestAdminCommands(t *testing.T) {
 		{env, []string{"rooms", "show", "nowhere", "--window", "0"}, "404 ROOM_NOT_FOUND"},
 		{env, []string{"rooms", "set", "default", "--rate", "-5"}, "400 BAD_REQUEST: rate"},
 		{env, []string{"rooms", "set", "default", "--token-ttl", "1ms"}, "400 BAD_REQUEST: token_ttl"},
-		{envOf("WAITROOM_ADMIN_TOKEN", testAdminToken), []string{"rooms", "list", "--url", unreachable(t)}, "connection refused"},
+		{envOf("WAITROOM_ADMIN_TOKEN", testAdminToken), []string{"rooms", "list", "--url", testenv.UnreachableURL(t)}, "connection refused"},
 	} {
 		code, _, errOut := runCmd(t, tc.env, append([]string{"admin"}, tc.args...)...)
 		require.Equal(t, exitFailure, code, "%v: %s", tc.args, errOut)
@@ -179,13 +179,4 @@ func get(t *testing.T, url string) string {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return string(b)
-}
-
-// unreachable is a loopback URL nobody listens on.
-func unreachable(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return "http://" + addr
 }

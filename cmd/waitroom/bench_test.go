@@ -2,20 +2,17 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // A miniature run of every part of the benchmark; the figures themselves
 // are not asserted (no test asserts a time), only that each table is there.
 func TestBenchSmall(t *testing.T) {
 	t.Parallel()
-	redisURL := os.Getenv("REDIS_URL")
-	if redisURL == "" {
-		redisURL = "redis://127.0.0.1:6379/0"
-	}
+	redisURL := testenv.RedisURL()
 	var stdout, stderr bytes.Buffer
 	code := run(t.Context(), []string{"bench", "--rounds", "1", "--slice", "50ms", "--clients", "4", "--waiting", "500"},
 		envOf("REDIS_URL", redisURL), &stdout, &stderr)

@@ -16,13 +16,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // child is one 'waitroom serve' process.
 type child struct {
 	cmd  *exec.Cmd
 	addr string
-	logs *syncBuffer
+	logs *testenv.LogBuffer
 	done chan struct{} // closed when the process has exited
 }
 
@@ -35,7 +36,7 @@ func startChild(t *testing.T, bin string, args, env []string) *child {
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	c := &child{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	c := &child{cmd: cmd, logs: &testenv.LogBuffer{}, done: make(chan struct{})}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -90,7 +91,7 @@ func TestFaultServerKilledBetweenClaimAndComplete(t *testing.T) {
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 
-	redisURL := envOr("REDIS_URL", "redis://127.0.0.1:6379/0")
+	redisURL := testenv.RedisURL()
 	prefix := fmt.Sprintf("wrtest-kill-%d", time.Now().UnixNano())
 	t.Cleanup(func() { deleteKeys(t, redisURL, prefix) })
 	conn, dbURL, schema := testSchema(t, "fault_kill")

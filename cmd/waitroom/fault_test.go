@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/redistest"
 	"github.com/waitroom/waitroom/server"
 )
@@ -117,7 +118,7 @@ func TestFaultRedisRestart(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			t.Parallel()
 			rdb := redistest.StartServer(t)
-			logs := &syncBuffer{}
+			logs := &testenv.LogBuffer{}
 			// 20/s × share 0.5 / 1 instance: failing open, 10 orders/s pass.
 			m := startMainLogging(t, []string{"--redis-url", rdb.URL(), "--rate", "20", "--products", "drop:1000",
 				"--failure-policy", policy, "--open-share", "0.5", "--instances", "1"}, envOf(), logs)
@@ -306,7 +307,7 @@ func (p *tcpProxy) setUp(up bool) {
 // and returns a connection and the database URL that uses it.
 func testSchema(t *testing.T, name string) (conn *pgx.Conn, dbURL, schema string) {
 	t.Helper()
-	dbURL = envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	dbURL = testenv.DatabaseURL()
 	schema = fmt.Sprintf("%s_%d", name, time.Now().UnixNano())
 	conn, err := pgx.Connect(t.Context(), dbURL)
 	require.NoError(t, err)
@@ -386,7 +387,7 @@ func TestFaultPostgresUnreachable(t *testing.T) {
 func TestFaultRabbitMQUnreachable(t *testing.T) {
 	t.Parallel()
 	conn, dbURL, schema := testSchema(t, "fault_mq")
-	amqpURL := envOr("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+	amqpURL := testenv.AMQPURL()
 
 	deliveries := listenOrderEvents(t, amqpURL)
 

@@ -9,9 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/waitroom/waitroom/redisstore"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 func envOf(kv ...string) func(string) string {
@@ -185,7 +184,7 @@ func TestUnknownCommand(t *testing.T) {
 func TestRunServeStopsOnSignal(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
-	stderr := &syncBuffer{}
+	stderr := &testenv.LogBuffer{}
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, envOf(), io.Discard, stderr)
@@ -244,10 +243,7 @@ func TestServeEndToEndMemstore(t *testing.T) {
 // default the loopback one). A missing Redis fails the test.
 func TestServeEndToEndRedis(t *testing.T) {
 	t.Parallel()
-	redisURL := os.Getenv("REDIS_URL")
-	if redisURL == "" {
-		redisURL = "redis://127.0.0.1:6379/0"
-	}
+	redisURL := testenv.RedisURL()
 	prefix := fmt.Sprintf("wrtest-cmd-%d", time.Now().UnixNano())
 	env := envOf("REDIS_URL", redisURL, "WAITROOM_REDIS_PREFIX", prefix)
 	t.Cleanup(func() { deleteKeys(t, redisURL, prefix) })
@@ -255,7 +251,7 @@ func TestServeEndToEndRedis(t *testing.T) {
 
 	// A second instance on the same Redis with other settings keeps the
 	// live ones and says so.
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	startMainLogging(t, []string{"--rooms", "sale", "--max-queue", "7"}, env, logs)
 	require.Contains(t, logs.String(), "room exists with other settings")
 	require.Contains(t, logs.String(), "max_queue.live=100000 max_queue.flags=7")
@@ -337,21 +333,4 @@ func deleteKeys(t *testing.T, redisURL, prefix string) {
 	defer client.Close()
 	// t.Context is done during cleanup.
 	require.NoError(t, redisstore.DeletePrefix(context.Background(), client, prefix))
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

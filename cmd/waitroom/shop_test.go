@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // admitted enters user and waits for the real admitter to let it through,
@@ -78,7 +78,7 @@ func TestServeBuiltinShopSellsTheStock(t *testing.T) {
 func TestServeBuiltinShopOnPostgresAndRabbitMQ(t *testing.T) {
 	t.Parallel()
 	conn, dbURL, schema := testSchema(t, "cmd")
-	amqpURL := envOr("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+	amqpURL := testenv.AMQPURL()
 	deliveries := listenOrderEvents(t, amqpURL)
 	env := envOf("DATABASE_URL", viaProxy(t, dbURL, hostOf(t, dbURL, "5432"), schema), "AMQP_URL", amqpURL)
 	m := startMain(t, []string{"--products", "drop:5", "--rate", "1000", "--db-pool", "4"}, env)
@@ -109,13 +109,6 @@ func TestServeBuiltinShopOnPostgresAndRabbitMQ(t *testing.T) {
 			t.Fatal("the order's event did not arrive within 15 s")
 		}
 	}
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // TestServeShopAdminBehindToken: products and coupons are created through

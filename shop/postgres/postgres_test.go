@@ -2,10 +2,8 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,47 +14,19 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/shop"
 	"github.com/waitroom/waitroom/shop/postgres"
 	"github.com/waitroom/waitroom/shop/shoptest"
 )
 
-// databaseURL is the test server; a missing server fails the tests.
-func databaseURL() string {
-	if u := os.Getenv("DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
-// newSchema creates a fresh schema for one test and drops it when the test
-// ends, so tests run in parallel on one database.
-func newSchema(tb testing.TB) string {
-	tb.Helper()
-	ctx := context.Background()
-	schema := "shoptest_" + strings.ToLower(rand.Text())
-	conn, err := pgx.Connect(ctx, databaseURL())
-	require.NoError(tb, err, "PostgreSQL at DATABASE_URL must be running")
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
-	require.NoError(tb, err)
-	tb.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, databaseURL())
-		require.NoError(tb, err)
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-		require.NoError(tb, err)
-	})
-	return schema
-}
-
 // newStore opens a store in a fresh schema. Pools stay small: the server
 // allows 100 connections for every test running at once.
 func newStore(tb testing.TB, maxConns int32, tune func(*pgxpool.Config)) *postgres.Store {
 	tb.Helper()
-	schema := newSchema(tb)
+	schema := testenv.Schema(tb, "shoptest")
 	s, err := postgres.OpenTuned(context.Background(), postgres.Config{
-		URL: databaseURL(), MaxConns: maxConns, Schema: schema,
+		URL: testenv.DatabaseURL(), MaxConns: maxConns, Schema: schema,
 	}, tune)
 	require.NoError(tb, err)
 	tb.Cleanup(s.Close) // registered after the drop, so it runs before it
@@ -73,7 +43,7 @@ func TestStore(t *testing.T) {
 // find them applied.
 func TestMigrateConcurrently(t *testing.T) {
 	t.Parallel()
-	schema := newSchema(t)
+	schema := testenv.Schema(t, "shoptest")
 	const instances = 5
 	start := make(chan struct{})
 	errs := make([]error, instances)
@@ -81,7 +51,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	for i := range instances {
 		wg.Go(func() {
 			<-start
-			s, err := postgres.Open(t.Context(), postgres.Config{URL: databaseURL(), MaxConns: 2, Schema: schema})
+			s, err := postgres.Open(t.Context(), postgres.Config{URL: testenv.DatabaseURL(), MaxConns: 2, Schema: schema})
 			errs[i] = err
 			if err == nil {
 				s.Close()
@@ -94,7 +64,7 @@ func TestMigrateConcurrently(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	conn, err := pgx.Connect(t.Context(), databaseURL())
+	conn, err := pgx.Connect(t.Context(), testenv.DatabaseURL())
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 	var applied int
@@ -106,8 +76,8 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	for _, cfg := range []postgres.Config{
 		{},
-		{URL: databaseURL(), MaxConns: -1},
-		{URL: databaseURL(), Schema: "x; DROP TABLE y"},
+		{URL: testenv.DatabaseURL(), MaxConns: -1},
+		{URL: testenv.DatabaseURL(), Schema: "x; DROP TABLE y"},
 		{URL: "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"},
 	} {
 		_, err := postgres.Open(t.Context(), cfg)
@@ -191,19 +161,19 @@ func TestDuplicateKeyBehindProductLock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			schema := newSchema(t)
+			schema := testenv.Schema(t, "shoptest")
 			// The store's sessions are named after the schema, to be told
 			// apart from parallel tests' while they wait.
-			url := databaseURL() + "&application_name=" + schema
-			if !strings.Contains(databaseURL(), "?") {
-				url = databaseURL() + "?application_name=" + schema
+			url := testenv.DatabaseURL() + "&application_name=" + schema
+			if !strings.Contains(testenv.DatabaseURL(), "?") {
+				url = testenv.DatabaseURL() + "?application_name=" + schema
 			}
 			s, err := postgres.Open(ctx, postgres.Config{URL: url, MaxConns: 4, Schema: schema})
 			require.NoError(t, err)
 			t.Cleanup(s.Close)
 			require.NoError(t, s.CreateProduct(ctx, shop.Product{ID: "p", Name: "P", Stock: tc.stock}))
 
-			holder, err := pgx.Connect(ctx, databaseURL())
+			holder, err := pgx.Connect(ctx, testenv.DatabaseURL())
 			require.NoError(t, err)
 			defer holder.Close(context.Background())
 			tx, err := holder.Begin(ctx)
@@ -231,7 +201,7 @@ func TestDuplicateKeyBehindProductLock(t *testing.T) {
 			close(start)
 
 			// Both are past the lookup once both wait on the holder's lock.
-			watch, err := pgx.Connect(ctx, databaseURL())
+			watch, err := pgx.Connect(ctx, testenv.DatabaseURL())
 			require.NoError(t, err)
 			defer watch.Close(context.Background())
 			var waiting int

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/shop"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkDeliveryLag(b *testing.B) {
 			s := newPostgres(b, 4)
 			br := newBroker(b)
 			require.NoError(b, s.CreateProduct(b.Context(), shop.Product{ID: "p", Name: "P", Stock: shop.MaxStock}))
-			r, err := NewRelay(s, Config{URL: amqpURL(), Exchange: br.exchange, Interval: interval})
+			r, err := NewRelay(s, Config{URL: testenv.AMQPURL(), Exchange: br.exchange, Interval: interval})
 			require.NoError(b, err)
 			ctx, cancel := context.WithCancel(b.Context())
 			done := make(chan error, 1)

@@ -7,54 +7,25 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/shop"
 	"github.com/waitroom/waitroom/shop/postgres"
 )
 
-// amqpURL is the test broker; a missing broker fails the tests.
-func amqpURL() string {
-	if u := os.Getenv("AMQP_URL"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
-
-func databaseURL() string {
-	if u := os.Getenv("DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
 // newPostgres opens a store in a fresh schema dropped after the test.
 func newPostgres(tb testing.TB, maxConns int32) *postgres.Store {
 	tb.Helper()
-	ctx := context.Background()
-	schema := "relaytest_" + strings.ToLower(rand.Text())
-	conn, err := pgx.Connect(ctx, databaseURL())
-	require.NoError(tb, err, "PostgreSQL at DATABASE_URL must be running")
-	_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
-	require.NoError(tb, err)
-	require.NoError(tb, conn.Close(ctx))
-	tb.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, databaseURL())
-		require.NoError(tb, err)
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-		require.NoError(tb, err)
-	})
-	s, err := postgres.Open(ctx, postgres.Config{URL: databaseURL(), MaxConns: maxConns, Schema: schema})
+	schema := testenv.Schema(tb, "relaytest")
+	s, err := postgres.Open(context.Background(), postgres.Config{URL: testenv.DatabaseURL(), MaxConns: maxConns, Schema: schema})
 	require.NoError(tb, err)
 	tb.Cleanup(s.Close)
 	return s
@@ -119,7 +90,7 @@ const markerKey = "test.marker"
 
 func newBroker(tb testing.TB) *broker {
 	tb.Helper()
-	conn, err := amqp.Dial(amqpURL())
+	conn, err := amqp.Dial(testenv.AMQPURL())
 	require.NoError(tb, err, "RabbitMQ at AMQP_URL must be running")
 	tb.Cleanup(func() { _ = conn.Close() })
 	ch, err := conn.Channel()
@@ -215,7 +186,7 @@ type proxy struct {
 
 func newProxy(tb testing.TB) (*proxy, string) {
 	tb.Helper()
-	uri, err := amqp.ParseURI(amqpURL())
+	uri, err := amqp.ParseURI(testenv.AMQPURL())
 	require.NoError(tb, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)

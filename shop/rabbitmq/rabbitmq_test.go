@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/shop/inmem"
 )
 
@@ -17,9 +18,9 @@ func TestNewRelayValidates(t *testing.T) {
 	require.Error(t, err)
 	_, err = NewRelay(inmem.New(), Config{URL: "http://not-amqp"})
 	require.Error(t, err)
-	_, err = NewRelay(inmem.New(), Config{URL: amqpURL(), BatchSize: -1})
+	_, err = NewRelay(inmem.New(), Config{URL: testenv.AMQPURL(), BatchSize: -1})
 	require.Error(t, err)
-	r, err := NewRelay(inmem.New(), Config{URL: amqpURL()})
+	r, err := NewRelay(inmem.New(), Config{URL: testenv.AMQPURL()})
 	require.NoError(t, err)
 	require.Equal(t, DefaultExchange, r.cfg.Exchange)
 	require.Equal(t, DefaultBatchSize, r.cfg.BatchSize)
@@ -39,7 +40,7 @@ func TestDeliversEveryOrder(t *testing.T) {
 			b := newBroker(t)
 			orders := placeOrders(t, s, "every", 300, 200)
 
-			r, err := NewRelay(s, Config{URL: amqpURL(), Exchange: b.exchange, BatchSize: 32})
+			r, err := NewRelay(s, Config{URL: testenv.AMQPURL(), Exchange: b.exchange, BatchSize: 32})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = r.Close() })
 			require.Equal(t, len(orders), drainOutbox(t, r))
@@ -74,7 +75,7 @@ func TestBrokerDown(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 30, pending, "events wait in the outbox")
 
-	up, err := NewRelay(s, Config{URL: amqpURL(), Exchange: b.exchange})
+	up, err := NewRelay(s, Config{URL: testenv.AMQPURL(), Exchange: b.exchange})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = up.Close() })
 	require.Equal(t, 30, drainOutbox(t, up))
@@ -95,7 +96,7 @@ func TestConcurrentRelays(t *testing.T) {
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range 2 {
-		r, err := NewRelay(s, Config{URL: amqpURL(), Exchange: b.exchange, BatchSize: 7})
+		r, err := NewRelay(s, Config{URL: testenv.AMQPURL(), Exchange: b.exchange, BatchSize: 7})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = r.Close() })
 		// Connect first, so that both relays race for rows, not for the broker.

@@ -1,0 +1,89 @@
+// Package testenv is what the tests of several packages share: the URLs of
+// the real services they run against, a fresh PostgreSQL schema per test, a
+// log sink that the server's goroutines may write to at once, and a
+// loopback address nobody listens on.
+//
+// A service's URL comes from its environment variable, else the loopback
+// default that scripts/test brings up; a service that does not answer
+// fails the test, it never skips it.
+package testenv
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// RedisURL is the tests' Redis: REDIS_URL, default the loopback one.
+func RedisURL() string {
+	return cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379/0")
+}
+
+// DatabaseURL is the tests' PostgreSQL: DATABASE_URL, default the
+// loopback one with the database test.
+func DatabaseURL() string {
+	return cmp.Or(os.Getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+}
+
+// AMQPURL is the tests' RabbitMQ: AMQP_URL, default the loopback one.
+func AMQPURL() string {
+	return cmp.Or(os.Getenv("AMQP_URL"), "amqp://guest:guest@127.0.0.1:5672/")
+}
+
+// Schema creates a PostgreSQL schema named prefix_RANDOM for one test and
+// drops it, with everything in it, when the test ends: tests isolated by
+// schema run in parallel on one database.
+func Schema(tb testing.TB, prefix string) string {
+	tb.Helper()
+	schema := prefix + "_" + strings.ToLower(rand.Text())
+	exec := func(sql string) {
+		// The test's context is done by cleanup time.
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, DatabaseURL())
+		require.NoError(tb, err, "PostgreSQL at DATABASE_URL must be running")
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		require.NoError(tb, err)
+	}
+	exec("CREATE SCHEMA " + schema)
+	tb.Cleanup(func() { exec("DROP SCHEMA " + schema + " CASCADE") })
+	return schema
+}
+
+// LogBuffer collects what the server's goroutines log, safe for concurrent
+// writes.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// UnreachableURL is an http:// URL on a loopback port nobody listens on.
+func UnreachableURL(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(tb, err)
+	addr := ln.Addr().String()
+	require.NoError(tb, ln.Close())
+	return "http://" + addr
+}
