@@ -139,6 +139,25 @@ func (k *RoomKeeper) Restore(ctx context.Context, room string) (bool, error) {
 	return true, nil
 }
 
+// retry reports whether a call that failed with err is worth one more
+// try: err is ErrRoomNotFound for a room the keeper knows, which it has
+// just created again (or did less than a second ago). Redis keeps nothing
+// on disk by default, so after a restart every room is gone; Run brings
+// the known rooms back within Interval, and this spares the requests of
+// that second a ROOM_NOT_FOUND. The queue and the tokens are lost either
+// way: users see NOT_IN_QUEUE and enter again.
+func (k *RoomKeeper) retry(ctx context.Context, room string, err error) bool {
+	if !errors.Is(err, ErrRoomNotFound) {
+		return false
+	}
+	known, err := k.Restore(ctx, room)
+	if err != nil {
+		k.logger().WarnContext(ctx, "declaring a lost room again failed", "room", room, "err", err)
+		return false
+	}
+	return known
+}
+
 func (k *RoomKeeper) recreated(ctx context.Context, room string, cfg RoomConfig) {
 	k.logger().WarnContext(ctx, "room re-created: the store had lost it (Redis restarted empty or failed over to a replica without it); its queue and tokens are gone, users enter again",
 		"room", room, "rate", cfg.Rate, "state", cfg.State)

@@ -69,7 +69,7 @@ func writeError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err er
 		log.ErrorContext(ctx, "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		code, message, status = "INTERNAL", "internal error", http.StatusInternalServerError
 	case status >= 500 && code != waitroom.ErrStoreUnavailable.Code:
-		// A store outage is logged when it starts and ends (watchedStore),
+		// A store outage is logged when it starts and ends (GuardedStore),
 		// not once per request.
 		log.WarnContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 	default:

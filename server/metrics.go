@@ -56,7 +56,7 @@ type roomMetrics struct {
 	queueFull everyMinute
 }
 
-func newMetrics(reg *prometheus.Registry, store *watchedStore, log *slog.Logger) (*metrics, error) {
+func newMetrics(reg *prometheus.Registry, store *waitroom.GuardedStore, log *slog.Logger) (*metrics, error) {
 	if reg == nil {
 		// A registry per Server, never the global one, so servers (and
 		// tests running in parallel) do not share series.
@@ -230,12 +230,12 @@ func (m *metrics) observeHTTP(route string, code int, d time.Duration) {
 // scrape time: they are the room's own, kept by the store for all
 // instances, so a counter of this process could not know them.
 type roomCollector struct {
-	store                                           *watchedStore
+	store                                           *waitroom.GuardedStore
 	log                                             *slog.Logger
 	waiting, live, rate, state, entries, tokens, up *prometheus.Desc
 }
 
-func newRoomCollector(store *watchedStore, log *slog.Logger) *roomCollector {
+func newRoomCollector(store *waitroom.GuardedStore, log *slog.Logger) *roomCollector {
 	room := []string{"room"}
 	return &roomCollector{
 		store:   store,
@@ -261,7 +261,7 @@ func (c *roomCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	defer func() {
 		up := 1.0
-		if c.store.down.Load() {
+		if c.store.Down() {
 			up = 0
 		}
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
@@ -323,117 +323,4 @@ func (e *everyMinute) allow(now time.Time) (skipped int64, ok bool) {
 		return 0, false
 	}
 	return e.skipped.Swap(0), true
-}
-
-// watchedStore notices store outages on the way through: the first call
-// that finds the store unavailable logs a warning, the first that succeeds
-// afterwards logs the recovery. An outage under 100,000 pollers is two
-// lines, not one per poll.
-type watchedStore struct {
-	waitroom.Store
-	log       *slog.Logger
-	down      atomic.Bool
-	downSince atomic.Int64 // unix nanoseconds
-}
-
-var _ waitroom.Store = (*watchedStore)(nil)
-
-func (w *watchedStore) observe(ctx context.Context, err error) {
-	switch {
-	case errors.Is(err, waitroom.ErrStoreUnavailable):
-		if !w.down.Load() && w.down.CompareAndSwap(false, true) {
-			w.downSince.Store(time.Now().UnixNano())
-			w.log.WarnContext(ctx, "store unavailable; answering 503 until it is back", "err", err)
-		}
-	case err == nil || waitroom.ErrorCode(err) != "INTERNAL":
-		// An answer, even a refusal, means the store is reachable.
-		if w.down.Load() && w.down.CompareAndSwap(true, false) {
-			w.log.InfoContext(ctx, "store reachable again",
-				"down_for", time.Since(time.Unix(0, w.downSince.Load())).Round(time.Millisecond))
-		}
-	}
-}
-
-func (w *watchedStore) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) (bool, error) {
-	created, err := w.Store.CreateRoom(ctx, room, cfg)
-	w.observe(ctx, err)
-	return created, err
-}
-
-func (w *watchedStore) UpdateRoom(ctx context.Context, room string, from, to waitroom.RoomConfig) error {
-	err := w.Store.UpdateRoom(ctx, room, from, to)
-	w.observe(ctx, err)
-	return err
-}
-
-func (w *watchedStore) RoomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
-	cfg, err := w.Store.RoomConfig(ctx, room)
-	w.observe(ctx, err)
-	return cfg, err
-}
-
-func (w *watchedStore) Rooms(ctx context.Context) ([]string, error) {
-	rooms, err := w.Store.Rooms(ctx)
-	w.observe(ctx, err)
-	return rooms, err
-}
-
-func (w *watchedStore) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
-	st, err := w.Store.Enter(ctx, room, user)
-	w.observe(ctx, err)
-	return st, err
-}
-
-func (w *watchedStore) Status(ctx context.Context, room, user string) (waitroom.Status, error) {
-	st, err := w.Store.Status(ctx, room, user)
-	w.observe(ctx, err)
-	return st, err
-}
-
-func (w *watchedStore) Leave(ctx context.Context, room, user string) error {
-	err := w.Store.Leave(ctx, room, user)
-	w.observe(ctx, err)
-	return err
-}
-
-func (w *watchedStore) Admit(ctx context.Context, room string) ([]waitroom.Admission, error) {
-	admitted, err := w.Store.Admit(ctx, room)
-	w.observe(ctx, err)
-	return admitted, err
-}
-
-func (w *watchedStore) Claim(ctx context.Context, room, user, token string) (waitroom.Hold, error) {
-	h, err := w.Store.Claim(ctx, room, user, token)
-	w.observe(ctx, err)
-	return h, err
-}
-
-func (w *watchedStore) Complete(ctx context.Context, h waitroom.Hold) error {
-	err := w.Store.Complete(ctx, h)
-	w.observe(ctx, err)
-	return err
-}
-
-func (w *watchedStore) Release(ctx context.Context, h waitroom.Hold) error {
-	err := w.Store.Release(ctx, h)
-	w.observe(ctx, err)
-	return err
-}
-
-func (w *watchedStore) Renew(ctx context.Context, h waitroom.Hold) error {
-	err := w.Store.Renew(ctx, h)
-	w.observe(ctx, err)
-	return err
-}
-
-func (w *watchedStore) Stats(ctx context.Context, room string) (waitroom.Stats, error) {
-	st, err := w.Store.Stats(ctx, room)
-	w.observe(ctx, err)
-	return st, err
-}
-
-func (w *watchedStore) Ping(ctx context.Context) error {
-	err := w.Store.Ping(ctx)
-	w.observe(ctx, err)
-	return err
 }

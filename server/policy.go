@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -33,7 +32,7 @@ const (
 // Defaults of FailurePolicy and Config fields left zero.
 const (
 	DefaultOpenShare    = 0.5
-	DefaultStoreTimeout = time.Second
+	DefaultStoreTimeout = waitroom.DefaultStoreTimeout
 	// openSlice spreads the open policy's bound like the admitter spreads
 	// admissions: at most a tenth of a second's share at once.
 	openSlice = 100 * time.Millisecond
@@ -295,129 +294,4 @@ func (s *Server) writeReady(w http.ResponseWriter, r *http.Request, pingErr erro
 	body.Error = &errorBody{Code: waitroom.ErrStoreUnavailable.Code, Message: waitroom.ErrStoreUnavailable.Message}
 	jsonhttp.RetryAfter(w, unavailableRetryAfter)
 	jsonhttp.Write(w, http.StatusServiceUnavailable, body)
-}
-
-// boundedStore bounds every store call a request makes with a timeout, so
-// a store that hangs reads as unavailable within it instead of holding the
-// request for the client library's own (much longer) limits. It also tells
-// the failover each room's rate the store answers.
-type boundedStore struct {
-	waitroom.Store
-	timeout time.Duration
-	onRate  func(room string, rate float64)
-}
-
-var _ waitroom.Store = (*boundedStore)(nil)
-
-func (b *boundedStore) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, b.timeout)
-}
-
-// fail marks a call that ran out of our timeout (not the caller's) as the
-// store being unavailable, whatever the store made of it.
-func (b *boundedStore) fail(caller, bounded context.Context, err error) error {
-	if err == nil || caller.Err() != nil || !errors.Is(bounded.Err(), context.DeadlineExceeded) ||
-		errors.Is(err, waitroom.ErrStoreUnavailable) {
-		return err
-	}
-	return fmt.Errorf("%w: no answer within %s: %w", waitroom.ErrStoreUnavailable, b.timeout, err)
-}
-
-func (b *boundedStore) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) (bool, error) {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	created, err := b.Store.CreateRoom(c, room, cfg)
-	return created, b.fail(ctx, c, err)
-}
-
-func (b *boundedStore) UpdateRoom(ctx context.Context, room string, from, to waitroom.RoomConfig) error {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	err := b.Store.UpdateRoom(c, room, from, to)
-	if err == nil {
-		b.onRate(room, to.WithDefaults().Rate)
-	}
-	return b.fail(ctx, c, err)
-}
-
-func (b *boundedStore) RoomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	cfg, err := b.Store.RoomConfig(c, room)
-	if err == nil {
-		b.onRate(room, cfg.Rate)
-	}
-	return cfg, b.fail(ctx, c, err)
-}
-
-func (b *boundedStore) Rooms(ctx context.Context) ([]string, error) {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	rooms, err := b.Store.Rooms(c)
-	return rooms, b.fail(ctx, c, err)
-}
-
-func (b *boundedStore) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	st, err := b.Store.Enter(c, room, user)
-	return st, b.fail(ctx, c, err)
-}
-
-func (b *boundedStore) Status(ctx context.Context, room, user string) (waitroom.Status, error) {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	st, err := b.Store.Status(c, room, user)
-	return st, b.fail(ctx, c, err)
-}
-
-func (b *boundedStore) Leave(ctx context.Context, room, user string) error {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.fail(ctx, c, b.Store.Leave(c, room, user))
-}
-
-func (b *boundedStore) Admit(ctx context.Context, room string) ([]waitroom.Admission, error) {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	admitted, err := b.Store.Admit(c, room)
-	return admitted, b.fail(ctx, c, err)
-}
-
-func (b *boundedStore) Claim(ctx context.Context, room, user, token string) (waitroom.Hold, error) {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	h, err := b.Store.Claim(c, room, user, token)
-	return h, b.fail(ctx, c, err)
-}
-
-func (b *boundedStore) Complete(ctx context.Context, h waitroom.Hold) error {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.fail(ctx, c, b.Store.Complete(c, h))
-}
-
-func (b *boundedStore) Release(ctx context.Context, h waitroom.Hold) error {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.fail(ctx, c, b.Store.Release(c, h))
-}
-
-func (b *boundedStore) Renew(ctx context.Context, h waitroom.Hold) error {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.fail(ctx, c, b.Store.Renew(c, h))
-}
-
-func (b *boundedStore) Stats(ctx context.Context, room string) (waitroom.Stats, error) {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	st, err := b.Store.Stats(c, room)
-	return st, b.fail(ctx, c, err)
-}
-
-func (b *boundedStore) Ping(ctx context.Context) error {
-	c, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.fail(ctx, c, b.Store.Ping(c))
 }

@@ -87,14 +87,17 @@ type Config struct {
 	// FailurePolicy says what each room does while the store is down
 	// (policy.go); the zero value fails closed everywhere.
 	FailurePolicy FailurePolicy
-	// StoreTimeout bounds each store call a request makes; default
-	// DefaultStoreTimeout (1 s).
+	// StoreTimeout bounds each store call; default DefaultStoreTimeout
+	// (1 s).
 	StoreTimeout time.Duration
+	// DeclaredRooms are the rooms this server declared at start: the
+	// store's keeper brings them back if the store loses them (Store).
+	DeclaredRooms map[string]waitroom.RoomConfig
 }
 
 // Server is the waiting room's http.Handler.
 type Server struct {
-	store         waitroom.Store
+	store         *waitroom.GuardedStore
 	log           *slog.Logger
 	userHeader    string
 	defaultRoom   string
@@ -116,7 +119,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: Config.Store is required")
 	}
 	s := &Server{
-		store:         cfg.Store,
 		log:           cfg.Logger,
 		userHeader:    cfg.UserHeader,
 		defaultRoom:   cfg.DefaultRoom,
@@ -150,13 +152,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.failover = newFailover(cfg.FailurePolicy, s.log.WarnContext)
-	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = DefaultStoreTimeout
-	}
-	bounded := &boundedStore{Store: cfg.Store, timeout: cfg.StoreTimeout, onRate: s.failover.noteRate}
-	watched := &watchedStore{Store: bounded, log: s.log}
-	s.store = watched
-	m, err := newMetrics(cfg.Registry, watched, s.log)
+	s.store = waitroom.Guard(cfg.Store, waitroom.GuardOptions{
+		Timeout: cfg.StoreTimeout,
+		Logger:  s.log,
+		Rooms:   cfg.DeclaredRooms,
+		OnRate:  s.failover.noteRate,
+	})
+	m, err := newMetrics(cfg.Registry, s.store, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}
@@ -222,6 +224,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	return s, nil
 }
+
+// Store is the guarded store the server's handlers and gate use
+// (waitroom.GuardedStore: timeouts, outage watching, lost rooms, the
+// failure policy's rates). Give the same one to the admitter, the keeper
+// (Store().Keeper()) and the rate tuner, so every part sees one store.
+func (s *Server) Store() *waitroom.GuardedStore { return s.store }
 
 // handle registers h, turning ServeMux's panic on a bad or conflicting
 // pattern into an error.

@@ -138,8 +138,6 @@ func (m *Main) Run(ctx context.Context) error {
 	for _, room := range m.Config.Rooms {
 		declared[room] = m.Config.Room.WithDefaults()
 	}
-	keeper := &waitroom.RoomKeeper{Store: m.store, Rooms: declared, Logger: log}
-	m.store = newRedeclaringStore(m.store, keeper, log)
 
 	var protected http.Handler
 	routes := maps.Clone(m.Routes)
@@ -199,9 +197,17 @@ func (m *Main) Run(ctx context.Context) error {
 		// What the gate does while Redis is down or slow.
 		FailurePolicy: m.Config.FailurePolicy,
 		StoreTimeout:  m.Config.StoreTimeout,
+		DeclaredRooms: declared,
 	})
 	if err != nil {
 		return err
+	}
+	// From here on every part uses the server's guarded store: one set of
+	// timeouts, one outage watch, one keeper.
+	m.store = handler.Store()
+	keeper := handler.Store().Keeper()
+	if m.tuner != nil {
+		m.tuner.Store = m.store
 	}
 
 	if m.tuner != nil {
@@ -397,7 +403,7 @@ func (m *Main) observeOrders() func(room string, took time.Duration, status int)
 		return nil
 	}
 	m.tuner = &waitroom.RateTuner{
-		Store:  m.store,
+		// Store: the server's guarded store, set once it is built.
 		Room:   m.Config.Rooms[0],
 		Pool:   m.Config.Pool,
 		Margin: m.Config.Margin,

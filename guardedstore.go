@@ -1,0 +1,237 @@
+package waitroom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// DefaultStoreTimeout is GuardOptions.Timeout's default.
+const DefaultStoreTimeout = time.Second
+
+// GuardOptions configures Guard.
+type GuardOptions struct {
+	// Timeout bounds each store call; default DefaultStoreTimeout. A call
+	// that gets no answer within it is ErrStoreUnavailable.
+	Timeout time.Duration
+	// Logger receives the start and the end of each outage; default
+	// discards.
+	Logger *slog.Logger
+	// Rooms are the declared rooms the keeper brings back when the store
+	// loses them (RoomKeeper.Rooms).
+	Rooms map[string]RoomConfig
+	// OnRate, if set, is told each room's rate the store answers or is
+	// given, so the failure policy knows a room's last rate while the
+	// store is down.
+	OnRate func(room string, rate float64)
+}
+
+// GuardedStore is the one Store every part of a server shares: the HTTP
+// handlers, the gate, the admitter, the keeper and the rate tuner. Around
+// each call of the store it guards it
+//
+//   - bounds the call by Timeout, and turns a call that ran out of it (not
+//     out of the caller's own deadline) into ErrStoreUnavailable: the one
+//     place that decides a timeout means the store is down;
+//   - re-creates a room the store lost and tries the call once more, when
+//     the keeper knows the room (RoomKeeper.retry);
+//   - watches for outages: it logs when one starts and when it ends, once
+//     each, and Down reports it;
+//   - tells OnRate each room's rate, for the failure policy.
+//
+// Every method is one line around guarded, so a method added to Store is a
+// one-liner here; there is no embedded Store, so one left out does not
+// compile.
+type GuardedStore struct {
+	store   Store
+	timeout time.Duration
+	log     *slog.Logger
+	onRate  func(room string, rate float64)
+	keeper  *RoomKeeper
+	outage  storeOutage
+}
+
+var _ Store = (*GuardedStore)(nil)
+
+// Guard returns store guarded by o. Its Keeper works on the guarded store.
+func Guard(store Store, o GuardOptions) *GuardedStore {
+	g := &GuardedStore{store: store, timeout: o.Timeout, log: o.Logger, onRate: o.OnRate}
+	if g.timeout <= 0 {
+		g.timeout = DefaultStoreTimeout
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.onRate == nil {
+		g.onRate = func(string, float64) {}
+	}
+	g.keeper = &RoomKeeper{Store: g, Rooms: o.Rooms, Logger: g.log}
+	return g
+}
+
+// Keeper is the RoomKeeper of the guarded store's rooms; run it beside the
+// admitter.
+func (g *GuardedStore) Keeper() *RoomKeeper { return g.keeper }
+
+// Down reports whether the last call that settled the question found the
+// store unavailable.
+func (g *GuardedStore) Down() bool {
+	g.outage.mu.Lock()
+	defer g.outage.mu.Unlock()
+	return g.outage.down
+}
+
+// Timeout is the bound of each call.
+func (g *GuardedStore) Timeout() time.Duration { return g.timeout }
+
+// guarded runs one call of the store under g. room names the room a lost
+// room's re-creation brings back; "" for calls that are not retried.
+func guarded[T any](ctx context.Context, g *GuardedStore, room string, call func(context.Context) (T, error)) (T, error) {
+	epoch := g.outage.begin()
+	bounded, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	v, err := call(bounded)
+	if room != "" && g.keeper.retry(bounded, room, err) {
+		v, err = call(bounded)
+	}
+	if err != nil && ctx.Err() == nil && errors.Is(bounded.Err(), context.DeadlineExceeded) &&
+		!errors.Is(err, ErrStoreUnavailable) {
+		err = fmt.Errorf("%w: no answer within %s: %w", ErrStoreUnavailable, g.timeout, err)
+	}
+	g.outage.observe(ctx, g.log, epoch, err)
+	return v, err
+}
+
+// guardedErr is guarded for calls that return only an error.
+func guardedErr(ctx context.Context, g *GuardedStore, room string, call func(context.Context) error) error {
+	_, err := guarded(ctx, g, room, func(ctx context.Context) (struct{}, error) { return struct{}{}, call(ctx) })
+	return err
+}
+
+func (g *GuardedStore) CreateRoom(ctx context.Context, room string, cfg RoomConfig) (bool, error) {
+	return guarded(ctx, g, "", func(ctx context.Context) (bool, error) { return g.store.CreateRoom(ctx, room, cfg) })
+}
+
+func (g *GuardedStore) UpdateRoom(ctx context.Context, room string, from, to RoomConfig) error {
+	// Re-created as last seen, which may not be from: then the caller reads
+	// again (ErrRoomChanged), as after any change.
+	err := guardedErr(ctx, g, room, func(ctx context.Context) error { return g.store.UpdateRoom(ctx, room, from, to) })
+	if err == nil {
+		g.onRate(room, to.WithDefaults().Rate)
+	}
+	return err
+}
+
+func (g *GuardedStore) RoomConfig(ctx context.Context, room string) (RoomConfig, error) {
+	cfg, err := guarded(ctx, g, room, func(ctx context.Context) (RoomConfig, error) { return g.store.RoomConfig(ctx, room) })
+	if err == nil {
+		g.onRate(room, cfg.Rate)
+	}
+	return cfg, err
+}
+
+func (g *GuardedStore) Rooms(ctx context.Context) ([]string, error) {
+	return guarded(ctx, g, "", g.store.Rooms)
+}
+
+func (g *GuardedStore) Enter(ctx context.Context, room, user string) (Status, error) {
+	return guarded(ctx, g, room, func(ctx context.Context) (Status, error) { return g.store.Enter(ctx, room, user) })
+}
+
+func (g *GuardedStore) Status(ctx context.Context, room, user string) (Status, error) {
+	return guarded(ctx, g, room, func(ctx context.Context) (Status, error) { return g.store.Status(ctx, room, user) })
+}
+
+func (g *GuardedStore) Leave(ctx context.Context, room, user string) error {
+	return guardedErr(ctx, g, "", func(ctx context.Context) error { return g.store.Leave(ctx, room, user) })
+}
+
+func (g *GuardedStore) Admit(ctx context.Context, room string) ([]Admission, error) {
+	return guarded(ctx, g, "", func(ctx context.Context) ([]Admission, error) { return g.store.Admit(ctx, room) })
+}
+
+func (g *GuardedStore) Claim(ctx context.Context, room, user, token string) (Hold, error) {
+	return guarded(ctx, g, room, func(ctx context.Context) (Hold, error) { return g.store.Claim(ctx, room, user, token) })
+}
+
+func (g *GuardedStore) Complete(ctx context.Context, h Hold) error {
+	return guardedErr(ctx, g, "", func(ctx context.Context) error { return g.store.Complete(ctx, h) })
+}
+
+func (g *GuardedStore) Release(ctx context.Context, h Hold) error {
+	return guardedErr(ctx, g, "", func(ctx context.Context) error { return g.store.Release(ctx, h) })
+}
+
+func (g *GuardedStore) Renew(ctx context.Context, h Hold) error {
+	return guardedErr(ctx, g, "", func(ctx context.Context) error { return g.store.Renew(ctx, h) })
+}
+
+func (g *GuardedStore) Work(ctx context.Context, rooms []string) ([]Work, error) {
+	return guarded(ctx, g, "", func(ctx context.Context) ([]Work, error) { return g.store.Work(ctx, rooms) })
+}
+
+func (g *GuardedStore) Admitters(ctx context.Context, id string, ttl time.Duration) ([]string, error) {
+	return guarded(ctx, g, "", func(ctx context.Context) ([]string, error) { return g.store.Admitters(ctx, id, ttl) })
+}
+
+func (g *GuardedStore) Stats(ctx context.Context, room string) (Stats, error) {
+	return guarded(ctx, g, "", func(ctx context.Context) (Stats, error) { return g.store.Stats(ctx, room) })
+}
+
+func (g *GuardedStore) Ping(ctx context.Context) error {
+	return guardedErr(ctx, g, "", g.store.Ping)
+}
+
+// storeOutage tracks whether the store is down, so that an outage is two log
+// lines (its start and its end) however many calls fail meanwhile.
+//
+// A call's outcome counts only if the call began after the last change of
+// state: when a frozen store resumes, the calls that waited on it through
+// the freeze settle out of order, failures after the first success, and
+// must not be taken for a new outage (nor a late success of a call begun
+// before an outage for its end).
+type storeOutage struct {
+	mu    sync.Mutex
+	down  bool
+	since time.Time
+	epoch uint64 // bumped at every change of state
+}
+
+// begin returns the epoch a call starts in.
+func (o *storeOutage) begin() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.epoch
+}
+
+// observe takes one call's outcome into account.
+func (o *storeOutage) observe(ctx context.Context, log *slog.Logger, epoch uint64, err error) {
+	var failed bool
+	switch {
+	case errors.Is(err, ErrStoreUnavailable):
+		failed = true
+	case err == nil || ErrorCode(err) != "INTERNAL":
+		// An answer, even a refusal, means the store is reachable.
+	default:
+		return // a bug or a cancelled caller says nothing about the store
+	}
+	o.mu.Lock()
+	if failed == o.down || epoch != o.epoch {
+		o.mu.Unlock()
+		return
+	}
+	o.down, o.epoch = failed, o.epoch+1
+	since := o.since
+	if failed {
+		o.since = time.Now()
+	}
+	o.mu.Unlock()
+	if failed {
+		log.WarnContext(ctx, "store unavailable; answering 503 until it is back", "err", err)
+		return
+	}
+	log.InfoContext(ctx, "store reachable again", "down_for", time.Since(since).Round(time.Millisecond))
+}

@@ -1,0 +1,353 @@
+package waitroom_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/memstore"
+)
+
+// hookedStore is a memstore whose every call first runs hook: a fault at
+// the store seam (a hang, a refused connection) the test switches on and
+// off per call.
+type hookedStore struct {
+	*memstore.Store
+	mu   sync.Mutex
+	hook func(ctx context.Context) error
+}
+
+func (s *hookedStore) setHook(h func(ctx context.Context) error) {
+	s.mu.Lock()
+	s.hook = h
+	s.mu.Unlock()
+}
+
+func (s *hookedStore) run(ctx context.Context) error {
+	s.mu.Lock()
+	h := s.hook
+	s.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	return h(ctx)
+}
+
+func (s *hookedStore) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) (bool, error) {
+	if err := s.run(ctx); err != nil {
+		return false, err
+	}
+	return s.Store.CreateRoom(ctx, room, cfg)
+}
+
+func (s *hookedStore) UpdateRoom(ctx context.Context, room string, from, to waitroom.RoomConfig) error {
+	if err := s.run(ctx); err != nil {
+		return err
+	}
+	return s.Store.UpdateRoom(ctx, room, from, to)
+}
+
+func (s *hookedStore) RoomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
+	if err := s.run(ctx); err != nil {
+		return waitroom.RoomConfig{}, err
+	}
+	return s.Store.RoomConfig(ctx, room)
+}
+
+func (s *hookedStore) Rooms(ctx context.Context) ([]string, error) {
+	if err := s.run(ctx); err != nil {
+		return nil, err
+	}
+	return s.Store.Rooms(ctx)
+}
+
+func (s *hookedStore) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
+	if err := s.run(ctx); err != nil {
+		return waitroom.Status{}, err
+	}
+	return s.Store.Enter(ctx, room, user)
+}
+
+func (s *hookedStore) Status(ctx context.Context, room, user string) (waitroom.Status, error) {
+	if err := s.run(ctx); err != nil {
+		return waitroom.Status{}, err
+	}
+	return s.Store.Status(ctx, room, user)
+}
+
+func (s *hookedStore) Leave(ctx context.Context, room, user string) error {
+	if err := s.run(ctx); err != nil {
+		return err
+	}
+	return s.Store.Leave(ctx, room, user)
+}
+
+func (s *hookedStore) Admit(ctx context.Context, room string) ([]waitroom.Admission, error) {
+	if err := s.run(ctx); err != nil {
+		return nil, err
+	}
+	return s.Store.Admit(ctx, room)
+}
+
+func (s *hookedStore) Claim(ctx context.Context, room, user, token string) (waitroom.Hold, error) {
+	if err := s.run(ctx); err != nil {
+		return waitroom.Hold{}, err
+	}
+	return s.Store.Claim(ctx, room, user, token)
+}
+
+func (s *hookedStore) Complete(ctx context.Context, h waitroom.Hold) error {
+	if err := s.run(ctx); err != nil {
+		return err
+	}
+	return s.Store.Complete(ctx, h)
+}
+
+func (s *hookedStore) Release(ctx context.Context, h waitroom.Hold) error {
+	if err := s.run(ctx); err != nil {
+		return err
+	}
+	return s.Store.Release(ctx, h)
+}
+
+func (s *hookedStore) Renew(ctx context.Context, h waitroom.Hold) error {
+	if err := s.run(ctx); err != nil {
+		return err
+	}
+	return s.Store.Renew(ctx, h)
+}
+
+func (s *hookedStore) Work(ctx context.Context, rooms []string) ([]waitroom.Work, error) {
+	if err := s.run(ctx); err != nil {
+		return nil, err
+	}
+	return s.Store.Work(ctx, rooms)
+}
+
+func (s *hookedStore) Admitters(ctx context.Context, id string, ttl time.Duration) ([]string, error) {
+	if err := s.run(ctx); err != nil {
+		return nil, err
+	}
+	return s.Store.Admitters(ctx, id, ttl)
+}
+
+func (s *hookedStore) Stats(ctx context.Context, room string) (waitroom.Stats, error) {
+	if err := s.run(ctx); err != nil {
+		return waitroom.Stats{}, err
+	}
+	return s.Store.Stats(ctx, room)
+}
+
+func (s *hookedStore) Ping(ctx context.Context) error {
+	if err := s.run(ctx); err != nil {
+		return err
+	}
+	return s.Store.Ping(ctx)
+}
+
+// hang blocks until the call's deadline, as a Redis that stopped answering.
+func hang(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// refused fails at once, as a Redis that refuses connections.
+func refused(context.Context) error {
+	return fmt.Errorf("dial tcp 127.0.0.1:6379: connection refused: %w", waitroom.ErrStoreUnavailable)
+}
+
+// everyCall calls each Store method once.
+func everyCall(s waitroom.Store) map[string]func(ctx context.Context) error {
+	h := waitroom.Hold{Room: "sale", User: "u1", Token: waitroom.NewToken(), Lease: "l"}
+	cfg := waitroom.RoomConfig{}.WithDefaults()
+	return map[string]func(ctx context.Context) error{
+		"CreateRoom": func(ctx context.Context) error { _, err := s.CreateRoom(ctx, "other", cfg); return err },
+		"UpdateRoom": func(ctx context.Context) error { return s.UpdateRoom(ctx, "sale", cfg, cfg) },
+		"RoomConfig": func(ctx context.Context) error { _, err := s.RoomConfig(ctx, "sale"); return err },
+		"Rooms":      func(ctx context.Context) error { _, err := s.Rooms(ctx); return err },
+		"Enter":      func(ctx context.Context) error { _, err := s.Enter(ctx, "sale", "u1"); return err },
+		"Status":     func(ctx context.Context) error { _, err := s.Status(ctx, "sale", "u1"); return err },
+		"Leave":      func(ctx context.Context) error { return s.Leave(ctx, "sale", "u1") },
+		"Admit":      func(ctx context.Context) error { _, err := s.Admit(ctx, "sale"); return err },
+		"Claim":      func(ctx context.Context) error { _, err := s.Claim(ctx, "sale", "u1", h.Token); return err },
+		"Complete":   func(ctx context.Context) error { return s.Complete(ctx, h) },
+		"Release":    func(ctx context.Context) error { return s.Release(ctx, h) },
+		"Renew":      func(ctx context.Context) error { return s.Renew(ctx, h) },
+		"Work":       func(ctx context.Context) error { _, err := s.Work(ctx, []string{"sale"}); return err },
+		"Admitters":  func(ctx context.Context) error { _, err := s.Admitters(ctx, "a1", time.Second); return err },
+		"Stats":      func(ctx context.Context) error { _, err := s.Stats(ctx, "sale"); return err },
+		"Ping":       func(ctx context.Context) error { return s.Ping(ctx) },
+	}
+}
+
+// TestGuardedStoreTimeoutIsUnavailable: every call of a store that does not
+// answer is ErrStoreUnavailable after exactly the guard's timeout; a caller
+// that gives up first gets its own error, which says nothing about the
+// store.
+func TestGuardedStoreTimeoutIsUnavailable(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		inner := &hookedStore{Store: memstore.New(memstore.Options{})}
+		_, err := inner.CreateRoom(t.Context(), "sale", waitroom.RoomConfig{})
+		require.NoError(t, err)
+		var logs bytes.Buffer
+		g := waitroom.Guard(inner, waitroom.GuardOptions{Timeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		inner.setHook(hang)
+		calls := everyCall(g)
+		require.Len(t, calls, 16, "one per Store method")
+		for name, call := range calls {
+			start := time.Now()
+			err := call(t.Context())
+			require.ErrorIs(t, err, waitroom.ErrStoreUnavailable, name)
+			require.ErrorIs(t, err, context.DeadlineExceeded, "%s: the cause stays in the chain", name)
+			require.Equal(t, 300*time.Millisecond, time.Since(start), name)
+		}
+		require.True(t, g.Down())
+
+		for name, call := range calls {
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			err := call(ctx)
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded, name)
+			require.NotErrorIs(t, err, waitroom.ErrStoreUnavailable, "%s: the caller's deadline, not the store's fault", name)
+		}
+		require.Equal(t, 1, strings.Count(logs.String(), "store unavailable"), logs.String())
+	})
+}
+
+// TestGuardedStoreBringsLostRoomsBack: a call that finds a declared room
+// missing (Redis restarted empty) has it re-created and succeeds; a room
+// nobody declared stays not found.
+func TestGuardedStoreBringsLostRoomsBack(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	store := &restartable{Store: memstore.New(memstore.Options{})}
+	var logs bytes.Buffer
+	g := waitroom.Guard(store, waitroom.GuardOptions{
+		Rooms:  map[string]waitroom.RoomConfig{"sale": waitroom.RoomConfig{Rate: 50}.WithDefaults()},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	_, err := store.CreateRoom(ctx, "sale", waitroom.RoomConfig{Rate: 50})
+	require.NoError(t, err)
+	_, err = g.Enter(ctx, "sale", "u1")
+	require.NoError(t, err)
+	cfg, err := g.RoomConfig(ctx, "sale")
+	require.NoError(t, err)
+	require.Equal(t, 50.0, cfg.Rate)
+
+	store.Store = memstore.New(memstore.Options{}) // the restart
+	_, err = g.Status(ctx, "sale", "u1")
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue, "the room is back; the place is gone with the data")
+	st, err := g.Enter(ctx, "sale", "u1")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Position)
+
+	_, err = g.Enter(ctx, "never-declared", "u1")
+	require.ErrorIs(t, err, waitroom.ErrRoomNotFound)
+	require.Equal(t, 1, strings.Count(logs.String(), "room re-created"), logs.String())
+}
+
+// TestGuardedStoreOutageLoggedOnce: calls that waited on the store through
+// an outage and fail after it ended do not start a new one, and a late
+// answer to a call begun before the outage does not end it: one line when
+// it starts, one when it ends.
+func TestGuardedStoreOutageLoggedOnce(t *testing.T) {
+	t.Parallel()
+	inner := &hookedStore{Store: memstore.New(memstore.Options{})}
+	ctx := t.Context()
+	_, err := inner.CreateRoom(ctx, "sale", waitroom.RoomConfig{})
+	require.NoError(t, err)
+	logs := newLogCounter()
+	g := waitroom.Guard(inner, waitroom.GuardOptions{Logger: slog.New(logs)})
+
+	// Calls in flight across the outage: they settle on cue.
+	settle := map[string]chan error{"early-success": make(chan error), "late-failure": make(chan error)}
+	started := make(chan string)
+	named := func(ctx context.Context) error {
+		name, _ := ctx.Value(callName{}).(string)
+		if ch := settle[name]; ch != nil {
+			started <- name
+			return <-ch
+		}
+		return nil
+	}
+	inner.setHook(named)
+	results := make(chan error, 2)
+	inFlight := func(name string) {
+		go func() {
+			_, err := g.Status(context.WithValue(ctx, callName{}, name), "sale", "u1")
+			results <- err
+		}()
+		require.Equal(t, name, <-started)
+	}
+
+	inFlight("early-success") // begun while the store is up
+	inner.setHook(refused)
+	for range 5 {
+		_, err := g.Enter(ctx, "sale", "u1")
+		require.ErrorIs(t, err, waitroom.ErrStoreUnavailable)
+	}
+	require.True(t, g.Down())
+	settle["early-success"] <- nil // answered late, from before the outage
+	require.ErrorIs(t, <-results, waitroom.ErrNotInQueue, "an answer")
+	require.True(t, g.Down(), "an answer to a call begun before the outage does not end it")
+
+	inner.setHook(named)
+	inFlight("late-failure") // begun during the outage
+	_, err = g.Enter(ctx, "sale", "u2")
+	require.NoError(t, err)
+	require.False(t, g.Down())
+	settle["late-failure"] <- refused(ctx) // its failure is from before the recovery
+	require.ErrorIs(t, <-results, waitroom.ErrStoreUnavailable)
+	require.False(t, g.Down(), "a failure of a call begun before the recovery does not start an outage")
+
+	require.Equal(t, 1, logs.count("store unavailable"))
+	require.Equal(t, 1, logs.count("store reachable again"))
+
+	// A new outage is logged again.
+	inner.setHook(refused)
+	require.ErrorIs(t, g.Ping(ctx), waitroom.ErrStoreUnavailable)
+	require.Equal(t, 2, logs.count("store unavailable"))
+}
+
+type callName struct{}
+
+// logCounter is a slog.Handler that counts each message logged.
+type logCounter struct {
+	mu   sync.Mutex
+	msgs map[string]int
+}
+
+func newLogCounter() *logCounter { return &logCounter{msgs: map[string]int{}} }
+
+func (c *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler       { return c }
+func (c *logCounter) WithGroup(string) slog.Handler            { return c }
+func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.msgs[r.Message]++
+	return nil
+}
+
+// count is how often a message starting with prefix was logged.
+func (c *logCounter) count(prefix string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for msg, k := range c.msgs {
+		if strings.HasPrefix(msg, prefix) {
+			n += k
+		}
+	}
+	return n
+}
