@@ -70,6 +70,12 @@ type RoomConfig struct {
 	// one unit, a completed order sells it, and the admitter never lets
 	// live tokens + sold units exceed Stock. Raising it is a restock.
 	Stock int
+	// OneOrderPerUser: once a user's order completed in the room, entering
+	// again is ErrAlreadyOrdered, and the gate's Idempotency-Key names the
+	// buyer in the room rather than the token, so the order API refuses a
+	// second order even when the store forgot the first (a failover).
+	// The store remembers buyers only while it is on.
+	OneOrderPerUser bool
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -168,6 +174,7 @@ func (c RoomConfig) Changes(to RoomConfig) []FieldChange {
 	add("lease", c.Lease, to.Lease)
 	add("max_active", c.MaxActive, to.MaxActive)
 	add("stock", c.Stock, to.Stock)
+	add("one_order_per_user", c.OneOrderPerUser, to.OneOrderPerUser)
 	return out
 }
 

@@ -22,6 +22,7 @@ var (
 	ErrTokenInvalid     = &Error{"ENTRY_TOKEN_INVALID", "the entry token does not match"}
 	ErrTokenInUse       = &Error{"TOKEN_IN_USE", "the entry token is being used by another request"}
 	ErrSoldOut          = &Error{"SOLD_OUT", "everything is sold"}
+	ErrAlreadyOrdered   = &Error{"ALREADY_ORDERED", "you have ordered in this sale already; one order per buyer"}
 	ErrBadRequest       = &Error{"BAD_REQUEST", "bad request"}
 	ErrStoreUnavailable = &Error{"STORE_UNAVAILABLE", "the waiting room store is unavailable"}
 )

@@ -50,6 +50,10 @@ type Gate struct {
 	// the behaviour when nil). Every request tries the store first, so
 	// recovery needs no reset.
 	StoreDown func(r *http.Request) bool
+	// OneOrderPerUser, if set, tells a request StoreDown lets through the
+	// room's last known setting, so that it is keyed upstream as a claim
+	// would have keyed it (orderKey); nil: by the token.
+	OneOrderPerUser func(ctx context.Context) bool
 }
 
 // OutcomeStoreDown is the outcome of a request StoreDown let through.
@@ -61,6 +65,23 @@ const OutcomeStoreDown = "passed_store_down"
 func IdempotencyKey(room, token string) string {
 	sum := sha256.Sum256([]byte(room + "\x00" + token))
 	return "wr1-" + base64.RawURLEncoding.EncodeToString(sum[:18])
+}
+
+// BuyerKey is the key passed upstream for an order in a room with one order
+// per user: the same for every token the user is ever given in the room, so
+// the order API's unique key refuses a second order even when the store
+// lost the first one's record and admitted the buyer again.
+func BuyerKey(room, user string) string {
+	sum := sha256.Sum256([]byte(room + "\x01" + user))
+	return "wr1b-" + base64.RawURLEncoding.EncodeToString(sum[:18])
+}
+
+// orderKey is the Idempotency-Key of a held token's order.
+func orderKey(h Hold) string {
+	if h.OneOrderPerUser {
+		return BuyerKey(h.Room, h.User)
+	}
+	return IdempotencyKey(h.Room, h.Token)
 }
 
 // Wrap guards next.
@@ -100,7 +121,7 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 			return
 		}
 
-		r = vouch(r, userHeader, hold.User, IdempotencyKey(g.Room, token))
+		r = vouch(r, userHeader, hold.User, orderKey(hold))
 		rec := &statusRecorder{ResponseWriter: w}
 		completed := false
 		stopRenewing := g.keepLease(r.Context(), hold)
@@ -208,7 +229,9 @@ func SetGateHeaders(ctx context.Context, h http.Header) {
 // settle: the token stays as the store last had it, and a retry with it
 // after the store is back reaches the same order by its Idempotency-Key.
 func (g *Gate) passUnclaimed(w http.ResponseWriter, r *http.Request, userHeader, user, token string, next http.Handler) {
-	r = vouch(r, userHeader, user, IdempotencyKey(g.Room, token))
+	h := Hold{Room: g.Room, User: user, Token: token}
+	h.OneOrderPerUser = g.OneOrderPerUser != nil && g.OneOrderPerUser(r.Context())
+	r = vouch(r, userHeader, user, orderKey(h))
 	if g.OnOutcome != nil {
 		g.OnOutcome(g.Room, OutcomeStoreDown)
 	}

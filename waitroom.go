@@ -87,6 +87,9 @@ type Hold struct {
 	// LeaseFor is how long the claim (or a Renew) holds the token: the
 	// room's lease. A holder that needs longer renews before it runs out.
 	LeaseFor time.Duration
+	// OneOrderPerUser is the room's setting at the claim: the gate then
+	// keys the order by the buyer, not the token (BuyerKey).
+	OneOrderPerUser bool
 }
 
 // Stats are a room's figures.
@@ -122,8 +125,8 @@ type Store interface {
 	Rooms(ctx context.Context) ([]string, error)
 
 	// Enter queues user, or returns the standing it already has: its own
-	// live token, or its place. ErrRoomClosed, ErrQueueFull (nothing
-	// written), ErrRoomNotFound.
+	// live token, or its place. ErrRoomClosed, ErrSoldOut, ErrQueueFull,
+	// ErrAlreadyOrdered (nothing written), ErrRoomNotFound.
 	Enter(ctx context.Context, room, user string) (Status, error)
 	// Status returns the user's standing, ErrNotInQueue, or
 	// ErrRoomNotFound.
@@ -141,7 +144,9 @@ type Store interface {
 	// concurrent claims succeeds; the others get ErrTokenInUse. Missing or
 	// expired: ErrTokenNotFound; another value: ErrTokenInvalid.
 	Claim(ctx context.Context, room, user, token string) (Hold, error)
-	// Complete spends the token: the order succeeded.
+	// Complete spends the token: the order succeeded. With
+	// OneOrderPerUser the user is remembered as a buyer: Enter and Status
+	// answer ErrAlreadyOrdered from then on, and Admit skips the user.
 	Complete(ctx context.Context, h Hold) error
 	// Release makes the token usable again with the TTL it had left. A
 	// hold whose lease was lost is not released (no error).

@@ -54,6 +54,9 @@ type room struct {
 	tokens *tokenSet
 	bucket bucket
 	stats  waitroom.Stats // counters only; Waiting and Active are computed
+	// buyers are the users whose order completed while OneOrderPerUser
+	// was on.
+	buyers map[string]struct{}
 }
 
 // CreateRoom stores cfg, with defaults applied, unless the room exists.
@@ -73,7 +76,7 @@ func (s *Store) CreateRoom(ctx context.Context, name string, cfg waitroom.RoomCo
 	if _, ok := s.rooms[name]; ok {
 		return false, nil
 	}
-	s.rooms[name] = &room{cfg: cfg, queue: newQueue(), tokens: newTokenSet()}
+	s.rooms[name] = &room{cfg: cfg, queue: newQueue(), tokens: newTokenSet(), buyers: make(map[string]struct{})}
 	return true, nil
 }
 
@@ -138,6 +141,9 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.bought(user) {
+		return waitroom.Status{}, waitroom.ErrAlreadyOrdered
+	}
 	if st, ok := r.standing(user, s.now()); ok {
 		return st, nil
 	}
@@ -163,6 +169,9 @@ func (s *Store) Status(ctx context.Context, name, user string) (waitroom.Status,
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.bought(user) {
+		return waitroom.Status{}, waitroom.ErrAlreadyOrdered
+	}
 	if st, ok := r.standing(user, s.now()); ok {
 		return st, nil
 	}
@@ -223,6 +232,9 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 	}
 	admitted := make([]waitroom.Admission, 0, n)
 	for _, user := range r.queue.PopFront(n) {
+		if r.bought(user) {
+			continue // ordered already: leaves the queue without a token
+		}
 		t := &entryToken{user: user, value: waitroom.NewToken(), expiresAt: now.Add(r.cfg.TokenTTL)}
 		// A user can only be queued without a live token, but an expired
 		// one may linger under a lease that outlives it; the new token
@@ -232,7 +244,7 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 		}
 		admitted = append(admitted, waitroom.Admission{User: user, Token: t.value})
 	}
-	r.stats.Admitted += int64(n)
+	r.stats.Admitted += int64(len(admitted))
 	return admitted, nil
 }
 
@@ -270,7 +282,7 @@ func (s *Store) Claim(ctx context.Context, name, user, token string) (waitroom.H
 	}
 	// Not held, or held under a lease that ran out: its holder died.
 	r.tokens.setLease(t, waitroom.NewToken(), now.Add(r.cfg.Lease))
-	return waitroom.Hold{Room: name, User: user, Token: token, Lease: t.lease, LeaseFor: r.cfg.Lease}, nil
+	return waitroom.Hold{Room: name, User: user, Token: token, Lease: t.lease, LeaseFor: r.cfg.Lease, OneOrderPerUser: r.cfg.OneOrderPerUser}, nil
 }
 
 // Renew extends h's lease to the room's lease from now, if h still holds
@@ -316,6 +328,9 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 	}
 	r.tokens.remove(t)
 	r.stats.Completed++
+	if r.cfg.OneOrderPerUser {
+		r.buyers[h.User] = struct{}{}
+	}
 	return nil
 }
 
@@ -436,6 +451,16 @@ func (s *Store) room(ctx context.Context, name string) (*room, error) {
 		return nil, waitroom.ErrRoomNotFound
 	}
 	return r, nil
+}
+
+// bought reports whether user ordered in a room with one order per user;
+// r.mu is held.
+func (r *room) bought(user string) bool {
+	if !r.cfg.OneOrderPerUser {
+		return false
+	}
+	_, ok := r.buyers[user]
+	return ok
 }
 
 // admitted returns user's standing if it holds an unexpired token.

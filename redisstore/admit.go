@@ -40,6 +40,7 @@ import (
 // KEYS[5] active
 // KEYS[6] stats
 // KEYS[7] seq
+// KEYS[8] buyers
 // ARGV    fresh tokens, one per user this call may admit
 //
 // Returns one of
@@ -69,9 +70,10 @@ local tok_key    = KEYS[4]
 local active_key = KEYS[5]
 local stats_key  = KEYS[6]
 local seq_key    = KEYS[7]
+local buyers_key = KEYS[8]
 local tokens     = ARGV
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock', 'one_order')
 local state = cfg[1]
 if not state then
   return {'ROOM_NOT_FOUND'}
@@ -82,6 +84,7 @@ local quota      = tonumber(cfg[4]) -- per-call cap: ceil(rate × slice)
 local ttl_ms     = math.floor(tonumber(cfg[5]))
 local max_active = tonumber(cfg[6]) -- 0: no cap
 local stock      = tonumber(cfg[7] or '0') -- units in all; 0: not tracked
+local one_order  = cfg[8] == '1'
 -- Users per batched command: unpack must stay below Lua's C stack limit
 -- (8000 values).
 local batch = 500
@@ -160,11 +163,18 @@ else
     for from = 1, #users, batch do
       local to = math.min(from + batch - 1, #users)
       local olds = redis.call('HMGET', tok_key, unpack(users, from, to))
+      local bought = {}
+      if one_order then
+        bought = redis.call('SMISMEMBER', buyers_key, unpack(users, from, to))
+      end
       local entries, scores = {}, {}
       for i = from, to do
         local user = users[i]
         local old = parse_entry(olds[i - from + 1])
-        if old and old.expires_at > now then
+        if bought[i - from + 1] == 1 then
+          -- Ordered already (queued again by a failover that lost the
+          -- admission): leaves the queue without a token.
+        elseif old and old.expires_at > now then
           -- Already holds a live token (Enter does not queue such users):
           -- it keeps that one and takes no share of the rate.
         else
@@ -386,7 +396,7 @@ func (s *Store) admitArgs(room string, n int) (keys []string, tokens []any) {
 		tokens[i] = waitroom.NewToken()
 	}
 	k := s.keys(room)
-	return []string{k.cfg, k.bucket, k.q, k.tok, k.active, k.stats, k.seq}, tokens
+	return []string{k.cfg, k.bucket, k.q, k.tok, k.active, k.stats, k.seq, k.buyers}, tokens
 }
 
 // admitted decodes admitScript's reply, learns the room's quota and

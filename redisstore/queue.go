@@ -17,10 +17,12 @@ import (
 // KEYS[4] tok
 // KEYS[5] stats
 // KEYS[6] active
+// KEYS[7] buyers
 // ARGV[1] user
 //
 // Returns one of
 //
+//	{"ALREADY_ORDERED"}                          one order per user, and it ordered
 //	{"ADMITTED", token, ms_left, seq, seq}       the user holds a live token
 //	{"WAITING", position, units_left,            queued (now or before); 1-based;
 //	 seq_before, seq_after}                      units_left -1 unless short (units)
@@ -39,12 +41,17 @@ local seq_key   = KEYS[3]
 local tok_key   = KEYS[4]
 local stats_key  = KEYS[5]
 local active_key = KEYS[6]
+local buyers_key = KEYS[7]
 local user       = ARGV[1]
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock', 'one_order')
 local state, max_queue, stock = cfg[1], tonumber(cfg[2]), tonumber(cfg[3] or '0')
 if not state then
   return {'ROOM_NOT_FOUND'}
+end
+-- One order per user: a buyer takes no place, whatever else it has.
+if cfg[4] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
+  return {'ALREADY_ORDERED'}
 end
 
 -- A live token: no second place in the queue; the user gets its own token.
@@ -124,6 +131,8 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 		return waitroom.Status{}, waitroom.ErrRoomClosed
 	case "SOLD_OUT":
 		return waitroom.Status{}, waitroom.ErrSoldOut
+	case "ALREADY_ORDERED":
+		return waitroom.Status{}, waitroom.ErrAlreadyOrdered
 	case "QUEUE_FULL":
 		return waitroom.Status{}, waitroom.ErrQueueFull
 	case "ROOM_NOT_FOUND":
@@ -168,10 +177,12 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 // KEYS[4] seq
 // KEYS[5] stats
 // KEYS[6] active
+// KEYS[7] buyers
 // ARGV[1] user
 //
 // Returns one of
 //
+//	{"ALREADY_ORDERED"}                     one order per user, and it ordered
 //	{"ADMITTED", token, ms_left, seq}
 //	{"WAITING", position, units_left, seq}  units_left -1 unless short (units)
 //	{"QUEUED_SOLD_OUT", seq}                queued, but the stock is all sold
@@ -186,13 +197,17 @@ local tok_key = KEYS[3]
 local seq_key    = KEYS[4]
 local stats_key  = KEYS[5]
 local active_key = KEYS[6]
+local buyers_key = KEYS[7]
 local user       = ARGV[1]
 
-local stock = redis.call('HGET', cfg_key, 'stock')
-if not stock and redis.call('EXISTS', cfg_key) == 0 then
+local cfg = redis.call('HMGET', cfg_key, 'state', 'stock', 'one_order')
+if not cfg[1] then
   return {'ROOM_NOT_FOUND'}
 end
-stock = tonumber(stock or '0')
+local stock = tonumber(cfg[2] or '0')
+if cfg[3] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
+  return {'ALREADY_ORDERED'}
+end
 local seq = counter(seq_key)
 
 -- A live token wins: an admitted user is no longer queued.
@@ -245,6 +260,8 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 			return waitroom.Status{}, s.unexpected(ctx, "status", res)
 		}
 		return st, nil
+	case "ALREADY_ORDERED":
+		return waitroom.Status{}, waitroom.ErrAlreadyOrdered
 	case "NOT_IN_QUEUE":
 		if !seqAt(1) {
 			return waitroom.Status{}, s.unexpected(ctx, "status", res)

@@ -10,13 +10,14 @@
 //
 // Keys of a room:
 //
-//	wr:{ROOM}:cfg     hash   live settings: rate, slice_ms, quota, max_queue, ttl_ms, lease_ms, max_active, state, stock
+//	wr:{ROOM}:cfg     hash   live settings: rate, slice_ms, quota, max_queue, ttl_ms, lease_ms, max_active, state, stock, one_order
 //	wr:{ROOM}:q       zset   user → arrival sequence: the queue
 //	wr:{ROOM}:seq     string INCR: the arrival sequence
 //	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens
 //	wr:{ROOM}:active  zset   user → max(expires_at, lease_until) ms: tokens not yet cleaned up
 //	wr:{ROOM}:bucket  hash   last_us, carry: the admission token bucket
 //	wr:{ROOM}:stats   hash   counters: entered, full, admitted, completed, released, expired
+//	wr:{ROOM}:buyers  set    users whose order completed while one_order was on
 //	wr:rooms          set    room names (no hash tag: not part of any room's atomic state)
 //
 // Entry tokens live in one hash per room rather than one key per user,
@@ -176,8 +177,8 @@ func (s *Store) AutoPipelined() bool { return s.ap != nil }
 // roomKeys are the keys of one room; every field carries the same hash tag.
 // enter and status are the KEYS of the two hottest scripts, made once.
 type roomKeys struct {
-	cfg, q, seq, tok, active, bucket, stats string
-	enter, status                           []string
+	cfg, q, seq, tok, active, bucket, stats, buyers string
+	enter, status                                   []string
 }
 
 // maxCachedRooms bounds the rooms whose keys a Store keeps: far more than
@@ -200,9 +201,10 @@ func (s *Store) keys(room string) *roomKeys {
 		active: p + "active",
 		bucket: p + "bucket",
 		stats:  p + "stats",
+		buyers: p + "buyers",
 	}
-	k.enter = []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active}
-	k.status = []string{k.cfg, k.q, k.tok, k.seq, k.stats, k.active}
+	k.enter = []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers}
+	k.status = []string{k.cfg, k.q, k.tok, k.seq, k.stats, k.active, k.buyers}
 	if s.keysCached.Add(1) <= maxCachedRooms {
 		if prev, loaded := s.keyCache.LoadOrStore(room, k); loaded {
 			s.keysCached.Add(-1)
@@ -378,7 +380,7 @@ end
 
 // roomConfigFields are the cfg hash fields, in the order configArgs gives
 // their values.
-var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state", "stock"}
+var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state", "stock", "one_order"}
 
 // configArgs flattens cfg into field, value pairs for HSET. Durations are
 // kept in (possibly fractional) milliseconds, what the scripts compute in.
@@ -393,12 +395,21 @@ func configArgs(cfg waitroom.RoomConfig) []any {
 		strconv.Itoa(cfg.MaxActive),
 		string(cfg.State),
 		strconv.Itoa(cfg.Stock),
+		boolArg(cfg.OneOrderPerUser),
 	}
 	args := make([]any, 0, 2*len(vals))
 	for i, v := range vals {
 		args = append(args, roomConfigFields[i], v)
 	}
 	return args
+}
+
+// boolArg is how the cfg hash keeps a flag: "1" or "0".
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 func formatMillis(ns int64) string {

@@ -190,6 +190,7 @@ func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
 		}
 		cfg.Stock = int(n)
 	}
+	cfg.OneOrderPerUser = m["one_order"] == "1"
 	return cfg, nil
 }
 

@@ -21,9 +21,10 @@ import (
 //
 // Returns one of
 //
-//	{"OK", lease_ms}         held with lease ARGV[3] for lease_ms (now, or
+//	{"OK", lease_ms, one}    held with lease ARGV[3] for lease_ms (now, or
 //	                         by this same claim whose reply was lost and is
-//	                         retried: then the lease it has left)
+//	                         retried: then the lease it has left); one is 1
+//	                         in a room with one order per user, else 0
 //	"ENTRY_TOKEN_NOT_FOUND"  no entry (also when the room does not exist), or
 //	                         it expired (then it is cleaned up)
 //	"ENTRY_TOKEN_INVALID"    the user's token has another value
@@ -45,6 +46,11 @@ if not e then
   return 'ENTRY_TOKEN_NOT_FOUND'
 end
 local now = now_ms()
+local cfg = redis.call('HMGET', cfg_key, 'lease_ms', 'one_order')
+local one_order = 0
+if cfg[2] == '1' then
+  one_order = 1
+end
 
 if e.expires_at <= now then
   -- Expired: clean it up now, unless an order still holds it under a live
@@ -67,12 +73,12 @@ if e.state == 'held' and e.lease_until > now then
   if e.lease == lease then
     -- The client's retry of this very claim (its reply was lost): the
     -- same answer, not TOKEN_IN_USE against itself for a whole lease.
-    return {'OK', e.lease_until - now}
+    return {'OK', e.lease_until - now, one_order}
   end
   return 'TOKEN_IN_USE'
 end
 
-local lease_ms = redis.call('HGET', cfg_key, 'lease_ms')
+local lease_ms = cfg[1]
 if not lease_ms then
   return 'ROOM_NOT_FOUND' -- tokens outlived their room's settings
 end
@@ -81,7 +87,7 @@ e.state, e.lease, e.lease_until = 'held', lease, now + lease_ms
 redis.call('HSET', tok_key, user, format_entry(e))
 -- Cleanup must wait for the lease too: the token cannot vanish mid-order.
 redis.call('ZADD', active_key, active_score(e), user)
-return {'OK', lease_ms}
+return {'OK', lease_ms, one_order}
 `)
 
 // Claim holds user's token for the room's lease under a fresh lease id.
@@ -96,9 +102,12 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 	if err != nil {
 		return waitroom.Hold{}, s.fail("claim", err)
 	}
-	if held, ok := res.([]any); ok && len(held) == 2 && held[0] == "OK" {
-		if ms, ok := held[1].(int64); ok {
-			return waitroom.Hold{Room: room, User: user, Token: token, Lease: lease, LeaseFor: time.Duration(ms) * time.Millisecond}, nil
+	if held, ok := res.([]any); ok && len(held) == 3 && held[0] == "OK" {
+		ms, ok1 := held[1].(int64)
+		one, ok2 := held[2].(int64)
+		if ok1 && ok2 {
+			return waitroom.Hold{Room: room, User: user, Token: token, Lease: lease,
+				LeaseFor: time.Duration(ms) * time.Millisecond, OneOrderPerUser: one == 1}, nil
 		}
 	}
 	switch res {
@@ -115,11 +124,14 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 	}
 }
 
-// completeScript spends a token: the order succeeded.
+// completeScript spends a token: the order succeeded. With one order per
+// user it remembers the buyer.
 //
 // KEYS[1] tok
 // KEYS[2] active
 // KEYS[3] stats
+// KEYS[4] cfg
+// KEYS[5] buyers
 // ARGV[1] user
 // ARGV[2] token
 //
@@ -129,6 +141,8 @@ var completeScript = redis.NewScript(luaLib + `
 local tok_key    = KEYS[1]
 local active_key = KEYS[2]
 local stats_key  = KEYS[3]
+local cfg_key    = KEYS[4]
+local buyers_key = KEYS[5]
 local user       = ARGV[1]
 local token      = ARGV[2]
 
@@ -144,6 +158,9 @@ end
 redis.call('HDEL', tok_key, user)
 redis.call('ZREM', active_key, user)
 redis.call('HINCRBY', stats_key, 'completed', 1)
+if redis.call('HGET', cfg_key, 'one_order') == '1' then
+  redis.call('SADD', buyers_key, user)
+end
 return 'OK'
 `)
 
@@ -154,7 +171,7 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 		return err
 	}
 	k := s.keys(h.Room)
-	res, err := s.run(ctx, completeScript, []string{k.tok, k.active, k.stats}, h.User, h.Token)
+	res, err := s.run(ctx, completeScript, []string{k.tok, k.active, k.stats, k.cfg, k.buyers}, h.User, h.Token)
 	if err != nil {
 		return s.fail("complete", err)
 	}

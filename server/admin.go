@@ -25,7 +25,7 @@ import (
 //	GET   /admin/rooms            {"rooms":[room…]}
 //	POST  /admin/rooms            {"name", settings…} → 201 room; 409 ROOM_EXISTS
 //	GET   /admin/rooms/{room}     room with "figures"; ?window=1s measures admitted/s (0 skips)
-//	PATCH /admin/rooms/{room}     any of rate, slice, max_queue, token_ttl, lease, max_active, state, stock → 200 room
+//	PATCH /admin/rooms/{room}     any of rate, slice, max_queue, token_ttl, lease, max_active, state, stock, one_order_per_user → 200 room
 //	GET   /admin/dashboard        every room with figures and samples, for the dashboard (dashboard.go)
 //	GET   /admin/                 the dashboard's page, without the token (it asks for it)
 
@@ -143,21 +143,23 @@ type AdminRoom struct {
 	MaxActive int                `json:"max_active"`
 	// Stock is the units the room sells in all, sold ones included; 0:
 	// not tracked. Raising it is a restock.
-	Stock   int           `json:"stock"`
-	Figures *AdminFigures `json:"figures,omitempty"`
+	Stock           int           `json:"stock"`
+	OneOrderPerUser bool          `json:"one_order_per_user"`
+	Figures         *AdminFigures `json:"figures,omitempty"`
 }
 
 func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
 	return AdminRoom{
-		Name:      name,
-		State:     cfg.State,
-		Rate:      cfg.Rate,
-		Slice:     cfg.Slice.String(),
-		MaxQueue:  cfg.MaxQueue,
-		TokenTTL:  cfg.TokenTTL.String(),
-		Lease:     cfg.Lease.String(),
-		MaxActive: cfg.MaxActive,
-		Stock:     cfg.Stock,
+		Name:            name,
+		State:           cfg.State,
+		Rate:            cfg.Rate,
+		Slice:           cfg.Slice.String(),
+		MaxQueue:        cfg.MaxQueue,
+		TokenTTL:        cfg.TokenTTL.String(),
+		Lease:           cfg.Lease.String(),
+		MaxActive:       cfg.MaxActive,
+		Stock:           cfg.Stock,
+		OneOrderPerUser: cfg.OneOrderPerUser,
 	}
 }
 
@@ -226,14 +228,15 @@ func (s *Server) adminListRooms(w http.ResponseWriter, r *http.Request) error {
 // PATCH changes only what it names. A null is the same as leaving the
 // field out.
 type roomSettings struct {
-	Rate      *float64 `json:"rate"`
-	Slice     *string  `json:"slice"`
-	MaxQueue  *int     `json:"max_queue"`
-	TokenTTL  *string  `json:"token_ttl"`
-	Lease     *string  `json:"lease"`
-	MaxActive *int     `json:"max_active"`
-	State     *string  `json:"state"`
-	Stock     *int     `json:"stock"`
+	Rate            *float64 `json:"rate"`
+	Slice           *string  `json:"slice"`
+	MaxQueue        *int     `json:"max_queue"`
+	TokenTTL        *string  `json:"token_ttl"`
+	Lease           *string  `json:"lease"`
+	MaxActive       *int     `json:"max_active"`
+	State           *string  `json:"state"`
+	Stock           *int     `json:"stock"`
+	OneOrderPerUser *bool    `json:"one_order_per_user"`
 }
 
 // createBody is the body of POST /admin/rooms.
@@ -268,6 +271,9 @@ func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error
 	}
 	if p.Stock != nil {
 		cfg.Stock = *p.Stock
+	}
+	if p.OneOrderPerUser != nil {
+		cfg.OneOrderPerUser = *p.OneOrderPerUser
 	}
 	if p.State != nil {
 		cfg.State = waitroom.RoomState(*p.State)
@@ -432,7 +438,8 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 
 func settingsAttr(cfg waitroom.RoomConfig) slog.Attr {
 	return slog.Group("settings", "state", cfg.State, "rate", cfg.Rate, "slice", cfg.Slice, "max_queue", cfg.MaxQueue,
-		"token_ttl", cfg.TokenTTL, "lease", cfg.Lease, "max_active", cfg.MaxActive, "stock", cfg.Stock)
+		"token_ttl", cfg.TokenTTL, "lease", cfg.Lease, "max_active", cfg.MaxActive, "stock", cfg.Stock,
+		"one_order_per_user", cfg.OneOrderPerUser)
 }
 
 // settingsDiff lists the changed fields as old → new attributes.

@@ -178,7 +178,7 @@ func TestAdminRooms(t *testing.T) {
 	require.Equal(t, http.StatusCreated, a.status, a.body)
 	require.Equal(t, map[string]any{
 		"name": name, "state": "paused", "rate": 50.0, "slice": "100ms", "max_queue": 100000.0,
-		"token_ttl": "2m0s", "lease": "30s", "max_active": 0.0, "stock": 0.0,
+		"token_ttl": "2m0s", "lease": "30s", "max_active": 0.0, "stock": 0.0, "one_order_per_user": false,
 	}, a.body)
 	cfg, err := f.store.RoomConfig(t.Context(), name)
 	require.NoError(t, err)
@@ -255,6 +255,7 @@ func TestAdminRejectsBadInput(t *testing.T) {
 		{"PATCH", path, `{"stock":-1}`, 400, "BAD_REQUEST", "stock"},
 		{"PATCH", path, `{"stock":2000000000}`, 400, "BAD_REQUEST", "stock"},
 		{"PATCH", path, `{"stock":1.5}`, 400, "BAD_REQUEST", "stock"},
+		{"PATCH", path, `{"one_order_per_user":"yes"}`, 400, "BAD_REQUEST", "one_order_per_user"},
 		{"PATCH", path, `{"state":"half-open"}`, 400, "BAD_REQUEST", "state"},
 		{"PATCH", path, `{"state":"paused","ratee":5}`, 400, "BAD_REQUEST", "unknown field"},
 		{"PATCH", path, `{"rate":5} {"rate":6}`, 400, "BAD_REQUEST", "after the object"},

@@ -39,16 +39,9 @@ func TestStockOverHTTP(t *testing.T) {
 	d := f.enter("d")
 	require.Equal(t, http.StatusConflict, d.status)
 	require.Equal(t, "SOLD_OUT", d.code())
-	req, err := http.NewRequestWithContext(t.Context(), "GET", f.srv.URL+"/rooms/"+f.room, nil)
-	require.NoError(t, err)
-	req.Header.Set("X-User-Id", "c")
-	resp, err := f.srv.Client().Do(req)
-	require.NoError(t, err)
-	page, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, string(page), `<body data-state="sold_out">`, "the page says so at once")
+	status, page := f.page("c")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, page, `<body data-state="sold_out">`, "the page says so at once")
 
 	show := f.admin("GET", "/admin/rooms/"+f.room+"?window=0", "")
 	require.Equal(t, http.StatusOK, show.status)
@@ -62,4 +55,47 @@ func TestStockOverHTTP(t *testing.T) {
 	c = f.status("c")
 	require.Equal(t, "waiting", c.str("state"))
 	require.Equal(t, int64(1), c.num("position"))
+}
+
+// TestOneOrderPerUserOverHTTP: in a room with one order per user, the
+// order goes upstream keyed by the buyer, the same for every token the
+// buyer is given, and a buyer entering again is told 409 ALREADY_ORDERED,
+// on the API and on the page.
+func TestOneOrderPerUserOverHTTP(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	f := newFixture(t, fixtureOptions{room: waitroom.RoomConfig{OneOrderPerUser: true}, protected: proxyTo(t, up.srv.URL)})
+	token := f.admit("u1")
+	require.Equal(t, http.StatusCreated, f.order("u1", token).status)
+	require.Equal(t, waitroom.BuyerKey(f.room, "u1"), up.headers[0].Get("Idempotency-Key"))
+	require.NotEqual(t, waitroom.IdempotencyKey(f.room, token), up.headers[0].Get("Idempotency-Key"))
+
+	again := f.enter("u1")
+	require.Equal(t, http.StatusConflict, again.status)
+	require.Equal(t, "ALREADY_ORDERED", again.code())
+	status := f.status("u1")
+	require.Equal(t, http.StatusConflict, status.status)
+	require.Equal(t, "ALREADY_ORDERED", status.code())
+	code, page := f.page("u1")
+	require.Equal(t, http.StatusConflict, code)
+	require.Contains(t, page, `<body data-state="already_ordered">`)
+
+	// Buyer keys differ by room and by user.
+	require.NotEqual(t, waitroom.BuyerKey(f.room, "u1"), waitroom.BuyerKey(f.room, "u2"))
+	require.NotEqual(t, waitroom.BuyerKey(f.room, "u1"), waitroom.BuyerKey(f.room+"x", "u1"))
+}
+
+// page loads the room's waiting page as user and returns the status and
+// the HTML.
+func (f *fixture) page(user string) (int, string) {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(f.t.Context(), "GET", f.srv.URL+"/rooms/"+f.room, nil)
+	require.NoError(f.t, err)
+	req.Header.Set("X-User-Id", user)
+	resp, err := f.srv.Client().Do(req)
+	require.NoError(f.t, err)
+	defer resp.Body.Close()
+	html, err := io.ReadAll(resp.Body)
+	require.NoError(f.t, err)
+	return resp.StatusCode, string(html)
 }

@@ -32,6 +32,7 @@ var statusByCode = map[string]int{
 	waitroom.ErrTokenInvalid.Code:     http.StatusForbidden,
 	waitroom.ErrTokenInUse.Code:       http.StatusConflict,
 	waitroom.ErrSoldOut.Code:          http.StatusConflict,
+	waitroom.ErrAlreadyOrdered.Code:   http.StatusConflict,
 	waitroom.ErrBadRequest.Code:       http.StatusBadRequest,
 	waitroom.ErrStoreUnavailable.Code: http.StatusServiceUnavailable,
 	errNotFound.Code:                  http.StatusNotFound,

@@ -56,6 +56,7 @@ const (
 	pageWaiting     = "waiting"
 	pageAdmitted    = "admitted"
 	pageSoldOut     = "sold_out"
+	pageOrdered     = "already_ordered"
 	pageQueueFull   = "queue_full"
 	pageClosed      = "closed"
 	pageNoRoom      = "no_room"
@@ -253,6 +254,8 @@ func (s *Server) errorView(w http.ResponseWriter, r *http.Request, room string, 
 		v = s.baseView(r, room, pageClosed)
 	case waitroom.ErrSoldOut.Code:
 		v = s.baseView(r, room, pageSoldOut)
+	case waitroom.ErrAlreadyOrdered.Code:
+		v = s.baseView(r, room, pageOrdered)
 	case waitroom.ErrRoomNotFound.Code:
 		v = s.baseView(r, room, pageNoRoom)
 	case waitroom.ErrStoreUnavailable.Code:

@@ -195,6 +195,12 @@ func New(cfg Config) (*Server, error) {
 			OnServed:   cfg.OnGateServed,
 			Reject:     s.writeError,
 			StoreDown:  s.failover.storeDown(s.defaultRoom),
+			// Only while the store is down: the settings last read, never
+			// a store call that would wait out another timeout.
+			OneOrderPerUser: func(context.Context) bool {
+				cfg, ok := s.lastRoomConfig(s.defaultRoom)
+				return ok && cfg.OneOrderPerUser
+			},
 		}
 		protected = gate.Wrap(cfg.Protected)
 	}
@@ -342,6 +348,16 @@ type roomSnapshot struct {
 // per room refreshes a stale entry while the others use the stale one; a
 // failed refresh keeps the stale entry. Only rooms the store knows are
 // cached, so made-up names cannot grow the cache.
+// lastRoomConfig returns the settings roomConfig last read, without
+// reading the store.
+func (s *Server) lastRoomConfig(room string) (waitroom.RoomConfig, bool) {
+	v, ok := s.rooms.Load(room)
+	if !ok {
+		return waitroom.RoomConfig{}, false
+	}
+	return v.(*cachedRoom).current.Load().cfg, true
+}
+
 func (s *Server) roomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
 	v, ok := s.rooms.Load(room)
 	if !ok {

@@ -257,3 +257,95 @@ func testStockHoldsUnderConcurrency(t *testing.T, h Harness) {
 	_, err := h.Store.Enter(ctx, room, "latecomer")
 	require.True(t, errors.Is(err, waitroom.ErrSoldOut), "%v", err)
 }
+
+// testOneOrderPerUser: once a buyer's order completed, entering again is
+// ALREADY_ORDERED on every instance and takes no place, however many
+// retries race; its holds say to key orders by buyer; a buyer queued again
+// (as a failover that lost the admission leaves it) is skipped at the
+// head. Without the setting a buyer may queue again.
+func testOneOrderPerUser(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1000, OneOrderPerUser: true})
+	enterAll(t, h.Store, room, 2)
+	var buyer, other waitroom.Admission
+	for buyer.User == "" || other.User == "" {
+		got, err := h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		for _, a := range got {
+			if a.User == user(0) {
+				buyer = a
+			} else {
+				other = a
+			}
+		}
+		h.Advance(t, 20*time.Millisecond)
+	}
+	hold, err := h.Store.Claim(ctx, room, buyer.User, buyer.Token)
+	require.NoError(t, err)
+	require.True(t, hold.OneOrderPerUser)
+	require.NoError(t, h.Store.Complete(ctx, hold))
+
+	peer := h.Peer(t)
+	errs := race(20, func(i int) error {
+		s := []waitroom.Store{h.Store, peer}[i%2]
+		if i%4 < 2 {
+			_, err := s.Enter(ctx, room, buyer.User)
+			return err
+		}
+		_, err := s.Status(ctx, room, buyer.User)
+		return err
+	})
+	require.Equal(t, map[string]int{waitroom.ErrAlreadyOrdered.Code: 20}, countErrors(errs))
+	st, err := h.Store.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), st.Entered, "a buyer's entries took no place")
+
+	// The other still holds its unspent token.
+	status, err := peer.Enter(ctx, room, other.User)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateAdmitted, status.State)
+
+	// Turned off, a buyer may queue again; turned back on, the admitter
+	// skips the buyer still queued and it is told ALREADY_ORDERED.
+	setOneOrder := func(on bool) {
+		_, err := waitroom.ChangeRoom(ctx, h.Store, room, func(c *waitroom.RoomConfig) error {
+			c.OneOrderPerUser = on
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	setOneOrder(false)
+	status, err = h.Store.Enter(ctx, room, buyer.User)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateWaiting, status.State)
+	setOneOrder(true)
+	_, err = h.Store.Enter(ctx, room, "after-buyer")
+	require.NoError(t, err)
+	var admittedAfter []string
+	for i := 0; len(admittedAfter) == 0 && i < 50; i++ {
+		h.Advance(t, 20*time.Millisecond)
+		got, err := h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		for _, a := range got {
+			admittedAfter = append(admittedAfter, a.User)
+		}
+	}
+	require.Equal(t, []string{"after-buyer"}, admittedAfter, "the buyer at the head got no token")
+	st, err = h.Store.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Zero(t, st.Waiting, "the buyer left the queue")
+	_, err = h.Store.Status(ctx, room, buyer.User)
+	require.ErrorIs(t, err, waitroom.ErrAlreadyOrdered)
+
+	// Without the setting nobody is remembered: a buyer queues again.
+	plain := newRoom(t, h, waitroom.RoomConfig{Rate: 1000})
+	enterAll(t, h.Store, plain, 1)
+	a := admitOne(t, h, plain)
+	hold, err = h.Store.Claim(ctx, plain, a.User, a.Token)
+	require.NoError(t, err)
+	require.False(t, hold.OneOrderPerUser)
+	require.NoError(t, h.Store.Complete(ctx, hold))
+	status, err = h.Store.Enter(ctx, plain, a.User)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateWaiting, status.State)
+}

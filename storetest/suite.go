@@ -58,6 +58,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"StockHoldsUnderConcurrency", testStockHoldsUnderConcurrency},
 		{"WorkFollowsUsersAndTokens", testWorkFollowsUsersAndTokens},
 		{"AdmittersLiveForTheirTTL", testAdmittersLiveForTheirTTL},
+		{"OneOrderPerUser", testOneOrderPerUser},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -39,6 +39,8 @@ Settings (create, set):
   --max-active n             most live entry tokens at once; 0: no cap
   --stock n                  units the room sells in all, sold ones included;
                              0: not tracked; raising it is a restock
+  --one-order-per-user bool  a buyer whose order completed cannot enter again
+                             (ALREADY_ORDERED), and orders are keyed by buyer
   --state open|paused|closed paused admits nobody; closed refuses new entries
 
 Flags:
@@ -86,6 +88,7 @@ var settingFlags = []struct{ flag, field, kind string }{
 	{"lease", "lease", "duration"},
 	{"max-active", "max_active", "int"},
 	{"stock", "stock", "int"},
+	{"one-order-per-user", "one_order_per_user", "bool"},
 	{"state", "state", "state"},
 }
 
@@ -252,6 +255,12 @@ func settingValue(name, kind, text string) (any, error) {
 			return nil, usageErrorf("--%s=%q: not a duration (such as 100ms, 30s, 5m)", name, text)
 		}
 		return d.String(), nil
+	case "bool":
+		b, err := strconv.ParseBool(text)
+		if err != nil {
+			return nil, usageErrorf("--%s=%q: must be true or false", name, text)
+		}
+		return b, nil
 	default: // state
 		switch text {
 		case "open", "paused", "closed":
@@ -323,6 +332,9 @@ func printRoom(w io.Writer, r server.AdminRoom) {
 		stock = "not tracked"
 	}
 	fmt.Fprintf(tw, "stock:\t%s\n", stock)
+	if r.OneOrderPerUser {
+		fmt.Fprintf(tw, "one order:\tper user\n")
+	}
 	if f := r.Figures; f != nil {
 		fmt.Fprintf(tw, "waiting:\t%d\n", f.Waiting)
 		fmt.Fprintf(tw, "live tokens:\t%d\n", f.LiveTokens)

@@ -85,6 +85,7 @@ var serveSettings = []setting{
 	{"token-ttl", "WAITROOM_TOKEN_TTL", "300s", "duration", "how long an entry token lives"},
 	{"lease", "WAITROOM_LEASE", "30s", "duration", "how long an order may hold a token before it is usable again"},
 	{"max-active", "WAITROOM_MAX_ACTIVE", "0", "n", "most live entry tokens at once; 0: no cap"},
+	{"one-order-per-user", "WAITROOM_ONE_ORDER_PER_USER", "false", "bool", "a buyer whose order completed in the default room cannot enter it again (409 ALREADY_ORDERED), and the gate keys orders by buyer, so the order API refuses a second one even after a lossy Redis failover"},
 	{"stock", "WAITROOM_STOCK", "0", "n", "units the default room sells in all; a live entry token reserves one, so nobody is admitted to find nothing; 0: not tracked"},
 	{"upstream", "WAITROOM_UPSTREAM", "", "url", "order API the gate guards; empty: the built-in reference shop"},
 	{"upstream-timeout", "WAITROOM_UPSTREAM_TIMEOUT", "25s", "duration", "longest wait for the upstream's answer to an order; then 502 and the token is released"},
@@ -298,6 +299,10 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	check(err)
 	c.Room.Stock, err = parseInt(raw["stock"], 0, waitroom.MaxStock)
 	check(err)
+	c.Room.OneOrderPerUser, err = strconv.ParseBool(strings.TrimSpace(raw["one-order-per-user"].text))
+	if err != nil {
+		check(raw["one-order-per-user"].fail("must be true or false"))
+	}
 	c.Room.State = waitroom.RoomOpen
 	if len(errs) == 0 {
 		if err := c.Room.WithDefaults().Validate(); err != nil {

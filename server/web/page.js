@@ -5,7 +5,7 @@
   "use strict";
 
   var boot = JSON.parse(document.getElementById("boot").textContent);
-  var sections = ["waiting", "admitted", "ordered", "sold_out", "expired", "left",
+  var sections = ["waiting", "admitted", "ordered", "sold_out", "already_ordered", "expired", "left",
     "queue_full", "closed", "no_room", "unavailable", "error"];
   var fromKey = "waitroom:" + boot.room + ":from";
   var pollTimer = 0, clockTimer = 0, failures = 0;
@@ -122,6 +122,8 @@
           renderAdmitted(r.body);
         } else if (r.status === 200 && r.body.state === "sold_out") {
           show("sold_out");
+        } else if (code === "ALREADY_ORDERED") {
+          show("already_ordered");
         } else if (code === "NOT_IN_QUEUE") {
           show("left");
         } else if (code === "ROOM_NOT_FOUND") {
