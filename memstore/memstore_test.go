@@ -479,7 +479,7 @@ func TestClaimCompleteRelease(t *testing.T) {
 
 	h, err := s.Claim(ctx, room, "ann", token)
 	require.NoError(t, err)
-	require.Equal(t, waitroom.Hold{Room: room, User: "ann", Token: token, Lease: h.Lease}, h)
+	require.Equal(t, waitroom.Hold{Room: room, User: "ann", Token: token, Lease: h.Lease, LeaseFor: 5 * time.Second}, h)
 	require.NotEmpty(t, h.Lease)
 	_, err = s.Claim(ctx, room, "ann", token)
 	require.ErrorIs(t, err, waitroom.ErrTokenInUse)
