@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/redistest"
 )
 
@@ -30,7 +31,7 @@ func TestFaultOneOrderPerUserAcrossLossyFailover(t *testing.T) {
 	conn, dbURL, schema := testSchema(t, "oneorder")
 	env := envOf("DATABASE_URL", viaProxy(t, dbURL, hostOf(t, dbURL, "5432"), schema))
 	const adminTok = "one-order-admin-token"
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	m := startMainLogging(t, []string{"--redis-url", sn.URL(), "--products", "drop:1000", "--rate", "500",
 		"--one-order-per-user", "--admin-token", adminTok, "--db-pool", "4"}, env, logs)
 	base := "http://" + m.Addr()
