@@ -28,6 +28,11 @@ const (
 	DefaultMaxQueue = 100_000
 	DefaultTokenTTL = 300 * time.Second
 	DefaultLease    = 30 * time.Second
+	// DefaultAbandonAfter: a waiting user silent this long has left.
+	DefaultAbandonAfter = 5 * time.Minute
+	// DefaultFirstUseWithin: an admitted user who neither confirms nor
+	// claims its token this soon is a no-show (capped at the token TTL).
+	DefaultFirstUseWithin = 60 * time.Second
 )
 
 // Bounds on RoomConfig that keep one admission tick small enough for one
@@ -43,6 +48,12 @@ const (
 	MinLease     = 100 * time.Millisecond
 	MaxLease     = 10 * time.Minute
 	MaxStock     = 1_000_000_000
+	// A waiting user's last call is kept to the second, and to tell its age
+	// apart from a much older one it must be under about 12 days (see
+	// redisstore); a day is far more than any sale waits.
+	MinAbandonAfter   = time.Second
+	MaxAbandonAfter   = 24 * time.Hour
+	MinFirstUseWithin = time.Second
 )
 
 // RoomConfig holds the live settings of one room. It is kept in the store so
@@ -63,6 +74,15 @@ type RoomConfig struct {
 	Lease time.Duration
 	// MaxActive caps live entry tokens; 0 means no cap.
 	MaxActive int
+	// AbandonAfter is how long a waiting user may stay silent (no enter,
+	// no status) before it counts as gone: the admitter skips it at the
+	// head, counts it abandoned and drops it; it takes no share of the rate.
+	AbandonAfter time.Duration
+	// FirstUseWithin is how soon after admission a token must be confirmed
+	// (a status call after the one that told the user) or claimed; one that
+	// is not expires then, as a no-show, and gives its slot back. At most
+	// TokenTTL.
+	FirstUseWithin time.Duration
 	// State is open, paused or closed; empty means open.
 	State RoomState
 	// Stock is how many units the room sells in all, sold ones included;
@@ -98,6 +118,12 @@ func (c RoomConfig) WithDefaults() RoomConfig {
 	if c.State == "" {
 		c.State = RoomOpen
 	}
+	if c.AbandonAfter == 0 {
+		c.AbandonAfter = DefaultAbandonAfter
+	}
+	if c.FirstUseWithin == 0 {
+		c.FirstUseWithin = min(DefaultFirstUseWithin, c.TokenTTL)
+	}
 	return c
 }
 
@@ -121,6 +147,10 @@ func (c RoomConfig) Validate() error {
 		return BadRequest(fmt.Sprintf("max active must be ≥ 0, got %d", c.MaxActive))
 	case c.Stock < 0 || c.Stock > MaxStock:
 		return BadRequest(fmt.Sprintf("stock must be in [0, %d] units (0: not tracked), got %d", MaxStock, c.Stock))
+	case c.AbandonAfter < MinAbandonAfter || c.AbandonAfter > MaxAbandonAfter:
+		return BadRequest(fmt.Sprintf("abandon after must be in [%s, %s], got %s", MinAbandonAfter, MaxAbandonAfter, c.AbandonAfter))
+	case c.FirstUseWithin < MinFirstUseWithin || c.FirstUseWithin > c.TokenTTL:
+		return BadRequest(fmt.Sprintf("first use within must be in [%s, token TTL %s], got %s", MinFirstUseWithin, c.TokenTTL, c.FirstUseWithin))
 	}
 	switch c.State {
 	case RoomOpen, RoomPaused, RoomClosed:
@@ -128,6 +158,13 @@ func (c RoomConfig) Validate() error {
 		return BadRequest(fmt.Sprintf("state must be open, paused or closed, got %q", c.State))
 	}
 	return nil
+}
+
+// PollAfter is PollAfter(position, rate), never more than a third of
+// AbandonAfter: a page that follows the hint, even in a background tab that
+// the browser throttles, is never taken for gone.
+func (c RoomConfig) PollAfter(position int64, rate float64) time.Duration {
+	return min(PollAfter(position, rate), c.AbandonAfter/3)
 }
 
 // TickQuota is the most users one admission tick may let through: one
@@ -175,6 +212,8 @@ func (c RoomConfig) Changes(to RoomConfig) []FieldChange {
 	add("max_active", c.MaxActive, to.MaxActive)
 	add("stock", c.Stock, to.Stock)
 	add("one_order_per_user", c.OneOrderPerUser, to.OneOrderPerUser)
+	add("abandon_after", c.AbandonAfter, to.AbandonAfter)
+	add("first_use_within", c.FirstUseWithin, to.FirstUseWithin)
 	return out
 }
 

@@ -101,7 +101,13 @@ type Stats struct {
 	Admitted  int64 // tokens issued
 	Completed int64 // tokens spent by a successful order: with stock, units sold
 	Released  int64 // tokens given back by a failed order
-	Expired   int64 // tokens that ran out unused
+	Expired   int64 // confirmed tokens that ran out unused
+	// NoShows are tokens that expired at the first-use deadline, neither
+	// confirmed nor claimed (not counted in Expired).
+	NoShows int64
+	// Abandoned are waiting users the admitter skipped (or a later call of
+	// theirs found) silent for longer than AbandonAfter.
+	Abandoned int64
 }
 
 // Store keeps rooms, queues and tokens. Every method is one atomic step in
@@ -258,6 +264,11 @@ func mix64(x uint64) uint64 {
 	x ^= x >> 31
 	return x
 }
+
+// MaxSkipsPerAdmit bounds how many abandoned users one Admit call skips at
+// the head, so that one call stays short after a crowd has left; the next
+// call goes on where it stopped.
+const MaxSkipsPerAdmit = 2000
 
 // NewToken returns a fresh entry token: 128 bits from crypto/rand,
 // base64url without padding (22 characters).

@@ -144,7 +144,8 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 	if r.bought(user) {
 		return waitroom.Status{}, waitroom.ErrAlreadyOrdered
 	}
-	if st, ok := r.standing(user, s.now()); ok {
+	now := s.now()
+	if st, ok := r.standing(user, now); ok {
 		return st, nil
 	}
 	if r.cfg.State == waitroom.RoomClosed {
@@ -158,7 +159,7 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 		return waitroom.Status{}, waitroom.ErrQueueFull
 	}
 	r.stats.Entered++
-	return r.waiting(r.queue.Push(user), s.now()), nil
+	return r.waiting(r.queue.Push(user, now.UnixNano()), now), nil
 }
 
 // Status returns user's standing: admitted, waiting, or ErrNotInQueue.
@@ -179,15 +180,30 @@ func (s *Store) Status(ctx context.Context, name, user string) (waitroom.Status,
 }
 
 // standing is the user's live token, else its place; r.mu is held. A
-// token wins: an admitted user is no longer queued.
+// token wins: an admitted user is no longer queued. A queued user is marked
+// seen, unless it had been silent for longer than AbandonAfter: then it has
+// gone, is counted abandoned and dropped, and has no standing any more.
 func (r *room) standing(user string, now time.Time) (waitroom.Status, bool) {
 	if st, ok := r.admitted(user, now); ok {
 		return st, true
 	}
-	if pos, ok := r.queue.Position(user); ok {
-		return r.waiting(pos, now), true
+	seen, ok := r.queue.Seen(user)
+	switch {
+	case !ok:
+		return waitroom.Status{}, false
+	case r.abandoned(seen, now):
+		r.queue.Remove(user)
+		r.stats.Abandoned++
+		return waitroom.Status{}, false
 	}
-	return waitroom.Status{}, false
+	r.queue.Touch(user, now.UnixNano())
+	pos, _ := r.queue.Position(user)
+	return r.waiting(pos, now), true
+}
+
+// abandoned reports whether a user last seen at seen (unix ns) has gone.
+func (r *room) abandoned(seen int64, now time.Time) bool {
+	return now.UnixNano()-seen > int64(r.cfg.AbandonAfter)
 }
 
 // Leave removes user from the queue, if there. Leaving a room that does
@@ -216,33 +232,61 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := s.now()
-	r.stats.Expired += int64(r.tokens.dropExpired(now))
+	expired, noShows := r.tokens.dropExpired(now)
+	r.stats.Expired += int64(expired)
+	r.stats.NoShows += int64(noShows)
 
-	// Every token left after dropExpired is live: a reservation.
-	limit := min(r.cfg.TickQuota(), r.queue.Len())
+	// No-shows not yet made up are admitted again, at most at the rate
+	// again (refill). With MaxActive the slots they free are refilled
+	// within the rate instead, and with nobody waiting there is nobody to
+	// make them up with: then nothing is owed.
+	if r.cfg.MaxActive > 0 || r.queue.Len() == 0 {
+		r.bucket.madeUp = r.stats.NoShows
+	}
+	allow, extra := r.bucket.refill(now.UnixMicro(), r.cfg, r.stats.NoShows-r.bucket.madeUp)
+	n := min((allow+extra)/picosPerUser, int64(r.cfg.TickQuota())+extra/picosPerUser, int64(r.queue.Len()))
 	if r.cfg.MaxActive > 0 {
-		limit = min(limit, r.cfg.MaxActive-len(r.tokens.byUser))
+		n = min(n, int64(r.cfg.MaxActive-len(r.tokens.byUser)))
 	}
+	// Every token left after dropExpired is live: a reservation.
 	if r.cfg.Stock > 0 {
-		limit = min(limit, r.cfg.Stock-int(r.stats.Completed)-len(r.tokens.byUser))
+		n = min(n, int64(r.cfg.Stock-int(r.stats.Completed)-len(r.tokens.byUser)))
 	}
-	n := r.bucket.take(now.UnixMicro(), r.cfg, limit)
-	if n == 0 {
-		return nil, nil
-	}
+	n = max(n, 0)
 	admitted := make([]waitroom.Admission, 0, n)
-	for _, user := range r.queue.PopFront(n) {
+	// Users silent at the head have gone: skipped, counted, dropped,
+	// taking no share of the rate; at most MaxSkipsPerAdmit per call, so
+	// one call stays short after a crowd left.
+	skipped := 0
+	for int64(len(admitted)) < n && skipped < waitroom.MaxSkipsPerAdmit {
+		user, seen, ok := r.queue.Head()
+		if !ok {
+			break
+		}
+		r.queue.Remove(user)
+		if r.abandoned(seen, now) {
+			skipped++
+			continue
+		}
 		if r.bought(user) {
 			continue // ordered already: leaves the queue without a token
 		}
-		t := &entryToken{user: user, value: waitroom.NewToken(), expiresAt: now.Add(r.cfg.TokenTTL)}
+		// Until confirmed or claimed, a token lives to the first-use
+		// deadline only; a no-show's unit of stock comes back with it.
+		t := &entryToken{user: user, value: waitroom.NewToken(),
+			expiresAt: now.Add(r.cfg.FirstUseWithin), ttlEnd: now.Add(r.cfg.TokenTTL)}
 		// A user can only be queued without a live token, but an expired
 		// one may linger under a lease that outlives it; the new token
-		// supersedes it, and the old one counts as expired.
-		if r.tokens.put(t) {
-			r.stats.Expired++
+		// supersedes it, and the old one counts as gone unused.
+		if old := r.tokens.put(t); old != nil {
+			r.countGone(old)
 		}
 		admitted = append(admitted, waitroom.Admission{User: user, Token: t.value})
+	}
+	r.stats.Abandoned += int64(skipped)
+	r.bucket.madeUp += int64(r.bucket.settle(len(admitted), allow, r.cfg))
+	if len(admitted) == 0 {
+		return nil, nil
 	}
 	r.stats.Admitted += int64(len(admitted))
 	return admitted, nil
@@ -270,7 +314,7 @@ func (s *Store) Claim(ctx context.Context, name, user, token string) (waitroom.H
 		// running lease and may yet complete it.
 		if !t.held(now) {
 			r.tokens.remove(t)
-			r.stats.Expired++
+			r.countGone(t)
 		}
 		return waitroom.Hold{}, waitroom.ErrTokenNotFound
 	}
@@ -281,6 +325,8 @@ func (s *Store) Claim(ctx context.Context, name, user, token string) (waitroom.H
 		return waitroom.Hold{}, waitroom.ErrTokenInUse
 	}
 	// Not held, or held under a lease that ran out: its holder died.
+	// Claiming is using: an unconfirmed token gets its full TTL.
+	t.confirmed, t.expiresAt = true, t.ttlEnd
 	r.tokens.setLease(t, waitroom.NewToken(), now.Add(r.cfg.Lease))
 	return waitroom.Hold{Room: name, User: user, Token: token, Lease: t.lease, LeaseFor: r.cfg.Lease, OneOrderPerUser: r.cfg.OneOrderPerUser}, nil
 }
@@ -463,13 +509,32 @@ func (r *room) bought(user string) bool {
 	return ok
 }
 
-// admitted returns user's standing if it holds an unexpired token.
+// admitted returns user's standing if it holds an unexpired token. The
+// first look at an unconfirmed token marks it shown, the next confirms it
+// (its page shows "your turn", or an API client asks again): the full TTL.
+// The holder is told the full TTL from the start.
 func (r *room) admitted(user string, now time.Time) (waitroom.Status, bool) {
 	t, ok := r.tokens.byUser[user]
 	if !ok || !t.expiresAt.After(now) {
 		return waitroom.Status{}, false
 	}
-	return waitroom.Status{State: waitroom.StateAdmitted, Token: t.value, ExpiresIn: t.expiresAt.Sub(now)}, true
+	switch {
+	case t.confirmed:
+	case !t.shown:
+		t.shown = true
+	default:
+		r.tokens.confirm(t)
+	}
+	return waitroom.Status{State: waitroom.StateAdmitted, Token: t.value, ExpiresIn: t.ttlEnd.Sub(now)}, true
+}
+
+// countGone counts a token dropped unused: a no-show when never confirmed.
+func (r *room) countGone(t *entryToken) {
+	if t.confirmed {
+		r.stats.Expired++
+	} else {
+		r.stats.NoShows++
+	}
 }
 
 func checkRoomName(name string) error {

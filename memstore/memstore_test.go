@@ -260,7 +260,8 @@ func TestEnterWithLiveToken(t *testing.T) {
 // existed before: the time before it saves up nothing.
 func TestAdmitFirstCallStartsBucket(t *testing.T) {
 	t.Parallel()
-	s, clock, room := newRoom(t, waitroom.RoomConfig{Rate: 20})
+	// Waiting users stay for the hour.
+	s, clock, room := newRoom(t, waitroom.RoomConfig{Rate: 20, AbandonAfter: 2 * time.Hour})
 	enterAll(t, s, room, users("u", 100)...)
 	clock.Advance(time.Hour)
 	startBucket(t, s, room)
@@ -416,7 +417,7 @@ func TestAdmitMaxActive(t *testing.T) {
 	require.Len(t, adm, 3)
 	st, err := s.Stats(ctx, room)
 	require.NoError(t, err)
-	require.Equal(t, waitroom.Stats{Waiting: 3, Active: 3, Entered: 10, Admitted: 7, Completed: 1, Expired: 3}, st)
+	require.Equal(t, waitroom.Stats{Waiting: 3, Active: 3, Entered: 10, Admitted: 7, Completed: 1, NoShows: 3}, st, "never confirmed: no-shows")
 }
 
 func tokenOf(t *testing.T, s *memstore.Store, room, user string) string {
@@ -440,19 +441,20 @@ func TestExpiry(t *testing.T) {
 	st, err := s.Stats(ctx, room)
 	require.NoError(t, err)
 	require.Zero(t, st.Active, "expired tokens are not active even before they are dropped")
-	require.Zero(t, st.Expired, "expiry is counted when a token is dropped")
+	require.Zero(t, st.NoShows, "expiry is counted when a token is dropped")
 
-	// Claim drops the expired token it finds, Admit all the others.
+	// Claim drops the expired token it finds, Admit all the others; never
+	// confirmed, they are no-shows.
 	_, err = s.Claim(ctx, room, "ann", ann)
 	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
 	st, err = s.Stats(ctx, room)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), st.Expired)
+	require.Equal(t, int64(1), st.NoShows)
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
 	st, err = s.Stats(ctx, room)
 	require.NoError(t, err)
-	require.Equal(t, int64(2), st.Expired)
+	require.Equal(t, int64(2), st.NoShows)
 	_, err = s.Claim(ctx, room, "bob", bob)
 	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
 }

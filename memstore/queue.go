@@ -17,6 +17,7 @@ type queue struct {
 	seqOf map[string]int // user → sequence number
 	base  int            // sequence number of slot 0
 	users []string       // slot → user; "" once the user has gone
+	seen  []int64        // slot → the user's last enter or status, unix ns
 	tree  []int32        // Fenwick tree, 1-based: tree[i] counts occupied slots in (i−lowbit(i), i]
 	head  int            // no occupied slot lies before head
 	end   int            // the next free slot
@@ -29,6 +30,7 @@ func newQueue() *queue {
 	return &queue{
 		seqOf: make(map[string]int),
 		users: make([]string, minQueueWindow),
+		seen:  make([]int64, minQueueWindow),
 		tree:  make([]int32, minQueueWindow+1),
 	}
 }
@@ -45,15 +47,38 @@ func (q *queue) Position(user string) (int, bool) {
 	return q.occupiedThrough(seq - q.base), true
 }
 
-// Push appends user, which must be non-empty and not queued, and returns
-// its position: the last.
-func (q *queue) Push(user string) int {
+// Seen returns when user last entered or asked for its status.
+func (q *queue) Seen(user string) (int64, bool) {
+	seq, ok := q.seqOf[user]
+	if !ok {
+		return 0, false
+	}
+	return q.seen[seq-q.base], true
+}
+
+// Touch records that user, which must be queued, was seen at now (unix ns).
+func (q *queue) Touch(user string, now int64) {
+	q.seen[q.seqOf[user]-q.base] = now
+}
+
+// Head returns the user at the head of the queue and when it was last seen.
+func (q *queue) Head() (user string, seen int64, ok bool) {
+	if q.Len() == 0 {
+		return "", 0, false
+	}
+	return q.users[q.head], q.seen[q.head], true
+}
+
+// Push appends user, which must be non-empty and not queued, seen at now
+// (unix ns), and returns its position: the last.
+func (q *queue) Push(user string, now int64) int {
 	if q.end == len(q.users) {
 		q.compact()
 	}
 	slot := q.end
 	q.end++
 	q.users[slot] = user
+	q.seen[slot] = now
 	q.seqOf[user] = q.base + slot
 	q.add(slot, 1)
 	return len(q.seqOf)
@@ -126,9 +151,9 @@ func (q *queue) compact() {
 	// A queue of steady length slides into a window of the same size:
 	// reuse it rather than allocate, moving users down in place (each is
 	// written at or before where it is read).
-	users, tree := q.users, q.tree
+	users, seen, tree := q.users, q.seen, q.tree
 	if window != len(users) {
-		users, tree = make([]string, window), make([]int32, window+1)
+		users, seen, tree = make([]string, window), make([]int64, window), make([]int32, window+1)
 	}
 	next := 0
 	for i := q.head; i < q.end; i++ {
@@ -140,6 +165,7 @@ func (q *queue) compact() {
 			q.seqOf[user] = q.base + q.head + next
 		}
 		users[next] = user
+		seen[next] = q.seen[i]
 		next++
 	}
 	clear(users[next:])
@@ -154,5 +180,5 @@ func (q *queue) compact() {
 		}
 	}
 	q.base += q.head
-	q.users, q.tree, q.head, q.end = users, tree, 0, next
+	q.users, q.seen, q.tree, q.head, q.end = users, seen, tree, 0, next
 }

@@ -52,11 +52,11 @@ func (o *queueOps) apply(op, arg byte) {
 	case 0, 1: // push: pushes outnumber removals so the queue grows and compacts
 		user = "n" + strconv.Itoa(o.fresh)
 		o.fresh++
-		require.Equal(o.t, len(o.model.users)+1, o.q.Push(user))
+		require.Equal(o.t, len(o.model.users)+1, o.q.Push(user, 0))
 		o.model.users = append(o.model.users, user)
 	case 2:
 		if _, queued := o.model.position(user); !queued {
-			require.Equal(o.t, len(o.model.users)+1, o.q.Push(user))
+			require.Equal(o.t, len(o.model.users)+1, o.q.Push(user, 0))
 			o.model.users = append(o.model.users, user)
 		}
 	case 3:
@@ -108,7 +108,7 @@ func TestQueueLeaveFromEverywhere(t *testing.T) {
 	q := newQueue()
 	const n = 1000
 	for i := range n {
-		require.Equal(t, i+1, q.Push(strconv.Itoa(i)))
+		require.Equal(t, i+1, q.Push(strconv.Itoa(i), 0))
 	}
 	// Every other user leaves: the rest close ranks in order.
 	for i := 0; i < n; i += 2 {
@@ -130,12 +130,12 @@ func TestQueueWindowShrinksAfterDrain(t *testing.T) {
 	t.Parallel()
 	q := newQueue()
 	for i := range 10_000 {
-		q.Push(strconv.Itoa(i))
+		q.Push(strconv.Itoa(i), 0)
 	}
 	q.PopFront(9_990)
 	// The next compaction sizes the window to what is left, not to the peak.
 	for i := range 20_000 {
-		q.Push("again" + strconv.Itoa(i))
+		q.Push("again"+strconv.Itoa(i), 0)
 		q.PopFront(1)
 	}
 	require.Equal(t, 10, q.Len())
@@ -147,18 +147,18 @@ func TestQueueWindowShrinksAfterDrain(t *testing.T) {
 func TestQueueChurnBehindStuckHead(t *testing.T) {
 	t.Parallel()
 	q := newQueue()
-	q.Push("stuck")
+	q.Push("stuck", 0)
 	for i := range 100_000 {
 		u := strconv.Itoa(i)
-		require.Equal(t, 2, q.Push(u))
+		require.Equal(t, 2, q.Push(u, 0))
 		require.True(t, q.Remove(u))
 	}
-	q.Push("last")
+	q.Push("last", 0)
 	require.LessOrEqual(t, len(q.users), 2*minQueueWindow, "the window stays the size of the queue")
 	pos, _ := q.Position("last")
 	require.Equal(t, 2, pos)
 	require.Equal(t, []string{"stuck", "last"}, q.PopFront(5))
-	q.Push("again")
+	q.Push("again", 0)
 	pos, _ = q.Position("again")
 	require.Equal(t, 1, pos)
 }

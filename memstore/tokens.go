@@ -7,9 +7,14 @@ import (
 
 // entryToken is one admitted user's entry token.
 type entryToken struct {
-	user      string
-	value     string
+	user  string
+	value string
+	// expiresAt is the first-use deadline until the token is confirmed
+	// (its holder's second look at it) or claimed, then ttlEnd.
 	expiresAt time.Time
+	ttlEnd    time.Time
+	shown     bool // its holder was told of it once
+	confirmed bool
 	// lease and leaseUntil are set by Claim; the token is held while
 	// leaseUntil is after now.
 	lease      string
@@ -19,6 +24,15 @@ type entryToken struct {
 	// complete. Kept rather than computed: it orders the heap.
 	deadline time.Time
 	index    int // in tokenSet.byDeadline
+}
+
+// confirm gives t its full TTL: its holder came back for it.
+func (s *tokenSet) confirm(t *entryToken) {
+	if t.confirmed {
+		return
+	}
+	t.confirmed, t.expiresAt = true, t.ttlEnd
+	s.setLease(t, t.lease, t.leaseUntil) // recomputes the deadline
 }
 
 // held reports whether a claim's lease is running.
@@ -40,12 +54,11 @@ func newTokenSet() *tokenSet {
 	return &tokenSet{byUser: make(map[string]*entryToken)}
 }
 
-// put adds t, replacing the user's previous token; it reports whether there
-// was one.
-func (s *tokenSet) put(t *entryToken) (replaced bool) {
+// put adds t, replacing the user's previous token, which it returns.
+func (s *tokenSet) put(t *entryToken) (replaced *entryToken) {
 	if old, ok := s.byUser[t.user]; ok {
 		s.remove(old)
-		replaced = true
+		replaced = old
 	}
 	t.deadline = t.expiresAt
 	s.byUser[t.user] = t
@@ -70,15 +83,18 @@ func (s *tokenSet) setLease(t *entryToken, lease string, until time.Time) {
 }
 
 // dropExpired removes every token whose deadline is not after now and
-// returns how many it removed.
-func (s *tokenSet) dropExpired(now time.Time) int {
-	dropped := 0
+// returns how many it removed, the confirmed ones and the no-shows apart.
+func (s *tokenSet) dropExpired(now time.Time) (expired, noShows int) {
 	for len(s.byDeadline) > 0 && !s.byDeadline[0].deadline.After(now) {
 		t := heap.Pop(&s.byDeadline).(*entryToken)
 		delete(s.byUser, t.user)
-		dropped++
+		if t.confirmed {
+			expired++
+		} else {
+			noShows++
+		}
 	}
-	return dropped
+	return expired, noShows
 }
 
 // liveCount is the number of tokens before their deadline at now. It visits

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,10 @@ import (
 // room admits nobody and keeps its bucket empty, so resuming starts at the
 // rate, not with a burst. All instances share the bucket, so together they
 // admit the room's rate once.
+//
+// Users at the head silent for longer than abandon_after have gone: the
+// script drops them, counts them abandoned and admits the next instead, at
+// most waitroom.MaxSkipsPerAdmit per call.
 //
 // Expired tokens are those whose active score (expiry, or lease if later)
 // has passed; at most max(1000, 2 × quota) per call go, more
@@ -63,6 +68,8 @@ import (
 // writes (lost.go). replicas is how many replicas the primary has, when it
 // issued tokens (else 0): the Store then WAITs for one.
 var admitScript = redis.NewScript(luaLib + `
+local max_skips = ` + strconv.Itoa(waitroom.MaxSkipsPerAdmit) + ` -- abandoned users skipped per call, at most
+
 local cfg_key    = KEYS[1]
 local bucket_key = KEYS[2]
 local q_key      = KEYS[3]
@@ -73,7 +80,7 @@ local seq_key    = KEYS[7]
 local buyers_key = KEYS[8]
 local tokens     = ARGV
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock', 'one_order')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock', 'one_order', 'abandon_ms', 'first_use_ms')
 local state = cfg[1]
 if not state then
   return {'ROOM_NOT_FOUND'}
@@ -85,6 +92,8 @@ local ttl_ms     = math.floor(tonumber(cfg[5]))
 local max_active = tonumber(cfg[6]) -- 0: no cap
 local stock      = tonumber(cfg[7] or '0') -- units in all; 0: not tracked
 local one_order  = cfg[8] == '1'
+local abandon_s  = abandon_secs(cfg[9])
+local first_ms   = math.min(math.floor(tonumber(cfg[10] or cfg[5])), ttl_ms)
 -- Users per batched command: unpack must stay below Lua's C stack limit
 -- (8000 values).
 local batch = 500
@@ -95,38 +104,68 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
 
 -- Clean up tokens whose expiry (and lease, when held) has passed. Batched
--- commands, not one per user: a big tick blocks Redis for less time.
+-- commands, not one per user: a big tick blocks Redis for less time. One
+-- that was never confirmed nor claimed is a no-show.
 local gone = redis.call('ZRANGEBYSCORE', active_key, '-inf', now, 'LIMIT', 0, math.max(1000, 2 * quota))
+local no_shows = 0
 for from = 1, #gone, batch do
   local to = math.min(from + batch - 1, #gone)
+  local entries = redis.call('HMGET', tok_key, unpack(gone, from, to))
+  for i = 1, #entries do
+    local e = parse_entry(entries[i])
+    if e and (e.state == 'new' or e.state == 'shown') then
+      no_shows = no_shows + 1
+    end
+  end
   redis.call('HDEL', tok_key, unpack(gone, from, to))
   redis.call('ZREM', active_key, unpack(gone, from, to))
 end
-local expired = #gone
+local expired = #gone - no_shows
+if no_shows > 0 then
+  redis.call('HINCRBY', stats_key, 'no_shows', no_shows)
+end
 
 local admitted_before = tonumber(redis.call('HGET', stats_key, 'admitted') or '0')
 local out = {'OK', quota, counter(seq_key), admitted_before, admitted_before, 0, 0, math.floor(rate * 1000000), 0}
 local cap = rate * slice_ms / 1000 -- one slice's worth of users
 
+-- No-shows not yet made up: each is admitted again, at most as fast again
+-- as the rate (so never above 2 × rate). With max_active the slots they
+-- free are refilled within the rate instead, and with nobody waiting there
+-- is nobody to make them up with: then nothing is owed.
+local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up')
+local made_up = tonumber(b[3] or '0')
+local waiting = redis.call('ZCARD', q_key)
+local no_shows_total = tonumber(redis.call('HGET', stats_key, 'no_shows') or '0')
+if max_active > 0 or waiting == 0 then
+  made_up = no_shows_total
+end
+local owed = math.max(0, no_shows_total - made_up)
+if owed > 0 then
+  -- The next call may admit up to twice as many: ask for the tokens.
+  out[2] = 2 * quota
+  out[8] = math.floor(2 * rate * 1000000)
+end
+
 if state == 'paused' then
   -- Admit nobody and save nothing up, so resuming does not burst.
-  redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', 0)
+  redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', 0, 'made_up', made_up)
   out[1] = 'PAUSED'
 else
-  local b = redis.call('HMGET', bucket_key, 'last_us', 'carry')
-  local allow
+  local allow, extra
   if not b[1] then
     -- First call ever: start the clock with an empty bucket.
-    allow = 0
+    allow, extra = 0, 0
   else
     -- A clock that stepped back (failover) counts as no time passed.
     local elapsed_us = math.max(0, now_us - tonumber(b[1]))
     allow = tonumber(b[2]) + elapsed_us * rate / 1000000
+    -- Making up no-shows at most doubles this call's share of the rate.
+    extra = math.min(owed, math.min(elapsed_us * rate / 1000000, cap))
   end
 
   -- The epsilon absorbs float error (14.999999… users is 15).
-  local waiting = redis.call('ZCARD', q_key)
-  local n = math.min(math.floor(allow + 1e-9), quota, waiting)
+  local n = math.min(math.floor(allow + extra + 1e-9), quota + math.floor(extra + 1e-9), waiting)
   if max_active > 0 or stock > 0 then
     local live = live_tokens(active_key, now)
     if max_active > 0 then
@@ -151,15 +190,36 @@ else
 
   local issued = 0
   if n > 0 then
-    local popped = redis.call('ZPOPMIN', q_key, n) -- user, score, user, score, …
+    -- Pop the head; users silent past abandon_after have gone: they are
+    -- dropped and counted, and take no share of the rate. Each pop is
+    -- O(log N); at most max_skips are skipped per call.
     local users = {}
-    for i = 1, #popped, 2 do
-      users[#users + 1] = popped[i]
+    local skipped = 0
+    local late_no_shows = 0
+    local s = math.floor(now_us / 1000000)
+    while #users < n and skipped < max_skips do
+      local popped = redis.call('ZPOPMIN', q_key, math.min(n - #users, max_skips - skipped)) -- user, score, …
+      if #popped == 0 then
+        break
+      end
+      for i = 1, #popped, 2 do
+        if is_gone(tonumber(popped[i + 1]), s, abandon_s) then
+          skipped = skipped + 1
+        else
+          users[#users + 1] = popped[i]
+        end
+      end
+    end
+    if skipped > 0 then
+      redis.call('HINCRBY', stats_key, 'abandoned', skipped)
     end
     -- Every new entry is its token followed by the same ready state and
     -- expiry: format that tail once.
-    local expires_at = now + ttl_ms
-    local suffix = format_entry({token = '', state = 'ready', lease = '', lease_until = 0, expires_at = expires_at})
+    -- A new token lives until the first-use deadline unless its holder
+    -- confirms it or claims it; then until the end of its TTL, kept in
+    -- lease_until meanwhile.
+    local expires_at = now + first_ms
+    local suffix = format_entry({token = '', state = 'new', lease = '', lease_until = now + ttl_ms, expires_at = expires_at})
     for from = 1, #users, batch do
       local to = math.min(from + batch - 1, #users)
       local olds = redis.call('HMGET', tok_key, unpack(users, from, to))
@@ -178,8 +238,10 @@ else
           -- Already holds a live token (Enter does not queue such users):
           -- it keeps that one and takes no share of the rate.
         else
-          if old then
-            expired = expired + 1 -- a stale entry cleanup had not reached
+          if old and (old.state == 'new' or old.state == 'shown') then
+            late_no_shows = late_no_shows + 1 -- a stale entry cleanup had not reached
+          elseif old then
+            expired = expired + 1
           end
           issued = issued + 1
           local token = tokens[issued]
@@ -196,6 +258,9 @@ else
         redis.call('ZADD', active_key, unpack(scores))
       end
     end
+    if late_no_shows > 0 then
+      redis.call('HINCRBY', stats_key, 'no_shows', late_no_shows)
+    end
     if issued > 0 then
       out[5] = redis.call('HINCRBY', stats_key, 'admitted', issued)
       -- Replicas to WAIT for; INFO is cheap next to the writes above.
@@ -203,11 +268,13 @@ else
       out[6] = tonumber(string.match(info, 'connected_slaves:(%d+)') or '0')
     end
   end
-  -- Carry what was allowed but not admitted, at most one slice's worth.
-  local carry = math.min(allow - issued, cap)
-  redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry)
+  -- Carry what was allowed but not admitted, at most one slice's worth;
+  -- admissions beyond the allowance made up no-shows.
+  local regular = math.min(issued, math.floor(allow + 1e-9))
+  local carry = math.min(allow - regular, cap)
+  redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry, 'made_up', made_up + issued - regular)
   out[7] = math.floor(carry * 1000000)
-  out[9] = waiting - n
+  out[9] = redis.call('ZCARD', q_key)
 end
 
 if expired > 0 then

@@ -23,9 +23,12 @@ import (
 // Returns one of
 //
 //	{"ALREADY_ORDERED"}                          one order per user, and it ordered
-//	{"ADMITTED", token, ms_left, seq, seq}       the user holds a live token
+//	{"ADMITTED", token, ms_left, seq, seq}       the user holds a live token (a
+//	                                             second call confirms it: holder_sees)
 //	{"WAITING", position, units_left,            queued (now or before); 1-based;
-//	 seq_before, seq_after}                      units_left -1 unless short (units)
+//	 seq_before, seq_after}                      units_left -1 unless short (units);
+//	                                             a user silent past abandon_after has
+//	                                             gone: counted abandoned, queued anew
 //	{"QUEUED_SOLD_OUT", seq, seq}                queued, but the stock is all sold
 //	{"ROOM_CLOSED"}                              not queued, the room refuses entries
 //	{"SOLD_OUT"}                                 not queued, the stock is all sold
@@ -35,16 +38,16 @@ import (
 // seq_before and seq_after are the arrival sequence when the script began
 // and ended; the Store watches them for lost writes (lost.go).
 var enterScript = redis.NewScript(luaLib + `
-local cfg_key   = KEYS[1]
-local q_key     = KEYS[2]
-local seq_key   = KEYS[3]
-local tok_key   = KEYS[4]
+local cfg_key    = KEYS[1]
+local q_key      = KEYS[2]
+local seq_key    = KEYS[3]
+local tok_key    = KEYS[4]
 local stats_key  = KEYS[5]
 local active_key = KEYS[6]
 local buyers_key = KEYS[7]
 local user       = ARGV[1]
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock', 'one_order')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock', 'one_order', 'abandon_ms')
 local state, max_queue, stock = cfg[1], tonumber(cfg[2]), tonumber(cfg[3] or '0')
 if not state then
   return {'ROOM_NOT_FOUND'}
@@ -53,24 +56,35 @@ end
 if cfg[4] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
   return {'ALREADY_ORDERED'}
 end
+local abandon_s = abandon_secs(cfg[5])
 
 -- A live token: no second place in the queue; the user gets its own token.
 local now = now_ms()
 local seq = counter(seq_key)
-local e = parse_entry(redis.call('HGET', tok_key, user))
-if e and e.expires_at > now then
-  return {'ADMITTED', e.token, e.expires_at - now, seq, seq}
+local e = holder_sees(tok_key, active_key, user, now)
+if e then
+  return {'ADMITTED', e.token, time_left(e, now), seq, seq}
 end
 
--- Already queued: the same place again, so a refresh never loses it.
--- In a sold-out room it keeps the place for a restock.
-local rank = redis.call('ZRANK', q_key, user)
-if rank then
-  local sold_out, left = units(stock, stats_key, active_key, now, rank + 1)
-  if sold_out then
-    return {'QUEUED_SOLD_OUT', seq, seq}
+-- Already queued: the same place again, so a refresh never loses it, and
+-- seen now. In a sold-out room it keeps the place for a restock. One silent
+-- past abandon_after has gone (the admitter would skip it): it is counted
+-- and queues anew at the back.
+local s = math.floor(now / 1000)
+local score = redis.call('ZSCORE', q_key, user)
+if score then
+  score = tonumber(score)
+  if not is_gone(score, s, abandon_s) then
+    redis.call('ZADD', q_key, 'XX', queue_score(math.floor(score), s), user)
+    local position = redis.call('ZRANK', q_key, user) + 1
+    local sold_out, left = units(stock, stats_key, active_key, now, position)
+    if sold_out then
+      return {'QUEUED_SOLD_OUT', seq, seq}
+    end
+    return {'WAITING', position, left, seq, seq}
   end
-  return {'WAITING', rank + 1, left, seq, seq}
+  redis.call('ZREM', q_key, user)
+  redis.call('HINCRBY', stats_key, 'abandoned', 1)
 end
 
 -- Closed rooms refuse new entries; paused rooms still accept them.
@@ -94,7 +108,7 @@ end
 -- millisecond keep arrival order; being the largest score, the new user is
 -- last and its position is the queue's length.
 local next_seq = redis.call('INCR', seq_key)
-redis.call('ZADD', q_key, next_seq, user)
+redis.call('ZADD', q_key, queue_score(next_seq, s), user)
 redis.call('HINCRBY', stats_key, 'entered', 1)
 local position = redis.call('ZCARD', q_key)
 local _, left = units(stock, stats_key, active_key, now, position)
@@ -171,6 +185,11 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 
 // statusScript reads a user's standing.
 //
+// A waiting user is marked seen: its score's fraction is refreshed (the
+// place is the same). One silent past abandon_after has gone: it is dropped
+// and counted abandoned, and is NOT_IN_QUEUE, as the admitter would have
+// found it at the head.
+//
 // KEYS[1] cfg
 // KEYS[2] q
 // KEYS[3] tok
@@ -183,7 +202,7 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 // Returns one of
 //
 //	{"ALREADY_ORDERED"}                     one order per user, and it ordered
-//	{"ADMITTED", token, ms_left, seq}
+//	{"ADMITTED", token, ms_left, seq}       a second call confirms it (holder_sees)
 //	{"WAITING", position, units_left, seq}  units_left -1 unless short (units)
 //	{"QUEUED_SOLD_OUT", seq}                queued, but the stock is all sold
 //	{"NOT_IN_QUEUE", seq}
@@ -191,16 +210,16 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 //
 // seq is the arrival sequence, which the Store watches for lost writes.
 var statusScript = redis.NewScript(luaLib + `
-local cfg_key = KEYS[1]
-local q_key   = KEYS[2]
-local tok_key = KEYS[3]
+local cfg_key    = KEYS[1]
+local q_key      = KEYS[2]
+local tok_key    = KEYS[3]
 local seq_key    = KEYS[4]
 local stats_key  = KEYS[5]
 local active_key = KEYS[6]
 local buyers_key = KEYS[7]
 local user       = ARGV[1]
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'stock', 'one_order')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'stock', 'one_order', 'abandon_ms')
 if not cfg[1] then
   return {'ROOM_NOT_FOUND'}
 end
@@ -212,21 +231,34 @@ local seq = counter(seq_key)
 
 -- A live token wins: an admitted user is no longer queued.
 local now = now_ms()
-local e = parse_entry(redis.call('HGET', tok_key, user))
-if e and e.expires_at > now then
-  return {'ADMITTED', e.token, e.expires_at - now, seq}
+local e = holder_sees(tok_key, active_key, user, now)
+if e then
+  return {'ADMITTED', e.token, time_left(e, now), seq}
 end
 
--- ZRANK is O(log N).
-local rank = redis.call('ZRANK', q_key, user)
-if rank then
-  local sold_out, left = units(stock, stats_key, active_key, now, rank + 1)
-  if sold_out then
-    return {'QUEUED_SOLD_OUT', seq}
-  end
-  return {'WAITING', rank + 1, left, seq}
+-- ZSCORE is O(1), ZRANK and ZADD O(log N). The score is rewritten only
+-- when its second changed.
+local score = redis.call('ZSCORE', q_key, user)
+if not score then
+  return {'NOT_IN_QUEUE', seq}
 end
-return {'NOT_IN_QUEUE', seq}
+score = tonumber(score)
+local s = math.floor(now / 1000)
+if is_gone(score, s, abandon_secs(cfg[4])) then
+  redis.call('ZREM', q_key, user)
+  redis.call('HINCRBY', stats_key, 'abandoned', 1)
+  return {'NOT_IN_QUEUE', seq}
+end
+local fresh = queue_score(math.floor(score), s)
+if fresh ~= score then
+  redis.call('ZADD', q_key, 'XX', fresh, user)
+end
+local position = redis.call('ZRANK', q_key, user) + 1
+local sold_out, left = units(stock, stats_key, active_key, now, position)
+if sold_out then
+  return {'QUEUED_SOLD_OUT', seq}
+end
+return {'WAITING', position, left, seq}
 `)
 
 // Status returns the user's standing, or ErrNotInQueue.

@@ -10,13 +10,14 @@
 //
 // Keys of a room:
 //
-//	wr:{ROOM}:cfg     hash   live settings: rate, slice_ms, quota, max_queue, ttl_ms, lease_ms, max_active, state, stock, one_order
-//	wr:{ROOM}:q       zset   user → arrival sequence: the queue
+//	wr:{ROOM}:cfg     hash   live settings: rate, slice_ms, quota, max_queue, ttl_ms, lease_ms, max_active, state, stock, one_order,
+//	                         abandon_ms, first_use_ms
+//	wr:{ROOM}:q       zset   user → arrival sequence + last seen second / 2^20: the queue
 //	wr:{ROOM}:seq     string INCR: the arrival sequence
 //	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens
 //	wr:{ROOM}:active  zset   user → max(expires_at, lease_until) ms: tokens not yet cleaned up
 //	wr:{ROOM}:bucket  hash   last_us, carry: the admission token bucket
-//	wr:{ROOM}:stats   hash   counters: entered, full, admitted, completed, released, expired
+//	wr:{ROOM}:stats   hash   counters: entered, full, admitted, completed, released, expired, no_shows, abandoned
 //	wr:{ROOM}:buyers  set    users whose order completed while one_order was on
 //	wr:rooms          set    room names (no hash tag: not part of any room's atomic state)
 //
@@ -321,7 +322,11 @@ func (r reply) reading(i int) (reading, bool) {
 // token entry format and the Redis clock.
 //
 // An entry is "token|state|lease|lease_until_ms|expires_at_ms", state being
-// "ready" or "held"; lease and lease_until are empty and 0 when ready.
+// "new" (issued, its holder not told yet), "shown" (told once), "ready"
+// (confirmed) or "held" (claimed). Unconfirmed (new, shown), expires_at is
+// the first-use deadline and lease_until the end of the full TTL that a
+// confirmation or a claim gives it; ready, lease and lease_until are empty
+// and 0.
 const luaLib = `
 -- counter: a counter key's value; 0 when absent.
 local function counter(key)
@@ -370,6 +375,68 @@ local function units(stock, stats_key, active_key, now, position)
   return false, -1
 end
 
+-- confirmed: the entry as its holder's own call finds it. The first call
+-- that tells the user of an unconfirmed token marks it shown; the next one
+-- (a page showing "your turn", an API client's status after admission)
+-- confirms it: the full TTL. Returns the live entry, or nil; writes only
+-- when the state moves.
+local function holder_sees(tok_key, active_key, user, now)
+  local e = parse_entry(redis.call('HGET', tok_key, user))
+  if not e or e.expires_at <= now then
+    return nil
+  end
+  if e.state == 'new' then
+    e.state = 'shown'
+    redis.call('HSET', tok_key, user, format_entry(e))
+  elseif e.state == 'shown' then
+    e.state, e.expires_at, e.lease_until = 'ready', e.lease_until, 0
+    redis.call('HSET', tok_key, user, format_entry(e))
+    redis.call('ZADD', active_key, e.expires_at, user)
+  end
+  return e
+end
+
+-- time_left: what the holder is told its token has: the full TTL, also
+-- before it confirms (its page confirms as it shows it).
+local function time_left(e, now)
+  if e.state == 'new' or e.state == 'shown' then
+    return e.lease_until - now
+  end
+  return e.expires_at - now
+end
+
+-- A queued user's score is its arrival sequence plus, in the fraction, the
+-- second it was last seen (enter or status) modulo 2^20 (about 12 days):
+-- the integer part alone orders the queue, so refreshing the fraction never
+-- moves anyone, and "last seen" costs no extra key or member. A double
+-- keeps the fraction exact while the sequence is below 2^32.
+local SEEN_UNITS = 1048576
+
+-- abandon_secs: the room's abandon_after (cfg abandon_ms) in whole
+-- seconds, rounded up; rooms written before the setting existed have the
+-- default, 5 minutes.
+local function abandon_secs(abandon_ms)
+  return math.ceil(tonumber(abandon_ms or '300000') / 1000)
+end
+
+-- queue_score: the score of a user with sequence seq, seen at second s.
+local function queue_score(seq, s)
+  return seq + (s % SEEN_UNITS) / SEEN_UNITS
+end
+
+-- silent_for: whole seconds since the user with this score was last seen.
+local function silent_for(score, s)
+  local seen = math.floor((score - math.floor(score)) * SEEN_UNITS + 0.5)
+  return (s - seen) % SEEN_UNITS
+end
+
+-- is_gone: a user silent for longer than abandon_s seconds has left. Both
+-- seconds are whole (rounded down), so the silence really is more than
+-- silent_for − 1 ≥ abandon_s: nobody is dropped early.
+local function is_gone(score, s, abandon_s)
+  return silent_for(score, s) > abandon_s
+end
+
 -- active_score: cleanup may drop an entry only once both its expiry and
 -- any lease have passed, so a token cannot vanish mid-order.
 local function active_score(e)
@@ -380,7 +447,7 @@ end
 
 // roomConfigFields are the cfg hash fields, in the order configArgs gives
 // their values.
-var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state", "stock", "one_order"}
+var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state", "stock", "one_order", "abandon_ms", "first_use_ms"}
 
 // configArgs flattens cfg into field, value pairs for HSET. Durations are
 // kept in (possibly fractional) milliseconds, what the scripts compute in.
@@ -396,6 +463,8 @@ func configArgs(cfg waitroom.RoomConfig) []any {
 		string(cfg.State),
 		strconv.Itoa(cfg.Stock),
 		boolArg(cfg.OneOrderPerUser),
+		formatMillis(cfg.AbandonAfter.Nanoseconds()),
+		formatMillis(cfg.FirstUseWithin.Nanoseconds()),
 	}
 	args := make([]any, 0, 2*len(vals))
 	for i, v := range vals {

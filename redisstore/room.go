@@ -82,11 +82,9 @@ end
 -- silently undo their change.
 for i = 2, n, 2 do
   local stored, expected = redis.call('HGET', cfg_key, ARGV[i]), ARGV[i + 1]
-  -- A setting added after the room was made reads as its zero value.
-  if not stored and (expected == '0' or expected == '') then
-    stored = expected
-  end
-  if stored ~= expected then
+  -- A setting added after the room was made is absent: the caller read
+  -- what parseConfig gives for it (its zero value or its default).
+  if stored and stored ~= expected then
     -- Numbers may be spelled two ways ("100" and "100.0").
     local a, b = tonumber(stored), tonumber(expected)
     if not (a and b and a == b) then
@@ -191,7 +189,17 @@ func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
 		cfg.Stock = int(n)
 	}
 	cfg.OneOrderPerUser = m["one_order"] == "1"
-	return cfg, nil
+	if m["abandon_ms"] != "" {
+		if cfg.AbandonAfter, err = millis("abandon_ms"); err != nil {
+			return cfg, err
+		}
+	}
+	if m["first_use_ms"] != "" {
+		if cfg.FirstUseWithin, err = millis("first_use_ms"); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg.WithDefaults(), nil
 }
 
 // Rooms lists the names of all rooms, sorted.
@@ -212,7 +220,7 @@ func (s *Store) Rooms(ctx context.Context) ([]string, error) {
 // KEYS[4] stats
 //
 // Returns {"OK", waiting, active, entered, full, admitted, completed,
-// released, expired}, or {"ROOM_NOT_FOUND"}.
+// released, expired, no_shows, abandoned}, or {"ROOM_NOT_FOUND"}.
 var statsScript = redis.NewScript(luaLib + `
 local cfg_key    = KEYS[1]
 local q_key      = KEYS[2]
@@ -227,9 +235,9 @@ local waiting = redis.call('ZCARD', q_key)
 -- Live tokens: entries whose expiry (or lease) is still ahead. Entries
 -- past it that Admit has not cleaned up yet do not count.
 local active = live_tokens(active_key, now)
-local c = redis.call('HMGET', stats_key, 'entered', 'full', 'admitted', 'completed', 'released', 'expired')
+local c = redis.call('HMGET', stats_key, 'entered', 'full', 'admitted', 'completed', 'released', 'expired', 'no_shows', 'abandoned')
 local out = {'OK', waiting, active}
-for i = 1, 6 do
+for i = 1, 8 do
   out[#out + 1] = tonumber(c[i] or '0')
 end
 return out
@@ -251,7 +259,7 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 	}
 	switch r.code() {
 	case "OK":
-		var v [8]int64
+		var v [10]int64
 		for i := range v {
 			if v[i], ok = r.int(i + 1); !ok {
 				return waitroom.Stats{}, s.unexpected(ctx, "stats", res)
@@ -261,6 +269,7 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 			Waiting: v[0], Active: v[1],
 			Entered: v[2], Full: v[3], Admitted: v[4],
 			Completed: v[5], Released: v[6], Expired: v[7],
+			NoShows: v[8], Abandoned: v[9],
 		}, nil
 	case "ROOM_NOT_FOUND":
 		return waitroom.Stats{}, waitroom.ErrRoomNotFound

@@ -26,7 +26,8 @@ import (
 //	                         retried: then the lease it has left); one is 1
 //	                         in a room with one order per user, else 0
 //	"ENTRY_TOKEN_NOT_FOUND"  no entry (also when the room does not exist), or
-//	                         it expired (then it is cleaned up)
+//	                         it expired (then it is cleaned up, counted a
+//	                         no-show when never confirmed)
 //	"ENTRY_TOKEN_INVALID"    the user's token has another value
 //	"TOKEN_IN_USE"           held under a lease that has not run out
 //	"ROOM_NOT_FOUND"         a token but no settings (the cfg key was deleted)
@@ -58,7 +59,11 @@ if e.expires_at <= now then
   if not (e.state == 'held' and e.lease_until > now) then
     redis.call('HDEL', tok_key, user)
     redis.call('ZREM', active_key, user)
-    redis.call('HINCRBY', stats_key, 'expired', 1)
+    if e.state == 'new' or e.state == 'shown' then
+      redis.call('HINCRBY', stats_key, 'no_shows', 1)
+    else
+      redis.call('HINCRBY', stats_key, 'expired', 1)
+    end
   end
   return 'ENTRY_TOKEN_NOT_FOUND'
 end
@@ -83,6 +88,10 @@ if not lease_ms then
   return 'ROOM_NOT_FOUND' -- tokens outlived their room's settings
 end
 lease_ms = math.floor(tonumber(lease_ms))
+-- Claiming is using: an unconfirmed token gets its full TTL.
+if e.state == 'new' or e.state == 'shown' then
+  e.expires_at = e.lease_until
+end
 e.state, e.lease, e.lease_until = 'held', lease, now + lease_ms
 redis.call('HSET', tok_key, user, format_entry(e))
 -- Cleanup must wait for the lease too: the token cannot vanish mid-order.

@@ -25,7 +25,8 @@ import (
 //	GET   /admin/rooms            {"rooms":[room…]}
 //	POST  /admin/rooms            {"name", settings…} → 201 room; 409 ROOM_EXISTS
 //	GET   /admin/rooms/{room}     room with "figures"; ?window=1s measures admitted/s (0 skips)
-//	PATCH /admin/rooms/{room}     any of rate, slice, max_queue, token_ttl, lease, max_active, state, stock, one_order_per_user → 200 room
+//	PATCH /admin/rooms/{room}     any of rate, slice, max_queue, token_ttl, lease, max_active, state, stock,
+//	                              one_order_per_user, abandon_after, first_use_within → 200 room
 //	GET   /admin/dashboard        every room with figures and samples, for the dashboard (dashboard.go)
 //	GET   /admin/                 the dashboard's page, without the token (it asks for it)
 
@@ -143,9 +144,12 @@ type AdminRoom struct {
 	MaxActive int                `json:"max_active"`
 	// Stock is the units the room sells in all, sold ones included; 0:
 	// not tracked. Raising it is a restock.
-	Stock           int           `json:"stock"`
-	OneOrderPerUser bool          `json:"one_order_per_user"`
-	Figures         *AdminFigures `json:"figures,omitempty"`
+	Stock           int  `json:"stock"`
+	OneOrderPerUser bool `json:"one_order_per_user"`
+	// AbandonAfter and FirstUseWithin as Go durations ("5m0s", "1m0s").
+	AbandonAfter   string        `json:"abandon_after"`
+	FirstUseWithin string        `json:"first_use_within"`
+	Figures        *AdminFigures `json:"figures,omitempty"`
 }
 
 func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
@@ -160,6 +164,8 @@ func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
 		MaxActive:       cfg.MaxActive,
 		Stock:           cfg.Stock,
 		OneOrderPerUser: cfg.OneOrderPerUser,
+		AbandonAfter:    cfg.AbandonAfter.String(),
+		FirstUseWithin:  cfg.FirstUseWithin.String(),
 	}
 }
 
@@ -178,6 +184,8 @@ type AdminFigures struct {
 	Completed         int64    `json:"completed"`
 	Released          int64    `json:"released"`
 	Expired           int64    `json:"expired"`
+	NoShows           int64    `json:"no_shows"`
+	Abandoned         int64    `json:"abandoned"`
 	// UnitsLeft are the units neither sold nor reserved by a live token,
 	// and SoldOut says all are sold; both only when the room tracks stock.
 	UnitsLeft *int64 `json:"units_left,omitempty"`
@@ -196,6 +204,8 @@ func newAdminFigures(cfg waitroom.RoomConfig, st waitroom.Stats, perSecond *floa
 		Completed:         st.Completed,
 		Released:          st.Released,
 		Expired:           st.Expired,
+		NoShows:           st.NoShows,
+		Abandoned:         st.Abandoned,
 	}
 	if soldOut, left, _ := cfg.Units(0, st.Completed, st.Active); cfg.Stock > 0 {
 		f.SoldOut, f.UnitsLeft = soldOut, &left
@@ -237,6 +247,8 @@ type roomSettings struct {
 	State           *string  `json:"state"`
 	Stock           *int     `json:"stock"`
 	OneOrderPerUser *bool    `json:"one_order_per_user"`
+	AbandonAfter    *string  `json:"abandon_after"`
+	FirstUseWithin  *string  `json:"first_use_within"`
 }
 
 // createBody is the body of POST /admin/rooms.
@@ -282,6 +294,8 @@ func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error
 		duration("slice", p.Slice, &cfg.Slice),
 		duration("token_ttl", p.TokenTTL, &cfg.TokenTTL),
 		duration("lease", p.Lease, &cfg.Lease),
+		duration("abandon_after", p.AbandonAfter, &cfg.AbandonAfter),
+		duration("first_use_within", p.FirstUseWithin, &cfg.FirstUseWithin),
 	); err != nil {
 		return cfg, err
 	}
@@ -311,6 +325,10 @@ func validate(cfg waitroom.RoomConfig) error {
 		return bad("max_active: must be ≥ 0 (0: no cap), got %d", cfg.MaxActive)
 	case cfg.Stock < 0 || cfg.Stock > waitroom.MaxStock:
 		return bad("stock: must be in [0, %d] units (0: not tracked), got %d", waitroom.MaxStock, cfg.Stock)
+	case cfg.AbandonAfter < waitroom.MinAbandonAfter || cfg.AbandonAfter > waitroom.MaxAbandonAfter:
+		return bad("abandon_after: must be in [%s, %s], got %s", waitroom.MinAbandonAfter, waitroom.MaxAbandonAfter, cfg.AbandonAfter)
+	case cfg.FirstUseWithin < waitroom.MinFirstUseWithin || cfg.FirstUseWithin > cfg.TokenTTL:
+		return bad("first_use_within: must be in [%s, token_ttl %s], got %s", waitroom.MinFirstUseWithin, cfg.TokenTTL, cfg.FirstUseWithin)
 	}
 	switch cfg.State {
 	case waitroom.RoomOpen, waitroom.RoomPaused, waitroom.RoomClosed:

@@ -124,7 +124,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, room string, st 
 			Position:    st.Position,
 			Ahead:       st.Ahead(),
 			ETASeconds:  int64(math.Ceil(waitroom.ETA(st.Position, cfg.Rate).Seconds())),
-			PollAfterMS: waitroom.PollAfter(st.Position, cfg.Rate).Milliseconds(),
+			PollAfterMS: cfg.PollAfter(st.Position, cfg.Rate).Milliseconds(),
 			Paused:      cfg.State == waitroom.RoomPaused,
 		}
 		if st.FewLeft {

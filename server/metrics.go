@@ -230,28 +230,29 @@ func (m *metrics) observeHTTP(route string, code int, d time.Duration) {
 // scrape time: they are the room's own, kept by the store for all
 // instances, so a counter of this process could not know them.
 type roomCollector struct {
-	store                                           *waitroom.GuardedStore
-	log                                             *slog.Logger
-	waiting, live, rate, state, entries, tokens, up *prometheus.Desc
+	store                                                      *waitroom.GuardedStore
+	log                                                        *slog.Logger
+	waiting, live, rate, state, entries, tokens, abandoned, up *prometheus.Desc
 }
 
 func newRoomCollector(store *waitroom.GuardedStore, log *slog.Logger) *roomCollector {
 	room := []string{"room"}
 	return &roomCollector{
-		store:   store,
-		log:     log,
-		waiting: prometheus.NewDesc("waitroom_room_waiting", "Users in the room's queue now.", room, nil),
-		live:    prometheus.NewDesc("waitroom_room_live_tokens", "Live entry tokens of the room now.", room, nil),
-		rate:    prometheus.NewDesc("waitroom_room_admission_rate", "The room's admission rate setting, users per second.", room, nil),
-		state:   prometheus.NewDesc("waitroom_room_state", "1 for the room's state (open, paused, closed), 0 for the others.", []string{"room", "state"}, nil),
-		entries: prometheus.NewDesc("waitroom_room_entries_total", "Enters of the room over all instances: queued (took a new place) or queue_full (refused).", []string{"room", "result"}, nil),
-		tokens:  prometheus.NewDesc("waitroom_room_tokens_total", "Entry tokens of the room over all instances by outcome: issued, completed, released, expired.", []string{"room", "outcome"}, nil),
-		up:      prometheus.NewDesc("waitroom_store_up", "1 if the store answered this instance's last call, 0 if it was unavailable.", nil, nil),
+		store:     store,
+		log:       log,
+		waiting:   prometheus.NewDesc("waitroom_room_waiting", "Users in the room's queue now.", room, nil),
+		live:      prometheus.NewDesc("waitroom_room_live_tokens", "Live entry tokens of the room now.", room, nil),
+		rate:      prometheus.NewDesc("waitroom_room_admission_rate", "The room's admission rate setting, users per second.", room, nil),
+		state:     prometheus.NewDesc("waitroom_room_state", "1 for the room's state (open, paused, closed), 0 for the others.", []string{"room", "state"}, nil),
+		entries:   prometheus.NewDesc("waitroom_room_entries_total", "Enters of the room over all instances: queued (took a new place) or queue_full (refused).", []string{"room", "result"}, nil),
+		tokens:    prometheus.NewDesc("waitroom_room_tokens_total", "Entry tokens of the room over all instances by outcome: issued, completed, released, expired, no_show (never confirmed nor claimed by first_use_within).", []string{"room", "outcome"}, nil),
+		abandoned: prometheus.NewDesc("waitroom_room_abandoned_total", "Waiting users of the room over all instances found gone: silent (no enter, no status) for longer than abandon_after, skipped at the head or dropped at their next call.", room, nil),
+		up:        prometheus.NewDesc("waitroom_store_up", "1 if the store answered this instance's last call, 0 if it was unavailable.", nil, nil),
 	}
 }
 
 func (c *roomCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.waiting, c.live, c.rate, c.state, c.entries, c.tokens, c.up} {
+	for _, d := range []*prometheus.Desc{c.waiting, c.live, c.rate, c.state, c.entries, c.tokens, c.abandoned, c.up} {
 		ch <- d
 	}
 }
@@ -304,6 +305,8 @@ func (c *roomCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.tokens, st.Completed, "completed")
 		counter(c.tokens, st.Released, "released")
 		counter(c.tokens, st.Expired, "expired")
+		counter(c.tokens, st.NoShows, "no_show")
+		counter(c.abandoned, st.Abandoned)
 	}
 }
 

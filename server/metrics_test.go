@@ -188,6 +188,8 @@ func TestMetricsScriptedScenario(t *testing.T) {
 	require.EqualValues(t, 1, tokensTotal("completed"))
 	require.EqualValues(t, 1, tokensTotal("released"))
 	require.EqualValues(t, 2, tokensTotal("expired"))
+	require.EqualValues(t, 0, tokensTotal("no_show"))
+	require.EqualValues(t, 0, m.value("waitroom_room_abandoned_total", "room", room))
 	require.EqualValues(t, 1, m.value("waitroom_store_up"))
 
 	latency := func(route, code string) float64 {

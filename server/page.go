@@ -133,6 +133,14 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) error {
 		s.renderError(w, r, room, err)
 		return nil
 	}
+	if st.State == waitroom.StateAdmitted {
+		// This page shows "your turn": its holder is here, so it confirms
+		// the token (a second look), which then lives its whole TTL
+		// rather than expiring as a no-show at first_use_within.
+		if confirmed, err := s.store.Status(r.Context(), room, user); err == nil {
+			st = confirmed
+		}
+	}
 	v, err := s.statusView(r, room, st)
 	if err != nil {
 		s.renderError(w, r, room, err)
@@ -184,7 +192,7 @@ func (s *Server) statusView(r *http.Request, room string, st waitroom.Status) (p
 		}
 		v := s.baseView(r, room, pageWaiting)
 		eta := int64(math.Ceil(waitroom.ETA(st.Position, cfg.Rate).Seconds()))
-		poll := waitroom.PollAfter(st.Position, cfg.Rate)
+		poll := cfg.PollAfter(st.Position, cfg.Rate)
 		v.Boot.Position, v.Boot.Ahead = st.Position, st.Ahead()
 		v.Boot.ETASeconds, v.Boot.PollAfterMS = eta, poll.Milliseconds()
 		v.Boot.Paused = cfg.State == waitroom.RoomPaused

@@ -59,6 +59,11 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"WorkFollowsUsersAndTokens", testWorkFollowsUsersAndTokens},
 		{"AdmittersLiveForTheirTTL", testAdmittersLiveForTheirTTL},
 		{"OneOrderPerUser", testOneOrderPerUser},
+		{"SilentUserAtHeadIsSkipped", testSilentUserAtHeadIsSkipped},
+		{"TwoInstancesSkipSilentUsersOnce", testTwoInstancesSkipSilentUsersOnce},
+		{"SilentUserLeftBeforeTheHead", testSilentUserLeftBeforeTheHead},
+		{"UnconfirmedTokenExpiresAtFirstUse", testUnconfirmedTokenExpiresAtFirstUse},
+		{"NoShowsAreMadeUp", testNoShowsAreMadeUp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,6 +177,8 @@ func testRoomConfigRejectsBadValues(t *testing.T, h Harness) {
 	for _, bad := range []waitroom.RoomConfig{
 		{Rate: -1}, {Rate: math.NaN()}, {MaxQueue: -5}, {State: "melting"},
 		{Rate: 100_000, Slice: 10 * time.Second},
+		{AbandonAfter: time.Millisecond}, {AbandonAfter: 25 * time.Hour},
+		{FirstUseWithin: time.Millisecond}, {TokenTTL: time.Minute, FirstUseWithin: 2 * time.Minute},
 	} {
 		_, err := h.Store.CreateRoom(ctx, room+"-bad", bad)
 		require.ErrorIs(t, err, waitroom.ErrBadRequest, "%+v", bad)
@@ -403,7 +410,10 @@ func testAdmittedUserGetsOwnTokenOnEnter(t *testing.T, h Harness) {
 }
 
 func testEntersRacingAdmits(t *testing.T, h Harness) {
-	room := newRoom(t, h, waitroom.RoomConfig{Rate: 2000})
+	// The admitter's fake clock runs fast while the enters race (minutes on
+	// a loaded machine): no token expires and nobody counts as gone.
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 2000, TokenTTL: waitroom.MaxTokenTTL,
+		FirstUseWithin: waitroom.MaxTokenTTL, AbandonAfter: waitroom.MaxAbandonAfter})
 	const enterers = 400
 	admitted := map[string]int{}
 	var mu sync.Mutex
@@ -834,6 +844,7 @@ func testExpiredTokenNotFound(t *testing.T, h Harness) {
 	room := newRoom(t, h, waitroom.RoomConfig{TokenTTL: time.Second})
 	enterAll(t, h.Store, room, 1)
 	a := admitOne(t, h, room)
+	confirm(t, h.Store, room, a)
 	h.Advance(t, 1100*time.Millisecond)
 	_, err := h.Store.Claim(ctx, room, a.User, a.Token)
 	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
@@ -846,6 +857,7 @@ func testExpiredTokenNotFound(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Equal(t, int64(0), stats.Active)
 	require.Equal(t, int64(1), stats.Expired)
+	require.Equal(t, int64(0), stats.NoShows, "it was confirmed")
 }
 
 func testHeldTokenOutlivesTTLUntilLeaseEnds(t *testing.T, h Harness) {

@@ -41,6 +41,8 @@ Settings (create, set):
                              0: not tracked; raising it is a restock
   --one-order-per-user bool  a buyer whose order completed cannot enter again
                              (ALREADY_ORDERED), and orders are keyed by buyer
+  --abandon-after duration   a waiting user silent this long has left, e.g. 5m
+  --first-use-within duration  an unconfirmed token expires this soon, e.g. 60s
   --state open|paused|closed paused admits nobody; closed refuses new entries
 
 Flags:
@@ -89,6 +91,8 @@ var settingFlags = []struct{ flag, field, kind string }{
 	{"max-active", "max_active", "int"},
 	{"stock", "stock", "int"},
 	{"one-order-per-user", "one_order_per_user", "bool"},
+	{"abandon-after", "abandon_after", "duration"},
+	{"first-use-within", "first_use_within", "duration"},
 	{"state", "state", "state"},
 }
 
@@ -335,6 +339,8 @@ func printRoom(w io.Writer, r server.AdminRoom) {
 	if r.OneOrderPerUser {
 		fmt.Fprintf(tw, "one order:\tper user\n")
 	}
+	fmt.Fprintf(tw, "abandon:\t%s\n", r.AbandonAfter)
+	fmt.Fprintf(tw, "first use:\t%s\n", r.FirstUseWithin)
 	if f := r.Figures; f != nil {
 		fmt.Fprintf(tw, "waiting:\t%d\n", f.Waiting)
 		fmt.Fprintf(tw, "live tokens:\t%d\n", f.LiveTokens)
@@ -350,6 +356,8 @@ func printRoom(w io.Writer, r server.AdminRoom) {
 		if f.UnitsLeft != nil {
 			fmt.Fprintf(tw, "units left:\t%d (sold out: %t)\n", *f.UnitsLeft, f.SoldOut)
 		}
+		fmt.Fprintf(tw, "no-shows:\t%d\n", f.NoShows)
+		fmt.Fprintf(tw, "abandoned:\t%d\n", f.Abandoned)
 	}
 	_ = tw.Flush()
 }

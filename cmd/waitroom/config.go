@@ -87,6 +87,8 @@ var serveSettings = []setting{
 	{"max-active", "WAITROOM_MAX_ACTIVE", "0", "n", "most live entry tokens at once; 0: no cap"},
 	{"one-order-per-user", "WAITROOM_ONE_ORDER_PER_USER", "false", "bool", "a buyer whose order completed in the default room cannot enter it again (409 ALREADY_ORDERED), and the gate keys orders by buyer, so the order API refuses a second one even after a lossy Redis failover"},
 	{"stock", "WAITROOM_STOCK", "0", "n", "units the default room sells in all; a live entry token reserves one, so nobody is admitted to find nothing; 0: not tracked"},
+	{"abandon-after", "WAITROOM_ABANDON_AFTER", "5m", "duration", "a waiting user silent (no enter, no status) this long has left: skipped at the head, counted abandoned"},
+	{"first-use-within", "WAITROOM_FIRST_USE_WITHIN", "60s", "duration", "an admitted user must confirm (one status call after the one that told it) or order this soon, else its token expires as a no-show and frees its slot; at most --token-ttl"},
 	{"upstream", "WAITROOM_UPSTREAM", "", "url", "order API the gate guards; empty: the built-in reference shop"},
 	{"upstream-timeout", "WAITROOM_UPSTREAM_TIMEOUT", "25s", "duration", "longest wait for the upstream's answer to an order; then 502 and the token is released"},
 	{"upstream-dial-timeout", "WAITROOM_UPSTREAM_DIAL_TIMEOUT", "5s", "duration", "longest wait to connect to the upstream"},
@@ -303,11 +305,16 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	if err != nil {
 		check(raw["one-order-per-user"].fail("must be true or false"))
 	}
+	c.Room.AbandonAfter, err = parseDuration(raw["abandon-after"], waitroom.MinAbandonAfter, waitroom.MaxAbandonAfter)
+	check(err)
+	c.Room.FirstUseWithin, err = parseDuration(raw["first-use-within"], waitroom.MinFirstUseWithin, waitroom.MaxTokenTTL)
+	check(err)
 	c.Room.State = waitroom.RoomOpen
 	if len(errs) == 0 {
 		if err := c.Room.WithDefaults().Validate(); err != nil {
-			// Only combinations are left to fail here (rate × slice).
-			check(usageErrorf("--rate and --slice together: %s", waitroom.ErrorMessage(err)))
+			// Only combinations are left to fail here (rate × slice,
+			// first-use-within ≤ token-ttl).
+			check(usageErrorf("--rate and --slice, or --first-use-within and --token-ttl, together: %s", waitroom.ErrorMessage(err)))
 		}
 	}
 

@@ -93,6 +93,16 @@
     tick();
   }
 
+  // The page shows "your turn": asking once more confirms the token, so it
+  // lives its whole TTL instead of expiring as a no-show.
+  function confirm() {
+    fetch(boot.status_url, { headers: { "Accept": "application/json" }, cache: "no-store", credentials: "same-origin" })
+      .then(read)
+      .then(function (r) {
+        if (r.status === 200 && r.body.state === "admitted") { deadline = Date.now() + r.body.expires_in_ms; }
+      }, function () {});
+  }
+
   function tick() {
     var left = deadline - Date.now();
     if (left <= 0) { show("expired"); return; }
@@ -120,6 +130,7 @@
           renderWaiting(r.body);
         } else if (r.status === 200 && r.body.state === "admitted") {
           renderAdmitted(r.body);
+          confirm();
         } else if (r.status === 200 && r.body.state === "sold_out") {
           show("sold_out");
         } else if (code === "ALREADY_ORDERED") {

@@ -1,0 +1,141 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+)
+
+// No-shows: a token its holder neither confirms (a second look at it after
+// the one that told it) nor claims by FirstUseWithin expires then and gives
+// its slot back; a confirmed or claimed one lives its whole TTL.
+
+// confirm is what a holder's page does on "your turn", and an API client
+// after admission: it asks for its status once more. Both answers carry the
+// token and the whole TTL.
+func confirm(t *testing.T, s waitroom.Store, room string, a waitroom.Admission) {
+	t.Helper()
+	for range 2 {
+		st, err := s.Status(ctxFor(t), room, a.User)
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateAdmitted, st.State)
+		require.Equal(t, a.Token, st.Token)
+	}
+}
+
+// admitAll primes the bucket and admits until n users hold tokens.
+func admitAll(t *testing.T, h Harness, room string, n int) []waitroom.Admission {
+	t.Helper()
+	var got []waitroom.Admission
+	for range 100 {
+		adm, err := h.Store.Admit(ctxFor(t), room)
+		require.NoError(t, err)
+		got = append(got, adm...)
+		if len(got) >= n {
+			return got
+		}
+		h.Advance(t, 20*time.Millisecond)
+	}
+	t.Fatalf("admitted %d of %d", len(got), n)
+	return nil
+}
+
+// testUnconfirmedTokenExpiresAtFirstUse: of four holders under a cap of
+// four, the one never told and the one told once but never back expire at
+// FirstUseWithin as no-shows, and the users behind take their slots; the
+// one that confirmed and the one that claimed keep the whole TTL.
+func testUnconfirmedTokenExpiresAtFirstUse(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	const ttl, firstUse = 10 * time.Second, time.Second
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1000, MaxActive: 4, TokenTTL: ttl, FirstUseWithin: firstUse})
+	enterAll(t, h.Store, room, 6)
+	adm := admitAll(t, h, room, 4)
+	require.Len(t, adm, 4, "the cap")
+	never, once, confirmed, claimed := adm[0], adm[1], adm[2], adm[3]
+
+	st, err := h.Store.Status(ctx, room, once.User)
+	require.NoError(t, err)
+	require.Greater(t, st.ExpiresIn, firstUse, "the holder is told the whole TTL")
+	confirm(t, h.Store, room, confirmed)
+	hold, err := h.Store.Claim(ctx, room, claimed.User, claimed.Token)
+	require.NoError(t, err)
+	require.NoError(t, h.Store.Release(ctx, hold))
+
+	h.Advance(t, firstUse+200*time.Millisecond)
+	for _, a := range []waitroom.Admission{never, once} {
+		_, err := h.Store.Status(ctx, room, a.User)
+		require.ErrorIs(t, err, waitroom.ErrNotInQueue, a.User)
+	}
+	_, err = h.Store.Claim(ctx, room, never.User, never.Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
+	for _, a := range []waitroom.Admission{confirmed, claimed} {
+		st, err := h.Store.Status(ctx, room, a.User)
+		require.NoError(t, err, a.User)
+		require.Equal(t, waitroom.StateAdmitted, st.State, a.User)
+		require.Greater(t, st.ExpiresIn, ttl/2, "%s keeps the whole TTL", a.User)
+	}
+
+	// Their two slots come back: the two users behind are admitted.
+	got, err := h.Store.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, []string{user(4), user(5)}, users(got))
+	stats, err := h.Store.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), stats.NoShows)
+	require.Equal(t, int64(0), stats.Expired)
+	require.Equal(t, int64(4), stats.Active)
+	require.Equal(t, int64(6), stats.Admitted)
+}
+
+// testNoShowsAreMadeUp: without MaxActive, each no-show is admitted again
+// on top of the rate, never faster than twice the rate.
+func testNoShowsAreMadeUp(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	const rate, noShows = 20.0, 10
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: rate, TokenTTL: 10 * time.Second, FirstUseWithin: time.Second})
+	enterAll(t, h.Store, room, noShows)
+	admitAll(t, h, room, noShows)
+	for i := noShows; i < 200; i++ {
+		_, err := h.Store.Enter(ctx, room, user(i))
+		require.NoError(t, err)
+	}
+	h.Advance(t, 1100*time.Millisecond)
+
+	// The first call finds the no-shows; then half a second of 20 ms ticks
+	// (before any token it admits meets its own first-use deadline).
+	start := time.Now()
+	admitted := 0
+	const ticks = 25
+	for range ticks + 1 {
+		got, err := h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		admitted += len(got)
+		h.Advance(t, 20*time.Millisecond)
+	}
+	stats, err := h.Store.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(noShows), stats.NoShows)
+	if h.FakeClock {
+		// 1.1 s since the last admission at 20/s gives the first call its
+		// quota (2) and one slice's carry (2) for the next; the half second
+		// of ticks 10; and all 10 no-shows are made up on top.
+		require.Equal(t, 2+2+10+noShows, admitted)
+		return
+	}
+	// The rate alone gives at most a quota and a carry (4) and the time of
+	// the ticks; making up at most doubles the ticks' share.
+	elapsed := time.Since(start).Seconds()
+	require.LessOrEqual(t, float64(admitted), 2+2+2*rate*elapsed+2, "never above twice the rate")
+	require.Greater(t, float64(admitted), 4+rate*elapsed, "more than the rate alone: the no-shows were made up")
+}
+
+func users(adm []waitroom.Admission) []string {
+	out := make([]string, len(adm))
+	for i, a := range adm {
+		out[i] = a.User
+	}
+	return out
+}
