@@ -239,7 +239,7 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // fail wraps an error of the client. Network errors, timeouts and Redis
-// saying it cannot serve now (LOADING, READONLY, …) wrap
+// saying it cannot serve now (OOM, MISCONF, LOADING, READONLY, …) wrap
 // waitroom.ErrStoreUnavailable, so callers can tell an outage from a bug;
 // the cause stays in the chain for the log.
 func (s *Store) fail(op string, err error) error {
@@ -257,8 +257,11 @@ func unavailable(err error) bool {
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
-		// Server replies that mean "not now" rather than "wrong".
-		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS", "ERR max number of clients"} {
+		// Server replies that mean "not now" rather than "wrong": out of
+		// memory (OOM), writes stopped after a failed save (MISCONF), a
+		// dataset loading, a replica or a cluster between states, a script
+		// running too long (BUSY), too many clients.
+		for _, p := range []string{"OOM", "MISCONF", "LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS", "ERR max number of clients"} {
 			if strings.HasPrefix(rerr.Error(), p) {
 				return true
 			}

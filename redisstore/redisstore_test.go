@@ -283,6 +283,8 @@ func TestUnavailableClassifies(t *testing.T) {
 		{redis.ErrClosed, true},
 		{fakeRedisError("LOADING Redis is loading the dataset in memory"), true},
 		{fakeRedisError("READONLY You can't write against a read only replica."), true},
+		{fakeRedisError("OOM command not allowed when used memory > 'maxmemory'."), true},
+		{fakeRedisError("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk."), true},
 		{context.Canceled, false},
 		{fakeRedisError("ERR user_script:3: attempt to compare nil with number"), false},
 		{fakeRedisError("WRONGTYPE Operation against a key holding the wrong kind of value"), false},

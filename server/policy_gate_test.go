@@ -17,6 +17,8 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/memstore"
+	"github.com/waitroom/waitroom/redisstore"
+	"github.com/waitroom/waitroom/redistest"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -260,4 +262,47 @@ func TestFailurePolicyPerRoom(t *testing.T) {
 
 	_, err = server.New(server.Config{Store: f.store, FailurePolicy: server.FailurePolicy{OpenShare: 2}})
 	require.ErrorContains(t, err, "OpenShare")
+}
+
+// TestRedisOutOfMemoryIsUnavailable: a real Redis that cannot write (OOM:
+// maxmemory below its use, noeviction) is a store that cannot serve now,
+// not a bug: enter answers 503 STORE_UNAVAILABLE with Retry-After, and a
+// gated order failing open passes unclaimed with its Idempotency-Key.
+func TestRedisOutOfMemoryIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	rdb := redistest.StartServer(t)
+	client, err := redisstore.Open(rdb.URL())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	store := redisstore.New(client, redisstore.Options{})
+	_, err = store.CreateRoom(ctx, "default", waitroom.RoomConfig{Rate: 40})
+	require.NoError(t, err)
+	_, err = store.Enter(ctx, "default", "u1")
+	require.NoError(t, err)
+	var st waitroom.Status
+	require.Eventually(t, func() bool {
+		_, err := store.Admit(ctx, "default")
+		require.NoError(t, err)
+		st, err = store.Status(ctx, "default", "u1")
+		require.NoError(t, err)
+		return st.State == waitroom.StateAdmitted
+	}, 5*time.Second, 10*time.Millisecond)
+	admin := rdb.Client()
+	require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
+	require.NoError(t, admin.ConfigSet(ctx, "maxmemory", "1").Err())
+
+	orders := &orderCounter{}
+	f := &policyFixture{t: t, orders: orders, srv: mustServer(t, server.Config{
+		Store: store, Protected: orders,
+		FailurePolicy: server.FailurePolicy{Default: server.PolicyOpen, SeedRate: 40},
+	})}
+	a := f.do("POST", "/queue/enter", "u2", "")
+	require.Equal(t, http.StatusServiceUnavailable, a.status)
+	require.Equal(t, "STORE_UNAVAILABLE", a.code())
+	require.Equal(t, "5", a.header.Get("Retry-After"))
+
+	a = f.do("POST", "/orders", "u1", st.Token)
+	require.Equal(t, http.StatusCreated, a.status, "claiming writes: the open failure policy applies")
+	require.Equal(t, 1, orders.count())
 }
