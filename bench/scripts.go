@@ -6,7 +6,6 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,34 +16,6 @@ import (
 	"github.com/waitroom/waitroom/redisstore"
 )
 
-// commandStats reads INFO commandstats: calls and µs per command.
-func commandStats(ctx context.Context, client redis.UniversalClient) (map[string][2]int64, error) {
-	info, err := client.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return nil, err
-	}
-	stats := make(map[string][2]int64)
-	for line := range strings.Lines(info) {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		cmd, isCmd := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !isCmd {
-			continue
-		}
-		var calls, usec int64
-		for kv := range strings.SplitSeq(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "calls":
-				calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec":
-				usec, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
-		stats[cmd] = [2]int64{calls, usec}
-	}
-	return stats, nil
-}
-
 // measureScripts runs each operation alone for a slice and reads its
 // server time from INFO commandstats. It reads the counters before and
 // after each slice rather than CONFIG RESETSTAT: on a Redis others use,
@@ -53,7 +24,7 @@ func commandStats(ctx context.Context, client redis.UniversalClient) (map[string
 func (b *Result) measureScripts(ctx context.Context, client redis.UniversalClient, store *redisstore.Store) error {
 	b.progress("redis: time per script call")
 	measure := func(op, command string, calls func() (n int64, users int64, err error)) error {
-		before, err := commandStats(ctx, client)
+		before, err := redisstore.CommandStats(ctx, client)
 		if err != nil {
 			return err
 		}
@@ -61,12 +32,12 @@ func (b *Result) measureScripts(ctx context.Context, client redis.UniversalClien
 		if err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
-		after, err := commandStats(ctx, client)
+		after, err := redisstore.CommandStats(ctx, client)
 		if err != nil {
 			return err
 		}
-		seen := after[command][0] - before[command][0]
-		usec := after[command][1] - before[command][1]
+		seen := after[command].Calls - before[command].Calls
+		usec := after[command].Usec - before[command].Usec
 		f := scriptFigure{op: op, command: command, calls: n, seen: seen}
 		if seen > 0 {
 			f.usecPerCall = float64(usec) / float64(seen)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -30,24 +29,9 @@ func benchRoom(b *testing.B, s *Store, cfg waitroom.RoomConfig) string {
 // evalshaStats returns calls and µs of EVALSHA so far.
 func evalshaStats(b testing.TB, c redis.UniversalClient) (calls, usec int64) {
 	b.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
+	stats, err := CommandStats(context.Background(), c)
 	require.NoError(b, err)
-	for line := range strings.Lines(info) {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
-		if !ok {
-			continue
-		}
-		for kv := range strings.SplitSeq(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "calls":
-				calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec":
-				usec, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
-	}
-	return calls, usec
+	return stats["evalsha"].Calls, stats["evalsha"].Usec
 }
 
 // measure runs the timed part and reports the server's µs per EVALSHA.

@@ -299,8 +299,10 @@ func poll(ctx context.Context, f func() error) error {
 
 // newClient is a single-node client for the harness's own questions: short
 // timeouts, no retries, so a dead node answers quickly with an error.
-func newClient(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{
+func newClient(addr string) *redis.Client { return redis.NewClient(harnessOptions(addr)) }
+
+func harnessOptions(addr string) *redis.Options {
+	return &redis.Options{
 		Addr:                  addr,
 		DialTimeout:           time.Second,
 		ReadTimeout:           time.Second,
@@ -309,7 +311,7 @@ func newClient(addr string) *redis.Client {
 		PoolSize:              2,
 		ContextTimeoutEnabled: true,
 		DisableIdentity:       true, // CLIENT SETINFO is 7.2+; spare the 7.0 logs
-	})
+	}
 }
 
 // infoField returns one field of an INFO section ("" when absent).

@@ -177,16 +177,7 @@ func (s *Sentinel) waitReady(ctx context.Context, primary string, opts SentinelO
 }
 
 func newSentinelClient(addr string) *redis.SentinelClient {
-	return redis.NewSentinelClient(&redis.Options{
-		Addr:                  addr,
-		DialTimeout:           time.Second,
-		ReadTimeout:           time.Second,
-		WriteTimeout:          time.Second,
-		MaxRetries:            -1,
-		PoolSize:              2,
-		ContextTimeoutEnabled: true,
-		DisableIdentity:       true,
-	})
+	return redis.NewSentinelClient(harnessOptions(addr))
 }
 
 // joinAddr turns a SENTINEL get-master-addr-by-name reply into host:port.

@@ -2,11 +2,9 @@ package shop_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
 	"github.com/waitroom/waitroom/shop"
@@ -81,16 +80,7 @@ func (g *gatedShop) admit(t *testing.T, user string) string {
 
 func (g *gatedShop) order(t *testing.T, user, token string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "POST", g.url+"/orders", strings.NewReader(`{"product_id":"drop"}`))
-	require.NoError(t, err)
-	req.Header.Set("X-User-Id", user)
-	req.Header.Set("X-Entry-Token", token)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var body map[string]any
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-	return resp.StatusCode, body
+	return testenv.Request(t, "POST", g.url+"/orders", user, token, `{"product_id":"drop"}`)
 }
 
 func TestGatedFailedOrderReleasesTokenWithItsTTL(t *testing.T) {

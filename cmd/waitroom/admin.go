@@ -326,16 +326,8 @@ func printRoom(w io.Writer, r server.AdminRoom) {
 	fmt.Fprintf(tw, "max queue:\t%d\n", r.MaxQueue)
 	fmt.Fprintf(tw, "token ttl:\t%s\n", r.TokenTTL)
 	fmt.Fprintf(tw, "lease:\t%s\n", r.Lease)
-	maxActive := strconv.Itoa(r.MaxActive)
-	if r.MaxActive == 0 {
-		maxActive = "no cap"
-	}
-	fmt.Fprintf(tw, "max active:\t%s\n", maxActive)
-	stock := strconv.Itoa(r.Stock)
-	if r.Stock == 0 {
-		stock = "not tracked"
-	}
-	fmt.Fprintf(tw, "stock:\t%s\n", stock)
+	fmt.Fprintf(tw, "max active:\t%s\n", countOr(r.MaxActive, "no cap"))
+	fmt.Fprintf(tw, "stock:\t%s\n", countOr(r.Stock, "not tracked"))
 	if r.OneOrderPerUser {
 		fmt.Fprintf(tw, "one order:\tper user\n")
 	}
@@ -360,4 +352,12 @@ func printRoom(w io.Writer, r server.AdminRoom) {
 		fmt.Fprintf(tw, "abandoned:\t%d\n", f.Abandoned)
 	}
 	_ = tw.Flush()
+}
+
+// countOr is n, or what a setting of 0 means.
+func countOr(n int, zero string) string {
+	if n == 0 {
+		return zero
+	}
+	return strconv.Itoa(n)
 }

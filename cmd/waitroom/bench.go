@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -92,13 +91,8 @@ func parseBench(args []string, getenv func(string) string) (bench.Config, error)
 
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	c, err := parseBench(args, getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		printSettingsUsage(stdout, benchUsage, benchSettings)
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "waitroom bench: %v\n\nRun 'waitroom bench --help' for the flags.\n", err)
-		return exitUsage
+	if code, ok := parsed(err, "bench", func(w io.Writer) { printSettingsUsage(w, benchUsage, benchSettings) }, stdout, stderr); !ok {
+		return code
 	}
 	c.Progress, c.Serve = stderr, serveBench
 	res, err := bench.Run(ctx, c)

@@ -438,14 +438,7 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 }
 
 func parseInt(v rawValue, lo, hi int) (int, error) {
-	n, err := strconv.Atoi(strings.TrimSpace(v.text))
-	if err != nil {
-		return 0, v.fail("not a whole number")
-	}
-	if n < lo || n > hi {
-		return 0, v.fail(fmt.Sprintf("must be in [%d, %d]", lo, hi))
-	}
-	return n, nil
+	return parseIn(v, strconv.Atoi, "not a whole number", lo, hi)
 }
 
 func parseFloat(v rawValue) (float64, error) {
@@ -457,14 +450,20 @@ func parseFloat(v rawValue) (float64, error) {
 }
 
 func parseDuration(v rawValue, lo, hi time.Duration) (time.Duration, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(v.text))
+	return parseIn(v, time.ParseDuration, "not a duration (such as 200ms, 30s, 5m)", lo, hi)
+}
+
+// parseIn reads v with parse, which failing is the mistake what names,
+// and checks the value is in [lo, hi].
+func parseIn[T int | time.Duration](v rawValue, parse func(string) (T, error), what string, lo, hi T) (T, error) {
+	x, err := parse(strings.TrimSpace(v.text))
 	if err != nil {
-		return 0, v.fail("not a duration (such as 200ms, 30s, 5m)")
+		return 0, v.fail(what)
 	}
-	if d < lo || d > hi {
-		return 0, v.fail(fmt.Sprintf("must be in [%s, %s]", lo, hi))
+	if x < lo || x > hi {
+		return 0, v.fail(fmt.Sprintf("must be in [%v, %v]", lo, hi))
 	}
-	return d, nil
+	return x, nil
 }
 
 func splitList(s string) []string {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -227,13 +226,8 @@ func parseLoadtest(args []string, getenv func(string) string) (loadtestConfig, e
 
 func runLoadtest(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	c, err := parseLoadtest(args, getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		printSettingsUsage(stdout, loadtestUsage, loadtestSettings)
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "waitroom loadtest: %v\n\nRun 'waitroom loadtest --help' for the flags.\n", err)
-		return exitUsage
+	if code, ok := parsed(err, "loadtest", func(w io.Writer) { printSettingsUsage(w, loadtestUsage, loadtestSettings) }, stdout, stderr); !ok {
+		return code
 	}
 	c.run.Out = stderr
 	// The HTML file is made before the run, so a path that cannot be

@@ -11,6 +11,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -83,4 +85,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "waitroom: unknown command %q\n\n%s\n", args[0], usage)
 		return exitUsage
 	}
+}
+
+// parsed ends a command whose flags did not parse: --help prints help and
+// exits 0, a mistake is reported with a pointer to the help and exits 2.
+// ok says the command goes on.
+func parsed(err error, name string, help func(io.Writer), stdout, stderr io.Writer) (code int, ok bool) {
+	switch {
+	case err == nil:
+		return exitOK, true
+	case errors.Is(err, flag.ErrHelp):
+		help(stdout)
+		return exitOK, false
+	}
+	fmt.Fprintf(stderr, "waitroom %s: %v\n\nRun 'waitroom %s --help' for the flags.\n", name, err, name)
+	return exitUsage, false
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -299,17 +298,7 @@ func testEndToEnd(t *testing.T, args []string, getenv func(string) string) {
 
 func call(t *testing.T, method, url, user, token string) map[string]any {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
-	require.NoError(t, err)
-	req.Header.Set("X-User-Id", user)
-	if token != "" {
-		req.Header.Set("X-Entry-Token", token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var body map[string]any
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	_, body := testenv.Request(t, method, url, user, token, "")
 	return body
 }
 

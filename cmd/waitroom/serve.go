@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,13 +35,8 @@ const (
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	cfg, err := parseServe(args, getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		printServeUsage(stdout)
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "waitroom serve: %v\n\nRun 'waitroom serve --help' for the flags.\n", err)
-		return exitUsage
+	if code, ok := parsed(err, "serve", printServeUsage, stdout, stderr); !ok {
+		return code
 	}
 	m := &Main{Config: cfg, Logger: newLogger(cfg, stderr)}
 	if err := m.Run(ctx); err != nil {

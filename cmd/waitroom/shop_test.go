@@ -30,16 +30,7 @@ func admitted(t *testing.T, base, user string) string {
 
 func order(t *testing.T, base, user, token string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "POST", base+"/orders", strings.NewReader(`{"product_id":"drop"}`))
-	require.NoError(t, err)
-	req.Header.Set("X-User-Id", user)
-	req.Header.Set("X-Entry-Token", token)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var body map[string]any
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-	return resp.StatusCode, body
+	return testenv.Request(t, "POST", base+"/orders", user, token, `{"product_id":"drop"}`)
 }
 
 // TestServeBuiltinShopSellsTheStock: without any URL, serve runs the whole

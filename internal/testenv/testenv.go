@@ -13,7 +13,10 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -86,4 +89,27 @@ func UnreachableURL(tb testing.TB) string {
 	addr := ln.Addr().String()
 	require.NoError(tb, ln.Close())
 	return "http://" + addr
+}
+
+// Request sends method url as user (X-User-Id), with token as the entry
+// token (X-Entry-Token) unless empty and body unless empty, and returns the
+// status and the decoded JSON answer.
+func Request(tb testing.TB, method, url, user, token, body string) (int, map[string]any) {
+	tb.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(tb.Context(), method, url, rd)
+	require.NoError(tb, err)
+	req.Header.Set("X-User-Id", user)
+	if token != "" {
+		req.Header.Set("X-Entry-Token", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(tb, err)
+	defer resp.Body.Close()
+	var answer map[string]any
+	require.NoError(tb, json.NewDecoder(resp.Body).Decode(&answer))
+	return resp.StatusCode, answer
 }

@@ -1,0 +1,46 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// CommandStat is one command's counters in INFO commandstats.
+type CommandStat struct {
+	Calls int64 // calls so far
+	Usec  int64 // µs of server time they took
+}
+
+// CommandStats reads INFO commandstats of the node client talks to, keyed
+// by lower-case command name ("evalsha"): the server's own time per
+// script, which the benchmark and this package's Benchmark functions
+// report. Counters only grow, so a figure is the difference of two reads.
+func CommandStats(ctx context.Context, client redis.UniversalClient) (map[string]CommandStat, error) {
+	info, err := client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	stats := make(map[string]CommandStat)
+	for line := range strings.Lines(info) {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		cmd, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd {
+			continue
+		}
+		var s CommandStat
+		for kv := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				s.Calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				s.Usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		stats[cmd] = s
+	}
+	return stats, nil
+}
