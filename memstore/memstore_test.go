@@ -760,3 +760,10 @@ func currentConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomCo
 	require.NoError(tb, err)
 	return cfg
 }
+
+func TestLimiter(t *testing.T) {
+	t.Parallel()
+	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	lim := memstore.NewLimiter(memstore.Options{Now: c.Now})
+	storetest.RunLimiter(t, lim, lim, func(_ *testing.T, d time.Duration) { c.Advance(d) })
+}

@@ -647,3 +647,13 @@ func TestDeletePrefix(t *testing.T) {
 	require.Zero(t, count(gone.prefix))
 	require.Positive(t, count(kept.prefix))
 }
+
+// TestLimiter: the GCRA script on the test Redis; two clients on one prefix
+// are two instances sharing each count.
+func TestLimiter(t *testing.T) {
+	t.Parallel()
+	c := openURL(t, redisURL())
+	s := New(c, Options{Prefix: testPrefix(t, c)})
+	peer := New(openURL(t, redisURL()), Options{Prefix: s.prefix})
+	storetest.RunLimiter(t, s, peer, func(_ *testing.T, d time.Duration) { time.Sleep(d) })
+}

@@ -3,8 +3,12 @@
 package storetest
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
 )
@@ -24,4 +28,46 @@ type Harness struct {
 	// FakeClock says Advance is exact and instant, so the suite may run
 	// long simulated spans (10 s of admissions) exactly.
 	FakeClock bool
+}
+
+// RunLimiter checks a waitroom.Limiter: a burst, then refusals with the
+// right wait, recovery at the rate, and one count shared by lim and peer
+// (another instance on the same backend; lim itself in process). advance
+// moves the limiter's clock as Harness.Advance does.
+func RunLimiter(t *testing.T, lim, peer waitroom.Limiter, advance func(t *testing.T, d time.Duration)) {
+	t.Helper()
+	ctx := t.Context()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	key := "limit-" + hex.EncodeToString(b[:])
+	l := waitroom.Limit{Rate: 2, Burst: 4}
+	// A burst of 4 at once, alternating instances: the count is shared.
+	for i := range 4 {
+		who := lim
+		if i%2 == 1 {
+			who = peer
+		}
+		ok, _, err := who.Allow(ctx, key, l)
+		require.NoError(t, err)
+		require.True(t, ok, "request %d of the burst", i+1)
+	}
+	for _, who := range []waitroom.Limiter{lim, peer} {
+		ok, wait, err := who.Allow(ctx, key, l)
+		require.NoError(t, err)
+		require.False(t, ok, "beyond the burst")
+		require.Greater(t, wait, time.Duration(0))
+		require.LessOrEqual(t, wait, 500*time.Millisecond, "one interval at 2/s")
+	}
+	// Half a second later one more request is allowed, and only one.
+	advance(t, 520*time.Millisecond)
+	ok, _, err := peer.Allow(ctx, key, l)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, _, err = lim.Allow(ctx, key, l)
+	require.NoError(t, err)
+	require.False(t, ok)
+	// Other keys are not touched.
+	ok, _, err = lim.Allow(ctx, key+"-other", l)
+	require.NoError(t, err)
+	require.True(t, ok)
 }

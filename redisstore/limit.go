@@ -1,0 +1,62 @@
+package redisstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom"
+)
+
+var _ waitroom.Limiter = (*Store)(nil)
+
+// allowScript counts one request against a GCRA limit (waitroom.GCRA, the
+// same arithmetic) on the Redis clock, so every instance shares one count.
+//
+// KEYS[1] the key's theoretical arrival time, in µs
+// ARGV[1] emission interval in µs (1 s ÷ rate)
+// ARGV[2] burst in µs (burst × interval)
+//
+// Returns {1, 0} allowed, or {0, wait µs} refused (nothing written).
+var allowScript = redis.NewScript(`
+local tat_key  = KEYS[1]
+local interval = tonumber(ARGV[1])
+local burst    = tonumber(ARGV[2])
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local tat = tonumber(redis.call('GET', tat_key) or '0')
+if tat < now then
+  tat = now
+end
+local next = tat + interval
+-- Refused while the debt this request would leave exceeds the burst.
+local wait = next - now - burst
+if wait > 0 then
+  return {0, wait}
+end
+-- The key means nothing once its tat has passed: let it expire then.
+redis.call('SET', tat_key, next, 'PX', math.ceil((next - now) / 1000) + 1)
+return {1, 0}
+`)
+
+// Allow counts one request for key against l, shared by every instance on
+// this Redis.
+func (s *Store) Allow(ctx context.Context, key string, l waitroom.Limit) (bool, time.Duration, error) {
+	if l.Rate <= 0 {
+		return false, 0, waitroom.BadRequest("limit rate must be > 0")
+	}
+	interval := int64(float64(time.Second/time.Microsecond) / l.Rate)
+	burst := int64(max(l.Burst, 1)) * interval
+	res, err := s.run(ctx, allowScript, []string{s.prefix + ":{rl:" + key + "}"}, interval, burst)
+	if err != nil {
+		return false, 0, s.fail("allow", err)
+	}
+	if r, ok := res.([]any); ok && len(r) == 2 {
+		allowed, _ := r[0].(int64)
+		wait, _ := r[1].(int64)
+		return allowed == 1, time.Duration(wait) * time.Microsecond, nil
+	}
+	return false, 0, s.unexpected(ctx, "allow", res)
+}
