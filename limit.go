@@ -2,7 +2,6 @@ package waitroom
 
 import (
 	"context"
-	"math"
 	"time"
 )
 
@@ -39,10 +38,4 @@ func GCRA(tat, now time.Time, l Limit) (ok bool, newTAT time.Time, retryAfter ti
 		return false, tat, wait
 	}
 	return true, next, 0
-}
-
-// RetryAfterSeconds rounds a wait up to whole seconds for a Retry-After
-// header, at least 1.
-func RetryAfterSeconds(d time.Duration) int {
-	return max(1, int(math.Ceil(d.Seconds())))
 }

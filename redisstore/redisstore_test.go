@@ -652,8 +652,8 @@ func TestDeletePrefix(t *testing.T) {
 // are two instances sharing each count.
 func TestLimiter(t *testing.T) {
 	t.Parallel()
-	c := openURL(t, redisURL())
+	c := openURL(t, testenv.RedisURL())
 	s := New(c, Options{Prefix: testPrefix(t, c)})
-	peer := New(openURL(t, redisURL()), Options{Prefix: s.prefix})
+	peer := New(openURL(t, testenv.RedisURL()), Options{Prefix: s.prefix})
 	storetest.RunLimiter(t, s, peer, func(_ *testing.T, d time.Duration) { time.Sleep(d) })
 }

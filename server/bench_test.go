@@ -34,6 +34,7 @@ func BenchmarkEnterHTTP(b *testing.B) {
 	for b.Loop() {
 		i++
 		req := httptest.NewRequest("POST", "/rooms/bench/enter", nil)
+		req.RemoteAddr = "127.0.0.1:1234" // the user header is believed from loopback only
 		req.Header.Set("X-User-Id", "user-"+strconv.Itoa(i))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -60,6 +61,7 @@ func BenchmarkStatusHTTP(b *testing.B) {
 	for b.Loop() {
 		i++
 		req := httptest.NewRequest("GET", "/rooms/bench/status", nil)
+		req.RemoteAddr = "127.0.0.1:1234" // the user header is believed from loopback only
 		req.Header.Set("X-User-Id", users[(i*7919)%waiting])
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)

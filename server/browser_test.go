@@ -403,8 +403,14 @@ func TestBrowser(t *testing.T) {
 			return chromedp.Void{}, err
 		})
 		visitor.open(f.srv.URL + "/")
+		visitor.waitState("join")
+		require.Equal(t, int64(1), f.waiting(), "loading the page queued nobody")
+		visitor.screenshot("14-no-js-join")
+		// Joining takes one click.
+		visitor.do(chromedp.Click(chromedp.ID("join-button")))
 		visitor.waitState("waiting")
 		require.Equal(t, "2", visitor.text("position"))
+		require.Equal(t, int64(2), f.waiting())
 		visitor.screenshot("15-no-js-waiting")
 
 		f.admitNext(1)

@@ -41,6 +41,8 @@ var statusByCode = map[string]int{
 	errUpstreamUnavailable.Code:       http.StatusBadGateway,
 	errUnauthorized.Code:              http.StatusUnauthorized,
 	errRoomExists.Code:                http.StatusConflict,
+	errRateLimited.Code:               http.StatusTooManyRequests,
+	errChallengeRequired.Code:         http.StatusPreconditionRequired,
 }
 
 // Retry-After hints. A full queue drains slowly, so the crowd it turns away
@@ -81,6 +83,30 @@ func writeError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err er
 		jsonhttp.RetryAfter(w, queueFullRetryAfter+rand.N(queueFullRetryAfter/2))
 	case waitroom.ErrStoreUnavailable.Code:
 		jsonhttp.RetryAfter(w, unavailableRetryAfter)
+	case errRateLimited.Code:
+		var rl *rateLimited
+		if errors.As(err, &rl) {
+			jsonhttp.RetryAfter(w, rl.wait)
+		}
+	case errChallengeRequired.Code:
+		// The answer carries a challenge to solve; a stale solution gets a
+		// fresh one the same way.
+		var c *challengeRequired
+		if errors.As(err, &c) {
+			jsonhttp.Write(w, status, challengeBody{
+				Error:      jsonhttp.ErrorDetail{Code: code, Message: message},
+				Challenge:  c.challenge,
+				Difficulty: c.difficulty,
+			})
+			return
+		}
 	}
 	jsonhttp.Error(w, status, code, message)
+}
+
+// challengeBody is the 428 answer: the error and the challenge to solve.
+type challengeBody struct {
+	Error      jsonhttp.ErrorDetail `json:"error"`
+	Challenge  string               `json:"challenge"`
+	Difficulty int                  `json:"difficulty"`
 }

@@ -60,15 +60,39 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := checkEnterBody(r); err != nil {
+	body, err := readEnterBody(r)
+	if err != nil {
 		return err
 	}
-	st, err := s.store.Enter(r.Context(), room, user)
-	s.observeEnter(r.Context(), room, st, err)
+	st, err := s.enterOnce(r, room, user, body.Challenge, body.Nonce)
 	if err != nil {
 		return err
 	}
 	return s.answer(w, r, room, st)
+}
+
+// enterOnce enters user. With the join challenge on, a user without a
+// place must bring a solution (challenge and nonce) for this room and
+// itself; one who has a place gets it back without one.
+func (s *Server) enterOnce(r *http.Request, room, user, challenge, nonce string) (waitroom.Status, error) {
+	if s.joinDifficulty > 0 {
+		if challenge == "" && nonce == "" {
+			st, err := s.store.Status(r.Context(), room, user)
+			if !errors.Is(err, waitroom.ErrNotInQueue) {
+				return st, err
+			}
+			return waitroom.Status{}, &challengeRequired{s.newChallenge(room, user), s.joinDifficulty}
+		}
+		if err := s.checkSolution(room, user, challenge, nonce); err != nil {
+			if errors.Is(err, errChallengeRequired) {
+				err = &challengeRequired{s.newChallenge(room, user), s.joinDifficulty}
+			}
+			return waitroom.Status{}, err
+		}
+	}
+	st, err := s.store.Enter(r.Context(), room, user)
+	s.observeEnter(r.Context(), room, st, err)
+	return st, err
 }
 
 // status: GET /rooms/{room}/status and GET /queue/position.
@@ -217,34 +241,41 @@ func writeJSONBytes(w http.ResponseWriter, body []byte) {
 	_, _ = w.Write(body)
 }
 
-// checkEnterBody accepts no body (curl users send none), whitespace, or the
-// empty JSON object; anything else is a client mistake worth telling about,
-// not something to ignore.
-func checkEnterBody(r *http.Request) error {
+// enterBody is what an enter may carry: the solution of the join
+// challenge, when it is on.
+type enterBody struct {
+	Challenge string `json:"challenge"`
+	Nonce     string `json:"nonce"`
+}
+
+// readEnterBody accepts no body (curl users send none), whitespace, or a
+// JSON object with at most the fields of enterBody; anything else is a
+// client mistake worth telling about, not something to ignore.
+func readEnterBody(r *http.Request) (enterBody, error) {
+	var req enterBody
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil
+		return req, nil
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, jsonhttp.MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return waitroom.BadRequest(fmt.Sprintf("body larger than %d bytes", jsonhttp.MaxBody))
+			return req, waitroom.BadRequest(fmt.Sprintf("body larger than %d bytes", jsonhttp.MaxBody))
 		}
-		return waitroom.BadRequest("reading the body failed")
+		return req, waitroom.BadRequest("reading the body failed")
 	}
 	trimmed := bytes.TrimSpace(b)
 	if len(trimmed) == 0 {
-		return nil
+		return req, nil
 	}
 	if trimmed[0] != '{' {
-		return waitroom.BadRequest("the body must be empty or a JSON object")
+		return req, waitroom.BadRequest("the body must be empty or a JSON object")
 	}
 	r.Body = io.NopCloser(bytes.NewReader(trimmed))
-	var req struct{} // no fields yet: any field is unknown and refused
 	if err := jsonhttp.Decode(r, &req); err != nil {
-		return waitroom.BadRequest(err.Error())
+		return enterBody{}, waitroom.BadRequest(err.Error())
 	}
-	return nil
+	return req, nil
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

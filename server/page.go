@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/jsonhttp"
 )
 
 // The waiting page: one HTML template with its CSS and script inline, so the
@@ -62,6 +63,7 @@ const (
 	pageNoRoom      = "no_room"
 	pageUnavailable = "unavailable"
 	pageError       = "error"
+	pageJoin        = "join"
 )
 
 // pageView is what the template renders.
@@ -82,6 +84,8 @@ type pageView struct {
 	RetryAfter   int
 	CanOrder     bool
 	Message      string
+	Visitor      string // the id a new visitor joins as
+	Challenge    string // the join challenge to solve, if on
 	Boot         pageBoot
 	CSS          template.CSS
 	JS           template.JS
@@ -105,16 +109,22 @@ type pageBoot struct {
 	Token       string `json:"token,omitempty"`
 	ExpiresInMS int64  `json:"expires_in_ms,omitempty"`
 	RetryAfter  int    `json:"retry_after,omitempty"`
+	Visitor     string `json:"visitor,omitempty"`
+	Challenge   string `json:"challenge,omitempty"`
+	Difficulty  int    `json:"difficulty,omitempty"`
 }
 
 // page: GET / (the default room) and GET /rooms/{room}. Browsers get the
-// waiting page, which enters the queue (idempotently: a reload keeps the
-// place); apps asking for JSON get the status answer, as from /status.
+// waiting page; apps asking for JSON get the status answer, as from
+// /status. Loading the page never takes a place: a visitor without one
+// (no cookie, or not in the queue) gets the join view, answered without a
+// store call, and joins by an explicit POST (join) — the page's script
+// sends it at once, a browser without scripts by the form's button — so
+// link previews, prefetchers and crawlers queue nobody.
 func (s *Server) page(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Add("Vary", "Accept")
 	if wantsJSON(r.Header.Get("Accept")) {
-		s.identify(false, s.serve(s.status)).ServeHTTP(w, r)
-		return nil
+		return s.status(w, r)
 	}
 	setPageHeaders(w.Header())
 	room, err := s.room(r)
@@ -122,13 +132,25 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) error {
 		s.renderError(w, r, "", err)
 		return nil
 	}
-	user, err := s.pageVisitor(w, r)
+	if len(r.Header.Values(s.userHeader)) == 0 {
+		// Only the room's cached settings: a made-up room is still told.
+		if _, err := s.roomConfig(r.Context(), room); err != nil {
+			s.renderError(w, r, room, err)
+			return nil
+		}
+		s.renderPage(w, r, s.joinView(r, room, visitorPrefix+newVisitorID()), http.StatusOK)
+		return nil
+	}
+	user, err := s.user(r)
 	if err != nil {
 		s.renderError(w, r, room, err)
 		return nil
 	}
-	st, err := s.store.Enter(r.Context(), room, user)
-	s.observeEnter(r.Context(), room, st, err)
+	st, err := s.store.Status(r.Context(), room, user)
+	if errors.Is(err, waitroom.ErrNotInQueue) {
+		s.renderPage(w, r, s.joinView(r, room, user), http.StatusOK)
+		return nil
+	}
 	if err != nil {
 		s.renderError(w, r, room, err)
 		return nil
@@ -147,6 +169,92 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	s.renderPage(w, r, v, http.StatusOK)
+	return nil
+}
+
+// joinView is the page of someone without a place: a button that joins
+// (and, with the join challenge on, the challenge for user to solve).
+func (s *Server) joinView(r *http.Request, room, user string) pageView {
+	v := s.baseView(r, room, pageJoin)
+	if id, ok := visitorID(user); ok && len(r.Header.Values(s.userHeader)) == 0 {
+		// A new visitor: the join makes this id its cookie.
+		v.Visitor, v.Boot.Visitor = id, id
+	}
+	if s.joinDifficulty > 0 {
+		v.Challenge = s.newChallenge(room, user)
+		v.Boot.Challenge, v.Boot.Difficulty = v.Challenge, s.joinDifficulty
+	}
+	return v
+}
+
+// maxJoinForm bounds the join form: a visitor id, a challenge and a nonce.
+const maxJoinForm = 2 << 10
+
+// join: POST / and POST /rooms/{room}, the explicit step that takes a
+// place. A request without a user becomes a new visitor (limited per client
+// address) whose cookie is set here. Answers the status JSON to the page's
+// script, and a redirect back to the page to a form without scripts.
+func (s *Server) join(w http.ResponseWriter, r *http.Request) error {
+	api := wantsJSON(r.Header.Get("Accept"))
+	newVisitor := ""
+	fail := func(room string, err error) error {
+		if api {
+			return err
+		}
+		setPageHeaders(w.Header())
+		if room != "" && (errors.Is(err, errChallengeRequired) || errors.Is(err, waitroom.ErrBadRequest) && s.joinDifficulty > 0) {
+			// Without scripts the challenge cannot be solved: say so on
+			// the join view rather than on an error page.
+			user := r.Header.Get(s.userHeader)
+			if newVisitor != "" {
+				r.Header.Del(s.userHeader)
+				user = visitorPrefix + newVisitorID()
+			}
+			v := s.joinView(r, room, user)
+			v.Message = waitroom.ErrorMessage(err)
+			s.renderPage(w, r, v, http.StatusPreconditionRequired)
+			return nil
+		}
+		s.renderError(w, r, room, err)
+		return nil
+	}
+	room, err := s.room(r)
+	if err != nil {
+		return fail("", err)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxJoinForm)
+	if err := r.ParseForm(); err != nil {
+		return fail(room, waitroom.BadRequest("the join form is malformed or too large"))
+	}
+	form := r.PostForm
+	if len(r.Header.Values(s.userHeader)) == 0 {
+		if err := s.allow(r.Context(), "visitor-ip:"+s.trusted.clientIP(r).String(), s.visitorLimit); err != nil {
+			return fail(room, err)
+		}
+		newVisitor = newVisitorID()
+		if s.joinDifficulty > 0 {
+			// The challenge was issued for this id: the solution buys it.
+			if newVisitor = form.Get("visitor"); !validVisitorID(newVisitor) {
+				return fail(room, &challengeRequired{s.newChallenge(room, visitorPrefix+newVisitorID()), s.joinDifficulty})
+			}
+		}
+		r.Header.Set(s.userHeader, visitorPrefix+newVisitor)
+	}
+	user, err := s.user(r)
+	if err != nil {
+		return fail(room, err)
+	}
+	st, err := s.enterOnce(r, room, user, form.Get("challenge"), form.Get("nonce"))
+	if err != nil {
+		return fail(room, err)
+	}
+	if newVisitor != "" {
+		s.visitors.setCookie(w, r, newVisitor)
+	}
+	if api {
+		return s.answer(w, r, room, st)
+	}
+	http.Redirect(w, r, s.baseView(r, room, "").PageURL, http.StatusSeeOther)
 	return nil
 }
 
@@ -269,6 +377,13 @@ func (s *Server) errorView(w http.ResponseWriter, r *http.Request, room string, 
 	case waitroom.ErrStoreUnavailable.Code:
 		v = s.baseView(r, room, pageUnavailable)
 		w.Header().Set("Retry-After", strconv.Itoa(int(unavailableRetryAfter.Seconds())))
+	case errRateLimited.Code:
+		v = s.baseView(r, room, pageError)
+		v.Message = waitroom.ErrorMessage(err)
+		var rl *rateLimited
+		if errors.As(err, &rl) {
+			jsonhttp.RetryAfter(w, rl.wait)
+		}
 	default:
 		v = s.baseView(r, room, pageError)
 		v.Message = "Something went wrong on our side."

@@ -39,9 +39,10 @@ type pageFixture struct {
 }
 
 type pageOptions struct {
-	room    waitroom.RoomConfig // Rate default 1/s, so each second admits one
-	soldOut bool                // testProduct has no stock; else 10
-	secret  []byte              // default a fixed 32-byte secret
+	room    waitroom.RoomConfig  // Rate default 1/s, so each second admits one
+	soldOut bool                 // testProduct has no stock; else 10
+	secret  []byte               // default a fixed 32-byte secret
+	server  func(*server.Config) // changes to the server's settings
 }
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
@@ -71,14 +72,18 @@ func newPageFixture(t *testing.T, opts pageOptions) *pageFixture {
 	require.NoError(t, err)
 	require.NoError(t, f.shop.CreateProduct(t.Context(), shop.Product{ID: testProduct, Name: "TV 55\"", Stock: stock}))
 	orders := shop.NewHandler(f.shop, shop.Options{})
-	f.handler = mustServer(t, server.Config{
+	cfg := server.Config{
 		Store:        f.store,
 		DefaultRoom:  f.room,
 		Protected:    orders,
 		Routes:       map[string]http.Handler{"GET /orders/{id}": orders},
 		CookieSecret: opts.secret,
 		OrderProduct: testProduct,
-	})
+	}
+	if opts.server != nil {
+		opts.server(&cfg)
+	}
+	f.handler = mustServer(t, cfg)
 	f.srv = httptest.NewServer(f.handler)
 	t.Cleanup(f.srv.Close)
 	// The first tick starts the room's bucket; each later second admits one.
@@ -170,6 +175,52 @@ func (f *pageFixture) get(path string, cookies ...*http.Cookie) page {
 	return f.request("GET", path, cookies, "Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
 }
 
+// visit is a browser's first visit: it loads the page (which queues
+// nobody), joins by the page's form (POST, as the button without scripts
+// does) and loads the page again with the cookie the join set. A join that
+// is refused answers with its own page, which visit returns.
+func (f *pageFixture) visit(path string, cookies ...*http.Cookie) page {
+	f.t.Helper()
+	join := f.join(path, cookies...)
+	if join.status != http.StatusSeeOther {
+		return join
+	}
+	cookie := join.visitorCookie()
+	if cookie == nil && len(cookies) > 0 {
+		cookie = cookies[0]
+	}
+	var p page
+	if cookie != nil {
+		p = f.get(path, cookie)
+	} else {
+		p = f.get(path)
+	}
+	if p.visitorCookie() == nil && join.visitorCookie() != nil {
+		p.header.Add("Set-Cookie", join.header.Get("Set-Cookie"))
+	}
+	return p
+}
+
+// join posts the page's join form, without following the redirect.
+func (f *pageFixture) join(path string, cookies ...*http.Cookie) page {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(f.t.Context(), "POST", f.srv.URL+path, strings.NewReader(""))
+	require.NoError(f.t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "text/html")
+	for _, c := range cookies {
+		req.AddCookie(c)
+	}
+	client := *f.srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := client.Do(req)
+	require.NoError(f.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(f.t, err)
+	return page{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
 // statusOf asks the status API as a visitor with cookie.
 func (f *pageFixture) statusOf(cookie *http.Cookie) page {
 	f.t.Helper()
@@ -197,7 +248,7 @@ func TestPageShowsTheWaitingState(t *testing.T) {
 	f := newPageFixture(t, pageOptions{})
 	f.enterUsers("u1", "u2")
 
-	p := f.get("/")
+	p := f.visit("/")
 	require.Equal(t, http.StatusOK, p.status)
 	require.Equal(t, "text/html; charset=utf-8", p.header.Get("Content-Type"))
 	require.Equal(t, "no-store", p.header.Get("Cache-Control"))
@@ -260,7 +311,7 @@ func TestPageStates(t *testing.T) {
 	t.Run("admitted", func(t *testing.T) {
 		t.Parallel()
 		f := newPageFixture(t, pageOptions{})
-		p := f.get("/")
+		p := f.visit("/")
 		f.admitNext(1)
 		p = f.get("/", p.visitorCookie())
 		require.Equal(t, http.StatusOK, p.status)
@@ -273,7 +324,7 @@ func TestPageStates(t *testing.T) {
 	t.Run("paused", func(t *testing.T) {
 		t.Parallel()
 		f := newPageFixture(t, pageOptions{room: waitroom.RoomConfig{State: waitroom.RoomPaused}})
-		p := f.get("/")
+		p := f.visit("/")
 		require.Equal(t, http.StatusOK, p.status)
 		require.True(t, shown(t, p.body, "waiting"))
 		require.Contains(t, p.body, `<p class="note" id="paused">The sale is paused`)
@@ -283,7 +334,7 @@ func TestPageStates(t *testing.T) {
 		t.Parallel()
 		f := newPageFixture(t, pageOptions{room: waitroom.RoomConfig{MaxQueue: 1}})
 		f.enterUsers("u1")
-		p := f.get("/")
+		p := f.visit("/")
 		require.Equal(t, http.StatusTooManyRequests, p.status)
 		require.True(t, shown(t, p.body, "queue_full"))
 		retry, err := strconv.Atoi(p.header.Get("Retry-After"))
@@ -296,9 +347,9 @@ func TestPageStates(t *testing.T) {
 	t.Run("closed", func(t *testing.T) {
 		t.Parallel()
 		f := newPageFixture(t, pageOptions{})
-		queued := f.get("/")
+		queued := f.visit("/")
 		f.setState(waitroom.RoomClosed)
-		p := f.get("/")
+		p := f.visit("/")
 		require.Equal(t, http.StatusForbidden, p.status)
 		require.True(t, shown(t, p.body, "closed"))
 		// Someone already in line keeps the place.
@@ -331,7 +382,7 @@ func TestPageStates(t *testing.T) {
 			Store: failingStore{Store: store, err: waitroom.ErrStoreUnavailable},
 		}))
 		t.Cleanup(srv.Close)
-		resp, err := srv.Client().Get(srv.URL + "/")
+		resp, err := srv.Client().Post(srv.URL+"/", "application/x-www-form-urlencoded", nil)
 		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -344,7 +395,7 @@ func TestPageStates(t *testing.T) {
 		f := newPageFixture(t, pageOptions{})
 		_, err := f.store.CreateRoom(t.Context(), "side-sale", waitroom.RoomConfig{Rate: 1})
 		require.NoError(t, err)
-		p := f.get("/rooms/side-sale")
+		p := f.visit("/rooms/side-sale")
 		require.Equal(t, http.StatusOK, p.status)
 		require.NotContains(t, p.body, `id="order"`, "the gate takes the default room's tokens only")
 		require.Contains(t, p.body, "url=/rooms/side-sale?from=1")
@@ -359,7 +410,7 @@ func TestPageWithCancelledRequest(t *testing.T) {
 	f := newPageFixture(t, pageOptions{})
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	req := httptest.NewRequestWithContext(ctx, "GET", "/", nil)
+	req := httptest.NewRequestWithContext(ctx, "POST", "/", nil)
 	rec := httptest.NewRecorder()
 	f.handler.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusInternalServerError, rec.Code)

@@ -120,6 +120,7 @@ func newPolicyFixture(t *testing.T, policy server.FailurePolicy, rate float64) *
 func (f *policyFixture) do(method, path, user, token string) answer {
 	f.t.Helper()
 	req := httptest.NewRequestWithContext(f.t.Context(), method, path, strings.NewReader(`{}`))
+	req.RemoteAddr = "127.0.0.1:1234" // the user header is believed from loopback only
 	if user != "" {
 		req.Header.Set("X-User-Id", user)
 	}

@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/memstore"
 )
 
 // Defaults of the fields of Config left zero.
@@ -28,6 +31,10 @@ const (
 	DefaultGatedRoute    = "POST /orders"
 	DefaultConfigRefresh = time.Second
 )
+
+// maxRateLimit bounds the per-second limits: beyond it a limit limits
+// nothing a server could serve.
+const maxRateLimit = 1_000_000
 
 // readyTimeout bounds the store ping of /readyz, so a hung store reads as
 // not ready instead of hanging the probe.
@@ -93,6 +100,33 @@ type Config struct {
 	// DeclaredRooms are the rooms this server declared at start: the
 	// store's keeper brings them back if the store loses them (Store).
 	DeclaredRooms map[string]waitroom.RoomConfig
+
+	// TrustedProxies are the peers whose user header and X-Forwarded-For
+	// hops are believed; from anyone else the user header is removed and
+	// the visitor cookie decides. Nil: DefaultTrustedProxies (loopback);
+	// empty and not nil: nobody.
+	TrustedProxies []netip.Prefix
+	// UserRateLimit is requests per second per user on the queue
+	// endpoints (enter, status, leave, the page), with a burst of two
+	// seconds' worth; beyond it 429 RATE_LIMITED, and the place is kept.
+	// 0: off.
+	UserRateLimit float64
+	// VisitorRateLimit is new visitors per second per client address
+	// (TrustedProxies decide which X-Forwarded-For hop that is); 0: off.
+	VisitorRateLimit float64
+	// Limiter keeps the counts of both limits; nil: in this process only
+	// (memstore.Limiter). redisstore.Store shares them between instances.
+	Limiter waitroom.Limiter
+	// CookieSecure marks visitor cookies Secure even on plain HTTP, for
+	// TLS that ends at a proxy in front.
+	CookieSecure bool
+	// CookieMaxAge is how long a visitor cookie is accepted after it was
+	// issued; default DefaultCookieMaxAge (24 h).
+	CookieMaxAge time.Duration
+	// JoinChallenge is the proof of work asked before a new place, in
+	// leading zero bits of SHA-256 (DefaultJoinDifficulty is a good
+	// start); 0: none.
+	JoinChallenge int
 }
 
 // Server is the waiting room's http.Handler.
@@ -111,6 +145,14 @@ type Server struct {
 	orderProduct  string
 	failover      *failover
 	dashboard     *sampler
+
+	userHeaderKey  string // s.userHeader in canonical form
+	trusted        trustedProxies
+	limiter        waitroom.Limiter
+	userLimit      waitroom.Limit
+	visitorLimit   waitroom.Limit
+	joinDifficulty int
+	storeTimeout   time.Duration
 }
 
 // New returns a Server for cfg, or an error naming the bad field.
@@ -119,13 +161,16 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: Config.Store is required")
 	}
 	s := &Server{
-		log:           cfg.Logger,
-		userHeader:    cfg.UserHeader,
-		defaultRoom:   cfg.DefaultRoom,
-		configRefresh: cfg.ConfigRefresh,
-		mux:           http.NewServeMux(),
-		visitors:      visitors{secret: cfg.CookieSecret},
-		orderProduct:  cfg.OrderProduct,
+		log:            cfg.Logger,
+		userHeader:     cfg.UserHeader,
+		defaultRoom:    cfg.DefaultRoom,
+		configRefresh:  cfg.ConfigRefresh,
+		mux:            http.NewServeMux(),
+		visitors:       visitors{secret: cfg.CookieSecret, maxAge: cfg.CookieMaxAge, secure: cfg.CookieSecure, now: time.Now},
+		trusted:        trustedProxies(cfg.TrustedProxies),
+		limiter:        cfg.Limiter,
+		joinDifficulty: cfg.JoinChallenge,
+		orderProduct:   cfg.OrderProduct,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -142,6 +187,26 @@ func New(cfg Config) (*Server, error) {
 	if s.configRefresh <= 0 {
 		s.configRefresh = DefaultConfigRefresh
 	}
+	s.userHeaderKey = http.CanonicalHeaderKey(s.userHeader)
+	if cfg.TrustedProxies == nil {
+		s.trusted = DefaultTrustedProxies
+	}
+	if s.visitors.maxAge <= 0 {
+		s.visitors.maxAge = DefaultCookieMaxAge
+	}
+	for name, rate := range map[string]float64{"UserRateLimit": cfg.UserRateLimit, "VisitorRateLimit": cfg.VisitorRateLimit} {
+		if math.IsNaN(rate) || rate < 0 || rate > maxRateLimit {
+			return nil, fmt.Errorf("server: Config.%s must be in [0, %d] per second, got %g", name, maxRateLimit, rate)
+		}
+	}
+	s.userLimit = waitroom.Limit{Rate: cfg.UserRateLimit, Burst: limitBurst(cfg.UserRateLimit)}
+	s.visitorLimit = waitroom.Limit{Rate: cfg.VisitorRateLimit, Burst: limitBurst(cfg.VisitorRateLimit)}
+	if s.limiter == nil {
+		s.limiter = memstore.NewLimiter(memstore.Options{})
+	}
+	if cfg.JoinChallenge < 0 || cfg.JoinChallenge > MaxJoinDifficulty {
+		return nil, fmt.Errorf("server: Config.JoinChallenge must be in [0, %d] bits, got %d", MaxJoinDifficulty, cfg.JoinChallenge)
+	}
 	switch n := len(s.visitors.secret); {
 	case n == 0:
 		s.visitors.secret = newVisitorSecret()
@@ -152,6 +217,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.failover = newFailover(cfg.FailurePolicy, s.log.WarnContext)
+	s.storeTimeout = cfg.StoreTimeout
+	if s.storeTimeout <= 0 {
+		s.storeTimeout = DefaultStoreTimeout
+	}
 	s.store = waitroom.Guard(cfg.Store, waitroom.GuardOptions{
 		Timeout: cfg.StoreTimeout,
 		Logger:  s.log,
@@ -173,13 +242,15 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	routes := map[string]http.Handler{
-		"POST /rooms/{room}/enter":   s.identify(true, s.serve(s.enter)),
-		"GET /rooms/{room}/status":   s.identify(false, s.serve(s.status)),
-		"DELETE /rooms/{room}/queue": s.identify(false, s.serve(s.leave)),
-		"POST /queue/enter":          s.identify(true, s.serve(s.enter)),
-		"GET /queue/position":        s.identify(false, s.serve(s.status)),
-		"DELETE /queue":              s.identify(false, s.serve(s.leave)),
+		"POST /rooms/{room}/enter":   s.serve(s.enter),
+		"GET /rooms/{room}/status":   s.serve(s.status),
+		"DELETE /rooms/{room}/queue": s.serve(s.leave),
+		"POST /queue/enter":          s.serve(s.enter),
+		"GET /queue/position":        s.serve(s.status),
+		"DELETE /queue":              s.serve(s.leave),
 		"GET /{$}":                   s.serve(s.page),
+		"POST /{$}":                  s.serve(s.join),
+		"POST /rooms/{room}":         s.serve(s.join),
 		"GET /rooms/{room}":          s.serve(s.page),
 		"GET /healthz":               http.HandlerFunc(s.healthz),
 		"GET /readyz":                s.serve(s.readyz),
@@ -208,7 +279,7 @@ func New(cfg Config) (*Server, error) {
 		if _, dup := routes[p]; dup {
 			return nil, fmt.Errorf("server: gated route %q is registered twice", p)
 		}
-		routes[p] = s.identify(false, protected)
+		routes[p] = protected
 	}
 	for p, h := range cfg.Routes {
 		if _, dup := routes[p]; dup {
@@ -274,6 +345,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"status", rw.code(), "duration", time.Since(start))
 		}
 	}()
+	s.identify(r)
 	_, pattern := s.mux.Handler(r)
 	if pattern == "" {
 		s.unmatched(rw, r)
@@ -324,12 +396,17 @@ func (s *Server) room(r *http.Request) (string, error) {
 	return room, nil
 }
 
+// user is the user a queue request is for, counted against the per-user
+// limit.
 func (s *Server) user(r *http.Request) (string, error) {
-	user := r.Header.Get(s.userHeader)
-	if !waitroom.ValidUserID(user) {
+	users := r.Header.Values(s.userHeader)
+	switch {
+	case len(users) > 1:
+		return "", waitroom.BadRequest("several " + s.userHeader + " headers")
+	case len(users) == 0 || !waitroom.ValidUserID(users[0]):
 		return "", waitroom.BadRequest("missing or malformed " + s.userHeader + " header")
 	}
-	return user, nil
+	return users[0], s.allow(r.Context(), "user:"+users[0], s.userLimit)
 }
 
 // cachedRoom keeps a room's settings between refreshes, so the hot paths

@@ -5,22 +5,29 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"net"
 	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
 	"time"
-
-	"github.com/waitroom/waitroom"
 )
 
 // Visitor identity for browsers that reach the waiting page without the
-// shop's auth layer in front: a random id in a cookie signed with
-// Config.CookieSecret. The id is put into the user header before the
-// handlers and the gate run, so they, and the order API behind the gate,
-// see one user however it was identified. A user header, when present,
-// wins: the auth layer knows better than a cookie.
+// shop's auth layer in front: a random id and its issue time in a cookie
+// signed with Config.CookieSecret. The id is put into the user header before
+// the handlers and the gate run, so they, and the order API behind the
+// gate, see one user however it was identified. A user header from a
+// trusted proxy wins: the auth layer knows better than a cookie; from
+// anyone else it is ignored (TrustedProxies).
 const (
 	// MinCookieSecret is the shortest Config.CookieSecret accepted: the
 	// HMAC key needs as many bits as its output has.
 	MinCookieSecret = 32
+	// DefaultCookieMaxAge is how long a visitor cookie is accepted after
+	// it was issued: longer than any wait and token, so closing the
+	// browser mid-queue does not cost the place.
+	DefaultCookieMaxAge = 24 * time.Hour
 
 	visitorCookie = "waitroom_visitor"
 	// visitorPrefix marks the store's user ids that came from a cookie, so
@@ -28,13 +35,13 @@ const (
 	visitorPrefix = "visitor-"
 	visitorIDLen  = 22 // 128 bits, base64url without padding
 	visitorMACLen = 43 // HMAC-SHA256, base64url without padding
-	// visitorCookieMaxAge outlives any wait and token, so closing the
-	// browser mid-queue does not cost the place; it is renewed on each
-	// page load.
-	visitorCookieMaxAge = 24 * time.Hour
+	maxIssuedLen  = 12 // unix seconds in decimal, with room to spare
 	// visitorMACContext keeps these MACs apart from anything else a shared
-	// secret might ever sign.
-	visitorMACContext = "waitroom visitor cookie v1\x00"
+	// secret might ever sign (v2: the issue time is under the MAC).
+	visitorMACContext = "waitroom visitor cookie v2\x00"
+	// cookieClockSkew is how far in the future an issue time may lie: the
+	// instances' clocks differ a little.
+	cookieClockSkew = time.Minute
 )
 
 var visitorEncoding = base64.RawURLEncoding.Strict()
@@ -42,6 +49,9 @@ var visitorEncoding = base64.RawURLEncoding.Strict()
 // visitors signs and checks visitor cookies.
 type visitors struct {
 	secret []byte
+	maxAge time.Duration
+	secure bool // Secure even without TLS here (TLS ends at a proxy)
+	now    func() time.Time
 }
 
 // newVisitorSecret returns a random key for a server configured without
@@ -52,106 +62,164 @@ func newVisitorSecret() []byte {
 	return b
 }
 
-// newVisitor returns a fresh visitor's user id and its cookie value.
-func (v *visitors) newVisitor() (user, cookie string) {
+// newVisitorID returns a fresh visitor id (without visitorPrefix).
+func newVisitorID() string {
 	var raw [16]byte
 	_, _ = rand.Read(raw[:])
-	id := visitorEncoding.EncodeToString(raw[:])
-	return visitorPrefix + id, id + "." + v.mac(id)
+	return visitorEncoding.EncodeToString(raw[:])
 }
 
-func (v *visitors) mac(id string) string {
+// cookieFor returns the cookie value of visitor id, issued now.
+func (v *visitors) cookieFor(id string) string {
+	issued := strconv.FormatInt(v.now().Unix(), 10)
+	return id + "." + issued + "." + v.mac(id, issued)
+}
+
+func (v *visitors) mac(id, issued string) string {
 	m := hmac.New(sha256.New, v.secret)
 	m.Write([]byte(visitorMACContext))
 	m.Write([]byte(id))
+	m.Write([]byte{'.'})
+	m.Write([]byte(issued))
 	return visitorEncoding.EncodeToString(m.Sum(nil))
 }
 
-// parse returns the user id a cookie value names when its MAC is right.
-// Anything else (forged, altered, truncated, another format) is no visitor.
+// parse returns the user id a cookie value names when its MAC is right and
+// it is not older than the maximum age. Anything else (forged, altered,
+// truncated, expired, another format) is no visitor.
 func (v *visitors) parse(value string) (user string, ok bool) {
-	if len(value) != visitorIDLen+1+visitorMACLen || value[visitorIDLen] != '.' {
+	if len(value) > visitorIDLen+1+maxIssuedLen+1+visitorMACLen {
 		return "", false
 	}
-	id, mac := value[:visitorIDLen], value[visitorIDLen+1:]
+	id, rest, ok1 := strings.Cut(value, ".")
+	issued, mac, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || len(id) != visitorIDLen || len(mac) != visitorMACLen || len(issued) == 0 || len(issued) > maxIssuedLen {
+		return "", false
+	}
 	if _, err := visitorEncoding.DecodeString(id); err != nil {
 		return "", false
 	}
+	secs, err := strconv.ParseInt(issued, 10, 64)
+	if err != nil || secs < 0 || strconv.FormatInt(secs, 10) != issued {
+		return "", false // one spelling per time: no "+5" or "007"
+	}
 	// hmac.Equal compares in constant time: the answer must not tell a
 	// forger how many leading characters were right.
-	if !hmac.Equal([]byte(mac), []byte(v.mac(id))) {
+	if !hmac.Equal([]byte(mac), []byte(v.mac(id, issued))) {
+		return "", false
+	}
+	age := v.now().Sub(time.Unix(secs, 0))
+	if age > v.maxAge || age < -cookieClockSkew {
 		return "", false
 	}
 	return visitorPrefix + id, true
 }
 
-// fromCookie returns the visitor a request's cookie names and that cookie's
-// value.
-func (v *visitors) fromCookie(r *http.Request) (user, cookie string, ok bool) {
+// fromCookie returns the visitor a request's cookie names.
+func (v *visitors) fromCookie(r *http.Request) (user string, ok bool) {
 	// Several cookies of the name (one per path or domain) may arrive;
 	// the first valid one counts.
 	for _, c := range r.CookiesNamed(visitorCookie) {
 		if user, ok := v.parse(c.Value); ok {
-			return user, c.Value, true
+			return user, true
 		}
 	}
-	return "", "", false
+	return "", false
 }
 
 // setCookie sends a visitor's cookie: HttpOnly (page scripts never need
-// it), SameSite=Lax (other sites cannot post as the visitor), Secure on TLS.
-func setVisitorCookie(w http.ResponseWriter, r *http.Request, value string) {
+// it), SameSite=Lax (other sites cannot post as the visitor), Secure on TLS
+// or when TLS ends at a proxy (Config.CookieSecure).
+func (v *visitors) setCookie(w http.ResponseWriter, r *http.Request, id string) {
 	http.SetCookie(w, &http.Cookie{
 		Name:     visitorCookie,
-		Value:    value,
+		Value:    v.cookieFor(id),
 		Path:     "/",
-		MaxAge:   int(visitorCookieMaxAge.Seconds()),
+		MaxAge:   int(v.maxAge.Seconds()),
 		HttpOnly: true,
 		SameSite: http.SameSiteLaxMode,
-		Secure:   r.TLS != nil,
+		Secure:   v.secure || r.TLS != nil,
 	})
 }
 
-// hasUserHeader reports whether the auth layer named the user; a header
-// it sent empty counts as absent.
-func (s *Server) hasUserHeader(r *http.Request) bool {
-	return r.Header.Get(s.userHeader) != ""
-}
+// DefaultTrustedProxies is who may set the user header and
+// X-Forwarded-For when Config.TrustedProxies is nil: loopback, so a shop's
+// auth layer on the same machine (or curl) works out of the box.
+var DefaultTrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 
-// identify lets a visitor with a valid cookie through as that visitor.
-// Without one the request goes on as it came, and the handler or the gate
-// refuses a missing user as before. With renew, the cookie is sent again
-// so that its lifetime restarts (enter, not the frequent status polls).
-func (s *Server) identify(renew bool, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.hasUserHeader(r) {
-			if user, cookie, ok := s.visitors.fromCookie(r); ok {
-				r.Header.Set(s.userHeader, user)
-				if renew {
-					setVisitorCookie(w, r, cookie)
-				}
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
-}
+// trustedProxies decides whose headers count.
+type trustedProxies []netip.Prefix
 
-// pageVisitor returns the user a page load is for: the user header, or the
-// cookie's visitor, or a new visitor whose cookie it sets. A forged cookie
-// yields a new visitor, never the one it tried to name.
-func (s *Server) pageVisitor(w http.ResponseWriter, r *http.Request) (string, error) {
-	if s.hasUserHeader(r) {
-		user := r.Header.Get(s.userHeader)
-		if !waitroom.ValidUserID(user) {
-			return "", waitroom.BadRequest("malformed " + s.userHeader + " header")
+func (t trustedProxies) contains(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range t {
+		if p.Contains(a) {
+			return true
 		}
-		return user, nil
 	}
-	user, cookie, ok := s.visitors.fromCookie(r)
+	return false
+}
+
+// peer is the address the connection comes from.
+func peer(r *http.Request) (netip.Addr, bool) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	a, err := netip.ParseAddr(host)
+	return a.Unmap(), err == nil
+}
+
+// clientIP is the client a request is for: the connection's peer, or, when
+// that is a trusted proxy, the X-Forwarded-For hop before it, and so on
+// leftwards while the hops are trusted. Hops a client wrote itself sit left
+// of the first untrusted one and never count.
+func (t trustedProxies) clientIP(r *http.Request) netip.Addr {
+	ip, ok := peer(r)
 	if !ok {
-		user, cookie = s.visitors.newVisitor()
+		return netip.Addr{}
 	}
-	setVisitorCookie(w, r, cookie)
-	r.Header.Set(s.userHeader, user)
-	return user, nil
+	var hops []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(v, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0 && t.contains(ip); i-- {
+		hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			break // a garbled hop: the trusted proxy before it is the client
+		}
+		ip = hop.Unmap()
+	}
+	return ip
+}
+
+// identify decides who a request is for, before any route runs: the user
+// header only from a trusted proxy (from anyone else it is removed, so no
+// handler, gate or upstream believes it), otherwise the visitor cookie.
+func (s *Server) identify(r *http.Request) {
+	if _, sent := r.Header[s.userHeaderKey]; sent {
+		if ip, ok := peer(r); !ok || !s.trusted.contains(ip) {
+			delete(r.Header, s.userHeaderKey)
+		}
+	}
+	if r.Header.Get(s.userHeader) != "" {
+		return
+	}
+	if user, ok := s.visitors.fromCookie(r); ok {
+		r.Header.Set(s.userHeader, user)
+	}
+}
+
+// visitorID is the id of a visitor user, without its prefix.
+func visitorID(user string) (string, bool) {
+	return strings.CutPrefix(user, visitorPrefix)
+}
+
+// validVisitorID reports whether id has the shape newVisitorID gives.
+func validVisitorID(id string) bool {
+	if len(id) != visitorIDLen {
+		return false
+	}
+	_, err := visitorEncoding.DecodeString(id)
+	return err == nil
 }

@@ -19,7 +19,7 @@ func TestVisitorCookieIsSignedHttpOnlyLax(t *testing.T) {
 	t.Parallel()
 	f := newPageFixture(t, pageOptions{})
 
-	p := f.get("/")
+	p := f.visit("/")
 	c := p.visitorCookie()
 	require.NotNil(t, c, "a visitor without the user header gets a cookie")
 	require.True(t, c.HttpOnly)
@@ -29,11 +29,11 @@ func TestVisitorCookieIsSignedHttpOnlyLax(t *testing.T) {
 	require.Positive(t, c.MaxAge)
 
 	// Over TLS the cookie is Secure.
-	req := httptest.NewRequest("GET", "/", nil)
+	req := httptest.NewRequest("POST", "/", nil)
 	req.TLS = &tls.ConnectionState{}
 	rec := httptest.NewRecorder()
 	f.handler.ServeHTTP(rec, req)
-	require.Equal(t, http.StatusOK, rec.Code)
+	require.Equal(t, http.StatusSeeOther, rec.Code)
 	tlsCookie := page{header: rec.Header()}.visitorCookie()
 	require.NotNil(t, tlsCookie)
 	require.True(t, tlsCookie.Secure)
@@ -45,13 +45,13 @@ func TestValidVisitorCookieKeepsThePlace(t *testing.T) {
 	f := newPageFixture(t, pageOptions{})
 	f.enterUsers("u1")
 
-	c := f.get("/").visitorCookie()
+	c := f.visit("/").visitorCookie()
 	require.NotNil(t, c)
 	for range 3 {
 		p := f.get("/", c)
 		require.Equal(t, http.StatusOK, p.status)
 		require.Equal(t, "2", text(t, p.body, "position"))
-		require.Equal(t, c.Value, p.visitorCookie().Value, "the page renews the same cookie")
+		require.Nil(t, p.visitorCookie(), "a page load sets no cookie")
 	}
 	require.Equal(t, int64(2), f.waiting())
 
@@ -64,7 +64,6 @@ func TestValidVisitorCookieKeepsThePlace(t *testing.T) {
 	enter := f.request("POST", "/rooms/"+f.room+"/enter", []*http.Cookie{c})
 	require.Equal(t, http.StatusOK, enter.status)
 	require.EqualValues(t, 2, enter.json(t)["position"])
-	require.Equal(t, c.Value, enter.visitorCookie().Value, "enter renews the cookie")
 
 	leave := f.request("DELETE", "/rooms/"+f.room+"/queue", []*http.Cookie{c})
 	require.Equal(t, http.StatusNoContent, leave.status)
@@ -78,36 +77,46 @@ func TestValidVisitorCookieKeepsThePlace(t *testing.T) {
 func TestForgedVisitorCookieIsANewVisitor(t *testing.T) {
 	t.Parallel()
 	f := newPageFixture(t, pageOptions{})
-	owner := f.get("/").visitorCookie()
+	owner := f.visit("/").visitorCookie()
 	require.NotNil(t, owner)
-	other := newPageFixture(t, pageOptions{secret: []byte(strings.Repeat("k", 32))}).get("/").visitorCookie()
-	second := f.get("/").visitorCookie()
+	other := newPageFixture(t, pageOptions{secret: []byte(strings.Repeat("k", 32))}).visit("/").visitorCookie()
+	second := f.visit("/").visitorCookie()
 	require.Equal(t, int64(2), f.waiting())
 
-	id, mac, ok := strings.Cut(owner.Value, ".")
+	id, rest, ok := strings.Cut(owner.Value, ".")
 	require.True(t, ok)
-	_, secondMAC, _ := strings.Cut(second.Value, ".")
+	issued, mac, ok := strings.Cut(rest, ".")
+	require.True(t, ok)
+	_, secondRest, _ := strings.Cut(second.Value, ".")
+	_, secondMAC, _ := strings.Cut(secondRest, ".")
+	it := issued + "."
 	forged := map[string]string{
-		"id changed":          flip(id, 0) + "." + mac,
-		"last id char":        flip(id, len(id)-1) + "." + mac,
-		"MAC changed":         id + "." + flip(mac, 10),
-		"MAC of another id":   id + "." + secondMAC,
+		"id changed":          flip(id, 0) + "." + it + mac,
+		"last id char":        flip(id, len(id)-1) + "." + it + mac,
+		"MAC changed":         id + "." + it + flip(mac, 10),
+		"MAC of another id":   id + "." + it + secondMAC,
+		"issue time changed":  id + "." + issued + "0." + mac,
+		"no issue time":       id + "." + mac,
 		"signed elsewhere":    other.Value,
 		"no MAC":              id,
-		"empty MAC":           id + ".",
-		"MAC truncated":       id + "." + mac[:len(mac)-1],
+		"empty MAC":           id + "." + it,
+		"MAC truncated":       id + "." + it + mac[:len(mac)-1],
 		"extra part":          owner.Value + ".x",
-		"padded":              id + "==." + mac,
+		"padded":              id + "==." + it + mac,
 		"user id as cookie":   "visitor-" + id,
 		"garbage":             "%%%",
 		"long":                strings.Repeat("A", 4000),
-		"upper-cased MAC":     id + "." + strings.ToUpper(mac),
+		"upper-cased MAC":     id + "." + it + strings.ToUpper(mac),
 		"owner's id, no sign": "v1." + id,
 	}
 	waiting := f.waiting()
 	for name, value := range forged {
 		cookie := &http.Cookie{Name: "waitroom_visitor", Value: value}
 		p := f.get("/", cookie)
+		require.Equal(t, http.StatusOK, p.status, name)
+		require.True(t, shown(t, p.body, "join"), "%s: a page load is someone without a place", name)
+		require.Equal(t, waiting, f.waiting(), "%s: a page load takes no place", name)
+		p = f.visit("/", cookie)
 		require.Equal(t, http.StatusOK, p.status, name)
 		fresh := p.visitorCookie()
 		require.NotNil(t, fresh, name)
@@ -131,9 +140,12 @@ func TestForgedVisitorCookieIsANewVisitor(t *testing.T) {
 func TestUserHeaderWinsOverCookie(t *testing.T) {
 	t.Parallel()
 	f := newPageFixture(t, pageOptions{})
-	visitor := f.get("/").visitorCookie()
+	visitor := f.visit("/").visitorCookie()
 
 	p := f.request("GET", "/", []*http.Cookie{visitor}, "X-User-Id", "alice")
+	require.True(t, shown(t, p.body, "join"), "alice has no place yet")
+	require.Equal(t, http.StatusOK, f.request("POST", "/rooms/"+f.room+"/enter", []*http.Cookie{visitor}, "X-User-Id", "alice").status)
+	p = f.request("GET", "/", []*http.Cookie{visitor}, "X-User-Id", "alice")
 	require.Equal(t, http.StatusOK, p.status)
 	require.Equal(t, "2", text(t, p.body, "position"), "alice is a user of her own")
 	require.Nil(t, p.visitorCookie(), "a user the auth layer names needs no cookie")
@@ -152,7 +164,7 @@ func TestUserHeaderWinsOverCookie(t *testing.T) {
 func TestVisitorOrdersThroughTheGate(t *testing.T) {
 	t.Parallel()
 	f := newPageFixture(t, pageOptions{})
-	visitor := f.get("/").visitorCookie()
+	visitor := f.visit("/").visitorCookie()
 	f.admitNext(1)
 	st := f.statusOf(visitor).json(t)
 	require.Equal(t, "admitted", st["state"])
@@ -175,8 +187,7 @@ func TestVisitorOrdersThroughTheGate(t *testing.T) {
 
 	// A forged cookie with the right token is nobody: refused before the
 	// token is touched.
-	id, mac, _ := strings.Cut(visitor.Value, ".")
-	refused := order(&http.Cookie{Name: "waitroom_visitor", Value: id + "." + flip(mac, 0)})
+	refused := order(&http.Cookie{Name: "waitroom_visitor", Value: flip(visitor.Value, len(visitor.Value)-5)})
 	require.Equal(t, http.StatusBadRequest, refused.status, refused.body)
 
 	placed := order(visitor)
@@ -198,7 +209,7 @@ func TestCookieSecret(t *testing.T) {
 
 	// Instances that share the secret (and the store) share visitors.
 	f := newPageFixture(t, pageOptions{})
-	visitor := f.get("/").visitorCookie()
+	visitor := f.visit("/").visitorCookie()
 	twin := httptest.NewServer(mustServer(t, server.Config{Store: f.store, DefaultRoom: f.room, CookieSecret: testSecret}))
 	t.Cleanup(twin.Close)
 	req, err := http.NewRequestWithContext(t.Context(), "GET", twin.URL+"/rooms/"+f.room+"/status", nil)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -63,6 +64,14 @@ type ServeConfig struct {
 	// store is down or slow (server/policy.go).
 	FailurePolicy server.FailurePolicy
 	StoreTimeout  time.Duration
+
+	// The door: whose user header counts, how much one client may ask,
+	// the visitor cookie and the join challenge (server.Config).
+	TrustedProxies   []netip.Prefix
+	UserRateLimit    float64
+	VisitorRateLimit float64
+	CookieSecure     bool
+	JoinChallenge    int
 }
 
 // setting is one flag of serve and the environment variable that sets it
@@ -106,6 +115,11 @@ var serveSettings = []setting{
 	{"open-share", "WAITROOM_OPEN_SHARE", "0.5", "fraction", "failing open, the share of a room's last known rate that the instances together let through, in (0, 1]"},
 	{"instances", "WAITROOM_INSTANCES", "1", "n", "how many instances serve the rooms; failing open, each lets through its 1/n of the share"},
 	{"store-timeout", "WAITROOM_STORE_TIMEOUT", "1s", "duration", "longest wait for Redis per request before answering by the failure policy"},
+	{"trusted-proxies", "WAITROOM_TRUSTED_PROXIES", "127.0.0.0/8,::1/128", "CIDRs", "comma-separated networks of the proxies in front (the shop's auth layer, the load balancer): only from them is the user header believed and an X-Forwarded-For hop counted; none: nobody"},
+	{"user-rate-limit", "WAITROOM_USER_RATE_LIMIT", "5", "requests/s", "most queue requests (enter, status, leave, page) per second per user, bursts of twice that; beyond it 429 RATE_LIMITED, the place is kept; 0: off"},
+	{"visitor-rate-limit", "WAITROOM_VISITOR_RATE_LIMIT", "0", "visitors/s", "most new visitors (cookies) per second per client address, bursts of twice that (at least 1); 0: off"},
+	{"cookie-secure", "WAITROOM_COOKIE_SECURE", "false", "bool", "mark the visitor cookie Secure also on plain HTTP, when TLS ends at a proxy in front"},
+	{"join-challenge", "WAITROOM_JOIN_CHALLENGE", "off", "off|on|bits", fmt.Sprintf("proof of work before a new place: the page solves a SHA-256 puzzle of this many leading zero bits, API clients get it in a 428 answer; on: %d bits; at most %d", server.DefaultJoinDifficulty, server.MaxJoinDifficulty)},
 	{"log-format", "WAITROOM_LOG_FORMAT", "text", "text|json", "log format"},
 	{"log-level", "WAITROOM_LOG_LEVEL", "info", "level", "debug, info, warn or error; debug logs every request"},
 	{"admin-token", "WAITROOM_ADMIN_TOKEN", "", "token", fmt.Sprintf("bearer token of the operator API under /admin/ ('waitroom admin'), at least %d characters; empty: the admin API is off", minAdminToken)},
@@ -414,6 +428,50 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	c.FailurePolicy = policy
 	c.StoreTimeout, err = parseDuration(raw["store-timeout"], 10*time.Millisecond, time.Minute)
 	check(err)
+
+	if t := strings.TrimSpace(raw["trusted-proxies"].text); t == "none" {
+		c.TrustedProxies = []netip.Prefix{}
+	} else {
+		for _, part := range splitList(t) {
+			p, err := netip.ParsePrefix(part)
+			if err != nil {
+				if a, aerr := netip.ParseAddr(part); aerr == nil {
+					p, err = netip.PrefixFrom(a, a.BitLen()), nil
+				}
+			}
+			if err != nil {
+				check(raw["trusted-proxies"].fail(fmt.Sprintf("%q is not a network (CIDR such as 10.0.0.0/8) or address", part)))
+				continue
+			}
+			c.TrustedProxies = append(c.TrustedProxies, p.Masked())
+		}
+		if c.TrustedProxies == nil {
+			c.TrustedProxies = []netip.Prefix{} // given empty: nobody
+		}
+	}
+	for _, lim := range []struct {
+		name string
+		dst  *float64
+	}{{"user-rate-limit", &c.UserRateLimit}, {"visitor-rate-limit", &c.VisitorRateLimit}} {
+		v, err := parseFloat(raw[lim.name])
+		check(err)
+		if err == nil && (v < 0 || v > 1_000_000) {
+			check(raw[lim.name].fail("must be in [0, 1000000] per second"))
+		}
+		*lim.dst = v
+	}
+	c.CookieSecure, err = strconv.ParseBool(strings.TrimSpace(raw["cookie-secure"].text))
+	if err != nil {
+		check(raw["cookie-secure"].fail("must be true or false"))
+	}
+	switch jc := strings.TrimSpace(raw["join-challenge"].text); jc {
+	case "off", "0":
+	case "on":
+		c.JoinChallenge = server.DefaultJoinDifficulty
+	default:
+		c.JoinChallenge, err = parseInt(raw["join-challenge"], 1, server.MaxJoinDifficulty)
+		check(err)
+	}
 
 	c.LogFormat = raw["log-format"].text
 	if c.LogFormat != "text" && c.LogFormat != "json" {

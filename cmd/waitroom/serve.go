@@ -75,6 +75,8 @@ type Main struct {
 	Config ServeConfig
 	Logger *slog.Logger
 
+	limiter waitroom.Limiter // Redis's with --redis-url; nil: in process
+
 	// What a server started in process (loadtest --inproc, bench) sets
 	// besides the flags; serve sets none of them.
 	//
@@ -192,6 +194,13 @@ func (m *Main) Run(ctx context.Context) error {
 		FailurePolicy: m.Config.FailurePolicy,
 		StoreTimeout:  m.Config.StoreTimeout,
 		DeclaredRooms: declared,
+		// Who may be believed, and how much one client may ask.
+		TrustedProxies:   m.Config.TrustedProxies,
+		UserRateLimit:    m.Config.UserRateLimit,
+		VisitorRateLimit: m.Config.VisitorRateLimit,
+		Limiter:          m.limiter,
+		CookieSecure:     m.Config.CookieSecure,
+		JoinChallenge:    m.Config.JoinChallenge,
 	})
 	if err != nil {
 		return err
@@ -341,7 +350,9 @@ func (m *Main) openStore(ctx context.Context) error {
 		return err
 	}
 	m.closeStore = client.Close
-	m.store = redisstore.New(client, redisstore.Options{Prefix: m.Config.RedisPrefix, Logger: m.Logger})
+	rs := redisstore.New(client, redisstore.Options{Prefix: m.Config.RedisPrefix, Logger: m.Logger})
+	// The rate limits count in Redis too, so they hold across instances.
+	m.store, m.limiter = rs, rs
 	if err := m.store.Ping(ctx); err != nil {
 		return fmt.Errorf("redis at %s: %w", redactURL(m.Config.RedisURL), err)
 	}

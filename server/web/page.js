@@ -5,7 +5,7 @@
   "use strict";
 
   var boot = JSON.parse(document.getElementById("boot").textContent);
-  var sections = ["waiting", "admitted", "ordered", "sold_out", "already_ordered", "expired", "left",
+  var sections = ["join", "waiting", "admitted", "ordered", "sold_out", "already_ordered", "expired", "left",
     "queue_full", "closed", "no_room", "unavailable", "error"];
   var fromKey = "waitroom:" + boot.room + ":from";
   var pollTimer = 0, clockTimer = 0, failures = 0;
@@ -217,13 +217,92 @@
     })();
   }
 
+  // The join challenge: find a nonce such that SHA-256(challenge "."
+  // nonce) starts with difficulty zero bits, in batches of digests run
+  // together (Web Crypto is asynchronous).
+  function zeroBits(buf) {
+    var b = new Uint8Array(buf), n = 0;
+    for (var i = 0; i < b.length; i++) {
+      if (b[i] === 0) { n += 8; continue; }
+      return n + Math.clz32(b[i]) - 24;
+    }
+    return n;
+  }
+  function solve(challenge, difficulty) {
+    var enc = new TextEncoder(), batch = 256, next = 0;
+    function round() {
+      var tries = [];
+      for (var i = 0; i < batch; i++) {
+        tries.push(crypto.subtle.digest("SHA-256", enc.encode(challenge + "." + (next + i))));
+      }
+      var base = next;
+      next += batch;
+      return Promise.all(tries).then(function (sums) {
+        for (var i = 0; i < sums.length; i++) {
+          if (zeroBits(sums[i]) >= difficulty) { return String(base + i); }
+        }
+        return round();
+      });
+    }
+    return round();
+  }
+
+  // join takes the place: the page's explicit step (the form's button does
+  // the same without scripts).
+  function join() {
+    var button = $("join-button");
+    button.disabled = true;
+    var started = Date.now();
+    var solved = boot.challenge ? solve(boot.challenge, boot.difficulty) : Promise.resolve("");
+    solved.then(function (nonce) {
+      if (boot.challenge) { document.body.setAttribute("data-solve-ms", String(Date.now() - started)); }
+      var form = new URLSearchParams();
+      if (boot.visitor) { form.set("visitor", boot.visitor); }
+      if (boot.challenge) { form.set("challenge", boot.challenge); form.set("nonce", nonce); }
+      return fetch(boot.page_url, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Accept": "application/json", "Content-Type": "application/x-www-form-urlencoded" },
+        body: form.toString()
+      });
+    })
+      .then(read)
+      .then(function (r) {
+        var code = codeOf(r.body);
+        if (r.status === 200 && r.body.state === "waiting") {
+          renderWaiting(r.body);
+        } else if (r.status === 200 && r.body.state === "admitted") {
+          renderAdmitted(r.body);
+        } else if (r.status === 200 && r.body.state === "sold_out" || code === "SOLD_OUT") {
+          show("sold_out");
+        } else if (code === "QUEUE_FULL") {
+          show("queue_full");
+          queueFull(parseInt(r.body.retry_after, 10) || 30);
+        } else if (code === "ROOM_CLOSED") {
+          show("closed");
+        } else if (code === "ROOM_NOT_FOUND") {
+          show("no_room");
+        } else {
+          $("join-note").textContent = "We couldn't add you to the line: " + messageOf(r.body) + ". Try again in a moment.";
+          $("join-note").hidden = false;
+          button.disabled = false;
+        }
+      }, function () {
+        $("join-note").textContent = "We couldn't reach the line. Try again in a moment.";
+        $("join-note").hidden = false;
+        button.disabled = false;
+      });
+  }
+
   var button = $("order");
   if (button) { button.addEventListener("click", order); }
+  $("join-button").addEventListener("click", function (e) { e.preventDefault(); join(); });
 
   switch (boot.state) {
     case "waiting": renderWaiting(boot); break;
     case "admitted": renderAdmitted(boot); break;
     case "queue_full": queueFull(boot.retry_after || 0); break;
+    case "join": show("join"); join(); break;
     default: show(boot.state);
   }
 })();
