@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
 )
@@ -148,11 +148,7 @@ func TestVisitorRateLimitPerClientAddress(t *testing.T) {
 // With Redis as the limiter, a limit holds across instances: one count.
 func TestRateLimitsHoldAcrossInstances(t *testing.T) {
 	t.Parallel()
-	url := os.Getenv("REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
-	client, err := redisstore.Open(url)
+	client, err := redisstore.Open(testenv.RedisURL())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
 	prefix := "wrtest:limit:" + waitroom.NewToken()
