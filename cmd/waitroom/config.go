@@ -181,6 +181,11 @@ func (b boolFlag) IsBoolFlag() bool   { return true }
 
 // readSettings gives each setting its text: a flag wins over its
 // environment variable, which wins over the default (serve's rule).
+// It is hand-written on purpose: peterbourgon/ff v4 derives every variable
+// from one prefix (REDIS_URL and WAITROOM_LOADTEST_* cannot both stay) and
+// alecthomas/kong reads the process environment and prints its own help,
+// so neither keeps getenv injectable for tests, --help's text, or the
+// errors that name the flag or variable at fault.
 func readSettings(name string, settings []setting, args []string, getenv func(string) string) (map[string]rawValue, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
