@@ -308,7 +308,7 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 	}
 	keys, tokens := s.admitArgs(room, s.tokensWanted(room))
 	w := s.watch(room)
-	atSeq, atAdmitted := w.marks()
+	at := w.marks()
 
 	// WAIT covers the writes of its own connection only, so the script and
 	// the WAIT share one connection to the room's primary.
@@ -358,7 +358,8 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 	if r, ok := asReply(res); ok && len(r) >= admitHeader {
 		seq, _ := r.int(2)
 		counts, _ := r.reading(3)
-		s.observe(ctx, room, w, atSeq, atAdmitted, reading{seq, seq}, &counts)
+		s.observe(ctx, room, w, at, reading{seq, seq}, &counts)
+		w.issuedNow(counts.before+1, admitted)
 	}
 	if len(admitted) > 0 && conn != nil && s.waitTimeout > 0 {
 		s.waitReplica(ctx, room, w, conn, replicas, len(admitted))

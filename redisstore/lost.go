@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"sync"
+
+	"github.com/waitroom/waitroom"
 )
 
 // Loss is what a Store found missing from Redis: writes Redis acknowledged
@@ -35,9 +37,19 @@ type Loss struct {
 	// happened to those users afterwards) that may be gone.
 	Places int64
 	// Tokens is how many entry tokens Admit issued that the room's admitted
-	// counter no longer counts.
+	// counter no longer counts, less the Spent ones.
 	Tokens int64
+	// Spent is how many of those lost issues were of tokens this Store had
+	// seen completed (their orders stand): used, not lost, so not in
+	// Tokens. A token spent through another instance is not known here
+	// and counts in Tokens.
+	Spent int64
 }
+
+// maxRecentIssues bounds the admissions a Store remembers per room to tell
+// a spent token from a lost one: more than Redis can lose in the seconds
+// of a failover at MaxTickQuota per slice.
+const maxRecentIssues = 4096
 
 // roomWatch holds a room's watermarks.
 type roomWatch struct {
@@ -49,6 +61,18 @@ type roomWatch struct {
 	// unreplicated: the last Admit found no replica caught up; it makes
 	// the warning one per run of failures.
 	unreplicated bool
+	// issued are this Store's latest admissions in the room by number
+	// (the admitted counter's value that counted each), oldest first;
+	// spent has the token of each, true once this Store completed it.
+	issued []issue
+	spent  map[string]bool
+}
+
+// issue is one admission: the admitted counter's value that counted it
+// and its token.
+type issue struct {
+	n     int64
+	token string
 }
 
 // watermark is the highest value a counter has shown, in a generation that
@@ -98,21 +122,70 @@ func (s *Store) watch(room string) *roomWatch {
 	return w.(*roomWatch)
 }
 
+// marks are a room's watermarks before a call.
+type marks struct{ seq, admitted watermark }
+
 // marks returns the room's watermarks as they are now, before a call.
-func (w *roomWatch) marks() (seq, admitted watermark) {
+func (w *roomWatch) marks() marks {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.seq, w.admitted
+	return marks{w.seq, w.admitted}
+}
+
+// issuedNow remembers admissions numbered from first on.
+func (w *roomWatch) issuedNow(first int64, admitted []waitroom.Admission) {
+	if len(admitted) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.spent == nil {
+		w.spent = make(map[string]bool)
+	}
+	for i, a := range admitted {
+		w.issued = append(w.issued, issue{first + int64(i), a.Token})
+		w.spent[a.Token] = false
+	}
+	if drop := len(w.issued) - maxRecentIssues; drop > 0 {
+		for _, old := range w.issued[:drop] {
+			delete(w.spent, old.token)
+		}
+		w.issued = append(w.issued[:0], w.issued[drop:]...)
+	}
+}
+
+// spend notes that token was completed, if this Store issued it lately.
+func (w *roomWatch) spend(token string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.spent[token]; ok {
+		w.spent[token] = true
+	}
+}
+
+// spentIn counts the spent tokens among the admissions numbered in
+// (from, to]. Called with mu held.
+func (w *roomWatch) spentIn(from, to int64) (n int64) {
+	for _, i := range w.issued {
+		if i.n > from && i.n <= to && w.spent[i.token] {
+			n++
+		}
+	}
+	return n
 }
 
 // observe checks a reply's readings against the watermarks taken before
 // the call (admitted is nil when the reply has none) and reports a loss.
-func (s *Store) observe(ctx context.Context, room string, w *roomWatch, atSeq, atAdmitted watermark, seq reading, admitted *reading) {
+func (s *Store) observe(ctx context.Context, room string, w *roomWatch, at marks, seq reading, admitted *reading) {
 	var loss Loss
 	w.mu.Lock()
-	loss.Places = w.seq.observe(atSeq, seq)
+	loss.Places = w.seq.observe(at.seq, seq)
 	if admitted != nil {
-		loss.Tokens = w.admitted.observe(atAdmitted, *admitted)
+		// The issues numbered just above what the counter now shows are
+		// the lost ones; the spent among them are not lost tokens.
+		issued := w.admitted.observe(at.admitted, *admitted)
+		loss.Spent = w.spentIn(admitted.before, admitted.before+issued)
+		loss.Tokens = issued - loss.Spent
 	}
 	w.mu.Unlock()
 	if loss == (Loss{}) {
@@ -120,8 +193,9 @@ func (s *Store) observe(ctx context.Context, room string, w *roomWatch, atSeq, a
 	}
 	s.lostPlaces.Add(loss.Places)
 	s.lostTokens.Add(loss.Tokens)
+	s.lostSpent.Add(loss.Spent)
 	s.log.WarnContext(ctx, "redisstore: Redis lost acknowledged writes (a failover to a replica that lacked them, or a restart without persistence)",
-		"room", room, "places", loss.Places, "tokens", loss.Tokens)
+		"room", room, "places", loss.Places, "tokens", loss.Tokens, "spent_tokens", loss.Spent)
 	if s.onLost != nil {
 		s.onLost(room, loss)
 	}
@@ -130,5 +204,5 @@ func (s *Store) observe(ctx context.Context, room string, w *roomWatch, atSeq, a
 // Lost returns the losses this Store has found since it was made, over all
 // rooms.
 func (s *Store) Lost() Loss {
-	return Loss{Places: s.lostPlaces.Load(), Tokens: s.lostTokens.Load()}
+	return Loss{Places: s.lostPlaces.Load(), Tokens: s.lostTokens.Load(), Spent: s.lostSpent.Load()}
 }

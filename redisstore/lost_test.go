@@ -100,3 +100,31 @@ func TestLostWritesReported(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Loss{Places: 2, Tokens: 2}, s.Lost())
 }
+
+// TestLostSpentTokensAreNotLostTokens: of the issues a failover took back,
+// those whose tokens this Store saw completed (the orders stand) are
+// reported as spent, not as lost tokens.
+func TestLostSpentTokensAreNotLostTokens(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := newClient(t)
+	s := New(c, Options{Prefix: testPrefix(t, c)})
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000})
+	for _, u := range []string{"a", "b", "c", "d", "e"} {
+		_, err := s.Enter(ctx, room, u)
+		require.NoError(t, err)
+	}
+	admitted := admitN(t, s, room, 5)
+	// a (issue 1, kept) and e (issue 5, lost) order.
+	for _, i := range []int{0, 4} {
+		h, err := s.Claim(ctx, room, admitted[i].User, admitted[i].Token)
+		require.NoError(t, err)
+		require.NoError(t, s.Complete(ctx, h))
+	}
+
+	// Redis forgets issues 4 and 5: d's token is lost, e's was spent.
+	require.NoError(t, c.HSet(ctx, s.keys(room).stats, "admitted", 3).Err())
+	_, err := s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, Loss{Tokens: 1, Spent: 1}, s.Lost())
+}

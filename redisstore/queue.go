@@ -123,7 +123,7 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 	}
 	k := s.keys(room)
 	w := s.watch(room)
-	atSeq, atAdmitted := w.marks()
+	at := w.marks()
 	res, err := s.run(ctx, enterScript, k.enter, user)
 	if err != nil {
 		return waitroom.Status{}, s.fail("enter", err)
@@ -139,7 +139,7 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 		if !ok || !ok2 {
 			return waitroom.Status{}, s.unexpected(ctx, "enter", res)
 		}
-		s.observe(ctx, room, w, atSeq, atAdmitted, seq, nil)
+		s.observe(ctx, room, w, at, seq, nil)
 		return st, nil
 	case "ROOM_CLOSED":
 		return waitroom.Status{}, waitroom.ErrRoomClosed
@@ -268,7 +268,7 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 	}
 	k := s.keys(room)
 	w := s.watch(room)
-	atSeq, atAdmitted := w.marks()
+	at := w.marks()
 	res, err := s.run(ctx, statusScript, k.status, user)
 	if err != nil {
 		return waitroom.Status{}, s.fail("status", err)
@@ -281,7 +281,7 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 	seqAt := func(i int) bool {
 		seq, ok := r.int(i)
 		if ok {
-			s.observe(ctx, room, w, atSeq, atAdmitted, reading{seq, seq}, nil)
+			s.observe(ctx, room, w, at, reading{seq, seq}, nil)
 		}
 		return ok
 	}

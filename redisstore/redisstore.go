@@ -137,7 +137,7 @@ type Store struct {
 	keysCached atomic.Int64
 	// watches holds each room's counter watermarks (lost.go).
 	watches                sync.Map // room → *roomWatch
-	lostPlaces, lostTokens atomic.Int64
+	lostPlaces, lostTokens, lostSpent atomic.Int64
 }
 
 var _ waitroom.Store = (*Store)(nil)

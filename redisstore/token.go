@@ -186,6 +186,8 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 	}
 	switch res {
 	case "OK":
+		// A spent token lost in a failover is not a lost token (lost.go).
+		s.watch(h.Room).spend(h.Token)
 		return nil
 	case "ENTRY_TOKEN_NOT_FOUND":
 		return waitroom.ErrTokenNotFound
