@@ -136,7 +136,7 @@ type Store struct {
 	keyCache   sync.Map // room → *roomKeys
 	keysCached atomic.Int64
 	// watches holds each room's counter watermarks (lost.go).
-	watches                sync.Map // room → *roomWatch
+	watches                           sync.Map // room → *roomWatch
 	lostPlaces, lostTokens, lostSpent atomic.Int64
 }
 
