@@ -133,8 +133,8 @@ func (d *sampler) read(ctx context.Context, since int64) (DashboardAnswer, error
 		tr := d.rooms[name]
 		room := DashboardRoom{AdminRoom: newAdminRoom(name, tr.cfg), Series: []DashboardPoint{}}
 		room.Figures = newAdminFigures(tr.cfg, tr.stats, tr.perSec, dashboardEvery)
-		if tr.cfg.State != waitroom.RoomPaused {
-			eta := waitroom.ETA(tr.stats.Waiting, tr.cfg.Rate).Seconds()
+		if wait, ok := lastPlaceWait(tr.cfg, tr.stats); ok {
+			eta := wait.Seconds()
 			room.ETALastSeconds = &eta
 		}
 		i, _ := slices.BinarySearchFunc(tr.points, since+1, func(p DashboardPoint, t int64) int { return int(p.T - t) })

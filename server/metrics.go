@@ -56,7 +56,7 @@ type roomMetrics struct {
 	queueFull everyMinute
 }
 
-func newMetrics(reg *prometheus.Registry, store *waitroom.GuardedStore, log *slog.Logger) (*metrics, error) {
+func newMetrics(reg *prometheus.Registry, store *waitroom.GuardedStore, log *slog.Logger, lost func() (places, tokens, spent int64)) (*metrics, error) {
 	if reg == nil {
 		// A registry per Server, never the global one, so servers (and
 		// tests running in parallel) do not share series.
@@ -86,7 +86,7 @@ func newMetrics(reg *prometheus.Registry, store *waitroom.GuardedStore, log *slo
 		rooms:  make(map[string]*roomMetrics),
 		routes: make(map[string]*routeMetrics),
 	}
-	for _, c := range []prometheus.Collector{m.enters, m.admitted, m.claims, m.http, newRoomCollector(store, log)} {
+	for _, c := range []prometheus.Collector{m.enters, m.admitted, m.claims, m.http, newRoomCollector(store, log, lost)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -232,14 +232,31 @@ func (m *metrics) observeHTTP(route string, code int, d time.Duration) {
 type roomCollector struct {
 	store                                                      *waitroom.GuardedStore
 	log                                                        *slog.Logger
+	lost                                                       func() (places, tokens, spent int64)
 	waiting, live, rate, state, entries, tokens, abandoned, up *prometheus.Desc
+	stock, unitsLeft, soldOut, lastWait                        *prometheus.Desc
+	lostPlaces, lostTokens, lostSpent                          *prometheus.Desc
 }
 
-func newRoomCollector(store *waitroom.GuardedStore, log *slog.Logger) *roomCollector {
+func newRoomCollector(store *waitroom.GuardedStore, log *slog.Logger, lost func() (places, tokens, spent int64)) *roomCollector {
 	room := []string{"room"}
+	if lost == nil {
+		lost = func() (int64, int64, int64) { return 0, 0, 0 } // an in-process store loses nothing but with its process
+	}
 	return &roomCollector{
 		store:     store,
 		log:       log,
+		lost:      lost,
+		stock:     prometheus.NewDesc("waitroom_room_stock", "The room's stock setting: units it sells in all, sold ones included; 0: not tracked. Units sold are waitroom_room_tokens_total{outcome=\"completed\"}.", room, nil),
+		unitsLeft: prometheus.NewDesc("waitroom_room_units_left", "Units neither sold nor reserved by a live token (rooms that track stock only).", room, nil),
+		soldOut:   prometheus.NewDesc("waitroom_room_sold_out", "1 when every unit is sold (rooms that track stock only).", room, nil),
+		lastWait:  prometheus.NewDesc("waitroom_room_last_place_wait_seconds", "How long the last user in the queue waits at the room's rate (absent while the room is paused).", room, nil),
+		lostPlaces: prometheus.NewDesc("waitroom_store_lost_places_total",
+			"Queue places this instance found the store had lost (a failover to a replica that lacked them, or a restart without persistence); those users must enter again.", nil, nil),
+		lostTokens: prometheus.NewDesc("waitroom_store_lost_tokens_total",
+			"Entry tokens this instance found the store had lost, leaving out those it saw spent (waitroom_store_lost_spent_tokens_total): their holders must queue again.", nil, nil),
+		lostSpent: prometheus.NewDesc("waitroom_store_lost_spent_tokens_total",
+			"Issued tokens the store lost whose orders had completed through this instance: used, not lost.", nil, nil),
 		waiting:   prometheus.NewDesc("waitroom_room_waiting", "Users in the room's queue now.", room, nil),
 		live:      prometheus.NewDesc("waitroom_room_live_tokens", "Live entry tokens of the room now.", room, nil),
 		rate:      prometheus.NewDesc("waitroom_room_admission_rate", "The room's admission rate setting, users per second.", room, nil),
@@ -252,7 +269,8 @@ func newRoomCollector(store *waitroom.GuardedStore, log *slog.Logger) *roomColle
 }
 
 func (c *roomCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.waiting, c.live, c.rate, c.state, c.entries, c.tokens, c.abandoned, c.up} {
+	for _, d := range []*prometheus.Desc{c.waiting, c.live, c.rate, c.state, c.entries, c.tokens, c.abandoned, c.up,
+		c.stock, c.unitsLeft, c.soldOut, c.lastWait, c.lostPlaces, c.lostTokens, c.lostSpent} {
 		ch <- d
 	}
 }
@@ -266,6 +284,10 @@ func (c *roomCollector) Collect(ch chan<- prometheus.Metric) {
 			up = 0
 		}
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
+		places, tokens, spent := c.lost()
+		ch <- prometheus.MustNewConstMetric(c.lostPlaces, prometheus.CounterValue, float64(places))
+		ch <- prometheus.MustNewConstMetric(c.lostTokens, prometheus.CounterValue, float64(tokens))
+		ch <- prometheus.MustNewConstMetric(c.lostSpent, prometheus.CounterValue, float64(spent))
 	}()
 	rooms, err := c.store.Rooms(ctx)
 	if err != nil {
@@ -293,11 +315,7 @@ func (c *roomCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.live, float64(st.Active))
 		gauge(c.rate, cfg.Rate)
 		for _, state := range []waitroom.RoomState{waitroom.RoomOpen, waitroom.RoomPaused, waitroom.RoomClosed} {
-			v := 0.0
-			if cfg.State == state {
-				v = 1
-			}
-			gauge(c.state, v, string(state))
+			gauge(c.state, boolGauge(cfg.State == state), string(state))
 		}
 		counter(c.entries, st.Entered, "queued")
 		counter(c.entries, st.Full, "queue_full")
@@ -307,7 +325,31 @@ func (c *roomCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.tokens, st.Expired, "expired")
 		counter(c.tokens, st.NoShows, "no_show")
 		counter(c.abandoned, st.Abandoned)
+		gauge(c.stock, float64(cfg.Stock))
+		if soldOut, left, _ := cfg.Units(0, st.Completed, st.Active); cfg.Stock > 0 {
+			gauge(c.unitsLeft, float64(left))
+			gauge(c.soldOut, boolGauge(soldOut))
+		}
+		if wait, ok := lastPlaceWait(cfg, st); ok {
+			gauge(c.lastWait, wait.Seconds())
+		}
 	}
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// lastPlaceWait is how long the last user in the queue waits at the room's
+// rate; none while the room is paused, when nobody is admitted.
+func lastPlaceWait(cfg waitroom.RoomConfig, st waitroom.Stats) (time.Duration, bool) {
+	if cfg.State == waitroom.RoomPaused {
+		return 0, false
+	}
+	return waitroom.ETA(st.Waiting, cfg.Rate), true
 }
 
 // everyMinute lets one event a minute through and counts the ones it held

@@ -191,6 +191,13 @@ func TestMetricsScriptedScenario(t *testing.T) {
 	require.EqualValues(t, 0, tokensTotal("no_show"))
 	require.EqualValues(t, 0, m.value("waitroom_room_abandoned_total", "room", room))
 	require.EqualValues(t, 1, m.value("waitroom_store_up"))
+	require.EqualValues(t, 0, m.value("waitroom_room_stock", "room", room), "no stock tracked")
+	_, ok := m.lookup("waitroom_room_units_left", "room", room)
+	require.False(t, ok, "no units without stock")
+	require.EqualValues(t, 0, m.value("waitroom_room_last_place_wait_seconds", "room", room), "nobody waits")
+	for _, name := range []string{"waitroom_store_lost_places_total", "waitroom_store_lost_tokens_total", "waitroom_store_lost_spent_tokens_total"} {
+		require.EqualValues(t, 0, m.value(name), "an in-process store loses nothing")
+	}
 
 	latency := func(route, code string) float64 {
 		return m.value("waitroom_http_request_duration_seconds", "route", route, "code", code)
@@ -218,6 +225,61 @@ func TestMetricsScriptedScenario(t *testing.T) {
 	require.Contains(t, logs, "msg=admitted room="+room+" n=3")
 	require.Contains(t, logs, `msg="entry token settled" room=`+room+" outcome=completed")
 	require.Contains(t, logs, `msg="entry token settled" room=`+room+" outcome=released")
+}
+
+// The figures the dashboard shows are on /metrics too: stock, units left,
+// sold out, the last place's wait, and what the store lost.
+func TestMetricsStockWaitAndLostWrites(t *testing.T) {
+	t.Parallel()
+	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	store := memstore.New(memstore.Options{Now: c.Now})
+	_, err := store.CreateRoom(t.Context(), "drop", waitroom.RoomConfig{Rate: 4, Stock: 3})
+	require.NoError(t, err)
+	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, DefaultRoom: "drop",
+		LostWrites: func() (int64, int64, int64) { return 7, 5, 2 }}))
+	t.Cleanup(srv.Close)
+	for i := range 6 {
+		_, err := store.Enter(t.Context(), "drop", fmt.Sprint("u", i))
+		require.NoError(t, err)
+	}
+	m := scrape(t, srv.URL)
+	require.EqualValues(t, 3, m.value("waitroom_room_stock", "room", "drop"))
+	require.EqualValues(t, 3, m.value("waitroom_room_units_left", "room", "drop"))
+	require.EqualValues(t, 0, m.value("waitroom_room_sold_out", "room", "drop"))
+	require.EqualValues(t, 1.5, m.value("waitroom_room_last_place_wait_seconds", "room", "drop"), "6 waiting at 4/s")
+	require.EqualValues(t, 7, m.value("waitroom_store_lost_places_total"))
+	require.EqualValues(t, 5, m.value("waitroom_store_lost_tokens_total"))
+	require.EqualValues(t, 2, m.value("waitroom_store_lost_spent_tokens_total"))
+
+	// Three admitted and spent: sold out.
+	admitter := &waitroom.Admitter{Store: store}
+	admitted := 0
+	for admitted < 3 {
+		c.Advance(time.Second)
+		n, err := admitter.Tick(t.Context())
+		require.NoError(t, err)
+		admitted += n
+	}
+	for i := range 3 {
+		st, err := store.Status(t.Context(), "drop", fmt.Sprint("u", i))
+		require.NoError(t, err)
+		h, err := store.Claim(t.Context(), "drop", fmt.Sprint("u", i), st.Token)
+		require.NoError(t, err)
+		require.NoError(t, store.Complete(t.Context(), h))
+	}
+	m = scrape(t, srv.URL)
+	require.EqualValues(t, 0, m.value("waitroom_room_units_left", "room", "drop"))
+	require.EqualValues(t, 1, m.value("waitroom_room_sold_out", "room", "drop"))
+	require.EqualValues(t, 3, m.value("waitroom_room_tokens_total", "room", "drop", "outcome", "completed"), "units sold")
+
+	// Paused: nobody is admitted, so the last place has no wait to tell.
+	cfg := currentConfig(t, store, "drop")
+	paused := cfg
+	paused.State = waitroom.RoomPaused
+	require.NoError(t, store.UpdateRoom(t.Context(), "drop", cfg, paused))
+	m = scrape(t, srv.URL)
+	_, ok := m.lookup("waitroom_room_last_place_wait_seconds", "room", "drop")
+	require.False(t, ok)
 }
 
 // flakyStore is a memstore that answers STORE_UNAVAILABLE while down.

@@ -73,6 +73,11 @@ type Config struct {
 	// default a new one per Server (with Go and process metrics), never
 	// the global one.
 	Registry *prometheus.Registry
+	// LostWrites, if set, tells what the store's backend lost (redisstore's
+	// Store.Lost): queue places, entry tokens, and lost issues of tokens
+	// already spent; /metrics serves them. Nil: nothing is lost (an
+	// in-process store loses only with its process).
+	LostWrites func() (places, tokens, spent int64)
 	// ConfigRefresh is how long a room's settings (its rate, for ETAs and
 	// poll hints) are used before they are read again; default 1 s.
 	ConfigRefresh time.Duration
@@ -227,7 +232,7 @@ func New(cfg Config) (*Server, error) {
 		Rooms:   cfg.DeclaredRooms,
 		OnRate:  s.failover.noteRate,
 	})
-	m, err := newMetrics(cfg.Registry, s.store, s.log)
+	m, err := newMetrics(cfg.Registry, s.store, s.log, cfg.LostWrites)
 	if err != nil {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}

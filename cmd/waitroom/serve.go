@@ -95,6 +95,7 @@ type Main struct {
 
 	store      waitroom.Store
 	closeStore func() error
+	lostWrites func() (places, tokens, spent int64) // nil without Redis
 	listener   net.Listener
 	httpServer *http.Server
 	serveErr   chan error
@@ -201,6 +202,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Limiter:          m.limiter,
 		CookieSecure:     m.Config.CookieSecure,
 		JoinChallenge:    m.Config.JoinChallenge,
+		LostWrites:       m.lostWrites,
 	})
 	if err != nil {
 		return err
@@ -335,9 +337,20 @@ func (m *Main) Close() error {
 	return errors.Join(errs...)
 }
 
+// lostWritesOf reads what rs found Redis had lost, for /metrics.
+func lostWritesOf(rs *redisstore.Store) func() (places, tokens, spent int64) {
+	return func() (int64, int64, int64) {
+		l := rs.Lost()
+		return l.Places, l.Tokens, l.Spent
+	}
+}
+
 func (m *Main) openStore(ctx context.Context) error {
 	if m.Store != nil {
 		m.store = m.Store
+		if rs, ok := m.Store.(*redisstore.Store); ok {
+			m.lostWrites = lostWritesOf(rs)
+		}
 		return nil
 	}
 	if m.Config.RedisURL == "" {
@@ -352,7 +365,7 @@ func (m *Main) openStore(ctx context.Context) error {
 	m.closeStore = client.Close
 	rs := redisstore.New(client, redisstore.Options{Prefix: m.Config.RedisPrefix, Logger: m.Logger})
 	// The rate limits count in Redis too, so they hold across instances.
-	m.store, m.limiter = rs, rs
+	m.store, m.limiter, m.lostWrites = rs, rs, lostWritesOf(rs)
 	if err := m.store.Ping(ctx); err != nil {
 		return fmt.Errorf("redis at %s: %w", redactURL(m.Config.RedisURL), err)
 	}
