@@ -69,9 +69,9 @@ func (s *Server) allow(ctx context.Context, key string, limit waitroom.Limit) er
 // nonce) starts with difficulty zero bits. One solution buys one identity
 // one place, so a scripted crowd pays CPU per place.
 const (
-	// DefaultJoinDifficulty is what --join-challenge=on asks: about 2^16
+	// DefaultJoinDifficulty is what --join-challenge=on asks: about 2^14
 	// hashes, a few seconds on a slow phone (BENCHMARKS.md).
-	DefaultJoinDifficulty = 16
+	DefaultJoinDifficulty = 14
 	// MaxJoinDifficulty bounds the setting: every bit doubles the work.
 	MaxJoinDifficulty = 28
 	challengeTTL      = 10 * time.Minute

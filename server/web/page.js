@@ -239,7 +239,10 @@
       next += batch;
       return Promise.all(tries).then(function (sums) {
         for (var i = 0; i < sums.length; i++) {
-          if (zeroBits(sums[i]) >= difficulty) { return String(base + i); }
+          if (zeroBits(sums[i]) >= difficulty) {
+            document.body.setAttribute("data-solve-hashes", String(next));
+            return String(base + i);
+          }
         }
         return round();
       });

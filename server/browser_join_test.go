@@ -1,0 +1,65 @@
+package server_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/server"
+)
+
+// phoneCPUSlowdown is how much slower than this machine's core the join
+// challenge is measured: Chromium's throttling, 4× being Lighthouse's
+// "mid-tier mobile".
+const phoneCPUSlowdown = 4
+
+// TestBrowserJoin: with scripts the page joins by itself (no click), also
+// when it has to solve the join challenge at the default difficulty on a
+// CPU throttled to a phone's; the solve times are logged for BENCHMARKS.md.
+func TestBrowserJoin(t *testing.T) {
+	t.Parallel()
+	browser := newBrowser(t)
+
+	t.Run("no click with JavaScript", func(t *testing.T) {
+		f := newPageFixture(t, pageOptions{})
+		f.enterUsers("u1")
+		visitor := newVisitor(t, browser)
+		visitor.open(f.srv.URL + "/")
+		visitor.waitState("waiting")
+		require.Equal(t, "2", visitor.text("position"))
+		require.Equal(t, int64(2), f.waiting(), "one place, taken by the page's own join")
+	})
+
+	t.Run("join challenge on a phone's CPU", func(t *testing.T) {
+		f := newPageFixture(t, pageOptions{server: func(c *server.Config) { c.JoinChallenge = server.DefaultJoinDifficulty }})
+		const rounds = 6
+		var total time.Duration
+		var hashes int
+		for i := range rounds {
+			visitor := newVisitor(t, browser)
+			visitor.do(func(ctx context.Context, target *chromedp.Target) (chromedp.Void, error) {
+				_, err := chromedp.Call(ctx, emulation.SetCPUThrottlingRate, emulation.SetCPUThrottlingRateParams{Rate: phoneCPUSlowdown})
+				return chromedp.Void{}, err
+			})
+			visitor.open(f.srv.URL + "/")
+			visitor.waitState("waiting")
+			require.Equal(t, strconv.Itoa(i+1), visitor.text("position"))
+			ms, err := strconv.Atoi(visitor.eval(`document.body.getAttribute("data-solve-ms") || ""`))
+			require.NoError(t, err, "the page recorded its solve time")
+			tried, err := strconv.Atoi(visitor.eval(`document.body.getAttribute("data-solve-hashes") || ""`))
+			require.NoError(t, err)
+			total += time.Duration(ms) * time.Millisecond
+			hashes += tried
+			t.Logf("round %d: solved %d bits in %d ms, %d hashes, at %d× CPU slowdown", i+1, server.DefaultJoinDifficulty, ms, tried, phoneCPUSlowdown)
+		}
+		rate := float64(hashes) / total.Seconds()
+		t.Logf("mean %s over %d rounds; %.0f hashes/s, so the expected %d hashes take %.1f s",
+			total/rounds, rounds, rate, 1<<server.DefaultJoinDifficulty, float64(int(1)<<server.DefaultJoinDifficulty)/rate)
+		require.Equal(t, int64(rounds), f.waiting(), "one place per solved challenge")
+	})
+}
