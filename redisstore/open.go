@@ -196,13 +196,7 @@ func parseSingle(rawURL string) (clientOptions, error) {
 	if err != nil {
 		return clientOptions{}, urlError(err)
 	}
-	o.DialTimeout = orDefault(o.DialTimeout, defaultDialTimeout)
-	o.ReadTimeout = orDefault(o.ReadTimeout, defaultReadTimeout)
-	o.WriteTimeout = orDefault(o.WriteTimeout, defaultWriteTimeout)
-	o.PoolTimeout = orDefault(o.PoolTimeout, defaultPoolTimeout)
-	o.MaxRetries = orDefault(o.MaxRetries, defaultMaxRetries)
-	o.DialerRetries = orDefault(o.DialerRetries, defaultDialerRetries)
-	o.ContextTimeoutEnabled = true
+	withDefaults(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
 	return clientOptions{single: o}, nil
 }
 
@@ -214,16 +208,11 @@ func parseCluster(goRedisURL string) (clientOptions, error) {
 	if o.ReadOnly || o.RouteByLatency || o.RouteRandomly {
 		return clientOptions{}, errReplicaReads
 	}
-	o.DialTimeout = orDefault(o.DialTimeout, defaultDialTimeout)
-	o.ReadTimeout = orDefault(o.ReadTimeout, defaultReadTimeout)
-	o.WriteTimeout = orDefault(o.WriteTimeout, defaultWriteTimeout)
-	o.PoolTimeout = orDefault(o.PoolTimeout, defaultPoolTimeout)
-	o.DialerRetries = orDefault(o.DialerRetries, defaultDialerRetries)
 	// MaxRetries stays go-redis's cluster default (no retry per node): the
 	// cluster client retries the command itself, up to MaxRedirects times,
 	// and on its second attempt marks the node failing.
+	withDefaults(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, nil, &o.DialerRetries, &o.ContextTimeoutEnabled)
 	o.ClusterStateReloadInterval = clusterStateReload
-	o.ContextTimeoutEnabled = true
 	return clientOptions{cluster: o}, nil
 }
 
@@ -325,14 +314,23 @@ func parseSeedList(rawURL string, cluster bool) (clientOptions, error) {
 	if o.ReplicaOnly || o.RouteByLatency || o.RouteRandomly || o.UseDisconnectedReplicas {
 		return clientOptions{}, errReplicaReads
 	}
-	o.DialTimeout = orDefault(o.DialTimeout, defaultDialTimeout)
-	o.ReadTimeout = orDefault(o.ReadTimeout, defaultReadTimeout)
-	o.WriteTimeout = orDefault(o.WriteTimeout, defaultWriteTimeout)
-	o.PoolTimeout = orDefault(o.PoolTimeout, defaultPoolTimeout)
-	o.MaxRetries = orDefault(o.MaxRetries, defaultMaxRetries)
-	o.DialerRetries = orDefault(o.DialerRetries, defaultDialerRetries)
-	o.ContextTimeoutEnabled = true
+	withDefaults(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
 	return clientOptions{failover: o}, nil
+}
+
+// withDefaults gives the timeouts and retries a URL left out their
+// defaults, and makes every call honour its context's deadline; retries is
+// nil where go-redis's own default stands.
+func withDefaults(dial, read, write, pool *time.Duration, retries, dialerRetries *int, contextTimeout *bool) {
+	*dial = orDefault(*dial, defaultDialTimeout)
+	*read = orDefault(*read, defaultReadTimeout)
+	*write = orDefault(*write, defaultWriteTimeout)
+	*pool = orDefault(*pool, defaultPoolTimeout)
+	if retries != nil {
+		*retries = orDefault(*retries, defaultMaxRetries)
+	}
+	*dialerRetries = orDefault(*dialerRetries, defaultDialerRetries)
+	*contextTimeout = true
 }
 
 // orDefault is v, or def when v is zero (not given).

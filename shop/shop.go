@@ -65,6 +65,32 @@ type PlaceOrder struct {
 	CouponID       string
 }
 
+// CheckCoupon applies the coupon rules to the coupon a store found and
+// locked for req (owner and used as it has them): the buyer must own it
+// and it must be unused.
+func (req PlaceOrder) CheckCoupon(owner string, used bool) error {
+	switch {
+	case owner != req.User:
+		return fmt.Errorf("coupon %s: %w", req.CouponID, ErrCouponNotOwned)
+	case used:
+		return fmt.Errorf("coupon %s: %w", req.CouponID, ErrCouponUsed)
+	}
+	return nil
+}
+
+// Order is the new order req places, created at at.
+func (req PlaceOrder) Order(at time.Time) Order {
+	return Order{
+		ID:             NewID(),
+		User:           req.User,
+		ProductID:      req.ProductID,
+		Quantity:       req.Quantity,
+		CouponID:       req.CouponID,
+		IdempotencyKey: req.IdempotencyKey,
+		CreatedAt:      at.UTC(),
+	}
+}
+
 // Event is an outbox entry: written in the order's transaction, published by
 // the relay afterwards, so an order never exists without its event and an
 // event never exists without its order. Consumers deduplicate by EventID

@@ -80,24 +80,14 @@ func (s *Store) PlaceOrder(ctx context.Context, req shop.PlaceOrder) (shop.Order
 	var c shop.Coupon
 	if req.CouponID != "" {
 		c, ok = s.coupons[req.CouponID]
-		switch {
-		case !ok:
+		if !ok {
 			return shop.Order{}, false, fmt.Errorf("coupon %s: %w", req.CouponID, shop.ErrCouponNotFound)
-		case c.Owner != req.User:
-			return shop.Order{}, false, fmt.Errorf("coupon %s: %w", req.CouponID, shop.ErrCouponNotOwned)
-		case c.Used:
-			return shop.Order{}, false, fmt.Errorf("coupon %s: %w", req.CouponID, shop.ErrCouponUsed)
+		}
+		if err := req.CheckCoupon(c.Owner, c.Used); err != nil {
+			return shop.Order{}, false, err
 		}
 	}
-	o := shop.Order{
-		ID:             shop.NewID(),
-		User:           req.User,
-		ProductID:      req.ProductID,
-		Quantity:       req.Quantity,
-		CouponID:       req.CouponID,
-		IdempotencyKey: req.IdempotencyKey,
-		CreatedAt:      s.now().UTC(),
-	}
+	o := req.Order(s.now())
 	ev, err := shop.NewEvent(o)
 	if err != nil {
 		return shop.Order{}, false, err

@@ -236,22 +236,13 @@ func placeOrder(ctx context.Context, tx pgx.Tx, req shop.PlaceOrder) (shop.Order
 			return shop.Order{}, false, fmt.Errorf("coupon %s: %w", req.CouponID, shop.ErrCouponNotFound)
 		case err != nil:
 			return shop.Order{}, false, fmt.Errorf("lock coupon: %w", err)
-		case owner != req.User:
-			return shop.Order{}, false, fmt.Errorf("coupon %s: %w", req.CouponID, shop.ErrCouponNotOwned)
-		case used:
-			return shop.Order{}, false, fmt.Errorf("coupon %s: %w", req.CouponID, shop.ErrCouponUsed)
+		}
+		if err := req.CheckCoupon(owner, used); err != nil {
+			return shop.Order{}, false, err
 		}
 	}
 
-	o := shop.Order{
-		ID:             shop.NewID(),
-		User:           req.User,
-		ProductID:      req.ProductID,
-		Quantity:       req.Quantity,
-		CouponID:       req.CouponID,
-		IdempotencyKey: req.IdempotencyKey,
-		CreatedAt:      now.UTC(),
-	}
+	o := req.Order(now)
 	ev, err := shop.NewEvent(o)
 	if err != nil {
 		return shop.Order{}, false, err
