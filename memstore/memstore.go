@@ -295,14 +295,10 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 // Claim holds user's token for the room's lease. In a room that does not
 // exist there is no token either: the gate gets ErrTokenNotFound.
 func (s *Store) Claim(ctx context.Context, name, user, token string) (waitroom.Hold, error) {
-	r, err := s.room(ctx, name)
-	if errors.Is(err, waitroom.ErrRoomNotFound) {
-		return waitroom.Hold{}, waitroom.ErrTokenNotFound
-	}
+	r, err := s.tokenRoom(ctx, name, waitroom.ErrTokenNotFound)
 	if err != nil {
 		return waitroom.Hold{}, err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := s.now()
 	t, ok := r.tokens.byUser[user]
@@ -331,18 +327,29 @@ func (s *Store) Claim(ctx context.Context, name, user, token string) (waitroom.H
 	return waitroom.Hold{Room: name, User: user, Token: token, Lease: t.lease, LeaseFor: r.cfg.Lease, OneOrderPerUser: r.cfg.OneOrderPerUser}, nil
 }
 
+// tokenRoom is the room a token lives in, locked for the caller to
+// unlock; nil with missing (ErrTokenNotFound, or nil for nothing to do)
+// when the room does not exist, since a missing room holds no token.
+func (s *Store) tokenRoom(ctx context.Context, name string, missing error) (*room, error) {
+	r, err := s.room(ctx, name)
+	if errors.Is(err, waitroom.ErrRoomNotFound) {
+		return nil, missing
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	return r, nil
+}
+
 // Renew extends h's lease to the room's lease from now, if h still holds
 // the token. A lease that ran out but was not claimed again is still h's:
 // nobody else took the token meanwhile.
 func (s *Store) Renew(ctx context.Context, h waitroom.Hold) error {
-	r, err := s.room(ctx, h.Room)
-	if errors.Is(err, waitroom.ErrRoomNotFound) {
-		return waitroom.ErrTokenNotFound
-	}
+	r, err := s.tokenRoom(ctx, h.Room, waitroom.ErrTokenNotFound)
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
 	t, ok := r.tokens.byUser[h.User]
 	if !ok || t.value != h.Token || t.lease == "" || t.lease != h.Lease {
@@ -356,14 +363,10 @@ func (s *Store) Renew(ctx context.Context, h waitroom.Hold) error {
 // the lease or the expiry: the order succeeded, so the token must not buy a
 // second one, and it counts as completed rather than expired.
 func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
-	r, err := s.room(ctx, h.Room)
-	if errors.Is(err, waitroom.ErrRoomNotFound) {
-		return waitroom.ErrTokenNotFound
-	}
+	r, err := s.tokenRoom(ctx, h.Room, waitroom.ErrTokenNotFound)
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
 	t, ok := r.tokens.byUser[h.User]
 	switch {
@@ -385,14 +388,10 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 // longer the token's (spent, dropped, or claimed again after its lease ran
 // out) releases nothing, and that is no error.
 func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
-	r, err := s.room(ctx, h.Room)
-	if errors.Is(err, waitroom.ErrRoomNotFound) {
-		return nil
-	}
-	if err != nil {
+	r, err := s.tokenRoom(ctx, h.Room, nil)
+	if r == nil {
 		return err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := s.now()
 	t, ok := r.tokens.byUser[h.User]
