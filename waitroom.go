@@ -108,6 +108,8 @@ type Stats struct {
 	// Abandoned are waiting users the admitter skipped (or a later call of
 	// theirs found) silent for longer than AbandonAfter.
 	Abandoned int64
+	// Pace is how admissions have really gone lately: the ETA's input.
+	Pace Pace
 }
 
 // Store keeps rooms, queues and tokens. Every method is one atomic step in

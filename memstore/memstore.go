@@ -53,7 +53,8 @@ type room struct {
 	queue  *queue
 	tokens *tokenSet
 	bucket bucket
-	stats  waitroom.Stats // counters only; Waiting and Active are computed
+	stats  waitroom.Stats // counters only; Waiting, Active and Pace are computed
+	pace   waitroom.PaceSums
 	// buyers are the users whose order completed while OneOrderPerUser
 	// was on.
 	buyers map[string]struct{}
@@ -243,6 +244,7 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 	if r.cfg.MaxActive > 0 || r.queue.Len() == 0 {
 		r.bucket.madeUp = r.stats.NoShows
 	}
+	measuring, since := r.bucket.started && r.cfg.State != waitroom.RoomPaused, r.bucket.last
 	allow, extra := r.bucket.refill(now.UnixMicro(), r.cfg, r.stats.NoShows-r.bucket.madeUp)
 	n := min((allow+extra)/picosPerUser, int64(r.cfg.TickQuota())+extra/picosPerUser, int64(r.queue.Len()))
 	if r.cfg.MaxActive > 0 {
@@ -285,6 +287,9 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 	}
 	r.stats.Abandoned += int64(skipped)
 	r.bucket.madeUp += int64(r.bucket.settle(len(admitted), allow, r.cfg))
+	if measuring {
+		r.pace.Add(float64(now.UnixMicro()-since)/1e6, len(admitted), skipped, r.cfg.Rate, r.queue.Len() > 0)
+	}
 	if len(admitted) == 0 {
 		return nil, nil
 	}
@@ -471,6 +476,7 @@ func (s *Store) Stats(ctx context.Context, name string) (waitroom.Stats, error) 
 	now := s.now()
 	st := r.stats
 	st.Waiting = int64(r.queue.Len())
+	st.Pace = r.pace.Pace()
 	st.Active = int64(r.tokens.liveCount(now))
 	return st, nil
 }

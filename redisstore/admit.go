@@ -133,7 +133,7 @@ local cap = rate * slice_ms / 1000 -- one slice's worth of users
 -- as the rate (so never above 2 × rate). With max_active the slots they
 -- free are refilled within the rate instead, and with nobody waiting there
 -- is nobody to make them up with: then nothing is owed.
-local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up')
+local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'p_time', 'p_rated', 'p_admitted', 'p_abandoned')
 local made_up = tonumber(b[3] or '0')
 local waiting = redis.call('ZCARD', q_key)
 local no_shows_total = tonumber(redis.call('HGET', stats_key, 'no_shows') or '0')
@@ -188,13 +188,12 @@ else
   end
   n = math.min(n, #tokens)
 
-  local issued = 0
+  local issued, skipped = 0, 0
   if n > 0 then
     -- Pop the head; users silent past abandon_after have gone: they are
     -- dropped and counted, and take no share of the rate. Each pop is
     -- O(log N); at most max_skips are skipped per call.
     local users = {}
-    local skipped = 0
     local late_no_shows = 0
     local s = math.floor(now_us / 1000000)
     while #users < n and skipped < max_skips do
@@ -275,6 +274,18 @@ else
   redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry, 'made_up', made_up + issued - regular)
   out[7] = math.floor(carry * 1000000)
   out[9] = redis.call('ZCARD', q_key)
+
+  -- The pace: sums decayed over the pace window (30 s) of the time users
+  -- waited and what the ticks did meanwhile, as waitroom.PaceSums.Add.
+  if b[1] and out[9] > 0 then
+    local dt = math.min(math.max(0, now_us - tonumber(b[1])) / 1000000, 2)
+    local d = math.exp(-dt / 30)
+    redis.call('HSET', bucket_key,
+      'p_time', tonumber(b[4] or '0') * d + dt,
+      'p_rated', tonumber(b[5] or '0') * d + issued / rate,
+      'p_admitted', tonumber(b[6] or '0') * d + issued,
+      'p_abandoned', tonumber(b[7] or '0') * d + skipped)
+  end
 end
 
 if expired > 0 then

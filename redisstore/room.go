@@ -218,9 +218,12 @@ func (s *Store) Rooms(ctx context.Context) ([]string, error) {
 // KEYS[2] q
 // KEYS[3] active
 // KEYS[4] stats
+// KEYS[5] bucket
 //
 // Returns {"OK", waiting, active, entered, full, admitted, completed,
-// released, expired, no_shows, abandoned}, or {"ROOM_NOT_FOUND"}.
+// released, expired, no_shows, abandoned, pace_time, pace_rated,
+// pace_admitted, pace_abandoned}, or {"ROOM_NOT_FOUND"}. The pace sums
+// (admitScript) are strings, exact floats.
 var statsScript = redis.NewScript(luaLib + `
 local cfg_key    = KEYS[1]
 local q_key      = KEYS[2]
@@ -240,6 +243,10 @@ local out = {'OK', waiting, active}
 for i = 1, 8 do
   out[#out + 1] = tonumber(c[i] or '0')
 end
+local p = redis.call('HMGET', KEYS[5], 'p_time', 'p_rated', 'p_admitted', 'p_abandoned')
+for i = 1, 4 do
+  out[#out + 1] = p[i] or '0'
+end
 return out
 `)
 
@@ -249,7 +256,7 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 		return waitroom.Stats{}, err
 	}
 	k := s.keys(room)
-	res, err := statsScript.Run(ctx, s.client, []string{k.cfg, k.q, k.active, k.stats}).Result()
+	res, err := statsScript.Run(ctx, s.client, []string{k.cfg, k.q, k.active, k.stats, k.bucket}).Result()
 	if err != nil {
 		return waitroom.Stats{}, s.fail("stats", err)
 	}
@@ -265,11 +272,21 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 				return waitroom.Stats{}, s.unexpected(ctx, "stats", res)
 			}
 		}
+		var p [4]float64
+		for i := range p {
+			str, ok := r.str(len(v) + 1 + i)
+			f, err := strconv.ParseFloat(str, 64)
+			if !ok || err != nil {
+				return waitroom.Stats{}, s.unexpected(ctx, "stats", res)
+			}
+			p[i] = f
+		}
 		return waitroom.Stats{
 			Waiting: v[0], Active: v[1],
 			Entered: v[2], Full: v[3], Admitted: v[4],
 			Completed: v[5], Released: v[6], Expired: v[7],
 			NoShows: v[8], Abandoned: v[9],
+			Pace: waitroom.PaceSums{Time: p[0], Rated: p[1], Admitted: p[2], Abandoned: p[3]}.Pace(),
 		}, nil
 	case "ROOM_NOT_FOUND":
 		return waitroom.Stats{}, waitroom.ErrRoomNotFound

@@ -299,7 +299,7 @@ func TestBrowser(t *testing.T) {
 		visitor.open(f.srv.URL + "/")
 		visitor.waitState("waiting")
 		require.Equal(t, "2,501", visitor.text("position"))
-		require.Equal(t, "about 42 minutes", visitor.text("wait"))
+		require.Equal(t, "about 39–45 minutes", visitor.text("wait"), "the ETA and its 10–90% range")
 		visitor.screenshot("07-long-line")
 
 		for _, u := range ahead[:500] {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 
@@ -22,6 +21,9 @@ type waitingBody struct {
 	Ahead       int64          `json:"ahead"`
 	ETASeconds  int64          `json:"eta_seconds"`
 	PollAfterMS int64          `json:"poll_after_ms"`
+	// ETALowSeconds and ETAHighSeconds bound about 80% of outcomes.
+	ETALowSeconds  int64 `json:"eta_low_seconds"`
+	ETAHighSeconds int64 `json:"eta_high_seconds"`
 	// Paused says the room admits nobody for now, so the ETA is on hold.
 	Paused bool `json:"paused,omitempty"`
 	// UnitsLeft is set when the room's unreserved units are fewer than
@@ -143,14 +145,15 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, room string, st 
 			return err
 		}
 		body := waitingBody{
-			State:       st.State,
-			Room:        room,
-			Position:    st.Position,
-			Ahead:       st.Ahead(),
-			ETASeconds:  int64(math.Ceil(waitroom.ETA(st.Position, cfg.Rate).Seconds())),
-			PollAfterMS: cfg.PollAfter(st.Position, cfg.Rate).Milliseconds(),
-			Paused:      cfg.State == waitroom.RoomPaused,
+			State:    st.State,
+			Room:     room,
+			Position: st.Position,
+			Ahead:    st.Ahead(),
+			Paused:   cfg.State == waitroom.RoomPaused,
 		}
+		est, poll := s.estimate(r.Context(), room, cfg, st.Position)
+		body.ETASeconds, body.ETALowSeconds, body.ETAHighSeconds = etaSeconds(est)
+		body.PollAfterMS = poll.Milliseconds()
 		if st.FewLeft {
 			body.UnitsLeft = &st.UnitsLeft
 		}
@@ -199,6 +202,10 @@ func (b waitingBody) appendJSON(buf []byte) []byte {
 	buf = strconv.AppendInt(buf, b.ETASeconds, 10)
 	buf = append(buf, `,"poll_after_ms":`...)
 	buf = strconv.AppendInt(buf, b.PollAfterMS, 10)
+	buf = append(buf, `,"eta_low_seconds":`...)
+	buf = strconv.AppendInt(buf, b.ETALowSeconds, 10)
+	buf = append(buf, `,"eta_high_seconds":`...)
+	buf = strconv.AppendInt(buf, b.ETAHighSeconds, 10)
 	if b.Paused {
 		buf = append(buf, `,"paused":true`...)
 	}

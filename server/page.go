@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"math"
 	"math/rand/v2"
 	"mime"
 	"net/http"
@@ -104,14 +103,17 @@ type pageBoot struct {
 	Ahead       int64  `json:"ahead"`
 	ETASeconds  int64  `json:"eta_seconds"`
 	PollAfterMS int64  `json:"poll_after_ms"`
-	Paused      bool   `json:"paused,omitempty"`
-	UnitsLeft   *int64 `json:"units_left,omitempty"`
-	Token       string `json:"token,omitempty"`
-	ExpiresInMS int64  `json:"expires_in_ms,omitempty"`
-	RetryAfter  int    `json:"retry_after,omitempty"`
-	Visitor     string `json:"visitor,omitempty"`
-	Challenge   string `json:"challenge,omitempty"`
-	Difficulty  int    `json:"difficulty,omitempty"`
+
+	ETALowSeconds  int64  `json:"eta_low_seconds"`
+	ETAHighSeconds int64  `json:"eta_high_seconds"`
+	Paused         bool   `json:"paused,omitempty"`
+	UnitsLeft      *int64 `json:"units_left,omitempty"`
+	Token          string `json:"token,omitempty"`
+	ExpiresInMS    int64  `json:"expires_in_ms,omitempty"`
+	RetryAfter     int    `json:"retry_after,omitempty"`
+	Visitor        string `json:"visitor,omitempty"`
+	Challenge      string `json:"challenge,omitempty"`
+	Difficulty     int    `json:"difficulty,omitempty"`
 }
 
 // page: GET / (the default room) and GET /rooms/{room}. Browsers get the
@@ -299,10 +301,11 @@ func (s *Server) statusView(r *http.Request, room string, st waitroom.Status) (p
 			return pageView{}, err
 		}
 		v := s.baseView(r, room, pageWaiting)
-		eta := int64(math.Ceil(waitroom.ETA(st.Position, cfg.Rate).Seconds()))
-		poll := cfg.PollAfter(st.Position, cfg.Rate)
+		est, poll := s.estimate(r.Context(), room, cfg, st.Position)
+		eta, low, high := etaSeconds(est)
 		v.Boot.Position, v.Boot.Ahead = st.Position, st.Ahead()
 		v.Boot.ETASeconds, v.Boot.PollAfterMS = eta, poll.Milliseconds()
+		v.Boot.ETALowSeconds, v.Boot.ETAHighSeconds = low, high
 		v.Boot.Paused = cfg.State == waitroom.RoomPaused
 		v.Position, v.Ahead = groupDigits(st.Position), groupDigits(st.Ahead())
 		v.Paused = v.Boot.Paused
@@ -310,7 +313,7 @@ func (s *Server) statusView(r *http.Request, room string, st waitroom.Status) (p
 			v.Boot.UnitsLeft = &st.UnitsLeft
 			v.UnitsLeft = groupDigits(st.UnitsLeft)
 		}
-		v.Wait = waitText(eta)
+		v.Wait = waitText(eta, low, high)
 		if v.Paused {
 			v.Wait = "on hold while the sale is paused"
 		}
@@ -485,18 +488,24 @@ func progress(from, position int64) int {
 	return int((from - position) * 100 / (from - 1))
 }
 
-// waitText says an ETA in words, rounded the way people say waits; the
+// waitText says an ETA and its range in words ("about 12–15 minutes"),
+// rounded the way people say waits; the
 // script has the same rules (page.js).
-func waitText(seconds int64) string {
-	switch {
-	case seconds < 60:
+func waitText(eta, low, high int64) string {
+	if high < 60 {
 		return "less than a minute"
-	case seconds < 90:
-		return "about a minute"
-	case seconds < 3600:
-		return fmt.Sprintf("about %d minutes", (seconds+30)/60)
 	}
-	minutes := (seconds + 30) / 60
+	lo, hi := max((low+30)/60, 1), max((high+30)/60, 1)
+	if eta < 3600 {
+		switch {
+		case lo >= hi && hi == 1:
+			return "about a minute"
+		case lo >= hi:
+			return fmt.Sprintf("about %d minutes", hi)
+		}
+		return fmt.Sprintf("about %d–%d minutes", lo, hi)
+	}
+	minutes := (eta + 30) / 60
 	if minutes%60 == 0 {
 		return fmt.Sprintf("about %d h", minutes/60)
 	}

@@ -27,13 +27,15 @@ func TestWantsJSON(t *testing.T) {
 
 func TestPageText(t *testing.T) {
 	t.Parallel()
-	for secs, want := range map[int64]string{
-		0: "less than a minute", 59: "less than a minute", 60: "about a minute", 89: "about a minute",
-		90: "about 2 minutes", 149: "about 2 minutes", 3599: "about 60 minutes",
-		3600: "about 1 h", 3900: "about 1 h 5 min", 7200: "about 2 h",
+	for est, want := range map[[3]int64]string{ // eta, low, high
+		{0, 0, 2}: "less than a minute", {40, 20, 59}: "less than a minute",
+		{70, 50, 80}: "about a minute", {600, 590, 610}: "about 10 minutes",
+		{750, 720, 900}: "about 12–15 minutes", {100, 50, 150}: "about 1–3 minutes",
+		{3000, 2700, 3700}: "about 45–62 minutes", {3600, 3300, 3900}: "about 1 h",
+		{3900, 3600, 4200}: "about 1 h 5 min", {7200, 6000, 8000}: "about 2 h",
 	} {
-		if got := waitText(secs); got != want {
-			t.Errorf("waitText(%d) = %q, want %q", secs, got, want)
+		if got := waitText(est[0], est[1], est[2]); got != want {
+			t.Errorf("waitText(%v) = %q, want %q", est, got, want)
 		}
 	}
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 12345: "12,345", 100000: "100,000", 1234567: "1,234,567"} {

@@ -397,6 +397,8 @@ func TestEnterAndStatus(t *testing.T) {
 	require.EqualValues(t, 1, a.num("position"))
 	require.EqualValues(t, 0, a.num("ahead"))
 	require.EqualValues(t, 1, a.num("eta_seconds"))
+	require.EqualValues(t, 0, a.num("eta_low_seconds"))
+	require.EqualValues(t, 2, a.num("eta_high_seconds"), "a slice and a poll of granularity")
 	require.Positive(t, a.num("poll_after_ms"))
 	require.Equal(t, "no-store", a.header.Get("Cache-Control"))
 
@@ -515,6 +517,26 @@ func TestPollHintGrowsWithDistance(t *testing.T) {
 		require.GreaterOrEqual(t, poll, (waitroom.MinPoll * 9 / 10).Milliseconds())
 		require.LessOrEqual(t, poll, (waitroom.MaxPoll * 11 / 10).Milliseconds())
 		lastPoll, lastETA = poll, eta
+	}
+}
+
+// TestPollHintWithinAThirdOfAbandonAfter: far back the hint would be a
+// minute, but a page that follows it must never look gone; the ETA range
+// surrounds the ETA.
+func TestPollHintWithinAThirdOfAbandonAfter(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{room: waitroom.RoomConfig{Rate: 10, AbandonAfter: 30 * time.Second}})
+	for i := 1; i <= 5000; i++ {
+		_, err := f.store.Enter(t.Context(), f.room, fmt.Sprintf("u%d", i))
+		require.NoError(t, err)
+	}
+	for _, pos := range []int{1000, 5000} {
+		a := f.status(fmt.Sprintf("u%d", pos))
+		require.EqualValues(t, 10_000, a.num("poll_after_ms"), "position %d", pos)
+		eta := a.num("eta_seconds")
+		require.InDelta(t, float64(pos)/10, eta, 1)
+		require.Less(t, a.num("eta_low_seconds"), eta)
+		require.Greater(t, a.num("eta_high_seconds"), eta)
 	}
 }
 

@@ -64,6 +64,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"SilentUserLeftBeforeTheHead", testSilentUserLeftBeforeTheHead},
 		{"UnconfirmedTokenExpiresAtFirstUse", testUnconfirmedTokenExpiresAtFirstUse},
 		{"NoShowsAreMadeUp", testNoShowsAreMadeUp},
+		{"PaceIsMeasured", testPaceIsMeasured},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

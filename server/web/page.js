@@ -39,11 +39,14 @@
   function digits(n) { return Number(n).toLocaleString("en-US"); }
 
   // The same words as the server's waitText (page.go).
-  function waitText(seconds) {
-    if (seconds < 60) { return "less than a minute"; }
-    if (seconds < 90) { return "about a minute"; }
-    var minutes = Math.floor((seconds + 30) / 60);
-    if (seconds < 3600) { return "about " + minutes + " minutes"; }
+  function waitText(eta, low, high) {
+    if (high < 60) { return "less than a minute"; }
+    var lo = Math.max(Math.floor((low + 30) / 60), 1), hi = Math.max(Math.floor((high + 30) / 60), 1);
+    if (eta < 3600) {
+      if (lo >= hi) { return hi === 1 ? "about a minute" : "about " + hi + " minutes"; }
+      return "about " + lo + "\u2013" + hi + " minutes";
+    }
+    var minutes = Math.floor((eta + 30) / 60);
     var h = Math.floor(minutes / 60), m = minutes % 60;
     return m === 0 ? "about " + h + " h" : "about " + h + " h " + m + " min";
   }
@@ -65,7 +68,7 @@
     var pct = from > 1 ? Math.floor((from - st.position) * 100 / (from - 1)) : (st.position <= 1 ? 100 : 0);
     $("position").textContent = digits(st.position);
     $("ahead").textContent = digits(st.ahead);
-    $("wait").textContent = st.paused ? "on hold while the sale is paused" : waitText(st.eta_seconds);
+    $("wait").textContent = st.paused ? "on hold while the sale is paused" : waitText(st.eta_seconds, st.eta_low_seconds, st.eta_high_seconds);
     $("progress").value = pct;
     $("progress").textContent = pct + "%";
     $("progress-text").textContent = !st.ahead ? "You're next" : pct + "% of the way to the front";

@@ -1,0 +1,77 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+)
+
+// testPaceIsMeasured: the store measures how admissions really went, from
+// every instance's ticks: the admitted rate over the configured one, and
+// the share of the head found gone.
+func testPaceIsMeasured(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	const rate = 30.0
+	// Paused while the silent users turn silent: a pause is not measured.
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: rate, AbandonAfter: abandonAfter, State: waitroom.RoomPaused})
+	var pollers []string
+	for i := range 200 {
+		_, err := h.Store.Enter(ctx, room, user(i))
+		require.NoError(t, err)
+		if i%5 != 0 { // every fifth stays silent
+			pollers = append(pollers, user(i))
+		}
+	}
+	stats, err := h.Store.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.Pace{}, stats.Pace, "nothing measured before the first tick")
+	pollWhileSilent(t, h, room, pollers...)
+	_, err = waitroom.ChangeRoom(ctx, h.Store, room, func(c *waitroom.RoomConfig) error {
+		c.State = waitroom.RoomOpen
+		return nil
+	})
+	require.NoError(t, err)
+
+	// Two instances tick for a second and a half; the pace is the room's.
+	peer := h.Peer(t)
+	admitted, skipped := 0, 0
+	start := time.Now()
+	for i := range 75 {
+		s := h.Store
+		if i%2 == 1 {
+			s = peer
+		}
+		got, err := s.Admit(ctx, room)
+		require.NoError(t, err)
+		admitted += len(got)
+		h.Advance(t, 20*time.Millisecond)
+		if i%10 == 9 { // the pollers go on polling
+			for _, u := range pollers {
+				_, err := h.Store.Status(ctx, room, u)
+				require.True(t, err == nil || errors.Is(err, waitroom.ErrNotInQueue), "%v", err)
+			}
+		}
+	}
+	stats, err = h.Store.Stats(ctx, room)
+	require.NoError(t, err)
+	skipped = int(stats.Abandoned)
+	require.Positive(t, skipped)
+	p := stats.Pace
+	require.Greater(t, p.Measured, time.Second, "the waiting time of the ticks")
+	require.InDelta(t, float64(skipped)/float64(skipped+admitted), p.AbandonShare, 0.05, "%+v", p)
+	if h.FakeClock {
+		// Admissions came at the rate for the whole span, but the first
+		// tick only starts the bucket.
+		require.InDelta(t, 1.0, p.Efficiency, 0.1, "%+v", p)
+		return
+	}
+	// Real time: the ticks may lag on a loaded machine, never lead.
+	elapsed := time.Since(start).Seconds()
+	require.LessOrEqual(t, float64(admitted), rate*elapsed+rate*0.1+1)
+	require.Greater(t, p.Efficiency, 0.5, "%+v", p)
+	require.Less(t, p.Efficiency, 1.1, "%+v", p)
+}
