@@ -66,6 +66,14 @@ func startBucket(t *testing.T, s *memstore.Store, room string) {
 
 // admitOne queues user alone in a room that admits one user a second, and
 // admits it a second after starting the bucket.
+// annAdmitted is ann admitted in a fresh room (1/s, token TTL 1 min,
+// lease 5 s) with her token: where the token tests start.
+func annAdmitted(t *testing.T) (*memstore.Store, *memstore.ManualClock, string, string) {
+	t.Helper()
+	s, clock, room := newRoom(t, waitroom.RoomConfig{Rate: 1, Slice: time.Second, TokenTTL: time.Minute, Lease: 5 * time.Second})
+	return s, clock, room, admitOne(t, s, clock, room, "ann")
+}
+
 func admitOne(t *testing.T, s *memstore.Store, clock *memstore.ManualClock, room, user string) string {
 	t.Helper()
 	enterAll(t, s, room, user)
@@ -473,8 +481,7 @@ func tokenOfAdmitted(t *testing.T, s *memstore.Store, room string) string {
 func TestClaimCompleteRelease(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, clock, room := newRoom(t, waitroom.RoomConfig{Rate: 1, Slice: time.Second, TokenTTL: time.Minute, Lease: 5 * time.Second})
-	token := admitOne(t, s, clock, room, "ann")
+	s, clock, room, token := annAdmitted(t)
 
 	_, err := s.Claim(ctx, room, "bob", token)
 	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
@@ -519,8 +526,7 @@ func TestClaimCompleteRelease(t *testing.T) {
 func TestLeaseRunsOut(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, clock, room := newRoom(t, waitroom.RoomConfig{Rate: 1, Slice: time.Second, TokenTTL: time.Minute, Lease: 5 * time.Second})
-	token := admitOne(t, s, clock, room, "ann")
+	s, clock, room, token := annAdmitted(t)
 
 	h, err := s.Claim(ctx, room, "ann", token)
 	require.NoError(t, err)
@@ -547,8 +553,7 @@ func TestLeaseRunsOut(t *testing.T) {
 func TestReleaseAfterLapsedLease(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, clock, room := newRoom(t, waitroom.RoomConfig{Rate: 1, Slice: time.Second, TokenTTL: time.Minute, Lease: 5 * time.Second})
-	token := admitOne(t, s, clock, room, "ann")
+	s, clock, room, token := annAdmitted(t)
 	h, err := s.Claim(ctx, room, "ann", token)
 	require.NoError(t, err)
 	clock.Advance(6 * time.Second)
