@@ -107,24 +107,28 @@ func (a *Admitter) Run(ctx context.Context) error {
 		peers, err := a.Store.Admitters(actx, id, ttl)
 		acancel()
 		peering.note(ctx, a.logger(), err, "reading the admitters failed; ticking every room", "reading the admitters recovered")
+		gained := false
 		for _, room := range names {
 			r := rooms[room]
 			owned := err != nil || Owner(room, peers) == id
+			if owned != r.owned.Load() {
+				if owned {
+					// Taken over, or new: parked until the probe below
+					// says whether it has work. An admitter whose lease
+					// flaps on a loaded machine then costs one probe,
+					// not a slice of ticks in every room it took.
+					r.parked.Store(true)
+					gained = true
+				}
+				r.owned.Store(owned)
+			}
 			if owned && !r.started {
 				r.started = true
 				wg.Go(func() { a.runRoom(ctx, r) })
 			}
-			if owned != r.owned.Load() {
-				r.owned.Store(owned)
-				if owned {
-					// Taken over, or new: tick at once; a room with
-					// nothing to do parks again after a slice.
-					r.unpark(parkAfter)
-				}
-			}
 		}
 
-		if tick%probeTicks == probeTicks-1 {
+		if gained || tick%probeTicks == probeTicks-1 {
 			probing.note(ctx, a.logger(), a.probe(ctx, rooms, names), "probing idle rooms failed; ticking them", "probing idle rooms recovered")
 		}
 

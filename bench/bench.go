@@ -50,6 +50,11 @@ type Config struct {
 	Waiting             int           // users waiting in the STATUS room
 	Rate                float64       // room rate for the poll load figure
 	CPUProfile          string        // file for a CPU profile; empty: none
+	// IdleRooms, when > 0, measures what rooms nobody is in cost Redis:
+	// IdleInstances admitters over IdleRooms rooms, all idle, then with
+	// IdleBusy of them busy, each phase IdleFor long.
+	IdleRooms, IdleBusy, IdleInstances int
+	IdleFor                            time.Duration
 	// Serve starts a waiting-room server on store, with routes added to
 	// its own, listening on loopback; it returns the base URL
 	// (http://host:port) and a function that stops the server.
@@ -131,6 +136,7 @@ type Result struct {
 	scripts            []scriptFigure
 	memory             []memoryFigure
 	scriptsShared      bool // other clients ran scripts during the slices
+	idle               []idleFigure
 }
 
 // httpFigures are one store's HTTP slices: requests per second of each
@@ -249,7 +255,13 @@ func (b *Result) measureRedis(ctx context.Context) error {
 	if plain != nil {
 		scripts = plain
 	}
-	return b.measureScripts(ctx, client, scripts)
+	if err := b.measureScripts(ctx, client, scripts); err != nil {
+		return err
+	}
+	if b.cfg.IdleRooms > 0 {
+		return b.measureIdle(ctx, client, prefix+"-idle")
+	}
+	return nil
 }
 
 // namedStore is a store and the name its figures carry.

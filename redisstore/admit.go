@@ -51,17 +51,19 @@ import (
 // Returns one of
 //
 //	{"OK", quota, seq, admitted_before, admitted_after, replicas,
-//	 carry_micro, rate_micro, waiting,
+//	 carry_micro, rate_micro, waiting, short,
 //	 user1, token1, user2, token2, …}  admitted, in arrival order
-//	{"PAUSED", quota, seq, admitted, admitted, 0, 0, rate_micro, 0}  the room is paused
+//	{"PAUSED", quota, seq, admitted, admitted, 0, 0, rate_micro, 0, 0}  the room is paused
 //	{"MORE", n}  no tokens were supplied but n users can be admitted:
 //	             call again with n; nothing but cleanup was written
 //	{"ROOM_NOT_FOUND"}
 //
 // carry_micro and rate_micro are the bucket's carry after the call and the
 // rate, in millionths of a user (per second), and waiting the queue's length
-// after it: from them the Store supplies the next call about as many tokens
-// as it will admit, so that ticks that admit nobody generate none.
+// after it, short 1 when the call could have admitted more than the tokens
+// it brought: from them the Store supplies the next call about as many
+// tokens as it will admit (the quota after a short call, whose allowance
+// the carry kept), so that ticks that admit nobody generate none.
 //
 // seq is the arrival sequence and admitted_before/after the admitted
 // counter when the script began and ended; the Store watches them for lost
@@ -126,7 +128,7 @@ if no_shows > 0 then
 end
 
 local admitted_before = tonumber(redis.call('HGET', stats_key, 'admitted') or '0')
-local out = {'OK', quota, counter(seq_key), admitted_before, admitted_before, 0, 0, math.floor(rate * 1000000), 0}
+local out = {'OK', quota, counter(seq_key), admitted_before, admitted_before, 0, 0, math.floor(rate * 1000000), 0, 0}
 local cap = rate * slice_ms / 1000 -- one slice's worth of users
 
 -- No-shows not yet made up: each is admitted again, at most as fast again
@@ -186,7 +188,10 @@ else
     end
     return {'MORE', n}
   end
-  n = math.min(n, #tokens)
+  if n > #tokens then
+    out[10] = 1
+    n = #tokens
+  end
 
   local issued, skipped = 0, 0
   if n > 0 then
@@ -317,60 +322,74 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
-	keys, tokens := s.admitArgs(room, s.tokensWanted(room))
 	w := s.watch(room)
 	at := w.marks()
 
-	// WAIT covers the writes of its own connection only, so the script and
-	// the WAIT share one connection to the room's primary.
-	conn := s.primaryConn(ctx, keys[0])
-	var res any
-	var err error
+	// WAIT covers the writes of its own connection only, so the scripts
+	// and the WAIT share one connection to the room's primary.
+	k := s.keys(room)
+	conn := s.primaryConn(ctx, k.cfg)
 	defer func() {
 		if conn != nil {
 			_ = conn.Close() // back to the pool
 		}
 	}()
-	if conn != nil {
-		res, err = admitScript.Run(ctx, conn, keys, tokens...).Result()
-		if redirected(err) {
-			// The slot moved (a failover or resharding): the script did not
-			// run; the cluster client follows the redirect, without WAIT.
+	run := func(keys []string, tokens []any) (any, error) {
+		if conn != nil {
+			res, err := admitScript.Run(ctx, conn, keys, tokens...).Result()
+			if !redirected(err) {
+				return res, err
+			}
+			// The slot moved (a failover or resharding): the script did
+			// not run; the cluster client follows the redirect, without
+			// WAIT.
 			_ = conn.Close()
 			conn = nil
 		}
+		return admitScript.Run(ctx, s.client, keys, tokens...).Result()
 	}
-	if conn == nil {
-		res, err = admitScript.Run(ctx, s.client, keys, tokens...).Result()
-	}
-	if err == nil {
-		if r, ok := asReply(res); ok && r.code() == "MORE" && len(tokens) == 0 {
-			// More users can go than the Store expected: run again with
-			// their tokens, on the same connection (WAIT covers it).
-			n, ok := r.int(1)
-			if !ok || n < 1 || n > waitroom.MaxTickQuota {
+
+	// Usually one call. A second when the call brought fewer tokens than
+	// the bucket allowed: none (MORE), or some (short), so that saving
+	// tokens never loses a tick's admissions.
+	var admitted []waitroom.Admission
+	var replicas int64
+	n := s.tokensWanted(room)
+	for call := 0; ; call++ {
+		keys, tokens := s.admitArgs(room, n)
+		res, err := run(keys, tokens)
+		if err != nil && len(admitted) > 0 {
+			break // the first call's admissions stand; the next tick retries
+		}
+		if err != nil {
+			return nil, s.fail("admit", err)
+		}
+		r, ok := asReply(res)
+		if ok && r.code() == "MORE" && len(tokens) == 0 && call == 0 {
+			more, ok := r.int(1)
+			if !ok || more < 1 || more > waitroom.MaxTickQuota {
 				return nil, s.unexpected(ctx, "admit", res)
 			}
-			keys, tokens = s.admitArgs(room, int(n))
-			if conn != nil {
-				res, err = admitScript.Run(ctx, conn, keys, tokens...).Result()
-			} else {
-				res, err = admitScript.Run(ctx, s.client, keys, tokens...).Result()
-			}
+			n = int(more)
+			continue
 		}
-	}
-	if err != nil {
-		return nil, s.fail("admit", err)
-	}
-	admitted, replicas, err := s.admitted(ctx, room, res)
-	if err != nil {
-		return nil, err
-	}
-	if r, ok := asReply(res); ok && len(r) >= admitHeader {
+		got, reps, err := s.admitted(ctx, room, res)
+		if err != nil {
+			return nil, err
+		}
+		admitted, replicas = append(admitted, got...), max(replicas, reps)
 		seq, _ := r.int(2)
 		counts, _ := r.reading(3)
 		s.observe(ctx, room, w, at, reading{seq, seq}, &counts)
-		w.issuedNow(counts.before+1, admitted)
+		w.issuedNow(counts.before+1, got)
+		// Short: the rest of the quota, so that one Admit stays within it.
+		if short, _ := r.int(9); short == 1 && call < 2 {
+			quota, _ := r.int(1)
+			if n = int(quota) - len(admitted); n > 0 {
+				continue
+			}
+		}
+		break
 	}
 	if len(admitted) > 0 && conn != nil && s.waitTimeout > 0 {
 		s.waitReplica(ctx, room, w, conn, replicas, len(admitted))
@@ -380,7 +399,7 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 
 // admitHeader is how many elements precede the admissions in admitScript's
 // reply.
-const admitHeader = 9
+const admitHeader = 10
 
 // tickState is what a room's last admitScript reply told about its next
 // call.
@@ -389,21 +408,28 @@ type tickState struct {
 	carry   float64 // users the bucket carried
 	rate    float64 // users per second
 	waiting int64
+	short   bool      // the call could have admitted more than it brought
 	at      time.Time // when the reply came
 }
 
 // tokensWanted is how many tokens the next Admit of room should supply:
 // as many as the bucket will likely allow by then (from the last reply and
 // the time since, with a quarter to spare), never more than the quota or
-// the users waiting. The default quota before the first reply. Too few
-// cost nothing: the bucket carries what a call could not admit, and a call
-// that brought none when some could go gets a second run (MORE).
+// the users waiting. The default quota before the first reply, and the
+// quota after a call that was short of tokens: the time since a reply
+// underestimates the Redis time since its call when replies are slow, and
+// the carry keeps the difference only up to a slice. Too few cost nothing
+// otherwise, and a call that brought none when some could go gets a second
+// run (MORE).
 func (s *Store) tokensWanted(room string) int {
 	v, ok := s.ticks.Load(room)
 	if !ok {
 		return defaultQuota
 	}
 	st := v.(tickState)
+	if st.short {
+		return st.quota
+	}
 	allow := st.carry + st.rate*time.Since(st.at).Seconds()*1.25
 	return int(min(int64(st.quota), st.waiting, int64(allow+1e-9)))
 }
@@ -497,12 +523,13 @@ func (s *Store) admitted(ctx context.Context, room string, res any) ([]waitroom.
 	carry, ok3 := r.int(6)
 	rate, ok4 := r.int(7)
 	waiting, ok5 := r.int(8)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || len(r) < admitHeader || len(r)%2 != 1 {
+	short, ok6 := r.int(9)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || len(r) < admitHeader || len(r)%2 != 0 {
 		return nil, 0, s.unexpected(ctx, "admit", res)
 	}
 	s.ticks.Store(room, tickState{
 		quota: int(quota), carry: float64(carry) / 1e6, rate: float64(rate) / 1e6,
-		waiting: waiting, at: time.Now(),
+		waiting: waiting, short: short == 1, at: time.Now(),
 	})
 
 	var admitted []waitroom.Admission

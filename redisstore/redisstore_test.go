@@ -419,14 +419,13 @@ func TestAdmitLearnsQuota(t *testing.T) {
 	require.Empty(t, got)
 	time.Sleep(100 * time.Millisecond)
 
+	// The peer brings the default quota (14) to its first call, learns
+	// the room's (100) from the reply, which says it was short, and runs
+	// again for the rest of the quota in the same Admit.
 	peer := New(newClient(t), Options{Prefix: s.prefix})
 	got, err = peer.Admit(ctx, room)
 	require.NoError(t, err)
-	require.Len(t, got, defaultQuota, "limited by the tokens it brought")
-	got, err = peer.Admit(ctx, room)
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(got), 100-defaultQuota-1, "the carry of the call before")
-	require.LessOrEqual(t, len(got), 100)
+	require.Len(t, got, 100, "the whole quota, in two calls")
 }
 
 // TestAdmitCleansUpExpired: Admit deletes tokens whose expiry passed and

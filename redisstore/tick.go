@@ -2,6 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -9,37 +12,52 @@ import (
 	"github.com/waitroom/waitroom"
 )
 
-// Work tells what each room holds for the admitter: two EXISTS per room
-// (the queue, the token hash) in one pipeline, which the cluster client
-// splits per shard. No script: a probe of an idle room should cost Redis
-// as little as a command can.
+// Work tells what each room holds for the admitter. An idle room costs one
+// command: EXISTS of its queue and token hash together (one slot, so also
+// on Cluster), for all rooms in one pipeline, which the cluster client
+// splits per shard. Only rooms with one of the two get a second EXISTS, of
+// the queue alone, to tell which. No script: a probe of an idle room
+// should cost Redis as little as a command can.
 func (s *Store) Work(ctx context.Context, rooms []string) ([]waitroom.Work, error) {
 	if err := waitroom.CheckWorkRooms(rooms); err != nil {
 		return nil, err
 	}
-	if len(rooms) == 0 {
-		return []waitroom.Work{}, nil
-	}
-	queued := make([]*redis.IntCmd, len(rooms))
+	work := make([]waitroom.Work, len(rooms))
 	held := make([]*redis.IntCmd, len(rooms))
-	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, room := range rooms {
 			k := s.keys(room)
-			queued[i] = p.Exists(ctx, k.q)
-			held[i] = p.Exists(ctx, k.tok)
+			held[i] = p.Exists(ctx, k.q, k.tok)
 		}
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, s.fail("work", err)
 	}
-	work := make([]waitroom.Work, len(rooms))
+	var which []int
 	for i := range rooms {
-		switch {
-		case queued[i].Val() > 0:
+		switch held[i].Val() {
+		case 2:
 			work[i] = waitroom.WorkQueue
-		case held[i].Val() > 0:
-			work[i] = waitroom.WorkTokens
+		case 1:
+			which = append(which, i)
+		}
+	}
+	if len(which) == 0 {
+		return work, nil
+	}
+	queued := make([]*redis.IntCmd, len(which))
+	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for j, i := range which {
+			queued[j] = p.Exists(ctx, s.keys(rooms[i]).q)
+		}
+		return nil
+	}); err != nil {
+		return nil, s.fail("work", err)
+	}
+	for j, i := range which {
+		work[i] = waitroom.WorkTokens
+		if queued[j].Val() > 0 {
+			work[i] = waitroom.WorkQueue
 		}
 	}
 	return work, nil
@@ -82,4 +100,49 @@ func (s *Store) Admitters(ctx context.Context, id string, ttl time.Duration) ([]
 		return nil, s.fail("admitters", err)
 	}
 	return res, nil
+}
+
+// Bucket is a room's admission bucket as it stands, with the admitted
+// counter read in the same step: over two readings, Admitted's growth plus
+// Carry's is exactly rate × the time between the LastUS values while the
+// queue stayed long enough, which is how a measurement checks the rate.
+type Bucket struct {
+	LastUS   int64   // Redis time of the last admission call, µs since the epoch
+	Carry    float64 // users allowed but not yet admitted
+	Admitted int64   // the room's admitted counter
+}
+
+// Bucket reads room's admission bucket and admitted counter in one
+// transaction.
+func (s *Store) Bucket(ctx context.Context, room string) (Bucket, error) {
+	if err := checkRoom(room); err != nil {
+		return Bucket{}, err
+	}
+	k := s.keys(room)
+	var b *redis.SliceCmd
+	var admitted *redis.StringCmd
+	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		b = p.HMGet(ctx, k.bucket, "last_us", "carry")
+		admitted = p.HGet(ctx, k.stats, "admitted")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Bucket{}, s.fail("bucket", err)
+	}
+	var out Bucket
+	v := b.Val()
+	if len(v) != 2 || v[0] == nil || v[1] == nil {
+		return Bucket{}, waitroom.ErrRoomNotFound
+	}
+	last, err1 := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
+	carry, err2 := strconv.ParseFloat(fmt.Sprint(v[1]), 64)
+	n, err3 := strconv.ParseInt(admitted.Val(), 10, 64)
+	if admitted.Err() != nil {
+		n, err3 = 0, nil // nobody admitted yet
+	}
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return Bucket{}, s.unexpected(ctx, "bucket", v)
+	}
+	out.LastUS, out.Carry, out.Admitted = last, carry, n
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/waitroom/waitroom"
@@ -22,6 +23,10 @@ var benchSettings = []setting{
 	{"waiting", "WAITROOM_BENCH_WAITING", "100000", "n", "users waiting in the room that STATUS and the memory figure use"},
 	{"rate", "WAITROOM_BENCH_RATE", "140", "users/s", "room rate for the poll load that PollLoad(waiting, rate) asks of the server"},
 	{"cpuprofile", "WAITROOM_BENCH_CPUPROFILE", "", "file", "write a CPU profile (pprof) of the HTTP slices to this file"},
+	{"idle-rooms", "WAITROOM_BENCH_IDLE_ROOMS", strconv.Itoa(bench.DefaultIdleRooms), "n", "rooms of the idle-cost measurement on Redis (0: skip it): admitters over rooms nobody is in, then with some busy, against redis-server's INFO cpu"},
+	{"idle-busy", "WAITROOM_BENCH_IDLE_BUSY", strconv.Itoa(bench.DefaultIdleBusy), "n", "of the idle-cost rooms, how many are busy in its last phase (their rate is checked exact)"},
+	{"idle-instances", "WAITROOM_BENCH_IDLE_INSTANCES", strconv.Itoa(bench.DefaultIdleInstances), "n", "admitters of the idle-cost measurement, each with its own Redis client, as separate servers"},
+	{"idle-for", "WAITROOM_BENCH_IDLE_FOR", bench.DefaultIdleFor.String(), "duration", "length of each idle-cost phase"},
 }
 
 const benchUsage = `Usage: waitroom bench [flags]
@@ -83,6 +88,17 @@ func parseBench(args []string, getenv func(string) string) (bench.Config, error)
 	if err == nil && (c.Rate <= 0 || c.Rate > waitroom.MaxRate) {
 		check(raw["rate"].fail(fmt.Sprintf("must be in (0, %g] users/s", waitroom.MaxRate)))
 	}
+	c.IdleRooms, err = parseInt(raw["idle-rooms"], 0, 100_000)
+	check(err)
+	c.IdleBusy, err = parseInt(raw["idle-busy"], 0, 1000)
+	check(err)
+	if err == nil && c.IdleBusy > c.IdleRooms {
+		check(raw["idle-busy"].fail(fmt.Sprintf("at most --idle-rooms (%d)", c.IdleRooms)))
+	}
+	c.IdleInstances, err = parseInt(raw["idle-instances"], 1, 100)
+	check(err)
+	c.IdleFor, err = parseDuration(raw["idle-for"], time.Second, time.Hour)
+	check(err)
 	if len(errs) > 0 {
 		return bench.Config{}, usageError{errors.Join(errs...)}
 	}

@@ -14,12 +14,14 @@ func TestBenchSmall(t *testing.T) {
 	t.Parallel()
 	redisURL := testenv.RedisURL()
 	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{"bench", "--rounds", "1", "--slice", "50ms", "--clients", "4", "--waiting", "500"},
+	code := run(t.Context(), []string{"bench", "--rounds", "1", "--slice", "50ms", "--clients", "4", "--waiting", "500",
+		"--idle-rooms", "20", "--idle-busy", "2", "--idle-for", "1s"},
 		envOf("REDIS_URL", redisURL), &stdout, &stderr)
 	require.Equal(t, exitOK, code, "stderr:\n%s", stderr.String())
 	out := stdout.String()
 	for _, want := range []string{"### Machine", "| memstore |", "| redis |", "| redis, no autopipeline |", "ENTER ÷ trivial",
 		"Redis with automatic pipelining ÷ without",
+		"| every room idle | 20 | 0 |", "| 2 rooms busy | 20 | 2 |",
 		"PollLoad(500, 140/s)", "| enter (new place) | EVALSHA |", "| admit (quota 100) | EVALSHA |",
 		"| complete | EVALSHA |", "bytes per waiting user"} {
 		require.Contains(t, out, want)
@@ -36,6 +38,9 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--redis-url", "redis://10.1.2.3:6379"}, "loopback only"},
 		{[]string{"--rounds", "0"}, `--rounds="0": must be in [1, 1000]`},
 		{[]string{"--autopipeline", "sometimes"}, "on, off or both"},
+		{[]string{"--idle-rooms", "5", "--idle-busy", "6"}, "at most --idle-rooms (5)"},
+		{[]string{"--idle-instances", "0"}, `--idle-instances="0": must be in [1, 100]`},
+		{[]string{"--idle-for", "10ms"}, "--idle-for"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(t.Context(), append([]string{"bench"}, tt.args...), envOf(), &stdout, &stderr)
