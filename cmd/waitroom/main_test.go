@@ -85,7 +85,8 @@ func TestParseServeSources(t *testing.T) {
 			func(t *testing.T, c ServeConfig) {
 				require.Equal(t, "http://127.0.0.1:9001/api", c.Upstream.String())
 				require.Equal(t, waitroom.RoomConfig{Rate: 140, Slice: 50 * time.Millisecond, MaxQueue: 10,
-					TokenTTL: 2 * time.Minute, Lease: 5 * time.Second, MaxActive: 300, State: waitroom.RoomOpen}, c.Room)
+					TokenTTL: 2 * time.Minute, Lease: 5 * time.Second, MaxActive: 300, State: waitroom.RoomOpen,
+					AbandonAfter: waitroom.DefaultAbandonAfter, FirstUseWithin: waitroom.DefaultFirstUseWithin}, c.Room)
 				require.Equal(t, "X-Customer", c.UserHeader)
 				require.Equal(t, "json", c.LogFormat)
 				require.Equal(t, slog.LevelDebug, c.LogLevel)
@@ -126,7 +127,7 @@ func TestParseServeRejectsBadValues(t *testing.T) {
 		{[]string{"--token-ttl", "100ms"}, nil, `--token-ttl="100ms": must be in [1s,`},
 		{[]string{"--lease", "-1s"}, nil, `--lease="-1s"`},
 		{[]string{"--max-active", "-1"}, nil, `--max-active="-1": must be in [0,`},
-		{[]string{"--rate", "100000", "--slice", "1s"}, nil, "--rate and --slice together"},
+		{[]string{"--rate", "100000", "--slice", "1s"}, nil, "--rate and --slice"},
 		{[]string{"--upstream", "ftp://example.test"}, nil, `--upstream="ftp://example.test": must be an absolute http`},
 		{[]string{"--upstream", "localhost:9000"}, nil, `--upstream="localhost:9000"`},
 		{[]string{"--gated-routes", "POST"}, nil, `--gated-routes="POST": route "POST"`},
