@@ -100,6 +100,14 @@ func enterAll(t *testing.T, s waitroom.Store, room string, n int) {
 	}
 }
 
+// admitted makes a room with cfg, enters one user and admits it.
+func admitted(t *testing.T, h Harness, cfg waitroom.RoomConfig) (string, waitroom.Admission) {
+	t.Helper()
+	room := newRoom(t, h, cfg)
+	enterAll(t, h.Store, room, 1)
+	return room, admitOne(t, h, room)
+}
+
 // admitOne primes the bucket and then advances the clock until at least one
 // user is admitted, returning it.
 func admitOne(t *testing.T, h Harness, room string) waitroom.Admission {
@@ -391,9 +399,7 @@ func testArrivalOrderIsAdmissionOrder(t *testing.T, h Harness) {
 
 func testAdmittedUserGetsOwnTokenOnEnter(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
-	room := newRoom(t, h, waitroom.RoomConfig{})
-	enterAll(t, h.Store, room, 1)
-	a := admitOne(t, h, room)
+	room, a := admitted(t, h, waitroom.RoomConfig{})
 	for _, op := range []func() (waitroom.Status, error){
 		func() (waitroom.Status, error) { return h.Store.Enter(ctx, room, a.User) },
 		func() (waitroom.Status, error) { return h.Store.Status(ctx, room, a.User) },
@@ -691,9 +697,7 @@ func testTwoInstancesAdmitTheRateOnce(t *testing.T, h Harness) {
 }
 
 func testConcurrentClaimsOneWins(t *testing.T, h Harness) {
-	room := newRoom(t, h, waitroom.RoomConfig{})
-	enterAll(t, h.Store, room, 1)
-	a := admitOne(t, h, room)
+	room, a := admitted(t, h, waitroom.RoomConfig{})
 	type outcome struct {
 		hold waitroom.Hold
 		err  error
@@ -736,9 +740,7 @@ func testClaimErrors(t *testing.T, h Harness) {
 
 func testCompleteSpendsToken(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
-	room := newRoom(t, h, waitroom.RoomConfig{})
-	enterAll(t, h.Store, room, 1)
-	a := admitOne(t, h, room)
+	room, a := admitted(t, h, waitroom.RoomConfig{})
 	hold, err := h.Store.Claim(ctx, room, a.User, a.Token)
 	require.NoError(t, err)
 	require.ErrorIs(t, h.Store.Complete(ctx, waitroom.Hold{Room: room, User: a.User, Token: waitroom.NewToken(), Lease: hold.Lease}), waitroom.ErrTokenInvalid)
@@ -756,9 +758,7 @@ func testCompleteSpendsToken(t *testing.T, h Harness) {
 
 func testReleaseKeepsRemainingTTL(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
-	room := newRoom(t, h, waitroom.RoomConfig{TokenTTL: 20 * time.Second})
-	enterAll(t, h.Store, room, 1)
-	a := admitOne(t, h, room)
+	room, a := admitted(t, h, waitroom.RoomConfig{TokenTTL: 20 * time.Second})
 	before, err := h.Store.Status(ctx, room, a.User)
 	require.NoError(t, err)
 	hold, err := h.Store.Claim(ctx, room, a.User, a.Token)
@@ -779,9 +779,7 @@ func testReleaseKeepsRemainingTTL(t *testing.T, h Harness) {
 
 func testLapsedLeaseFreesToken(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
-	room := newRoom(t, h, waitroom.RoomConfig{Lease: 200 * time.Millisecond})
-	enterAll(t, h.Store, room, 1)
-	a := admitOne(t, h, room)
+	room, a := admitted(t, h, waitroom.RoomConfig{Lease: 200 * time.Millisecond})
 	_, err := h.Store.Claim(ctx, room, a.User, a.Token)
 	require.NoError(t, err)
 	_, err = h.Store.Claim(ctx, room, a.User, a.Token)
@@ -795,9 +793,7 @@ func testLapsedLeaseFreesToken(t *testing.T, h Harness) {
 func testRenewKeepsTokenHeld(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
 	const lease = 300 * time.Millisecond
-	room := newRoom(t, h, waitroom.RoomConfig{Lease: lease})
-	enterAll(t, h.Store, room, 1)
-	a := admitOne(t, h, room)
+	room, a := admitted(t, h, waitroom.RoomConfig{Lease: lease})
 	hold, err := h.Store.Claim(ctx, room, a.User, a.Token)
 	require.NoError(t, err)
 	require.Equal(t, lease, hold.LeaseFor, "the hold says how long it lasts, so the holder knows when to renew")
@@ -825,9 +821,7 @@ func testRenewKeepsTokenHeld(t *testing.T, h Harness) {
 
 func testStaleReleaseKeepsNewHold(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
-	room := newRoom(t, h, waitroom.RoomConfig{Lease: 200 * time.Millisecond})
-	enterAll(t, h.Store, room, 1)
-	a := admitOne(t, h, room)
+	room, a := admitted(t, h, waitroom.RoomConfig{Lease: 200 * time.Millisecond})
 	stale, err := h.Store.Claim(ctx, room, a.User, a.Token)
 	require.NoError(t, err)
 	h.Advance(t, 250*time.Millisecond)
@@ -842,9 +836,7 @@ func testStaleReleaseKeepsNewHold(t *testing.T, h Harness) {
 
 func testExpiredTokenNotFound(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
-	room := newRoom(t, h, waitroom.RoomConfig{TokenTTL: time.Second})
-	enterAll(t, h.Store, room, 1)
-	a := admitOne(t, h, room)
+	room, a := admitted(t, h, waitroom.RoomConfig{TokenTTL: time.Second})
 	confirm(t, h.Store, room, a)
 	h.Advance(t, 1100*time.Millisecond)
 	_, err := h.Store.Claim(ctx, room, a.User, a.Token)
@@ -863,9 +855,7 @@ func testExpiredTokenNotFound(t *testing.T, h Harness) {
 
 func testHeldTokenOutlivesTTLUntilLeaseEnds(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
-	room := newRoom(t, h, waitroom.RoomConfig{TokenTTL: time.Second, Lease: 3 * time.Second})
-	enterAll(t, h.Store, room, 1)
-	a := admitOne(t, h, room)
+	room, a := admitted(t, h, waitroom.RoomConfig{TokenTTL: time.Second, Lease: 3 * time.Second})
 	hold, err := h.Store.Claim(ctx, room, a.User, a.Token)
 	require.NoError(t, err)
 	// The order is still running when the TTL passes: the hold stands, and
