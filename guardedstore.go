@@ -12,6 +12,10 @@ import (
 // DefaultStoreTimeout is GuardOptions.Timeout's default.
 const DefaultStoreTimeout = time.Second
 
+// outageSettle × Timeout after an outage ends, a failure is still its tail
+// (storeOutage).
+const outageSettle = 4
+
 // GuardOptions configures Guard.
 type GuardOptions struct {
 	// Timeout bounds each store call; default DefaultStoreTimeout. A call
@@ -68,6 +72,7 @@ func Guard(store Store, o GuardOptions) *GuardedStore {
 	if g.onRate == nil {
 		g.onRate = func(string, float64) {}
 	}
+	g.outage.settle = outageSettle * g.timeout
 	g.keeper = &RoomKeeper{Store: g, Rooms: o.Rooms, Logger: g.log}
 	return g
 }
@@ -192,12 +197,18 @@ func (g *GuardedStore) Ping(ctx context.Context) error {
 // state: when a frozen store resumes, the calls that waited on it through
 // the freeze settle out of order, failures after the first success, and
 // must not be taken for a new outage (nor a late success of a call begun
-// before an outage for its end).
+// before an outage for its end). And a store that resumes works off the
+// backlog of the freeze for a moment, so some calls still run out of time:
+// a failure within settle of the end is the same outage's tail, counted
+// (Down) but not logged as a new one.
 type storeOutage struct {
-	mu    sync.Mutex
-	down  bool
-	since time.Time
-	epoch uint64 // bumped at every change of state
+	settle  time.Duration
+	mu      sync.Mutex
+	down    bool
+	relapse bool      // down again within settle of the end: not logged
+	since   time.Time // start of the outage
+	ended   time.Time // end of the last outage
+	epoch   uint64    // bumped at every change of state
 }
 
 // begin returns the epoch a call starts in.
@@ -218,20 +229,29 @@ func (o *storeOutage) observe(ctx context.Context, log *slog.Logger, epoch uint6
 	default:
 		return // a bug or a cancelled caller says nothing about the store
 	}
+	now := time.Now()
 	o.mu.Lock()
 	if failed == o.down || epoch != o.epoch {
 		o.mu.Unlock()
 		return
 	}
 	o.down, o.epoch = failed, o.epoch+1
+	quiet := o.relapse
+	switch {
+	case failed && !o.ended.IsZero() && now.Sub(o.ended) < o.settle:
+		o.relapse, quiet = true, true
+	case failed:
+		o.since = now
+	default:
+		o.relapse, o.ended = false, now
+	}
 	since := o.since
-	if failed {
-		o.since = time.Now()
-	}
 	o.mu.Unlock()
-	if failed {
+	switch {
+	case quiet:
+	case failed:
 		log.WarnContext(ctx, "store unavailable; answering 503 until it is back", "err", err)
-		return
+	default:
+		log.InfoContext(ctx, "store reachable again", "down_for", now.Sub(since).Round(time.Millisecond))
 	}
-	log.InfoContext(ctx, "store reachable again", "down_for", time.Since(since).Round(time.Millisecond))
 }

@@ -257,11 +257,15 @@ func TestGuardedStoreBringsLostRoomsBack(t *testing.T) {
 }
 
 // TestGuardedStoreOutageLoggedOnce: calls that waited on the store through
-// an outage and fail after it ended do not start a new one, and a late
-// answer to a call begun before the outage does not end it: one line when
-// it starts, one when it ends.
+// an outage and fail after it ended do not start a new one, a late answer
+// to a call begun before the outage does not end it, and a failure right
+// after the end is its tail: one line when it starts, one when it ends.
 func TestGuardedStoreOutageLoggedOnce(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, testGuardedStoreOutageLoggedOnce)
+}
+
+func testGuardedStoreOutageLoggedOnce(t *testing.T) {
 	inner := &hookedStore{Store: memstore.New(memstore.Options{})}
 	ctx := t.Context()
 	_, err := inner.CreateRoom(ctx, "sale", waitroom.RoomConfig{})
@@ -313,10 +317,25 @@ func TestGuardedStoreOutageLoggedOnce(t *testing.T) {
 	require.Equal(t, 1, logs.count("store unavailable"))
 	require.Equal(t, 1, logs.count("store reachable again"))
 
-	// A new outage is logged again.
+	// A failure soon after the end is the outage's tail (a resumed store
+	// working off its backlog): counted, not logged as a new outage.
+	inner.setHook(refused)
+	require.ErrorIs(t, g.Ping(ctx), waitroom.ErrStoreUnavailable)
+	require.True(t, g.Down())
+	inner.setHook(nil)
+	require.NoError(t, g.Ping(ctx))
+	require.False(t, g.Down())
+	require.Equal(t, 1, logs.count("store unavailable"))
+	require.Equal(t, 1, logs.count("store reachable again"))
+
+	// Four store timeouts on, a failure is a new outage, logged again.
+	time.Sleep(4 * waitroom.DefaultStoreTimeout)
 	inner.setHook(refused)
 	require.ErrorIs(t, g.Ping(ctx), waitroom.ErrStoreUnavailable)
 	require.Equal(t, 2, logs.count("store unavailable"))
+	inner.setHook(nil)
+	require.NoError(t, g.Ping(ctx))
+	require.Equal(t, 2, logs.count("store reachable again"))
 }
 
 type callName struct{}

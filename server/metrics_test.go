@@ -318,7 +318,10 @@ func TestStoreOutageIsLoggedOnTransitions(t *testing.T) {
 	_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{})
 	require.NoError(t, err)
 	logs := &testenv.LogBuffer{}
-	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, Logger: slog.New(slog.NewTextHandler(logs, nil))}))
+	// A short store timeout: a failure within four of them after an outage
+	// ends is its tail, not a new one (waitroom.GuardedStore).
+	const storeTimeout = 50 * time.Millisecond
+	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, Logger: slog.New(slog.NewTextHandler(logs, nil)), StoreTimeout: storeTimeout}))
 	t.Cleanup(srv.Close)
 	enter := func(want int) {
 		t.Helper()
@@ -341,6 +344,7 @@ func TestStoreOutageIsLoggedOnTransitions(t *testing.T) {
 		enter(http.StatusOK)
 		require.Equal(t, outage+1, strings.Count(logs.String(), "level=WARN msg=\"store unavailable"), logs.String())
 		require.Equal(t, outage+1, strings.Count(logs.String(), "level=INFO msg=\"store reachable again\""), logs.String())
+		time.Sleep(4 * storeTimeout)
 	}
 	require.NotContains(t, logs.String(), "request failed", "no line per failed request")
 }

@@ -358,6 +358,8 @@ func (m *Main) openStore(ctx context.Context) error {
 		m.store = memstore.New(memstore.Options{})
 		return nil
 	}
+	// go-redis's own lines (failed dials, Sentinel switches) into our log.
+	redisstore.LogTo(m.Logger)
 	client, err := redisstore.Open(m.Config.RedisURL)
 	if err != nil {
 		return err
