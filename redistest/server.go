@@ -2,6 +2,8 @@ package redistest
 
 import (
 	"strconv"
+	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -57,6 +59,16 @@ func (s *Server) Client() *redis.Client {
 // Kill SIGKILLs the server: no shutdown, no final save.
 func (s *Server) Kill() {
 	s.node.proc.kill()
+}
+
+// Freeze stops the server in its tracks (SIGSTOP): its port still accepts
+// connections and nothing answers, as a hung Redis. The function it
+// returns resumes it (SIGCONT); so does the end of the test.
+func (s *Server) Freeze() (resume func()) {
+	s.node.proc.signal(syscall.SIGSTOP)
+	resume = sync.OnceFunc(func() { s.node.proc.signal(syscall.SIGCONT) })
+	s.tb.Cleanup(resume)
+	return resume
 }
 
 // Restart stops the server (SHUTDOWN by SIGTERM) if it runs, and starts it

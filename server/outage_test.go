@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,16 +29,6 @@ func TestRedisFreezeLoggedOnce(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	rdb := redistest.StartServer(t)
-	info, err := rdb.Client().Info(ctx, "server").Result()
-	require.NoError(t, err)
-	var pid int
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
-			pid, err = strconv.Atoi(v)
-			require.NoError(t, err)
-		}
-	}
-	require.Positive(t, pid)
 	client, err := redisstore.Open(rdb.URL())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
@@ -93,19 +82,12 @@ func TestRedisFreezeLoggedOnce(t *testing.T) {
 		})
 	}
 	time.Sleep(300 * time.Millisecond)
-	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
-	frozen := true
-	t.Cleanup(func() {
-		if frozen {
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-	})
+	resume := rdb.Freeze()
 	time.Sleep(3 * time.Second)
 	mu.Lock()
 	resumed = time.Now()
 	mu.Unlock()
-	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
-	frozen = false
+	resume()
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
