@@ -92,7 +92,7 @@ func parseBench(args []string, getenv func(string) string) (bench.Config, error)
 	check(err)
 	c.IdleBusy, err = parseInt(raw["idle-busy"], 0, 1000)
 	check(err)
-	if err == nil && c.IdleBusy > c.IdleRooms {
+	if err == nil && c.IdleRooms > 0 && c.IdleBusy > c.IdleRooms {
 		check(raw["idle-busy"].fail(fmt.Sprintf("at most --idle-rooms (%d)", c.IdleRooms)))
 	}
 	c.IdleInstances, err = parseInt(raw["idle-instances"], 1, 100)

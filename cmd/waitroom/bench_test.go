@@ -22,6 +22,7 @@ func TestBenchSmall(t *testing.T) {
 	for _, want := range []string{"### Machine", "| memstore |", "| redis |", "| redis, no autopipeline |", "ENTER ÷ trivial",
 		"Redis with automatic pipelining ÷ without",
 		"| every room idle | 20 | 0 |", "| 2 rooms busy | 20 | 2 |",
+		"against seed-shaped ones", "| enter (new place) | ", "| admit, per admitted user",
 		"PollLoad(500, 140/s)", "| enter (new place) | EVALSHA |", "| admit (quota 100) | EVALSHA |",
 		"| complete | EVALSHA |", "bytes per waiting user"} {
 		require.Contains(t, out, want)

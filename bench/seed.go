@@ -1,0 +1,311 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/redisstore"
+)
+
+// Seed-shaped scripts: what the design's first write-up does per request,
+// the yardstick the room's own scripts are held to. They build key names
+// from ARGV (one hash tag, so one slot), which the room's scripts never
+// do; they exist only to be measured beside them, on the same Redis in the
+// same run.
+var (
+	// ENTER: live token check, rank, size check, INCR, ZADD, rank.
+	seedEnter = redis.NewScript(`
+local q, seq, user, tokp, max = KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3])
+local tok = redis.call('GET', tokp .. user)
+if tok then return {1, tok} end
+local r = redis.call('ZRANK', q, user)
+if r then return {2, r + 1} end
+if redis.call('ZCARD', q) >= max then return {3} end
+local n = redis.call('INCR', seq)
+redis.call('ZADD', q, n, user)
+return {2, redis.call('ZRANK', q, user) + 1}
+`)
+	// STATUS: token check + ZRANK.
+	seedStatus = redis.NewScript(`
+local tok = redis.call('GET', ARGV[2] .. ARGV[1])
+if tok then return {1, tok} end
+local r = redis.call('ZRANK', KEYS[1], ARGV[1])
+if r then return {2, r + 1} end
+return {0}
+`)
+	// ADMIT: ZPOPMIN + SET EX per user.
+	seedAdmit = redis.NewScript(`
+local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[1]))
+local n = 0
+for i = 1, #popped, 2 do
+  n = n + 1
+  redis.call('SET', ARGV[3] .. popped[i], ARGV[3 + n], 'EX', tonumber(ARGV[2]))
+end
+return n
+`)
+)
+
+// seedFigure is one round of one operation, the room's script beside the
+// seed-shaped one: Redis µs per call (per admitted user for admit) from
+// INFO commandstats, and for enter the CPU of redis-server per call (INFO
+// cpu), the seed's sent in pipelines of 16.
+type seedFigure struct {
+	op                string
+	ours, seed        []float64 // µs per call (per user for admit), one per round
+	oursCPU, seedCPU  []float64 // redis-server CPU µs per call (enter)
+	oursUsers, seedUs []float64 // users per admit call
+}
+
+// Cadence of the admit comparison: a call per millisecond admits 14
+// users, the design's slice quota, with Redis kept warm.
+const (
+	seedAdmitEvery = time.Millisecond
+	seedAdmitQuota = 14
+)
+
+// measureSeed compares the room's hot-path scripts with seed-shaped ones
+// in alternating rounds on the same Redis: ENTER and STATUS in hot loops
+// of cfg.Clients callers (the room's through store, autopipelined as the
+// server's), ADMIT a call per millisecond.
+func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, store waitroom.Store, prefix string) error {
+	b.progress("redis: room scripts against seed-shaped scripts, %d rounds", b.cfg.Rounds)
+	tag := prefix + ":{seed}:"
+	seedQ, seedSeq, seedTok := tag+"q", tag+"seq", tag+"tok:"
+	statusQ := tag + "status"
+	// The seed's STATUS queue holds as many users as the room's.
+	for from := 0; from < b.cfg.Waiting; from += 10_000 {
+		p := client.Pipeline()
+		for i := from; i < min(from+10_000, b.cfg.Waiting); i++ {
+			p.ZAdd(ctx, statusQ, redis.Z{Score: float64(i), Member: waitingUser("w", i)})
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return err
+		}
+	}
+	for _, s := range []*redis.Script{seedEnter, seedStatus, seedAdmit} {
+		if err := s.Load(ctx, client).Err(); err != nil {
+			return err
+		}
+	}
+	enterRoom, admitRoom := "seed-cmp-enter", "seed-cmp-admit"
+	if _, err := store.CreateRoom(ctx, enterRoom, waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue}); err != nil {
+		return err
+	}
+	admitCfg := waitroom.RoomConfig{Rate: seedAdmitQuota * float64(time.Second/seedAdmitEvery), Slice: 10 * time.Millisecond, MaxQueue: waitroom.MaxMaxQueue, TokenTTL: time.Hour}
+	if _, err := store.CreateRoom(ctx, admitRoom, admitCfg); err != nil {
+		return err
+	}
+
+	enter := seedFigure{op: "enter (new place)"}
+	status := seedFigure{op: fmt.Sprintf("status (%d waiting)", b.cfg.Waiting)}
+	admit := seedFigure{op: fmt.Sprintf("admit, per admitted user (%d per call, a call per %s)", seedAdmitQuota, seedAdmitEvery)}
+	var users atomic.Int64
+	newUser := func() string { return "e" + strconv.FormatInt(users.Add(1), 10) }
+	perAdmit := int(b.cfg.Slice/seedAdmitEvery) * seedAdmitQuota
+
+	type side struct {
+		name string
+		run  func() error
+	}
+	for round := range b.cfg.Rounds {
+		// Fill the admit queues for this round (untimed).
+		if err := fill(ctx, store, admitRoom, fmt.Sprintf("a%d-", round), perAdmit+seedAdmitQuota, b.cfg.Clients); err != nil {
+			return err
+		}
+		if _, err := store.Admit(ctx, admitRoom); err != nil { // starts or refills the bucket
+			return err
+		}
+		p := client.Pipeline()
+		for i := range perAdmit + seedAdmitQuota {
+			p.ZAdd(ctx, seedQ+"a", redis.Z{Score: float64(i), Member: fmt.Sprintf("a%d-%d", round, i)})
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return err
+		}
+
+		sides := []side{
+			{"ours enter", func() error {
+				us, cpu, n, _, err := b.serverCost(ctx, client, func(int) error {
+					_, err := store.Enter(ctx, enterRoom, newUser())
+					return err
+				}, 1)
+				enter.ours, enter.oursCPU = append(enter.ours, us/n), append(enter.oursCPU, cpu/n)
+				return err
+			}},
+			{"seed enter", func() error {
+				us, cpu, n, _, err := b.serverCost(ctx, client, func(int) error {
+					p := client.Pipeline()
+					for range 16 {
+						p.EvalSha(ctx, seedEnter.Hash(), []string{seedQ, seedSeq}, newUser(), seedTok, waitroom.MaxMaxQueue)
+					}
+					_, err := p.Exec(ctx)
+					return err
+				}, 16)
+				enter.seed, enter.seedCPU = append(enter.seed, us/n), append(enter.seedCPU, cpu/n)
+				return err
+			}},
+			{"ours status", func() error {
+				us, _, n, _, err := b.serverCost(ctx, client, func(int) error {
+					_, err := store.Status(ctx, benchStatusRoom, waitingUser("w", mrand.IntN(b.cfg.Waiting)))
+					return err
+				}, 1)
+				status.ours = append(status.ours, us/n)
+				return err
+			}},
+			{"seed status", func() error {
+				us, _, n, _, err := b.serverCost(ctx, client, func(int) error {
+					return seedStatus.EvalSha(ctx, client, []string{statusQ}, waitingUser("w", mrand.IntN(b.cfg.Waiting)), seedTok).Err()
+				}, 1)
+				status.seed = append(status.seed, us/n)
+				return err
+			}},
+			{"ours admit", func() error {
+				var admitted int64
+				us, _, n, _, err := b.serverCostEvery(ctx, client, func() error {
+					got, err := store.Admit(ctx, admitRoom)
+					admitted += int64(len(got))
+					return err
+				})
+				if admitted > 0 {
+					admit.ours, admit.oursUsers = append(admit.ours, us/float64(admitted)), append(admit.oursUsers, float64(admitted)/n)
+				}
+				return err
+			}},
+			{"seed admit", func() error {
+				var admitted int64
+				us, _, n, _, err := b.serverCostEvery(ctx, client, func() error {
+					args := []any{seedAdmitQuota, 3600, seedTok}
+					for range seedAdmitQuota {
+						args = append(args, waitroom.NewToken())
+					}
+					got, err := seedAdmit.EvalSha(ctx, client, []string{seedQ + "a"}, args...).Int64()
+					admitted += got
+					return err
+				})
+				if admitted > 0 {
+					admit.seed, admit.seedUs = append(admit.seed, us/float64(admitted)), append(admit.seedUs, float64(admitted)/n)
+				}
+				return err
+			}},
+		}
+		// Rotate the order each round, pairs kept together.
+		for i := range len(sides) / 2 {
+			j := (i + round) % (len(sides) / 2)
+			pair := sides[2*j : 2*j+2]
+			if round%2 == 1 {
+				pair = []side{pair[1], pair[0]}
+			}
+			for _, s := range pair {
+				if err := s.run(); err != nil {
+					return fmt.Errorf("%s: %w", s.name, err)
+				}
+			}
+		}
+	}
+	b.seed = []seedFigure{enter, status, admit}
+	return nil
+}
+
+// serverCost runs op from cfg.Clients goroutines for one slice and returns
+// the EVALSHA µs and the redis-server CPU µs it cost Redis, and the calls
+// made (each op call makes per calls).
+func (b *Result) serverCost(ctx context.Context, client redis.UniversalClient, op func(int) error, per int) (usec, cpuUS, calls, seen float64, err error) {
+	before, cpu0, err := b.costReading(ctx, client)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	deadline := time.Now().Add(b.cfg.Slice)
+	for i := range b.cfg.Clients {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				if e := op(i); e != nil {
+					once.Do(func() { err = e })
+					return
+				}
+				n.Add(int64(per))
+			}
+		})
+	}
+	wg.Wait()
+	after, cpu1, rerr := b.costReading(ctx, client)
+	if err == nil {
+		err = rerr
+	}
+	calls = float64(max(n.Load(), 1))
+	seen = float64(after.Calls - before.Calls)
+	if seen != calls {
+		b.scriptsShared = true
+	}
+	return float64(after.Usec - before.Usec), cpu1 - cpu0, calls, seen, err
+}
+
+// serverCostEvery is serverCost for one caller, a call per seedAdmitEvery.
+func (b *Result) serverCostEvery(ctx context.Context, client redis.UniversalClient, op func() error) (usec, cpuUS, calls, seen float64, err error) {
+	before, cpu0, err := b.costReading(ctx, client)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	ticker := time.NewTicker(seedAdmitEvery)
+	defer ticker.Stop()
+	var n int64
+	for range int(b.cfg.Slice / seedAdmitEvery) {
+		<-ticker.C
+		if err = op(); err != nil {
+			break
+		}
+		n++
+	}
+	after, cpu1, rerr := b.costReading(ctx, client)
+	if err == nil {
+		err = rerr
+	}
+	return float64(after.Usec - before.Usec), cpu1 - cpu0, float64(max(n, 1)), float64(after.Calls - before.Calls), err
+}
+
+// costReading reads EVALSHA's counters and redis-server's CPU (µs).
+func (b *Result) costReading(ctx context.Context, client redis.UniversalClient) (redisstore.CommandStat, float64, error) {
+	stats, err := redisstore.CommandStats(ctx, client)
+	if err != nil {
+		return redisstore.CommandStat{}, 0, err
+	}
+	info, err := client.Info(ctx, "cpu").Result()
+	if err != nil {
+		return redisstore.CommandStat{}, 0, err
+	}
+	sys, _ := strconv.ParseFloat(infoField(info, "used_cpu_sys"), 64)
+	user, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
+	return stats["evalsha"], (sys + user) * 1e6, nil
+}
+
+// writeSeed prints the comparison with the seed-shaped scripts.
+func (b *Result) writeSeed(w io.Writer) {
+	if len(b.seed) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n### The room's scripts against seed-shaped ones (same Redis, alternating rounds)\n\n")
+	fmt.Fprintf(w, "Hot loops of %d callers for ENTER and STATUS (the room's through the Store, automatically pipelined as the server's; the seed's ENTER in pipelines of 16), a call per %s for ADMIT. µs are EVALSHA's server time per call (per admitted user for admit), from INFO commandstats; CPU is redis-server's whole CPU (INFO cpu: I/O included; clean only on a Redis serving nobody else) per call. A ratio is the median of the rounds' own ratios, with their range.\n\n", b.cfg.Clients, seedAdmitEvery)
+	fmt.Fprintf(w, "| operation | room µs | seed-shaped µs | room ÷ seed (target) | room CPU µs | seed CPU µs | CPU room ÷ seed (target) |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	targets := map[int]string{0: "≤ 1.0", 1: "≤ 1.0 + last-seen", 2: "≤ 1.5"}
+	for i, f := range b.seed {
+		cpu := "| | |"
+		if len(f.oursCPU) > 0 {
+			cpu = fmt.Sprintf("%.2f | %.2f | %s (≤ 1.25) |", median(f.oursCPU), median(f.seedCPU), spread(ratios(f.oursCPU, f.seedCPU), "**"))
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %s (%s) | %s\n", f.op, median(f.ours), median(f.seed), spread(ratios(f.ours, f.seed), "**"), targets[i], cpu)
+	}
+	if f := b.seed[2]; len(f.oursUsers) > 0 {
+		fmt.Fprintf(w, "\nUsers per admit call: room %.1f, seed %.1f.\n", median(f.oursUsers), median(f.seedUs))
+	}
+}
