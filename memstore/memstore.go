@@ -136,15 +136,11 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 	if !waitroom.ValidUserID(user) {
 		return waitroom.Status{}, waitroom.BadRequest("user ids are 1–128 printable ASCII characters without spaces")
 	}
-	r, err := s.room(ctx, name)
+	r, err := s.userRoom(ctx, name, user)
 	if err != nil {
 		return waitroom.Status{}, err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.bought(user) {
-		return waitroom.Status{}, waitroom.ErrAlreadyOrdered
-	}
 	now := s.now()
 	if st, ok := r.standing(user, now); ok {
 		return st, nil
@@ -163,17 +159,28 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 	return r.waiting(r.queue.Push(user, now.UnixNano()), now), nil
 }
 
+// userRoom is the room user enters or asks about, locked for the caller
+// to unlock; a buyer who has ordered in a one-order room is told so.
+func (s *Store) userRoom(ctx context.Context, name, user string) (*room, error) {
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.bought(user) {
+		r.mu.Unlock()
+		return nil, waitroom.ErrAlreadyOrdered
+	}
+	return r, nil
+}
+
 // Status returns user's standing: admitted, waiting, or ErrNotInQueue.
 func (s *Store) Status(ctx context.Context, name, user string) (waitroom.Status, error) {
-	r, err := s.room(ctx, name)
+	r, err := s.userRoom(ctx, name, user)
 	if err != nil {
 		return waitroom.Status{}, err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.bought(user) {
-		return waitroom.Status{}, waitroom.ErrAlreadyOrdered
-	}
 	if st, ok := r.standing(user, s.now()); ok {
 		return st, nil
 	}
