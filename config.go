@@ -96,6 +96,9 @@ type RoomConfig struct {
 	// second order even when the store forgot the first (a failover).
 	// The store remembers buyers only while it is on.
 	OneOrderPerUser bool
+	// InviteOnly: only pass holders get in (Store.EnterWithPass); an
+	// enter without a pass is ErrInviteOnly.
+	InviteOnly bool
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -214,6 +217,7 @@ func (c RoomConfig) Changes(to RoomConfig) []FieldChange {
 	add("one_order_per_user", c.OneOrderPerUser, to.OneOrderPerUser)
 	add("abandon_after", c.AbandonAfter, to.AbandonAfter)
 	add("first_use_within", c.FirstUseWithin, to.FirstUseWithin)
+	add("invite_only", c.InviteOnly, to.InviteOnly)
 	return out
 }
 

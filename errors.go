@@ -13,16 +13,22 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // The sentinel errors every Store returns; compare with errors.Is.
 var (
-	ErrQueueFull        = &Error{"QUEUE_FULL", "the queue is full; try again later"}
-	ErrRoomClosed       = &Error{"ROOM_CLOSED", "the room is closed"}
-	ErrRoomNotFound     = &Error{"ROOM_NOT_FOUND", "no such room"}
-	ErrRoomChanged      = &Error{"ROOM_CHANGED", "the room's settings changed meanwhile; read them again"}
-	ErrNotInQueue       = &Error{"NOT_IN_QUEUE", "not in the queue"}
-	ErrTokenNotFound    = &Error{"ENTRY_TOKEN_NOT_FOUND", "no live entry token"}
-	ErrTokenInvalid     = &Error{"ENTRY_TOKEN_INVALID", "the entry token does not match"}
-	ErrTokenInUse       = &Error{"TOKEN_IN_USE", "the entry token is being used by another request"}
-	ErrSoldOut          = &Error{"SOLD_OUT", "everything is sold"}
-	ErrAlreadyOrdered   = &Error{"ALREADY_ORDERED", "you have ordered in this sale already; one order per buyer"}
+	ErrQueueFull      = &Error{"QUEUE_FULL", "the queue is full; try again later"}
+	ErrRoomClosed     = &Error{"ROOM_CLOSED", "the room is closed"}
+	ErrRoomNotFound   = &Error{"ROOM_NOT_FOUND", "no such room"}
+	ErrRoomChanged    = &Error{"ROOM_CHANGED", "the room's settings changed meanwhile; read them again"}
+	ErrNotInQueue     = &Error{"NOT_IN_QUEUE", "not in the queue"}
+	ErrTokenNotFound  = &Error{"ENTRY_TOKEN_NOT_FOUND", "no live entry token"}
+	ErrTokenInvalid   = &Error{"ENTRY_TOKEN_INVALID", "the entry token does not match"}
+	ErrTokenInUse     = &Error{"TOKEN_IN_USE", "the entry token is being used by another request"}
+	ErrSoldOut        = &Error{"SOLD_OUT", "everything is sold"}
+	ErrAlreadyOrdered = &Error{"ALREADY_ORDERED", "you have ordered in this sale already; one order per buyer"}
+	// Passes (pass.go).
+	ErrPassInvalid      = &Error{"PASS_INVALID", "this pass is not valid here: unknown, revoked or expired"}
+	ErrPassUsedUp       = &Error{"PASS_USED_UP", "this pass has been used as many times as it allows"}
+	ErrInviteOnly       = &Error{"INVITE_ONLY", "this room lets in pass holders only"}
+	ErrNoFreeSlot       = &Error{"NO_FREE_SLOT", "every entry slot is taken right now; try again shortly"}
+	ErrTooManyPasses    = &Error{"TOO_MANY_PASSES", "the room keeps too many passes; revoke some first"}
 	ErrBadRequest       = &Error{"BAD_REQUEST", "bad request"}
 	ErrStoreUnavailable = &Error{"STORE_UNAVAILABLE", "the waiting room store is unavailable"}
 )

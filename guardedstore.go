@@ -158,6 +158,22 @@ func (g *GuardedStore) Admit(ctx context.Context, room string) ([]Admission, err
 	return guarded(ctx, g, "", func(ctx context.Context) ([]Admission, error) { return g.store.Admit(ctx, room) })
 }
 
+func (g *GuardedStore) CreatePass(ctx context.Context, room string, p Pass) error {
+	return guardedErr(ctx, g, "", func(ctx context.Context) error { return g.store.CreatePass(ctx, room, p) })
+}
+
+func (g *GuardedStore) RevokePass(ctx context.Context, room, id string) error {
+	return guardedErr(ctx, g, "", func(ctx context.Context) error { return g.store.RevokePass(ctx, room, id) })
+}
+
+func (g *GuardedStore) Passes(ctx context.Context, room string) ([]Pass, error) {
+	return guarded(ctx, g, "", func(ctx context.Context) ([]Pass, error) { return g.store.Passes(ctx, room) })
+}
+
+func (g *GuardedStore) EnterWithPass(ctx context.Context, room, user, id string) (Status, error) {
+	return guarded(ctx, g, room, func(ctx context.Context) (Status, error) { return g.store.EnterWithPass(ctx, room, user, id) })
+}
+
 func (g *GuardedStore) Claim(ctx context.Context, room, user, token string) (Hold, error) {
 	return guarded(ctx, g, room, func(ctx context.Context) (Hold, error) { return g.store.Claim(ctx, room, user, token) })
 }

@@ -134,7 +134,8 @@ type Store interface {
 
 	// Enter queues user, or returns the standing it already has: its own
 	// live token, or its place. ErrRoomClosed, ErrSoldOut, ErrQueueFull,
-	// ErrAlreadyOrdered (nothing written), ErrRoomNotFound.
+	// ErrAlreadyOrdered (nothing written), ErrRoomNotFound. An InviteOnly
+	// room is the server's to refuse (ErrInviteOnly): the store queues.
 	Enter(ctx context.Context, room, user string) (Status, error)
 	// Status returns the user's standing, ErrNotInQueue, or
 	// ErrRoomNotFound.
@@ -180,6 +181,25 @@ type Store interface {
 	// room's ticks, and take over a silent one's rooms once its ttl ran
 	// out. The bucket stays in the store, so a handover keeps the rate.
 	Admitters(ctx context.Context, id string, ttl time.Duration) ([]string, error)
+
+	// CreatePass stores a new pass to room (ErrRoomNotFound; at most
+	// MaxPasses per room, else ErrTooManyPasses).
+	CreatePass(ctx context.Context, room string, p Pass) error
+	// RevokePass ends a pass at once; ErrPassInvalid when the room has no
+	// such pass.
+	RevokePass(ctx context.Context, room, id string) error
+	// Passes lists a room's passes, oldest first.
+	Passes(ctx context.Context, room string) ([]Pass, error)
+	// EnterWithPass lets user in with pass id, in one atomic step: a user
+	// who holds a live token gets it back and the pass is not used;
+	// otherwise a pass that is unknown, revoked or expired (by the store's
+	// clock) is ErrPassInvalid, one with no use left ErrPassUsedUp; a
+	// closed room ErrRoomClosed, a sold-out one ErrSoldOut, and one whose
+	// live tokens are at MaxActive or at the unsold stock ErrNoFreeSlot
+	// (the pass is kept). Else one use is taken, the user leaves the queue
+	// if queued, and gets a fresh entry token (counted as admitted) at
+	// once, in open, paused and invite-only rooms alike.
+	EnterWithPass(ctx context.Context, room, user, id string) (Status, error)
 
 	// Stats returns a room's figures.
 	Stats(ctx context.Context, room string) (Stats, error)

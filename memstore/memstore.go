@@ -58,6 +58,9 @@ type room struct {
 	// buyers are the users whose order completed while OneOrderPerUser
 	// was on.
 	buyers map[string]struct{}
+	// passes by id, and their ids oldest first.
+	passes    map[string]*waitroom.Pass
+	passOrder []string
 }
 
 // CreateRoom stores cfg, with defaults applied, unless the room exists.

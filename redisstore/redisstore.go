@@ -11,7 +11,7 @@
 // Keys of a room:
 //
 //	wr:{ROOM}:cfg     hash   live settings: rate, slice_ms, quota, max_queue, ttl_ms, lease_ms, max_active, state, stock, one_order,
-//	                         abandon_ms, first_use_ms
+//	                         abandon_ms, first_use_ms, invite_only
 //	wr:{ROOM}:q       zset   user → arrival sequence + last seen second / 2^20: the queue
 //	wr:{ROOM}:seq     string INCR: the arrival sequence
 //	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens
@@ -19,6 +19,7 @@
 //	wr:{ROOM}:bucket  hash   last_us, carry: the admission token bucket
 //	wr:{ROOM}:stats   hash   counters: entered, full, admitted, completed, released, expired, no_shows, abandoned
 //	wr:{ROOM}:buyers  set    users whose order completed while one_order was on
+//	wr:{ROOM}:passes  hash   pass id → "n|uses|left|expires_ms|revoked": passes (passes.go)
 //	wr:rooms          set    room names (no hash tag: not part of any room's atomic state)
 //
 // Entry tokens live in one hash per room rather than one key per user,
@@ -178,8 +179,8 @@ func (s *Store) AutoPipelined() bool { return s.ap != nil }
 // roomKeys are the keys of one room; every field carries the same hash tag.
 // enter and status are the KEYS of the two hottest scripts, made once.
 type roomKeys struct {
-	cfg, q, seq, tok, active, bucket, stats, buyers string
-	enter, status                                   []string
+	cfg, q, seq, tok, active, bucket, stats, buyers, passes string
+	enter, status                                           []string
 }
 
 // maxCachedRooms bounds the rooms whose keys a Store keeps: far more than
@@ -203,6 +204,7 @@ func (s *Store) keys(room string) *roomKeys {
 		bucket: p + "bucket",
 		stats:  p + "stats",
 		buyers: p + "buyers",
+		passes: p + "passes",
 	}
 	k.enter = []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers}
 	k.status = []string{k.cfg, k.q, k.tok, k.seq, k.stats, k.active, k.buyers}
@@ -450,7 +452,7 @@ end
 
 // roomConfigFields are the cfg hash fields, in the order configArgs gives
 // their values.
-var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state", "stock", "one_order", "abandon_ms", "first_use_ms"}
+var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state", "stock", "one_order", "abandon_ms", "first_use_ms", "invite_only"}
 
 // configArgs flattens cfg into field, value pairs for HSET. Durations are
 // kept in (possibly fractional) milliseconds, what the scripts compute in.
@@ -468,6 +470,7 @@ func configArgs(cfg waitroom.RoomConfig) []any {
 		boolArg(cfg.OneOrderPerUser),
 		formatMillis(cfg.AbandonAfter.Nanoseconds()),
 		formatMillis(cfg.FirstUseWithin.Nanoseconds()),
+		boolArg(cfg.InviteOnly),
 	}
 	args := make([]any, 0, 2*len(vals))
 	for i, v := range vals {

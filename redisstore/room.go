@@ -189,6 +189,7 @@ func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
 		cfg.Stock = int(n)
 	}
 	cfg.OneOrderPerUser = m["one_order"] == "1"
+	cfg.InviteOnly = m["invite_only"] == "1"
 	if m["abandon_ms"] != "" {
 		if cfg.AbandonAfter, err = millis("abandon_ms"); err != nil {
 			return cfg, err

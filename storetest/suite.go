@@ -65,6 +65,10 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"UnconfirmedTokenExpiresAtFirstUse", testUnconfirmedTokenExpiresAtFirstUse},
 		{"NoShowsAreMadeUp", testNoShowsAreMadeUp},
 		{"PaceIsMeasured", testPaceIsMeasured},
+		{"PassSkipsTheQueue", testPassSkipsTheQueue},
+		{"PassRefusals", testPassRefusals},
+		{"PassCountsAgainstMaxActiveAndStock", testPassCountsAgainstMaxActiveAndStock},
+		{"ConcurrentPassUses", testConcurrentPassUses},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,112 @@
+package memstore
+
+import (
+	"context"
+
+	"github.com/waitroom/waitroom"
+)
+
+// CreatePass stores a new pass to the room.
+func (s *Store) CreatePass(ctx context.Context, name string, p waitroom.Pass) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.passes[p.ID]; ok {
+		return waitroom.BadRequest("a pass with this id exists")
+	}
+	if len(r.passOrder) >= waitroom.MaxPasses {
+		return waitroom.ErrTooManyPasses
+	}
+	if r.passes == nil {
+		r.passes = make(map[string]*waitroom.Pass)
+	}
+	p.ExpiresAt = p.ExpiresAt.UTC()
+	r.passes[p.ID] = &p
+	r.passOrder = append(r.passOrder, p.ID)
+	return nil
+}
+
+// RevokePass ends a pass at once.
+func (s *Store) RevokePass(ctx context.Context, name, id string) error {
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.passes[id]
+	if !ok {
+		return waitroom.ErrPassInvalid
+	}
+	p.Revoked = true
+	return nil
+}
+
+// Passes lists the room's passes, oldest first.
+func (s *Store) Passes(ctx context.Context, name string) ([]waitroom.Pass, error) {
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]waitroom.Pass, 0, len(r.passOrder))
+	for _, id := range r.passOrder {
+		out = append(out, *r.passes[id])
+	}
+	return out, nil
+}
+
+// EnterWithPass lets user in with a pass: one critical section, as
+// Store.EnterWithPass describes.
+func (s *Store) EnterWithPass(ctx context.Context, name, user, id string) (waitroom.Status, error) {
+	if !waitroom.ValidUserID(user) {
+		return waitroom.Status{}, waitroom.BadRequest("user ids are 1–128 printable ASCII characters without spaces")
+	}
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return waitroom.Status{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.bought(user) {
+		return waitroom.Status{}, waitroom.ErrAlreadyOrdered
+	}
+	now := s.now()
+	if st, ok := r.admitted(user, now); ok {
+		return st, nil // holds a token already: the pass is not used
+	}
+	p, ok := r.passes[id]
+	switch {
+	case !ok || p.Revoked || !p.ExpiresAt.After(now):
+		return waitroom.Status{}, waitroom.ErrPassInvalid
+	case p.Left <= 0:
+		return waitroom.Status{}, waitroom.ErrPassUsedUp
+	case r.cfg.State == waitroom.RoomClosed:
+		return waitroom.Status{}, waitroom.ErrRoomClosed
+	}
+	live := r.tokens.liveCount(now)
+	if soldOut, _, _ := r.cfg.Units(0, r.stats.Completed, 0); soldOut {
+		return waitroom.Status{}, waitroom.ErrSoldOut
+	}
+	if r.cfg.MaxActive > 0 && live >= r.cfg.MaxActive ||
+		r.cfg.Stock > 0 && int(r.stats.Completed)+live >= r.cfg.Stock {
+		return waitroom.Status{}, waitroom.ErrNoFreeSlot
+	}
+	p.Left--
+	r.queue.Remove(user)
+	// As Admit issues it; the holder is told of it in this answer.
+	t := &entryToken{user: user, value: waitroom.NewToken(), shown: true,
+		expiresAt: now.Add(r.cfg.FirstUseWithin), ttlEnd: now.Add(r.cfg.TokenTTL)}
+	if old := r.tokens.put(t); old != nil {
+		r.countGone(old)
+	}
+	r.stats.Admitted++
+	return waitroom.Status{State: waitroom.StateAdmitted, Token: t.value, ExpiresIn: t.ttlEnd.Sub(now)}, nil
+}

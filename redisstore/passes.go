@@ -1,0 +1,335 @@
+package redisstore
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom"
+)
+
+// A room's passes live in one hash (wr:{ROOM}:passes), id →
+// "n|uses|left|expires_ms|revoked": n numbers the passes in the order they
+// were made (passes are revoked, never deleted), revoked is 0 or 1.
+
+// createPassScript stores a new pass.
+//
+// KEYS[1] cfg
+// KEYS[2] passes
+// ARGV[1] id
+// ARGV[2] uses
+// ARGV[3] left
+// ARGV[4] expires_ms
+// ARGV[5] most passes a room keeps
+//
+// Returns "OK", "EXISTS" (the id is taken), "TOO_MANY_PASSES" or
+// "ROOM_NOT_FOUND".
+var createPassScript = redis.NewScript(`
+local cfg_key, passes_key = KEYS[1], KEYS[2]
+local id, uses, left, expires_ms, most = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+if redis.call('EXISTS', cfg_key) == 0 then
+  return 'ROOM_NOT_FOUND'
+end
+if redis.call('HEXISTS', passes_key, id) == 1 then
+  return 'EXISTS'
+end
+if redis.call('HLEN', passes_key) >= most then
+  return 'TOO_MANY_PASSES'
+end
+local n = redis.call('HLEN', passes_key) + 1
+redis.call('HSET', passes_key, id, string.format('%d|%s|%s|%s|0', n, uses, left, expires_ms))
+return 'OK'
+`)
+
+// CreatePass stores a new pass to room.
+func (s *Store) CreatePass(ctx context.Context, room string, p waitroom.Pass) error {
+	if err := checkRoom(room); err != nil {
+		return err
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	k := s.keys(room)
+	res, err := createPassScript.Run(ctx, s.client, []string{k.cfg, k.passes},
+		p.ID, p.Uses, p.Left, p.ExpiresAt.UnixMilli(), waitroom.MaxPasses).Result()
+	if err != nil {
+		return s.fail("create pass", err)
+	}
+	switch res {
+	case "OK":
+		return nil
+	case "EXISTS":
+		return waitroom.BadRequest("a pass with this id exists")
+	case "TOO_MANY_PASSES":
+		return waitroom.ErrTooManyPasses
+	case "ROOM_NOT_FOUND":
+		return waitroom.ErrRoomNotFound
+	default:
+		return s.unexpected(ctx, "create pass", res)
+	}
+}
+
+// revokePassScript marks a pass revoked.
+//
+// KEYS[1] passes
+// ARGV[1] id
+//
+// Returns "OK" or "PASS_INVALID" (no such pass).
+var revokePassScript = redis.NewScript(`
+local passes_key, id = KEYS[1], ARGV[1]
+local v = redis.call('HGET', passes_key, id)
+if not v then
+  return 'PASS_INVALID'
+end
+-- Only the last field changes: created, uses, left and expiry stay.
+redis.call('HSET', passes_key, id, (string.gsub(v, '|[01]$', '|1')))
+return 'OK'
+`)
+
+// RevokePass ends a pass at once.
+func (s *Store) RevokePass(ctx context.Context, room, id string) error {
+	if err := checkRoom(room); err != nil {
+		return err
+	}
+	res, err := revokePassScript.Run(ctx, s.client, []string{s.keys(room).passes}, id).Result()
+	if err != nil {
+		return s.fail("revoke pass", err)
+	}
+	switch res {
+	case "OK":
+		return nil
+	case "PASS_INVALID":
+		return waitroom.ErrPassInvalid
+	default:
+		return s.unexpected(ctx, "revoke pass", res)
+	}
+}
+
+// listPassesScript reads a room's passes.
+//
+// KEYS[1] cfg
+// KEYS[2] passes
+//
+// Returns {"OK", id1, value1, id2, value2, …} or {"ROOM_NOT_FOUND"}.
+var listPassesScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {'ROOM_NOT_FOUND'}
+end
+local out = {'OK'}
+for _, v in ipairs(redis.call('HGETALL', KEYS[2])) do
+  out[#out + 1] = v
+end
+return out
+`)
+
+// Passes lists room's passes, oldest first.
+func (s *Store) Passes(ctx context.Context, room string) ([]waitroom.Pass, error) {
+	if err := checkRoom(room); err != nil {
+		return nil, err
+	}
+	k := s.keys(room)
+	res, err := listPassesScript.Run(ctx, s.client, []string{k.cfg, k.passes}).Result()
+	if err != nil {
+		return nil, s.fail("passes", err)
+	}
+	r, ok := asReply(res)
+	if !ok || len(r) == 0 || len(r)%2 != 1 {
+		return nil, s.unexpected(ctx, "passes", res)
+	}
+	switch r.code() {
+	case "OK":
+	case "ROOM_NOT_FOUND":
+		return nil, waitroom.ErrRoomNotFound
+	default:
+		return nil, s.unexpected(ctx, "passes", res)
+	}
+	type created struct {
+		n int64
+		p waitroom.Pass
+	}
+	list := make([]created, 0, len(r)/2)
+	for i := 1; i < len(r); i += 2 {
+		id, ok1 := r.str(i)
+		v, ok2 := r.str(i + 1)
+		n, p, ok3 := parsePass(id, v)
+		if !ok1 || !ok2 || !ok3 {
+			return nil, s.unexpected(ctx, "passes", res)
+		}
+		list = append(list, created{n, p})
+	}
+	slices.SortFunc(list, func(a, b created) int {
+		return int(a.n - b.n)
+	})
+	out := make([]waitroom.Pass, len(list))
+	for i, c := range list {
+		out[i] = c.p
+	}
+	return out, nil
+}
+
+// parsePass reads a pass's stored value.
+func parsePass(id, v string) (n int64, p waitroom.Pass, ok bool) {
+	f := strings.Split(v, "|")
+	if len(f) != 5 {
+		return 0, p, false
+	}
+	var nums [4]int64
+	for i := range nums {
+		x, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, p, false
+		}
+		nums[i] = x
+	}
+	p = waitroom.Pass{ID: id, Uses: int(nums[1]), Left: int(nums[2]), ExpiresAt: time.UnixMilli(nums[3]).UTC(), Revoked: f[4] == "1"}
+	return nums[0], p, true
+}
+
+// enterWithPassScript lets a user in with a pass (Store.EnterWithPass).
+//
+// KEYS[1] cfg
+// KEYS[2] q
+// KEYS[3] tok
+// KEYS[4] active
+// KEYS[5] stats
+// KEYS[6] buyers
+// KEYS[7] passes
+// ARGV[1] user
+// ARGV[2] pass id
+// ARGV[3] a fresh token, used if the user gets one
+//
+// Returns one of
+//
+//	{"ADMITTED", token, ms_left}  the user holds a live token already (the
+//	                              pass is not used) or got one now
+//	{"ALREADY_ORDERED"}           one order per user, and it ordered
+//	{"PASS_INVALID"}              unknown, revoked or expired
+//	{"PASS_USED_UP"}              no use left
+//	{"ROOM_CLOSED"}, {"SOLD_OUT"}
+//	{"NO_FREE_SLOT"}              live tokens at max_active or at the unsold stock
+//	{"ROOM_NOT_FOUND"}
+var enterWithPassScript = redis.NewScript(luaLib + `
+local cfg_key, q_key, tok_key, active_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local stats_key, buyers_key, passes_key = KEYS[5], KEYS[6], KEYS[7]
+local user, id, token = ARGV[1], ARGV[2], ARGV[3]
+
+local cfg = redis.call('HMGET', cfg_key, 'state', 'ttl_ms', 'max_active', 'stock', 'one_order', 'first_use_ms')
+local state = cfg[1]
+if not state then
+  return {'ROOM_NOT_FOUND'}
+end
+local ttl_ms     = math.floor(tonumber(cfg[2]))
+local max_active = tonumber(cfg[3])
+local stock      = tonumber(cfg[4] or '0')
+local first_ms   = math.min(math.floor(tonumber(cfg[6] or cfg[2])), ttl_ms)
+if cfg[5] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
+  return {'ALREADY_ORDERED'}
+end
+
+-- A live token: the user keeps it, and the pass keeps its use.
+local now = now_ms()
+local e = holder_sees(tok_key, active_key, user, now)
+if e then
+  return {'ADMITTED', e.token, time_left(e, now)}
+end
+
+-- The pass: n|uses|left|expires_ms|revoked.
+local v = redis.call('HGET', passes_key, id)
+if not v then
+  return {'PASS_INVALID'}
+end
+local created, uses, left, expires_ms, revoked = string.match(v, '^(%d+)|(%d+)|(%d+)|(%d+)|([01])$')
+if not created or revoked == '1' or tonumber(expires_ms) <= now then
+  return {'PASS_INVALID'}
+end
+left = tonumber(left)
+if left <= 0 then
+  return {'PASS_USED_UP'}
+end
+if state == 'closed' then
+  return {'ROOM_CLOSED'}
+end
+
+-- Counted like any token: within max_active and the stock.
+local live = live_tokens(active_key, now)
+if stock > 0 then
+  local sold = tonumber(redis.call('HGET', stats_key, 'completed') or '0')
+  if sold >= stock then
+    return {'SOLD_OUT'}
+  end
+  if sold + live >= stock then
+    return {'NO_FREE_SLOT'}
+  end
+end
+if max_active > 0 and live >= max_active then
+  return {'NO_FREE_SLOT'}
+end
+
+-- One use; out of the queue; a token as Admit issues one, already told
+-- to its holder by this answer ('shown'): the next look confirms it.
+redis.call('HSET', passes_key, id, string.format('%s|%s|%d|%s|0', created, uses, left - 1, expires_ms))
+redis.call('ZREM', q_key, user)
+local old = parse_entry(redis.call('HGET', tok_key, user))
+if old then
+  -- A lingering expired entry cleanup had not reached: gone unused.
+  if old.state == 'new' or old.state == 'shown' then
+    redis.call('HINCRBY', stats_key, 'no_shows', 1)
+  else
+    redis.call('HINCRBY', stats_key, 'expired', 1)
+  end
+end
+local expires_at = now + first_ms
+redis.call('HSET', tok_key, user, format_entry({token = token, state = 'shown', lease = '', lease_until = now + ttl_ms, expires_at = expires_at}))
+redis.call('ZADD', active_key, expires_at, user)
+redis.call('HINCRBY', stats_key, 'admitted', 1)
+return {'ADMITTED', token, ttl_ms}
+`)
+
+// EnterWithPass lets user in with pass id, as Store.EnterWithPass says.
+func (s *Store) EnterWithPass(ctx context.Context, room, user, id string) (waitroom.Status, error) {
+	if err := checkRoom(room); err != nil {
+		return waitroom.Status{}, err
+	}
+	if !waitroom.ValidUserID(user) {
+		return waitroom.Status{}, waitroom.BadRequest("user ids are 1–128 printable ASCII characters without spaces")
+	}
+	k := s.keys(room)
+	res, err := enterWithPassScript.Run(ctx, s.client, []string{k.cfg, k.q, k.tok, k.active, k.stats, k.buyers, k.passes},
+		user, id, waitroom.NewToken()).Result()
+	if err != nil {
+		return waitroom.Status{}, s.fail("enter with pass", err)
+	}
+	r, ok := asReply(res)
+	if !ok {
+		return waitroom.Status{}, s.unexpected(ctx, "enter with pass", res)
+	}
+	switch r.code() {
+	case "ADMITTED":
+		token, ok1 := r.str(1)
+		ms, ok2 := r.int(2)
+		if !ok1 || !ok2 {
+			return waitroom.Status{}, s.unexpected(ctx, "enter with pass", res)
+		}
+		return waitroom.Status{State: waitroom.StateAdmitted, Token: token, ExpiresIn: time.Duration(ms) * time.Millisecond}, nil
+	case "ALREADY_ORDERED":
+		return waitroom.Status{}, waitroom.ErrAlreadyOrdered
+	case "PASS_INVALID":
+		return waitroom.Status{}, waitroom.ErrPassInvalid
+	case "PASS_USED_UP":
+		return waitroom.Status{}, waitroom.ErrPassUsedUp
+	case "ROOM_CLOSED":
+		return waitroom.Status{}, waitroom.ErrRoomClosed
+	case "SOLD_OUT":
+		return waitroom.Status{}, waitroom.ErrSoldOut
+	case "NO_FREE_SLOT":
+		return waitroom.Status{}, waitroom.ErrNoFreeSlot
+	case "ROOM_NOT_FOUND":
+		return waitroom.Status{}, waitroom.ErrRoomNotFound
+	default:
+		return waitroom.Status{}, s.unexpected(ctx, "enter with pass", res)
+	}
+}
