@@ -122,7 +122,7 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 		}
 
 		r = vouch(r, userHeader, hold.User, orderKey(hold))
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := NewStatusRecorder(w)
 		completed := false
 		stopRenewing := g.keepLease(r.Context(), hold)
 		defer func() {
@@ -139,9 +139,9 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 		}()
 		started := time.Now()
 		next.ServeHTTP(rec, r)
-		completed = rec.status() >= 200 && rec.status() < 300
+		completed = rec.Status() >= 200 && rec.Status() < 300
 		if g.OnServed != nil {
-			g.OnServed(g.Room, time.Since(started), rec.status())
+			g.OnServed(g.Room, time.Since(started), rec.Status())
 		}
 	})
 }
@@ -235,11 +235,11 @@ func (g *Gate) passUnclaimed(w http.ResponseWriter, r *http.Request, userHeader,
 	if g.OnOutcome != nil {
 		g.OnOutcome(g.Room, OutcomeStoreDown)
 	}
-	rec := &statusRecorder{ResponseWriter: w}
+	rec := NewStatusRecorder(w)
 	started := time.Now()
 	next.ServeHTTP(rec, r)
 	if g.OnServed != nil {
-		g.OnServed(g.Room, time.Since(started), rec.status())
+		g.OnServed(g.Room, time.Since(started), rec.Status())
 	}
 }
 
@@ -279,38 +279,4 @@ func (g *Gate) logger() *slog.Logger {
 		return g.Logger
 	}
 	return slog.Default()
-}
-
-// statusRecorder remembers the status the protected handler answered.
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	// An interim answer (103 Early Hints) is not the outcome: only the
-	// final status decides the token's fate.
-	if s.code == 0 && code >= 200 {
-		s.code = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.code == 0 {
-		s.code = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the real writer.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// status is what the handler answered; a handler that wrote nothing
-// answered 200 (net/http's rule).
-func (s *statusRecorder) status() int {
-	if s.code == 0 {
-		return http.StatusOK
-	}
-	return s.code
 }

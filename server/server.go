@@ -328,7 +328,7 @@ func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 
 // ServeHTTP serves r.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rw := &responseRecorder{ResponseWriter: w}
+	rw := waitroom.NewStatusRecorder(w)
 	start := time.Now()
 	route := unmatchedRoute
 	defer func() {
@@ -338,17 +338,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			s.log.ErrorContext(r.Context(), "handler panicked", "method", r.Method, "path", r.URL.Path,
 				"panic", p, "stack", string(debug.Stack()))
-			if rw.status != 0 {
+			if rw.Answered() {
 				// Half an answer is out; cut the connection so the client
 				// cannot take it for a whole one.
 				panic(http.ErrAbortHandler)
 			}
 			s.writeError(rw, r, fmt.Errorf("panic: %v", p))
 		}
-		s.metrics.observeHTTP(route, rw.code(), time.Since(start))
+		s.metrics.observeHTTP(route, rw.Status(), time.Since(start))
 		if s.log.Enabled(r.Context(), slog.LevelDebug) {
 			s.log.DebugContext(r.Context(), "request", "method", r.Method, "path", r.URL.Path,
-				"status", rw.code(), "duration", time.Since(start))
+				"status", rw.Status(), "duration", time.Since(start))
 		}
 	}()
 	s.identify(r)
@@ -465,39 +465,6 @@ func (s *Server) roomConfig(ctx context.Context, room string) (waitroom.RoomConf
 	}
 	c.current.Store(&roomSnapshot{cfg: cfg, fetched: time.Now()})
 	return cfg, nil
-}
-
-// responseRecorder remembers whether and what the handler answered, for the
-// request log and the panic handler.
-type responseRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *responseRecorder) WriteHeader(code int) {
-	// An interim answer (103 Early Hints) is not what the request got.
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *responseRecorder) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController (and the reverse proxy's flushing)
-// reach the real writer.
-func (w *responseRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (w *responseRecorder) code() int {
-	if w.status == 0 {
-		return http.StatusOK
-	}
-	return w.status
 }
 
 // statusProbe captures what ServeMux's own 404/405 handler would answer.
