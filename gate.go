@@ -261,17 +261,8 @@ func (g *Gate) reject(w http.ResponseWriter, r *http.Request, err error) {
 		g.Reject(w, r, err)
 		return
 	}
-	status := http.StatusForbidden
-	switch {
-	case errors.Is(err, ErrBadRequest):
-		status = http.StatusBadRequest
-	case errors.Is(err, ErrTokenInUse):
-		status = http.StatusConflict
-	case errors.Is(err, ErrTokenNotFound), errors.Is(err, ErrTokenInvalid):
-	default:
-		status = http.StatusServiceUnavailable
-	}
-	http.Error(w, ErrorCode(err)+": "+ErrorMessage(err), status)
+	a := Classify(err)
+	http.Error(w, a.Code+": "+a.Message, a.Status)
 }
 
 func (g *Gate) logger() *slog.Logger {

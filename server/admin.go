@@ -32,8 +32,8 @@ import (
 
 // Codes of the operator API.
 var (
-	errUnauthorized = &waitroom.Error{Code: "UNAUTHORIZED", Message: "a valid admin bearer token is required"}
-	errRoomExists   = &waitroom.Error{Code: "ROOM_EXISTS", Message: "the room exists already"}
+	errUnauthorized = &waitroom.Error{Code: "UNAUTHORIZED", Message: "a valid admin bearer token is required", Status: http.StatusUnauthorized}
+	errRoomExists   = &waitroom.Error{Code: "ROOM_EXISTS", Message: "the room exists already", Status: http.StatusConflict}
 )
 
 // Bounds of ?window= on GET /admin/rooms/{room}.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -18,15 +19,16 @@ import (
 
 // What the door adds to the store's codes.
 var (
-	errRateLimited       = &waitroom.Error{Code: "RATE_LIMITED", Message: "too many requests; slow down (your place is kept)"}
-	errChallengeRequired = &waitroom.Error{Code: "CHALLENGE_REQUIRED", Message: "solve the join challenge first"}
+	errRateLimited       = &waitroom.Error{Code: "RATE_LIMITED", Message: "too many requests; slow down (your place is kept)", Status: http.StatusTooManyRequests}
+	errChallengeRequired = &waitroom.Error{Code: "CHALLENGE_REQUIRED", Message: "solve the join challenge first", Status: http.StatusPreconditionRequired}
 )
 
 // rateLimited is a RATE_LIMITED refusal with the wait its Retry-After says.
 type rateLimited struct{ wait time.Duration }
 
-func (e *rateLimited) Error() string        { return errRateLimited.Error() }
-func (e *rateLimited) Is(target error) bool { return target == errRateLimited }
+func (e *rateLimited) Error() string             { return errRateLimited.Error() }
+func (e *rateLimited) RetryAfter() time.Duration { return e.wait }
+func (e *rateLimited) Is(target error) bool      { return target == errRateLimited }
 func (e *rateLimited) As(target any) bool {
 	if p, ok := target.(**waitroom.Error); ok {
 		*p = errRateLimited

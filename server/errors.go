@@ -1,12 +1,9 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
-	"time"
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/jsonhttp"
@@ -14,94 +11,52 @@ import (
 
 // Codes the server adds to the store's.
 var (
-	errNotFound            = &waitroom.Error{Code: "NOT_FOUND", Message: "no such endpoint"}
-	errMethodNotAllowed    = &waitroom.Error{Code: "METHOD_NOT_ALLOWED", Message: "method not allowed"}
-	errNotConfigured       = &waitroom.Error{Code: "NOT_CONFIGURED", Message: "no protected service is configured"}
-	errUpstreamUnavailable = &waitroom.Error{Code: "UPSTREAM_UNAVAILABLE", Message: "the protected service is unavailable; your entry token is kept"}
+	errNotFound            = &waitroom.Error{Code: "NOT_FOUND", Message: "no such endpoint", Status: http.StatusNotFound}
+	errMethodNotAllowed    = &waitroom.Error{Code: "METHOD_NOT_ALLOWED", Message: "method not allowed", Status: http.StatusMethodNotAllowed}
+	errNotConfigured       = &waitroom.Error{Code: "NOT_CONFIGURED", Message: "no protected service is configured", Status: http.StatusNotFound}
+	errUpstreamUnavailable = &waitroom.Error{Code: "UPSTREAM_UNAVAILABLE", Message: "the protected service is unavailable; your entry token is kept", Status: http.StatusBadGateway}
 )
 
-// statusByCode is the one table that maps error codes to HTTP statuses.
-// A code missing here is answered as 500 INTERNAL with its cause logged.
-var statusByCode = map[string]int{
-	waitroom.ErrQueueFull.Code:        http.StatusTooManyRequests,
-	waitroom.ErrRoomClosed.Code:       http.StatusForbidden,
-	waitroom.ErrRoomNotFound.Code:     http.StatusNotFound,
-	waitroom.ErrRoomChanged.Code:      http.StatusConflict,
-	waitroom.ErrNotInQueue.Code:       http.StatusNotFound,
-	waitroom.ErrTokenNotFound.Code:    http.StatusForbidden,
-	waitroom.ErrTokenInvalid.Code:     http.StatusForbidden,
-	waitroom.ErrTokenInUse.Code:       http.StatusConflict,
-	waitroom.ErrSoldOut.Code:          http.StatusConflict,
-	waitroom.ErrAlreadyOrdered.Code:   http.StatusConflict,
-	waitroom.ErrBadRequest.Code:       http.StatusBadRequest,
-	waitroom.ErrStoreUnavailable.Code: http.StatusServiceUnavailable,
-	errNotFound.Code:                  http.StatusNotFound,
-	errMethodNotAllowed.Code:          http.StatusMethodNotAllowed,
-	errNotConfigured.Code:             http.StatusNotFound,
-	errUpstreamUnavailable.Code:       http.StatusBadGateway,
-	errUnauthorized.Code:              http.StatusUnauthorized,
-	errRoomExists.Code:                http.StatusConflict,
-	errRateLimited.Code:               http.StatusTooManyRequests,
-	errChallengeRequired.Code:         http.StatusPreconditionRequired,
-}
-
-// Retry-After hints. A full queue drains slowly, so the crowd it turns away
-// is told to come back later and spread out (jitter) instead of retrying in
-// lockstep; a store outage is usually short.
-const (
-	queueFullRetryAfter   = 30 * time.Second
-	unavailableRetryAfter = 5 * time.Second
-)
-
-// writeError answers err with the status of its code and the standard body.
-// The client sees the code and the safe message; the log gets the cause.
-func writeError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, context.DeadlineExceeded) && waitroom.ErrorCode(err) == "INTERNAL" {
-		// A store call that timed out: the store is too slow to answer.
-		err = errors.Join(waitroom.ErrStoreUnavailable, err)
-	}
-	code, message := waitroom.ErrorCode(err), waitroom.ErrorMessage(err)
-	status, known := statusByCode[code]
+// classify is waitroom.Classify with the log line the error deserves: the
+// cause of a bug at error level, a failure at warn, a refusal at debug. A
+// store outage is logged when it starts and ends (waitroom.GuardedStore),
+// not once per request.
+func classify(log *slog.Logger, r *http.Request, err error) waitroom.Answer {
+	a := waitroom.Classify(err)
 	ctx := r.Context()
 	switch {
-	case !known && ctx.Err() != nil:
+	case !a.Known && ctx.Err() != nil:
 		// The client went away mid-request; nobody reads the answer.
 		log.DebugContext(ctx, "request cancelled", "method", r.Method, "path", r.URL.Path, "err", err)
-		code, message, status = "INTERNAL", "internal error", http.StatusInternalServerError
-	case !known:
+	case !a.Known:
 		log.ErrorContext(ctx, "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
-		code, message, status = "INTERNAL", "internal error", http.StatusInternalServerError
-	case status >= 500 && code != waitroom.ErrStoreUnavailable.Code:
-		// A store outage is logged when it starts and ends (GuardedStore),
-		// not once per request.
-		log.WarnContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+	case a.Status >= 500 && a.Code != waitroom.ErrStoreUnavailable.Code:
+		log.WarnContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "code", a.Code, "err", err)
 	default:
-		log.DebugContext(ctx, "request refused", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+		log.DebugContext(ctx, "request refused", "method", r.Method, "path", r.URL.Path, "code", a.Code, "err", err)
 	}
-	switch code {
-	case waitroom.ErrQueueFull.Code:
-		jsonhttp.RetryAfter(w, queueFullRetryAfter+rand.N(queueFullRetryAfter/2))
-	case waitroom.ErrStoreUnavailable.Code:
-		jsonhttp.RetryAfter(w, unavailableRetryAfter)
-	case errRateLimited.Code:
-		var rl *rateLimited
-		if errors.As(err, &rl) {
-			jsonhttp.RetryAfter(w, rl.wait)
-		}
-	case errChallengeRequired.Code:
-		// The answer carries a challenge to solve; a stale solution gets a
-		// fresh one the same way.
-		var c *challengeRequired
-		if errors.As(err, &c) {
-			jsonhttp.Write(w, status, challengeBody{
-				Error:      jsonhttp.ErrorDetail{Code: code, Message: message},
-				Challenge:  c.challenge,
-				Difficulty: c.difficulty,
-			})
-			return
-		}
+	return a
+}
+
+// writeError answers err with its status and the standard body. The client
+// sees the code and the safe message; the log gets the cause.
+func writeError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	a := classify(log, r, err)
+	if a.RetryAfter > 0 {
+		jsonhttp.RetryAfter(w, a.RetryAfter)
 	}
-	jsonhttp.Error(w, status, code, message)
+	// The answer carries a challenge to solve; a stale solution gets a
+	// fresh one the same way.
+	var c *challengeRequired
+	if a.Code == errChallengeRequired.Code && errors.As(err, &c) {
+		jsonhttp.Write(w, a.Status, challengeBody{
+			Error:      jsonhttp.ErrorDetail{Code: a.Code, Message: a.Message},
+			Challenge:  c.challenge,
+			Difficulty: c.difficulty,
+		})
+		return
+	}
+	jsonhttp.Error(w, a.Status, a.Code, a.Message)
 }
 
 // challengeBody is the 428 answer: the error and the challenge to solve.

@@ -2,14 +2,12 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
-	"math/rand/v2"
 	"mime"
 	"net/http"
 	"strconv"
@@ -347,28 +345,19 @@ func (s *Server) renderError(w http.ResponseWriter, r *http.Request, room string
 // errorView turns a refusal into its page and the status the JSON API
 // would answer; it sets Retry-After where the API does.
 func (s *Server) errorView(w http.ResponseWriter, r *http.Request, room string, err error) (pageView, int) {
-	if errors.Is(err, context.DeadlineExceeded) && waitroom.ErrorCode(err) == "INTERNAL" {
-		err = errors.Join(waitroom.ErrStoreUnavailable, err)
+	a := classify(s.log, r, err)
+	if a.RetryAfter > 0 {
+		jsonhttp.RetryAfter(w, a.RetryAfter)
 	}
-	code := waitroom.ErrorCode(err)
-	status, known := statusByCode[code]
-	if !known {
-		s.log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
-		status = http.StatusInternalServerError
-	} else if status >= 500 && code != waitroom.ErrStoreUnavailable.Code {
-		// A store outage is logged when it starts and ends, not per request.
-		s.log.WarnContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
-	}
+	code, status := a.Code, a.Status
 	var v pageView
 	switch code {
 	case waitroom.ErrQueueFull.Code:
 		v = s.baseView(r, room, pageQueueFull)
-		// Spread the crowd that is turned away, as the API does, and never
-		// come back by itself: a full queue must not be knocked on in step.
-		wait := queueFullRetryAfter + rand.N(queueFullRetryAfter/2)
-		v.RetryAfter = int(wait.Seconds())
+		// The crowd turned away is spread, as by the API, and the page never
+		// comes back by itself: a full queue must not be knocked on in step.
+		v.RetryAfter, _ = strconv.Atoi(w.Header().Get("Retry-After"))
 		v.Boot.RetryAfter = v.RetryAfter
-		w.Header().Set("Retry-After", strconv.Itoa(v.RetryAfter))
 	case waitroom.ErrRoomClosed.Code:
 		v = s.baseView(r, room, pageClosed)
 	case waitroom.ErrSoldOut.Code:
@@ -379,19 +368,14 @@ func (s *Server) errorView(w http.ResponseWriter, r *http.Request, room string, 
 		v = s.baseView(r, room, pageNoRoom)
 	case waitroom.ErrStoreUnavailable.Code:
 		v = s.baseView(r, room, pageUnavailable)
-		w.Header().Set("Retry-After", strconv.Itoa(int(unavailableRetryAfter.Seconds())))
 	case errRateLimited.Code:
 		v = s.baseView(r, room, pageError)
-		v.Message = waitroom.ErrorMessage(err)
-		var rl *rateLimited
-		if errors.As(err, &rl) {
-			jsonhttp.RetryAfter(w, rl.wait)
-		}
+		v.Message = a.Message
 	default:
 		v = s.baseView(r, room, pageError)
 		v.Message = "Something went wrong on our side."
-		if known && status < 500 {
-			v.Message = waitroom.ErrorMessage(err)
+		if a.Known && status < 500 {
+			v.Message = a.Message
 		}
 	}
 	if room == "" {

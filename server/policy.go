@@ -292,6 +292,6 @@ func (s *Server) writeReady(w http.ResponseWriter, r *http.Request, pingErr erro
 		return
 	}
 	body.Error = &errorBody{Code: waitroom.ErrStoreUnavailable.Code, Message: waitroom.ErrStoreUnavailable.Message}
-	jsonhttp.RetryAfter(w, unavailableRetryAfter)
+	jsonhttp.RetryAfter(w, waitroom.UnavailableRetryAfter)
 	jsonhttp.Write(w, http.StatusServiceUnavailable, body)
 }
