@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -38,10 +39,12 @@ var (
 	codeTokenNotFound = waitroom.ErrTokenNotFound.Code
 	codeTokenInvalid  = waitroom.ErrTokenInvalid.Code
 	codeTokenInUse    = waitroom.ErrTokenInUse.Code
+	codeNotInQueue    = waitroom.ErrNotInQueue.Code
 )
 
 const (
 	codeSoldOut     = "SOLD_OUT"
+	codeRateLimited = "RATE_LIMITED"
 	codeTransport   = "TRANSPORT_ERROR" // no answer: refused, reset, …
 	codeTimeout     = "TIMEOUT"         // no answer within RequestTimeout
 	codeBadAnswer   = "BAD_ANSWER"      // a 2xx whose body is not the documented shape
@@ -53,22 +56,42 @@ const (
 // expectedCodes are the refusals that are answers, not errors: a full or
 // closed room turns a user away, a sold-out product is the end of the
 // sale. Every other refusal, and every 5xx, is reported as a violation.
+// A user dropped from the queue (silent past abandon_after, or a token
+// that expired unconfirmed) hears NOT_IN_QUEUE and enters again; a client
+// asking too fast hears RATE_LIMITED and waits its Retry-After.
 var expectedCodes = [numEndpoints]map[string]bool{
-	endpointEnter: {codeQueueFull: true, codeRoomClosed: true},
-	endpointOrder: {codeSoldOut: true},
+	endpointEnter:  {codeQueueFull: true, codeRoomClosed: true, codeRateLimited: true},
+	endpointStatus: {codeNotInQueue: true, codeRateLimited: true},
+	endpointLeave:  {codeRateLimited: true},
+	endpointOrder:  {codeSoldOut: true, codeRateLimited: true},
 }
 
 // result is what one request got.
 type result struct {
-	status  int
-	code    string // "" for a 2xx; the error code otherwise
-	body    []byte
-	at      time.Duration // since the start: when the answer arrived
-	aborted bool          // the run stopped first; not counted anywhere
+	status     int
+	code       string // "" for a 2xx; the error code otherwise
+	body       []byte
+	retryAfter time.Duration // the answer's Retry-After; 0 without one
+	at         time.Duration // since the start: when the answer arrived
+	aborted    bool          // the run stopped first; not counted anywhere
 }
 
 func (res result) retryable() bool {
-	return res.status == 0 || res.status >= 500 || res.code == codeTokenInUse
+	return res.status == 0 || res.status >= 500 || res.code == codeTokenInUse || res.code == codeRateLimited
+}
+
+// maxRetryAfter bounds how long a user honours a Retry-After: a bad header
+// must not park it for the rest of the run.
+const maxRetryAfter = time.Minute
+
+// wait is how long to wait before trying again after res: its Retry-After
+// when it has one (honoured: trying sooner is what the header forbids),
+// else fallback.
+func (res result) wait(fallback time.Duration) time.Duration {
+	if res.retryAfter > 0 {
+		return max(res.retryAfter, fallback)
+	}
+	return fallback
 }
 
 // queueAnswer is the body of an enter or status answer.
@@ -78,6 +101,9 @@ type queueAnswer struct {
 	ETASeconds  float64 `json:"eta_seconds"`
 	PollAfterMS int64   `json:"poll_after_ms"`
 	Token       string  `json:"token"`
+
+	ETALowSeconds  float64 `json:"eta_low_seconds"`
+	ETAHighSeconds float64 `json:"eta_high_seconds"`
 }
 
 // pollAfter is the server's hint, honoured as given: never polling faster
@@ -125,6 +151,9 @@ func (r *runner) do(ctx context.Context, ep endpoint, method, path, userID, toke
 	resp, err := r.client.Do(req)
 	if err == nil {
 		res.status = resp.StatusCode
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			res.retryAfter = min(time.Duration(secs)*time.Second, maxRetryAfter)
+		}
 		res.body, err = io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 		_, _ = io.Copy(io.Discard, resp.Body) // drain, so the connection is reused
 		resp.Body.Close()

@@ -57,6 +57,11 @@ type Config struct {
 	// LeaveShare is the share, in [0, 1], of users who leave the queue
 	// after their first status answer.
 	LeaveShare float64
+	// VanishShare is the share, in [0, 1], of users who stop polling
+	// after their entry answer without leaving, as a closed tab does: the
+	// room finds them gone at the head (abandon_after), or, admitted,
+	// no-shows.
+	VanishShare float64
 	// ProductID is what users order: the body of POST /orders is
 	// {"product_id": ProductID, "quantity": 1}.
 	ProductID string
@@ -153,6 +158,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("loadtest: no-order share must be in [0, 1], got %g", c.NoOrderShare)
 	case !isShare(c.LeaveShare):
 		return fmt.Errorf("loadtest: leave share must be in [0, 1], got %g", c.LeaveShare)
+	case !isShare(c.VanishShare) || c.LeaveShare+c.VanishShare > 1:
+		return fmt.Errorf("loadtest: vanish share must be in [0, 1 − leave share], got %g", c.VanishShare)
 	case c.ProductID == "" && c.NoOrderShare < 1 && c.LeaveShare < 1:
 		return errors.New("loadtest: ProductID is required unless nobody orders")
 	case c.Arrival < 0 || c.Duration < 0 || c.RequestTimeout < 0:
@@ -163,8 +170,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("loadtest: rate must be ≥ 0, got %g", c.Rate)
 	case c.Stock < 0:
 		return fmt.Errorf("loadtest: stock must be ≥ 0, got %d", c.Stock)
-	case c.CheckPositions && c.LeaveShare > 0:
-		return errors.New("loadtest: CheckPositions needs LeaveShare 0: a user leaving before everyone entered shifts the positions of those after")
+	case c.CheckPositions && (c.LeaveShare > 0 || c.VanishShare > 0):
+		return errors.New("loadtest: CheckPositions needs LeaveShare and VanishShare 0: a user leaving before everyone entered shifts the positions of those after")
 	case !waitroom.ValidUserID(userID(c.RunID, c.Users)):
 		return fmt.Errorf("loadtest: run id %q does not make valid user ids", c.RunID)
 	}

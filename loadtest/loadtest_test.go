@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/jsonhttp"
 	"github.com/waitroom/waitroom/loadtest"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
@@ -158,6 +161,8 @@ func TestRunAgainstTheRealServer(t *testing.T) {
 	p, err := f.shop.Product(t.Context(), product)
 	require.NoError(t, err)
 	require.Zero(t, p.Stock)
+	require.Positive(t, rep.Orders.PerSecond)
+	rep.Orders.PerSecond = 0
 	require.Equal(t, loadtest.OrderStats{Created: stock, SoldOut: 1800 - stock, Stock: stock}, rep.Orders)
 
 	e := rep.Endpoints
@@ -291,7 +296,7 @@ func TestRunAcceptsLoopbackHosts(t *testing.T) {
 		})
 		require.ErrorIs(t, err, loadtest.ErrViolations, host)
 		require.Equal(t, loadtest.Outcomes{Failed: 3}, rep.Outcomes)
-		require.Equal(t, map[string]int{"TRANSPORT_ERROR": 3}, rep.Endpoints.Enter.Unexpected)
+		require.Equal(t, map[string]int{"TRANSPORT_ERROR": 3 * 3}, rep.Endpoints.Enter.Unexpected, "each user tries three times")
 	}
 }
 
@@ -420,4 +425,81 @@ func currentConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomCo
 	cfg, err := s.RoomConfig(tb.Context(), room)
 	require.NoError(tb, err)
 	return cfg
+}
+
+// TestUsersBehaveLikePeople: a room that drops every user at its first
+// status call (NOT_IN_QUEUE, as after a silence) and refuses every first
+// entry with 429 RATE_LIMITED and Retry-After: the users wait the
+// Retry-After, enter again after NOT_IN_QUEUE (counted apart) and still
+// order; a fifth of them close the tab after entering and are counted
+// abandoned, never polling again.
+func TestUsersBehaveLikePeople(t *testing.T) {
+	t.Parallel()
+	const users = 50
+	var (
+		mu        sync.Mutex
+		entries   = map[string][]time.Time{}
+		dropped   = map[string]bool{}
+		statuses  = map[string]int{}
+		storeRef  *memstore.Store
+		retryWait = time.Second
+	)
+	f := newFixture(t, fixtureOptions{rate: 1000, stock: users, wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			user := r.Header.Get(waitroom.DefaultUserHeader)
+			mu.Lock()
+			switch {
+			case strings.HasSuffix(r.URL.Path, "/enter"):
+				entries[user] = append(entries[user], time.Now())
+				if len(entries[user]) == 1 {
+					mu.Unlock()
+					w.Header().Set("Retry-After", strconv.Itoa(int(retryWait.Seconds())))
+					jsonhttp.Error(w, http.StatusTooManyRequests, "RATE_LIMITED", "slow down")
+					return
+				}
+			case strings.HasSuffix(r.URL.Path, "/status"):
+				statuses[user]++
+				if !dropped[user] {
+					dropped[user] = true
+					mu.Unlock()
+					if err := storeRef.Leave(r.Context(), room, user); err != nil {
+						t.Error(err)
+					}
+					jsonhttp.Error(w, http.StatusNotFound, "NOT_IN_QUEUE", "not in the queue")
+					return
+				}
+			}
+			mu.Unlock()
+			next.ServeHTTP(w, r)
+		})
+	}})
+	storeRef = f.store
+	f.startAdmitter()
+	cfg := f.config()
+	cfg.Users, cfg.Stock, cfg.VanishShare = users, users, 0.2
+	// Entries are held in the queue until everyone is in: the first
+	// status comes before any admission.
+	require.NoError(t, f.store.UpdateRoom(t.Context(), room, currentConfig(t, f.store, room), waitroom.RoomConfig{Rate: 1000, MaxQueue: 1_000_000, State: waitroom.RoomPaused}))
+	cfg.OnAllEntered = func() {
+		_ = f.store.UpdateRoom(f.ctx, room, currentConfig(t, f.store, room), waitroom.RoomConfig{Rate: 1000, MaxQueue: 1_000_000})
+	}
+	rep, err := loadtest.Run(t.Context(), cfg)
+	require.NoError(t, err, "%v", rep.Violations)
+
+	const vanished = users / 5
+	require.Equal(t, loadtest.Outcomes{Ordered: users - vanished, Abandoned: vanished}, rep.Outcomes)
+	require.Equal(t, users-vanished, rep.Queue.Reentries, "every poller was dropped once and entered again")
+	mu.Lock()
+	defer mu.Unlock()
+	for user, times := range entries {
+		require.GreaterOrEqual(t, len(times), 2, user)
+		require.GreaterOrEqual(t, times[1].Sub(times[0]), retryWait, "%s honoured Retry-After", user)
+	}
+	silent := 0
+	for _, u := range slices.Collect(maps.Keys(entries)) {
+		if statuses[u] == 0 {
+			silent++
+		}
+	}
+	require.Equal(t, vanished, silent, "the vanished never asked for their status")
 }

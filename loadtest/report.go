@@ -51,6 +51,7 @@ type Outcomes struct {
 	SoldOut    int `json:"sold_out"`    // ordered and were told SOLD_OUT
 	NoOrder    int `json:"no_order"`    // admitted, never ordered (NoOrderShare)
 	Left       int `json:"left"`        // left the queue (LeaveShare)
+	Abandoned  int `json:"abandoned"`   // stopped polling without leaving (VanishShare)
 	TurnedAway int `json:"turned_away"` // QUEUE_FULL or ROOM_CLOSED at entry
 	Failed     int `json:"failed"`      // gave up after unexpected answers
 	Unfinished int `json:"unfinished"`  // still on their way when the run stopped
@@ -58,7 +59,7 @@ type Outcomes struct {
 
 // Total is the sum of all outcomes.
 func (o Outcomes) Total() int {
-	return o.Ordered + o.SoldOut + o.NoOrder + o.Left + o.TurnedAway + o.Failed + o.Unfinished
+	return o.Ordered + o.SoldOut + o.NoOrder + o.Left + o.Abandoned + o.TurnedAway + o.Failed + o.Unfinished
 }
 
 // Endpoints holds the figures of each API call.
@@ -101,6 +102,9 @@ type QueueStats struct {
 	// AllEnteredSeconds is when the last user had its entry answer; 0 if
 	// some never did.
 	AllEnteredSeconds float64 `json:"all_entered_seconds"`
+	// Reentries counts users who entered again after a NOT_IN_QUEUE status
+	// (the room had dropped them), apart from their first entry.
+	Reentries int `json:"reentries"`
 	// PeakPosition is the largest position any answer gave: the longest
 	// queue seen.
 	PeakPosition int64 `json:"peak_position"`
@@ -115,8 +119,10 @@ type QueueStats struct {
 // and how well the ETA at entry foretold it.
 type AdmissionStats struct {
 	// Source of the admission times: "server" (the admitter's hook, via
-	// Config.Admissions) or "client" (each user's first "admitted"
-	// answer, late by up to one poll interval).
+	// Config.Admissions), "client" (each user's first "admitted" answer,
+	// late by up to one poll interval), or "admin counter" (RunWatched:
+	// the pacing figures from the store's counter, read every 10 ms; the
+	// waits still from the users' answers).
 	Source string `json:"source"`
 	// Admitted counts the run's users that saw their admission.
 	Admitted int `json:"admitted"`
@@ -139,13 +145,22 @@ type AdmissionStats struct {
 	ETAErrorMeanS   float64 `json:"eta_error_mean_s"`
 	ETAAbsErrorMean float64 `json:"eta_abs_error_mean_s"`
 	ETAAbsErrorP90  float64 `json:"eta_abs_error_p90_s"`
+	// Relative error |ETA − wait| ÷ wait of the ETA in each user's first
+	// answer, and the share of waits inside that answer's
+	// [eta_low_seconds, eta_high_seconds].
+	ETARelErrorP50  float64 `json:"eta_rel_error_p50"`
+	ETARelErrorP90  float64 `json:"eta_rel_error_p90"`
+	ETAInRangeShare float64 `json:"eta_in_range_share"`
 }
 
 // OrderStats compare the orders with the stock.
 type OrderStats struct {
 	Created int `json:"created"` // users whose order was placed
-	SoldOut int `json:"sold_out"`
-	Stock   int `json:"stock"` // 0: unknown
+	// PerSecond is the orders placed per second from the first admission
+	// to the last order.
+	PerSecond float64 `json:"per_second"`
+	SoldOut   int     `json:"sold_out"`
+	Stock     int     `json:"stock"` // 0: unknown
 	// Oversold says more orders were placed than there was stock.
 	Oversold bool `json:"oversold"`
 }
@@ -184,6 +199,8 @@ func (r *runner) report(end time.Time) *Report {
 			rep.Outcomes.NoOrder++
 		case outcomeLeft:
 			rep.Outcomes.Left++
+		case outcomeAbandoned:
+			rep.Outcomes.Abandoned++
 		case outcomeTurnedAway:
 			rep.Outcomes.TurnedAway++
 		case outcomeFailed:
@@ -250,6 +267,7 @@ func (r *runner) reportQueue(rep *Report) {
 		if u.entered {
 			q.Entered++
 		}
+		q.Reentries += u.reentries
 		q.PeakPosition = max(q.PeakPosition, u.maxPos)
 	}
 }
@@ -355,8 +373,9 @@ func (r *runner) reportAdmissions(rep *Report, end time.Time) {
 	}
 
 	// Waits and ETA errors of the users who queued and were admitted.
-	var waits, absErrs []float64
+	var waits, absErrs, relErrs []float64
 	var errSum float64
+	inRange := 0
 	for i := range r.users {
 		u := &r.users[i]
 		if u.entryPos == 0 || admittedAt[i] < 0 {
@@ -367,7 +386,25 @@ func (r *runner) reportAdmissions(rep *Report, end time.Time) {
 		e := u.entryETA.Seconds() - wait
 		errSum += e
 		absErrs = append(absErrs, math.Abs(e))
+		if wait > 0 {
+			relErrs = append(relErrs, math.Abs(e)/wait)
+		}
+		if w := admittedAt[i] - u.enteredAt; w >= u.entryLow && w <= u.entryHigh {
+			inRange++
+		}
 	}
+	slices.Sort(relErrs)
+	a.ETARelErrorP50, a.ETARelErrorP90 = quantile(relErrs, 0.5), quantile(relErrs, 0.9)
+	if len(absErrs) > 0 {
+		a.ETAInRangeShare = float64(inRange) / float64(len(absErrs))
+	}
+	var firstAdmission time.Duration = -1
+	for _, at := range pacing {
+		if firstAdmission < 0 || at < firstAdmission {
+			firstAdmission = at
+		}
+	}
+	r.firstAdmission = firstAdmission
 	slices.Sort(waits)
 	slices.Sort(absErrs)
 	a.WaitP50S, a.WaitP99S, a.WaitMaxS = quantile(waits, 0.5), quantile(waits, 0.99), quantile(waits, 1)
@@ -410,10 +447,15 @@ func (r *runner) reportOrders(rep *Report) {
 	o := &rep.Orders
 	o.Stock = r.cfg.Stock
 	o.SoldOut = rep.Outcomes.SoldOut
+	var lastOrder time.Duration
 	for i := range r.users {
 		if r.users[i].created {
 			o.Created++
+			lastOrder = max(lastOrder, r.users[i].orderedAt)
 		}
+	}
+	if span := lastOrder - r.firstAdmission; r.firstAdmission >= 0 && span > 0 {
+		o.PerSecond = float64(o.Created) / span.Seconds()
 	}
 	if r.cfg.Stock == 0 {
 		rep.Notes = append(rep.Notes, "the stock is unknown (Config.Stock 0): the oversell check is skipped")
@@ -487,8 +529,8 @@ func (rep *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "%d users arriving %s, seed %d; ran %s, %s\n\n", rep.Users, arrival, rep.Seed, seconds(rep.ElapsedSeconds), state)
 
 	o := rep.Outcomes
-	fmt.Fprintf(&b, "outcomes   ordered %d, sold out %d, no order %d, left %d, turned away %d, failed %d, unfinished %d\n\n",
-		o.Ordered, o.SoldOut, o.NoOrder, o.Left, o.TurnedAway, o.Failed, o.Unfinished)
+	fmt.Fprintf(&b, "outcomes   ordered %d, sold out %d, no order %d, left %d, abandoned %d, turned away %d, failed %d, unfinished %d\n\n",
+		o.Ordered, o.SoldOut, o.NoOrder, o.Left, o.Abandoned, o.TurnedAway, o.Failed, o.Unfinished)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "endpoint\trequests\treq/s\tp50\tp90\tp99\tmax\t")
@@ -511,7 +553,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if q.AllEnteredSeconds > 0 {
 		entered = "all entry answers after " + seconds(q.AllEnteredSeconds)
 	}
-	fmt.Fprintf(&b, "\nqueue      %d entered; %s; peak position %d\n", q.Entered, entered, q.PeakPosition)
+	fmt.Fprintf(&b, "\nqueue      %d entered (and %d entered again after NOT_IN_QUEUE); %s; peak position %d\n", q.Entered, q.Reentries, entered, q.PeakPosition)
 	if q.PositionsChecked {
 		verdict := "a permutation of 1..N"
 		if !q.PositionsOK {
@@ -522,8 +564,11 @@ func (rep *Report) WriteText(w io.Writer) error {
 
 	a := rep.Admissions
 	source := "the admitter"
-	if a.Source == "client" {
+	switch a.Source {
+	case "client":
 		source = "users' polls"
+	case "admin counter":
+		source = "the store's counter via the admin API; waits from users' polls"
 	}
 	fmt.Fprintf(&b, "admission  %d users admitted (times from %s)\n", a.Admitted, source)
 	fmt.Fprintf(&b, "           per 100 ms: max %d, mean %.1f; per second: max %d, mean %.1f", a.PerSliceMax, a.PerSliceMean, a.PerSecondMax, a.PerSecondMean)
@@ -534,6 +579,8 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if a.ETAUsers > 0 {
 		fmt.Fprintf(&b, "           ETA error (ETA − wait, %d users): mean %+.2fs, mean |error| %.2fs, p90 |error| %.2fs\n",
 			a.ETAUsers, a.ETAErrorMeanS, a.ETAAbsErrorMean, a.ETAAbsErrorP90)
+		fmt.Fprintf(&b, "           ETA relative error |ETA − wait| ÷ wait: p50 %.3f, p90 %.3f; waits within the range given: %.1f%%\n",
+			a.ETARelErrorP50, a.ETARelErrorP90, 100*a.ETAInRangeShare)
 	}
 
 	or := rep.Orders
@@ -544,7 +591,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 			stock += ": OVERSOLD"
 		}
 	}
-	fmt.Fprintf(&b, "orders     %d placed, %d sold out; %s\n", or.Created, or.SoldOut, stock)
+	fmt.Fprintf(&b, "orders     %d placed (%.1f/s from the first admission to the last order), %d sold out; %s\n", or.Created, or.PerSecond, or.SoldOut, stock)
 
 	for _, n := range rep.Notes {
 		fmt.Fprintf(&b, "\nnote: %s", n)

@@ -22,6 +22,7 @@ const (
 	roleOrder   role = iota
 	roleNoOrder      // admitted, never orders
 	roleLeave        // leaves after its first status answer
+	roleVanish       // stops polling after its entry answer, without leaving
 )
 
 // outcome is how a user's journey ended.
@@ -35,7 +36,12 @@ const (
 	outcomeLeft
 	outcomeTurnedAway // QUEUE_FULL or ROOM_CLOSED at entry
 	outcomeFailed     // gave up after an unexpected answer
+	outcomeAbandoned  // stopped polling without leaving (VanishShare)
 )
+
+// stateGone is the journey's name for a NOT_IN_QUEUE status answer: the
+// room dropped the user (silent too long, or a token left unconfirmed).
+const stateGone = "gone"
 
 // user is one virtual user's record. Only its own goroutine writes it
 // while the run lasts; the report reads it afterwards.
@@ -47,7 +53,11 @@ type user struct {
 	entered    bool
 	enteredAt  time.Duration // since the start: the entry answer arrived
 	entryPos   int64         // position at entry; 0 if admitted at entry
-	entryETA   time.Duration
+	entryETA   time.Duration // the ETA and its range in the first answer
+	entryLow   time.Duration
+	entryHigh  time.Duration
+	reentries  int // entered again after NOT_IN_QUEUE
+	orderedAt  time.Duration
 	maxPos     int64
 	admitted   bool
 	admittedAt time.Duration // the first "admitted" answer arrived
@@ -82,6 +92,9 @@ type runner struct {
 	// Live counters for the status line.
 	entered, waiting, admitted, ordered, left atomic.Int64
 	unexpected, requests                      atomic.Int64
+
+	// firstAdmission is when the run's first admission was (report).
+	firstAdmission time.Duration
 
 	enterAnswers atomic.Int64
 	allEnteredAt atomic.Int64 // ns since start; 0 until every user had its entry answer
@@ -126,11 +139,15 @@ func (r *runner) close() { r.transport.CloseIdleConnections() }
 func assignRoles(cfg Config) []role {
 	roles := make([]role, cfg.Users)
 	leavers := int(math.Round(cfg.LeaveShare * float64(cfg.Users)))
-	noOrder := int(math.Round(cfg.NoOrderShare * float64(cfg.Users-leavers)))
+	vanish := min(int(math.Round(cfg.VanishShare*float64(cfg.Users))), cfg.Users-leavers)
+	noOrder := int(math.Round(cfg.NoOrderShare * float64(cfg.Users-leavers-vanish)))
 	for i := range leavers {
 		roles[i] = roleLeave
 	}
-	for i := leavers; i < leavers+noOrder; i++ {
+	for i := leavers; i < leavers+vanish; i++ {
+		roles[i] = roleVanish
+	}
+	for i := leavers + vanish; i < leavers+vanish+noOrder; i++ {
 		roles[i] = roleNoOrder
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6c6f6164)) // second word: any constant
@@ -199,12 +216,28 @@ func (r *runner) journey(ctx context.Context, u *user) {
 		return
 	}
 
+	if u.role == roleVanish {
+		// Closes the tab: no more polls, no leave. The room finds it
+		// gone (abandon_after) or, admitted, a no-show.
+		u.outcome = outcomeAbandoned
+		return
+	}
 	if ans.State == stateWaiting {
 		r.waiting.Add(1)
 	}
 	polled := false
 	for ans.State == stateWaiting {
 		next, ok := r.poll(ctx, u, ans)
+		if ok && next.State == stateGone {
+			// Dropped by the room: a person enters again, at the back.
+			u.reentries++
+			var res result
+			next, res = r.enter(ctx, u)
+			ok = !res.aborted && res.code == ""
+			if !res.aborted && res.code != "" {
+				u.outcome = outcomeFailed
+			}
+		}
 		if !ok {
 			r.waiting.Add(-1)
 			return
@@ -230,14 +263,29 @@ func (r *runner) journey(ctx context.Context, u *user) {
 		u.outcome = outcomeLeft
 		r.left.Add(1)
 	case roleNoOrder:
+		// A no-show: told of its turn, never back to confirm or order.
 		u.outcome = outcomeNoOrder
 	default:
+		// An API client confirms its token by asking once more after
+		// admission (a page does it as it shows "your turn"), then orders.
+		if _, ok := r.poll(ctx, u, queueAnswer{PollAfterMS: 1}); !ok {
+			return
+		}
 		r.order(ctx, u)
 	}
 }
 
 func (r *runner) enter(ctx context.Context, u *user) (queueAnswer, result) {
-	res := r.do(ctx, endpointEnter, http.MethodPost, "/rooms/"+r.cfg.Room+"/enter", u.id, "", nil)
+	var res result
+	for attempt := 1; ; attempt++ {
+		res = r.do(ctx, endpointEnter, http.MethodPost, "/rooms/"+r.cfg.Room+"/enter", u.id, "", nil)
+		if res.aborted || !res.retryable() || attempt == maxAttempts {
+			break
+		}
+		if !sleepFor(ctx, res.wait(time.Second)) {
+			return queueAnswer{}, result{aborted: true}
+		}
+	}
 	if res.aborted || res.code != "" {
 		return queueAnswer{}, res
 	}
@@ -245,22 +293,28 @@ func (r *runner) enter(ctx context.Context, u *user) (queueAnswer, result) {
 	if res.code != "" {
 		return ans, res
 	}
-	u.entered, u.enteredAt = true, res.at
-	r.entered.Add(1)
-	if ans.State == stateWaiting {
-		u.entryPos = ans.Position
-		u.entryETA = time.Duration(ans.ETASeconds * float64(time.Second))
+	if !u.entered { // the first answer: the ETA is judged from here
+		u.entered, u.enteredAt = true, res.at
+		r.entered.Add(1)
+		if ans.State == stateWaiting {
+			u.entryPos = ans.Position
+			u.entryETA = secondsOf(ans.ETASeconds)
+			u.entryLow, u.entryHigh = secondsOf(ans.ETALowSeconds), secondsOf(ans.ETAHighSeconds)
+		}
 	}
 	r.observe(u, ans, res.at)
 	return ans, res
 }
 
+func secondsOf(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
 // poll waits the hint of the last answer, then asks for the status; it
 // retries a failed poll after the same hint. ok is false when the journey
 // ends here (the outcome is set).
 func (r *runner) poll(ctx context.Context, u *user, last queueAnswer) (queueAnswer, bool) {
+	delay := last.pollAfter()
 	for attempt := 1; ; attempt++ {
-		if !sleepFor(ctx, last.pollAfter()) {
+		if !sleepFor(ctx, delay) {
 			return queueAnswer{}, false
 		}
 		res := r.do(ctx, endpointStatus, http.MethodGet, "/rooms/"+r.cfg.Room+"/status", u.id, "", nil)
@@ -271,14 +325,17 @@ func (r *runner) poll(ctx context.Context, u *user, last queueAnswer) (queueAnsw
 		if res.code == "" {
 			ans, res = r.decodeQueueAnswer(endpointStatus, res)
 		}
-		if res.code == "" {
+		switch {
+		case res.code == "":
 			r.observe(u, ans, res.at)
 			return ans, true
-		}
-		if !res.retryable() || attempt == maxAttempts {
+		case res.code == codeNotInQueue:
+			return queueAnswer{State: stateGone}, true
+		case !res.retryable() || attempt == maxAttempts:
 			u.outcome = outcomeFailed
 			return queueAnswer{}, false
 		}
+		delay = res.wait(last.pollAfter())
 	}
 }
 
@@ -306,7 +363,7 @@ func (r *runner) order(ctx context.Context, u *user) {
 		case res.aborted:
 			return
 		case res.code == "":
-			u.created = true
+			u.created, u.orderedAt = true, res.at
 			u.outcome = outcomeOrdered
 			r.ordered.Add(1)
 			return
@@ -327,7 +384,7 @@ func (r *runner) order(ctx context.Context, u *user) {
 			}
 			token = ans.Token
 		case res.retryable():
-			if !sleepFor(ctx, orderRetryAfter) {
+			if !sleepFor(ctx, res.wait(orderRetryAfter)) {
 				return
 			}
 		default:

@@ -37,6 +37,9 @@ var loadtestSettings = []setting{
 	{"arrival", "WAITROOM_LOADTEST_ARRIVAL", "0s", "duration", "spread the entries evenly over this span; 0: all at once"},
 	{"no-order", "WAITROOM_LOADTEST_NO_ORDER", "0", "share", "share of admitted users who never order, in [0, 1]"},
 	{"leave", "WAITROOM_LOADTEST_LEAVE", "0", "share", "share of users who leave the queue after their first status answer, in [0, 1]"},
+	{"vanish", "WAITROOM_LOADTEST_VANISH", "0", "share", "share of users who stop polling after their entry answer without leaving (a closed tab), in [0, 1 − leave]"},
+	{"abandon-after", "WAITROOM_LOADTEST_ABANDON_AFTER", "5m", "duration", "with --inproc: the room's abandon_after (a waiting user silent this long has left)"},
+	{"first-use-within", "WAITROOM_LOADTEST_FIRST_USE_WITHIN", "60s", "duration", "with --inproc: the room's first_use_within (an unconfirmed token expires then as a no-show)"},
 	{"rate", "WAITROOM_LOADTEST_RATE", "", "users/s", "with --inproc: the room's admission rate (default 1000); with --url: the rate to compare admissions with (default: the room's, read with --admin-token; else not compared)"},
 	{"tick", "WAITROOM_LOADTEST_TICK", "25ms", "duration", "with --inproc: the admitter's tick (serve ticks four times per slice too); the room's slice is 100 ms, and a faster tick splits its quota finer, leaving room under the per-tick cap to make up late ticks"},
 	{"stock", "WAITROOM_LOADTEST_STOCK", "", "n", "with --inproc: the product's stock (default 1000); with --url: the stock to check orders against (default unknown: not checked)"},
@@ -73,6 +76,8 @@ type loadtestConfig struct {
 	adminToken     string
 	rateGiven      bool
 	tick           time.Duration
+	abandonAfter   time.Duration // the in-process room's
+	firstUseWithin time.Duration
 	jsonOut        bool
 	htmlFile       string
 	checkPositions bool
@@ -174,8 +179,22 @@ func parseLoadtest(args []string, getenv func(string) string) (loadtestConfig, e
 	check(err)
 	r.LeaveShare, err = parseShare(raw["leave"])
 	check(err)
-	if c.checkPositions && r.LeaveShare > 0 {
-		check(usageErrorf("--check-positions needs --leave 0: a user who leaves shifts the positions of those behind"))
+	r.VanishShare, err = parseShare(raw["vanish"])
+	check(err)
+	if err == nil && r.LeaveShare+r.VanishShare > 1 {
+		check(raw["vanish"].fail("--leave and --vanish together must be at most 1"))
+	}
+	if c.checkPositions && (r.LeaveShare > 0 || r.VanishShare > 0) {
+		check(usageErrorf("--check-positions needs --leave 0 and --vanish 0: a user who leaves shifts the positions of those behind"))
+	}
+	c.abandonAfter, err = parseDuration(raw["abandon-after"], waitroom.MinAbandonAfter, waitroom.MaxAbandonAfter)
+	check(err)
+	c.firstUseWithin, err = parseDuration(raw["first-use-within"], waitroom.MinFirstUseWithin, waitroom.MaxTokenTTL)
+	check(err)
+	for _, name := range []string{"abandon-after", "first-use-within"} {
+		if raw[name].given && !c.inproc {
+			check(usageErrorf("--%s goes with --inproc; a running server's room has its own (waitroom admin rooms set)", name))
+		}
 	}
 	r.CheckPositions = c.checkPositions
 	if v := raw["rate"]; v.text != "" {
@@ -312,9 +331,10 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 	if err != nil {
 		return nil, figs, err
 	}
-	cfg.Room = waitroom.RoomConfig{Rate: c.run.Rate, MaxQueue: max(c.run.Users, waitroom.DefaultMaxQueue)}.WithDefaults()
+	cfg.Room = waitroom.RoomConfig{Rate: c.run.Rate, MaxQueue: max(c.run.Users, waitroom.DefaultMaxQueue),
+		AbandonAfter: c.abandonAfter, FirstUseWithin: c.firstUseWithin}.WithDefaults()
 	if err := cfg.Room.Validate(); err != nil {
-		return nil, figs, usageErrorf("--rate: %s", waitroom.ErrorMessage(err))
+		return nil, figs, usageErrorf("--rate, --abandon-after, --first-use-within: %s", waitroom.ErrorMessage(err))
 	}
 	cfg.Rooms = []string{c.run.Room}
 	cfg.Products = []shop.Product{{ID: c.run.ProductID, Name: c.run.ProductID, Stock: int64(c.run.Stock)}}
