@@ -23,45 +23,58 @@ type Pace struct {
 }
 
 // Pace measurement: exponentially decayed sums over about PaceWindow of the
-// time users waited, so the ETA follows a change of pace within a minute
-// or so and does not jump between polls.
+// time users waited, so the ETA follows a change of pace (no-shows being
+// made up, a cap reached) within seconds, yet does not jump between polls:
+// at 30 users/s the window holds some 300 admissions.
 const (
-	PaceWindow      = 30 * time.Second
+	PaceWindow      = 10 * time.Second
 	MinPaceMeasured = 5 * time.Second
-	// maxPaceStep bounds the time one admission tick adds: a gap with no
+	// MaxPaceStep bounds the time one admission tick adds: a gap with no
 	// admitter at all is not counted as waiting at the pace.
-	maxPaceStep = 2 * time.Second
+	MaxPaceStep = 2 * time.Second
 )
 
 // PaceSums are the decayed sums Pace is made of. The Redis admission
 // script keeps the same sums with the same arithmetic.
 type PaceSums struct {
 	Time      float64 // seconds users were waiting
-	Rated     float64 // admissions, each over the rate at its time: seconds' worth
-	Admitted  float64
-	Abandoned float64
+	Regular   float64 // admissions within the rate, each over the rate: seconds' worth
+	Admitted  float64 // every admission, made-up ones included
+	Abandoned float64 // users skipped at the head as gone
+	NoShows   float64 // tokens found expired unconfirmed
 }
 
 // Add decays the sums by dt (seconds since the previous tick) and adds a
-// tick that admitted and skipped users at rate, when users were still
-// waiting after it (else the room kept up and nothing is measured).
-func (p *PaceSums) Add(dt float64, admitted, skipped int, rate float64, stillWaiting bool) {
+// tick that admitted users (regular of them within the rate, the rest
+// making up no-shows), skipped gone ones and found no-shows, at rate, when
+// users were still waiting after it (else the room kept up and nothing is
+// measured).
+func (p *PaceSums) Add(dt float64, admitted, regular, skipped, noShows int, rate float64, stillWaiting bool) {
 	if !stillWaiting || dt <= 0 || rate <= 0 {
 		return
 	}
-	dt = min(dt, maxPaceStep.Seconds())
+	dt = min(dt, MaxPaceStep.Seconds())
 	d := math.Exp(-dt / PaceWindow.Seconds())
 	p.Time = p.Time*d + dt
-	p.Rated = p.Rated*d + float64(admitted)/rate
+	p.Regular = p.Regular*d + float64(regular)/rate
 	p.Admitted = p.Admitted*d + float64(admitted)
 	p.Abandoned = p.Abandoned*d + float64(skipped)
+	p.NoShows = p.NoShows*d + float64(noShows)
 }
 
-// Pace turns the sums into a Pace.
-func (p PaceSums) Pace() Pace {
+// Pace turns the sums into a Pace. makeUp says the room makes up no-shows
+// (no MaxActive): then each admission within the rate brings 1 ÷ (1 − s)
+// admissions in all, s being the measured share of no-shows, at most
+// twice: the pace the room settles at, known one first-use deadline after
+// the no-shows begin rather than after the made-up admissions (themselves
+// partly no-shows) have played out.
+func (p PaceSums) Pace(makeUp bool) Pace {
 	var pace Pace
 	if p.Time > 0 {
-		pace.Efficiency = p.Rated / p.Time
+		pace.Efficiency = p.Regular / p.Time
+		if makeUp && p.Admitted > 0 {
+			pace.Efficiency /= 1 - min(p.NoShows/p.Admitted, 0.5)
+		}
 		pace.Measured = time.Duration(p.Time * float64(time.Second))
 	}
 	if n := p.Admitted + p.Abandoned; n > 0 {

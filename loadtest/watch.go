@@ -22,7 +22,8 @@ const SampleEvery = 10 * time.Millisecond
 // counter every SampleEvery to time the admission ticks from the server's
 // side. The room is never left paused.
 func RunWatched(ctx context.Context, cfg Config, admin *server.AdminClient) (*Report, ServerFigures, error) {
-	figs := ServerFigures{QueueAtAllEntered: -1, Rate: cfg.Rate, CheckQueue: cfg.CheckPositions}
+	figs := ServerFigures{QueueAtAllEntered: -1, Rate: cfg.Rate, CheckQueue: cfg.CheckPositions,
+		MakesUpNoShows: cfg.NoOrderShare > 0 || cfg.VanishShare > 0}
 	room, err := admin.Room(ctx, cfg.Room)
 	if err != nil {
 		return nil, figs, err

@@ -296,9 +296,10 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 		admitted = append(admitted, waitroom.Admission{User: user, Token: t.value})
 	}
 	r.stats.Abandoned += int64(skipped)
-	r.bucket.madeUp += int64(r.bucket.settle(len(admitted), allow, r.cfg))
+	madeUp := r.bucket.settle(len(admitted), allow, r.cfg)
+	r.bucket.madeUp += int64(madeUp)
 	if measuring {
-		r.pace.Add(float64(now.UnixMicro()-since)/1e6, len(admitted), skipped, r.cfg.Rate, r.queue.Len() > 0)
+		r.pace.Add(float64(now.UnixMicro()-since)/1e6, len(admitted), len(admitted)-madeUp, skipped, noShows, r.cfg.Rate, r.queue.Len() > 0)
 	}
 	if len(admitted) == 0 {
 		return nil, nil
@@ -486,7 +487,7 @@ func (s *Store) Stats(ctx context.Context, name string) (waitroom.Stats, error) 
 	now := s.now()
 	st := r.stats
 	st.Waiting = int64(r.queue.Len())
-	st.Pace = r.pace.Pace()
+	st.Pace = r.pace.Pace(r.cfg.MaxActive == 0)
 	st.Active = int64(r.tokens.liveCount(now))
 	return st, nil
 }

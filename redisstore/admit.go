@@ -71,6 +71,8 @@ import (
 // issued tokens (else 0): the Store then WAITs for one.
 var admitScript = redis.NewScript(luaLib + `
 local max_skips = ` + strconv.Itoa(waitroom.MaxSkipsPerAdmit) + ` -- abandoned users skipped per call, at most
+local pace_window_s = ` + strconv.FormatFloat(waitroom.PaceWindow.Seconds(), 'f', -1, 64) + ` -- waitroom.PaceWindow
+local max_pace_step_s = ` + strconv.FormatFloat(waitroom.MaxPaceStep.Seconds(), 'f', -1, 64) + ` -- waitroom.MaxPaceStep
 
 local cfg_key    = KEYS[1]
 local bucket_key = KEYS[2]
@@ -135,7 +137,7 @@ local cap = rate * slice_ms / 1000 -- one slice's worth of users
 -- as the rate (so never above 2 × rate). With max_active the slots they
 -- free are refilled within the rate instead, and with nobody waiting there
 -- is nobody to make them up with: then nothing is owed.
-local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'p_time', 'p_rated', 'p_admitted', 'p_abandoned')
+local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows')
 local made_up = tonumber(b[3] or '0')
 local waiting = redis.call('ZCARD', q_key)
 local no_shows_total = tonumber(redis.call('HGET', stats_key, 'no_shows') or '0')
@@ -280,16 +282,17 @@ else
   out[7] = math.floor(carry * 1000000)
   out[9] = redis.call('ZCARD', q_key)
 
-  -- The pace: sums decayed over the pace window (30 s) of the time users
-  -- waited and what the ticks did meanwhile, as waitroom.PaceSums.Add.
+  -- The pace: sums decayed over the pace window of the time users waited
+  -- and what the ticks did meanwhile, as waitroom.PaceSums.Add.
   if b[1] and out[9] > 0 then
-    local dt = math.min(math.max(0, now_us - tonumber(b[1])) / 1000000, 2)
-    local d = math.exp(-dt / 30)
+    local dt = math.min(math.max(0, now_us - tonumber(b[1])) / 1000000, max_pace_step_s)
+    local d = math.exp(-dt / pace_window_s)
     redis.call('HSET', bucket_key,
       'p_time', tonumber(b[4] or '0') * d + dt,
-      'p_rated', tonumber(b[5] or '0') * d + issued / rate,
+      'p_regular', tonumber(b[5] or '0') * d + regular / rate,
       'p_admitted', tonumber(b[6] or '0') * d + issued,
-      'p_abandoned', tonumber(b[7] or '0') * d + skipped)
+      'p_abandoned', tonumber(b[7] or '0') * d + skipped,
+      'p_no_shows', tonumber(b[8] or '0') * d + no_shows)
   end
 end
 

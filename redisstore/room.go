@@ -222,9 +222,10 @@ func (s *Store) Rooms(ctx context.Context) ([]string, error) {
 // KEYS[5] bucket
 //
 // Returns {"OK", waiting, active, entered, full, admitted, completed,
-// released, expired, no_shows, abandoned, pace_time, pace_rated,
-// pace_admitted, pace_abandoned}, or {"ROOM_NOT_FOUND"}. The pace sums
-// (admitScript) are strings, exact floats.
+// released, expired, no_shows, abandoned, max_active, pace_time,
+// pace_regular, pace_admitted, pace_abandoned, pace_no_shows}, or
+// {"ROOM_NOT_FOUND"}. The pace sums (admitScript) are strings, exact
+// floats.
 var statsScript = redis.NewScript(luaLib + `
 local cfg_key    = KEYS[1]
 local q_key      = KEYS[2]
@@ -244,8 +245,9 @@ local out = {'OK', waiting, active}
 for i = 1, 8 do
   out[#out + 1] = tonumber(c[i] or '0')
 end
-local p = redis.call('HMGET', KEYS[5], 'p_time', 'p_rated', 'p_admitted', 'p_abandoned')
-for i = 1, 4 do
+out[#out + 1] = tonumber(redis.call('HGET', cfg_key, 'max_active') or '0')
+local p = redis.call('HMGET', KEYS[5], 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows')
+for i = 1, 5 do
   out[#out + 1] = p[i] or '0'
 end
 return out
@@ -267,13 +269,13 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 	}
 	switch r.code() {
 	case "OK":
-		var v [10]int64
+		var v [11]int64 // … abandoned, max_active
 		for i := range v {
 			if v[i], ok = r.int(i + 1); !ok {
 				return waitroom.Stats{}, s.unexpected(ctx, "stats", res)
 			}
 		}
-		var p [4]float64
+		var p [5]float64
 		for i := range p {
 			str, ok := r.str(len(v) + 1 + i)
 			f, err := strconv.ParseFloat(str, 64)
@@ -287,7 +289,7 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 			Entered: v[2], Full: v[3], Admitted: v[4],
 			Completed: v[5], Released: v[6], Expired: v[7],
 			NoShows: v[8], Abandoned: v[9],
-			Pace: waitroom.PaceSums{Time: p[0], Rated: p[1], Admitted: p[2], Abandoned: p[3]}.Pace(),
+			Pace: waitroom.PaceSums{Time: p[0], Regular: p[1], Admitted: p[2], Abandoned: p[3], NoShows: p[4]}.Pace(v[10] == 0),
 		}, nil
 	case "ROOM_NOT_FOUND":
 		return waitroom.Stats{}, waitroom.ErrRoomNotFound

@@ -326,7 +326,8 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 // loadtestInproc runs the waiting room in this process (store, server,
 // admitter, reference shop on a loopback port) and the crowd against it.
 func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*loadtest.Report, loadtest.ServerFigures, error) {
-	figs := loadtest.ServerFigures{Source: "admitter", Exact: true, QueueAtAllEntered: -1, Rate: c.run.Rate, CheckQueue: c.checkPositions}
+	figs := loadtest.ServerFigures{Source: "admitter", Exact: true, QueueAtAllEntered: -1, Rate: c.run.Rate, CheckQueue: c.checkPositions,
+		MakesUpNoShows: c.run.NoOrderShare > 0 || c.run.VanishShare > 0}
 	cfg, err := inprocConfig()
 	if err != nil {
 		return nil, figs, err
