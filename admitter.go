@@ -216,11 +216,23 @@ func (r *roomTicker) unpark(budget int64) {
 // runRoom ticks one room until ctx is done, while this admitter owns it
 // and it is not parked; otherwise it waits for a wake, costing nothing.
 func (a *Admitter) runRoom(ctx context.Context, r *roomTicker) {
-	ticker := time.NewTicker(a.every())
+	every := a.every()
+	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	var ticking outage
+	var sliced time.Time
 	empty := int64(0)
 	for {
+		if time.Since(sliced) >= roomsRefresh {
+			// A room's slice may be shorter than the tick: each tick admits
+			// at most one slice's quota, so such a room must tick at least
+			// twice per slice to be admitted at its rate.
+			sliced = time.Now()
+			if tick := a.roomTick(ctx, r.room); tick != every {
+				every = tick
+				ticker.Reset(every)
+			}
+		}
 		if !r.owned.Load() || r.parked.Load() {
 			ticker.Stop()
 			select {
@@ -232,7 +244,7 @@ func (a *Admitter) runRoom(ctx context.Context, r *roomTicker) {
 			// wake was sent.
 			r.parked.Store(false)
 			empty = 0
-			ticker.Reset(a.every())
+			ticker.Reset(every)
 			continue
 		}
 		select {
@@ -256,6 +268,22 @@ func (a *Admitter) runRoom(ctx context.Context, r *roomTicker) {
 			empty = 0
 		}
 	}
+}
+
+// roomTick is how often room ticks: the admitter's tick, or, for a room
+// whose slice is shorter than that, half its slice. A room whose settings
+// cannot be read keeps the admitter's tick; its Admit tells what is wrong.
+func (a *Admitter) roomTick(ctx context.Context, room string) time.Duration {
+	ctx, cancel := context.WithTimeout(ctx, admitTimeout)
+	defer cancel()
+	cfg, err := a.Store.RoomConfig(ctx, room)
+	if err != nil {
+		return a.every()
+	}
+	if slice := cfg.WithDefaults().Slice; slice < a.every() {
+		return max(slice/2, time.Millisecond)
+	}
+	return a.every()
 }
 
 // Tick admits once in every room, one after the other, and returns how

@@ -305,3 +305,37 @@ func TestAdmitterParksIdleRooms(t *testing.T) {
 		}
 	})
 }
+
+// A room whose slice is shorter than the admitter's tick is still admitted
+// at its rate: the admitter ticks each room often enough for its own slice,
+// as the ETA promises. Time is synctest's.
+func TestAdmitterTicksEachRoomForItsSlice(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.Options{})
+		rooms := map[string]time.Duration{"fine": 10 * time.Millisecond, "coarse": time.Second}
+		for room, slice := range rooms {
+			_, err := store.CreateRoom(t.Context(), room, waitroom.RoomConfig{Rate: 100, Slice: slice})
+			require.NoError(t, err)
+			for i := range 1000 {
+				_, err := store.Enter(t.Context(), room, fmt.Sprintf("u%d", i))
+				require.NoError(t, err)
+			}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = (&waitroom.Admitter{Store: store, Every: 100 * time.Millisecond}).Run(ctx)
+		}()
+		time.Sleep(5 * time.Second)
+		cancel()
+		<-done
+		for room := range rooms {
+			st, err := store.Stats(t.Context(), room)
+			require.NoError(t, err)
+			// 5 s at 100/s; the first slice only starts the bucket.
+			require.InDelta(t, 500, st.Admitted, 25, "room %s", room)
+		}
+	})
+}

@@ -38,11 +38,18 @@ const (
 // Bounds on RoomConfig that keep one admission tick small enough for one
 // store round trip.
 const (
-	MaxRate      = 100_000.0
+	MaxRate = 100_000.0
+	// MinRate is one user an hour: below it an ETA is no longer a wait
+	// anyone could sit out.
+	MinRate      = 1.0 / 3600
 	MaxTickQuota = 1_000 // one admission script holds Redis ~10 µs per user
 	MinSlice     = 10 * time.Millisecond
 	MaxSlice     = 10 * time.Second
 	MaxMaxQueue  = 100_000_000
+	// MaxMaxActive bounds the cap on live tokens like the queue: every
+	// count must survive the store's numbers (Lua's doubles, exact to 2^53)
+	// both ways, or the stored room cannot be read back.
+	MaxMaxActive = 100_000_000
 	MaxTokenTTL  = 24 * time.Hour
 	MinTokenTTL  = time.Second
 	MinLease     = 100 * time.Millisecond
@@ -134,8 +141,8 @@ func (c RoomConfig) WithDefaults() RoomConfig {
 // Call it on the result of WithDefaults.
 func (c RoomConfig) Validate() error {
 	switch {
-	case math.IsNaN(c.Rate) || c.Rate <= 0 || c.Rate > MaxRate:
-		return BadRequest(fmt.Sprintf("rate must be in (0, %g] users/s, got %g", MaxRate, c.Rate))
+	case math.IsNaN(c.Rate) || c.Rate < MinRate || c.Rate > MaxRate:
+		return BadRequest(fmt.Sprintf("rate must be in [%g, %g] users/s, got %g", MinRate, MaxRate, c.Rate))
 	case c.Slice < MinSlice || c.Slice > MaxSlice:
 		return BadRequest(fmt.Sprintf("slice must be in [%s, %s], got %s", MinSlice, MaxSlice, c.Slice))
 	case c.TickQuota() > MaxTickQuota:
@@ -146,8 +153,8 @@ func (c RoomConfig) Validate() error {
 		return BadRequest(fmt.Sprintf("token TTL must be in [%s, %s], got %s", MinTokenTTL, MaxTokenTTL, c.TokenTTL))
 	case c.Lease < MinLease || c.Lease > MaxLease:
 		return BadRequest(fmt.Sprintf("lease must be in [%s, %s], got %s", MinLease, MaxLease, c.Lease))
-	case c.MaxActive < 0:
-		return BadRequest(fmt.Sprintf("max active must be ≥ 0, got %d", c.MaxActive))
+	case c.MaxActive < 0 || c.MaxActive > MaxMaxActive:
+		return BadRequest(fmt.Sprintf("max active must be in [0, %d] (0: no cap), got %d", MaxMaxActive, c.MaxActive))
 	case c.Stock < 0 || c.Stock > MaxStock:
 		return BadRequest(fmt.Sprintf("stock must be in [0, %d] units (0: not tracked), got %d", MaxStock, c.Stock))
 	case c.AbandonAfter < MinAbandonAfter || c.AbandonAfter > MaxAbandonAfter:

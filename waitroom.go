@@ -349,7 +349,13 @@ func ETA(position int64, rate float64) time.Duration {
 	if position < 1 || rate <= 0 {
 		return 0
 	}
-	return time.Duration(float64(position) / rate * float64(time.Second))
+	// Saturate: at the far end of the queue and the slowest rate the wait
+	// is beyond a Duration, and an overflow would read as "now".
+	d := float64(position) / rate * float64(time.Second)
+	if d >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(d)
 }
 
 // Poll hint bounds: near the front users ask every second; far back the

@@ -126,3 +126,17 @@ func TestRoomConfigChanges(t *testing.T) {
 		{Field: "rate", From: 140.0, To: 200.0},
 	}, from.Changes(to))
 }
+
+// At the far end of the longest queue and the slowest rate the ETA
+// saturates instead of overflowing into "now", and the poll hint stays at
+// its most rather than asking everyone to poll every second.
+func TestETASaturatesAtExtremes(t *testing.T) {
+	t.Parallel()
+	for _, rate := range []float64{waitroom.MinRate, 1e-9, 1e-300} {
+		eta := waitroom.ETA(waitroom.MaxMaxQueue, rate)
+		require.Positive(t, eta, "rate %g", rate)
+		require.GreaterOrEqual(t, eta, waitroom.ETA(waitroom.MaxMaxQueue/2, rate))
+		poll := waitroom.PollAfter(waitroom.MaxMaxQueue, rate)
+		require.GreaterOrEqual(t, poll, waitroom.MaxPoll*9/10, "rate %g", rate)
+	}
+}

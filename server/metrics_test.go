@@ -23,11 +23,13 @@ import (
 	"github.com/waitroom/waitroom/server"
 )
 
-// scrape GETs /metrics over HTTP and parses the text format.
+// scrape GETs /metrics over HTTP, as the operator with the admin token,
+// and parses the text format.
 func scrape(t *testing.T, baseURL string) scraped {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), "GET", baseURL+"/metrics", nil)
 	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -235,7 +237,7 @@ func TestMetricsStockWaitAndLostWrites(t *testing.T) {
 	store := memstore.New(memstore.Options{Now: c.Now})
 	_, err := store.CreateRoom(t.Context(), "drop", waitroom.RoomConfig{Rate: 4, Stock: 3})
 	require.NoError(t, err)
-	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, DefaultRoom: "drop",
+	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, DefaultRoom: "drop", PublicMetrics: true,
 		LostWrites: func() (int64, int64, int64) { return 7, 5, 2 }}))
 	t.Cleanup(srv.Close)
 	for i := range 6 {
@@ -321,7 +323,7 @@ func TestStoreOutageIsLoggedOnTransitions(t *testing.T) {
 	// A short store timeout: a failure within four of them after an outage
 	// ends is its tail, not a new one (waitroom.GuardedStore).
 	const storeTimeout = 50 * time.Millisecond
-	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, Logger: slog.New(slog.NewTextHandler(logs, nil)), StoreTimeout: storeTimeout}))
+	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, PublicMetrics: true, Logger: slog.New(slog.NewTextHandler(logs, nil)), StoreTimeout: storeTimeout}))
 	t.Cleanup(srv.Close)
 	enter := func(want int) {
 		t.Helper()
@@ -359,4 +361,31 @@ func TestMetricsRegistryPerServer(t *testing.T) {
 	// Without one, each server has its own: no clash.
 	mustServer(t, server.Config{Store: store})
 	mustServer(t, server.Config{Store: store})
+}
+
+// /metrics is not public unless the operator says so: behind the admin
+// token, and absent without one (a listener of its own serves
+// MetricsHandler).
+func TestMetricsAccess(t *testing.T) {
+	t.Parallel()
+	store := memstore.New(memstore.Options{})
+	get := func(h http.Handler, auth string) int {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	const token = "an-admin-token-of-some-length"
+	plain := mustServer(t, server.Config{Store: store})
+	require.Equal(t, http.StatusNotFound, get(plain, ""))
+	require.Equal(t, http.StatusOK, get(plain.MetricsHandler(), ""), "for a listener of its own")
+	admin := mustServer(t, server.Config{Store: store, AdminToken: token})
+	require.Equal(t, http.StatusUnauthorized, get(admin, ""))
+	require.Equal(t, http.StatusUnauthorized, get(admin, "wrong-token-of-some-length"))
+	require.Equal(t, http.StatusOK, get(admin, token))
+	public := mustServer(t, server.Config{Store: store, PublicMetrics: true})
+	require.Equal(t, http.StatusOK, get(public, ""))
 }

@@ -105,6 +105,7 @@ type policyFixture struct {
 	store  *outageStore
 	orders *orderCounter
 	srv    *server.Server
+	served atomic.Int64 // orders the gate reported to OnGateServed
 }
 
 func newPolicyFixture(t *testing.T, policy server.FailurePolicy, rate float64) *policyFixture {
@@ -112,9 +113,10 @@ func newPolicyFixture(t *testing.T, policy server.FailurePolicy, rate float64) *
 	store := &outageStore{Store: memstore.New(memstore.Options{})}
 	_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{Rate: rate})
 	require.NoError(t, err)
-	orders := &orderCounter{}
-	srv := mustServer(t, server.Config{Store: store, Protected: orders, FailurePolicy: policy})
-	return &policyFixture{t: t, store: store, orders: orders, srv: srv}
+	f := &policyFixture{t: t, store: store, orders: &orderCounter{}}
+	f.srv = mustServer(t, server.Config{Store: store, Protected: f.orders, FailurePolicy: policy,
+		OnGateServed: func(string, time.Duration, int) { f.served.Add(1) }})
+	return f
 }
 
 func (f *policyFixture) do(method, path, user, token string) answer {
@@ -180,6 +182,7 @@ func TestOpenPolicyBoundsOrdersWhileStoreIsDown(t *testing.T) {
 		// 200 ticks × 3 requests; one passes every 100 ms.
 		require.Equal(t, map[string]int{"passed": 20, "refused": 580}, results)
 		require.Equal(t, 20, f.orders.count())
+		require.EqualValues(t, 20, f.served.Load(), "the orders let through by the open policy are measured too")
 		require.False(t, f.orders.leak, "the token never reaches the order API")
 		for _, key := range f.orders.keys {
 			require.Contains(t, tokens, key, "each passed order carries its token's Idempotency-Key")

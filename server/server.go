@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -69,10 +70,14 @@ type Config struct {
 	// AdminRoutes are extra ServeMux patterns under /admin/, such as the
 	// shop's "/admin/products", served behind the same bearer token.
 	AdminRoutes map[string]http.Handler
-	// Registry receives the server's metrics and is served at /metrics;
-	// default a new one per Server (with Go and process metrics), never
-	// the global one.
+	// Registry receives the server's metrics, served by MetricsHandler
+	// and at /metrics (PublicMetrics); default a new one per Server (with
+	// Go and process metrics), never the global one.
 	Registry *prometheus.Registry
+	// PublicMetrics serves /metrics to anyone. Without it /metrics needs
+	// the admin bearer token (AdminToken), and is not served without one:
+	// serve MetricsHandler on a listener of its own instead.
+	PublicMetrics bool
 	// LostWrites, if set, tells what the store's backend lost (redisstore's
 	// Store.Lost): queue places, entry tokens, and lost issues of tokens
 	// already spent; /metrics serves them. Nil: nothing is lost (an
@@ -293,8 +298,16 @@ func New(cfg Config) (*Server, error) {
 		}
 		routes[p] = h
 	}
+	// /metrics tells the sale's figures to whoever asks: public only when
+	// the operator says so, else behind the admin token, else not here at
+	// all (a listener of its own serves MetricsHandler).
 	if _, dup := routes["GET /metrics"]; !dup {
-		routes["GET /metrics"] = s.metrics.handler
+		switch {
+		case cfg.PublicMetrics:
+			routes["GET /metrics"] = s.metrics.handler
+		case cfg.AdminToken != "":
+			routes["GET /metrics"] = s.requireAdmin(sha256.Sum256([]byte(cfg.AdminToken)), s.metrics.handler)
+		}
 	}
 	if err := s.addAdminRoutes(routes, cfg.AdminToken, cfg.AdminRoutes); err != nil {
 		return nil, err
@@ -313,6 +326,10 @@ func New(cfg Config) (*Server, error) {
 // failure policy's rates). Give the same one to the admitter, the keeper
 // (Store().Keeper()) and the rate tuner, so every part sees one store.
 func (s *Server) Store() *waitroom.GuardedStore { return s.store }
+
+// MetricsHandler serves the Prometheus metrics, for a listener of their own
+// (waitroom serve --metrics-addr) that only the scraper reaches.
+func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler }
 
 // handle registers h, turning ServeMux's panic on a bad or conflicting
 // pattern into an error.

@@ -60,6 +60,8 @@ func newFixture(t *testing.T, opts fixtureOptions) *fixture {
 		DefaultRoom:  f.room,
 		Protected:    opts.protected,
 		OnGateServed: opts.onServed,
+		// These tests read the metrics; who may is TestMetricsAccess's.
+		PublicMetrics: true,
 	})
 	require.NoError(t, err)
 	f.srv = httptest.NewServer(s)

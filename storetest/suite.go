@@ -26,6 +26,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}{
 		{"Rooms", testRooms},
 		{"RoomConfigRejectsBadValues", testRoomConfigRejectsBadValues},
+		{"RoomConfigExtremesRoundTrip", testRoomConfigExtremesRoundTrip},
 		{"UnknownRoom", testUnknownRoom},
 		{"UpdateRoomComparesAndSets", testUpdateRoomComparesAndSets},
 		{"ConcurrentEntersGetDistinctPositions", testConcurrentEntersGetDistinctPositions},
@@ -201,6 +202,50 @@ func testRoomConfigRejectsBadValues(t *testing.T, h Harness) {
 	cfg, err := h.Store.RoomConfig(ctx, room)
 	require.NoError(t, err)
 	require.Equal(t, 50.0, cfg.Rate)
+}
+
+// testRoomConfigExtremesRoundTrip: every setting at each end of its range
+// is stored and read back as given, the room still serves, and an admin can
+// still change it; one step past a count's bound is refused, never stored
+// to lock the room (a count that overflowed the store's numbers could not
+// be read back, and every later update failed).
+func testRoomConfigExtremesRoundTrip(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	for _, cfg := range []waitroom.RoomConfig{
+		{Rate: waitroom.MinRate, MaxQueue: 1, TokenTTL: waitroom.MinTokenTTL, Lease: waitroom.MinLease, MaxActive: 1,
+			AbandonAfter: waitroom.MinAbandonAfter, FirstUseWithin: waitroom.MinFirstUseWithin, Stock: 1},
+		{Rate: 100, Slice: waitroom.MaxSlice, MaxQueue: waitroom.MaxMaxQueue, TokenTTL: waitroom.MaxTokenTTL, Lease: waitroom.MaxLease,
+			MaxActive: waitroom.MaxMaxActive, AbandonAfter: waitroom.MaxAbandonAfter, FirstUseWithin: waitroom.MaxTokenTTL, Stock: waitroom.MaxStock},
+		{Rate: waitroom.MaxRate, Slice: waitroom.MinSlice},
+	} {
+		room := newRoom(t, h, cfg)
+		want := cfg.WithDefaults()
+		got, err := h.Store.RoomConfig(ctx, room)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "read back as stored")
+		_, err = h.Store.Enter(ctx, room, "u1")
+		require.NoError(t, err)
+		_, err = h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		st, err := h.Store.Status(ctx, room, "u1")
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, waitroom.ETA(st.Position, got.Rate), time.Duration(0), "the ETA never overflows")
+		changed, err := waitroom.ChangeRoom(ctx, h.Store, room, func(c *waitroom.RoomConfig) error {
+			c.State = waitroom.RoomPaused
+			return nil
+		})
+		require.NoError(t, err, "the room is not locked against changes")
+		require.Equal(t, waitroom.RoomPaused, changed.State)
+	}
+	room := newRoom(t, h, waitroom.RoomConfig{})
+	for _, bad := range []waitroom.RoomConfig{
+		{MaxActive: waitroom.MaxMaxActive + 1}, {MaxActive: math.MaxInt64}, {MaxQueue: waitroom.MaxMaxQueue + 1},
+		{Stock: waitroom.MaxStock + 1}, {Rate: waitroom.MinRate / 2}, {Rate: 1e-300}, {Rate: math.Inf(1)},
+	} {
+		_, err := h.Store.CreateRoom(ctx, room+"-bad", bad)
+		require.ErrorIs(t, err, waitroom.ErrBadRequest, "%+v", bad)
+		require.ErrorIs(t, h.Store.UpdateRoom(ctx, room, waitroom.RoomConfig{}, bad), waitroom.ErrBadRequest, "%+v", bad)
+	}
 }
 
 // testUpdateRoomComparesAndSets: an update over settings someone else

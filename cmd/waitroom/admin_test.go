@@ -153,13 +153,19 @@ func TestServeRejectsShortAdminToken(t *testing.T) {
 // reports admissions to them.
 func TestServeMetrics(t *testing.T) {
 	t.Parallel()
-	m := startMain(t, nil, envOf())
+	m := startMain(t, []string{"--metrics-addr", "127.0.0.1:0"}, envOf())
 	base := "http://" + m.Addr()
+	scraper := "http://" + m.MetricsAddr()
 	enter(t, base, "u1")
 	waitFor(t, func() bool {
-		return strings.Contains(get(t, base+"/metrics"), `waitroom_admitted_total{room="default"} 1`)
+		return strings.Contains(get(t, scraper+"/metrics"), `waitroom_admitted_total{room="default"} 1`)
 	})
-	metrics := get(t, base+"/metrics")
+	// The crowd's listener does not tell them (no admin token here).
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	metrics := get(t, scraper+"/metrics")
 	require.Contains(t, metrics, `waitroom_enters_total{result="queued",room="default"} 1`)
 	require.Contains(t, metrics, `waitroom_room_tokens_total{outcome="issued",room="default"} 1`)
 	require.Contains(t, metrics, "go_goroutines", "runtime metrics come along")

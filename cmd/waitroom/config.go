@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -72,6 +73,9 @@ type ServeConfig struct {
 	VisitorRateLimit float64
 	CookieSecure     bool
 	JoinChallenge    int
+	// MetricsAddr is the listener of /metrics alone; empty: /metrics is
+	// on Addr behind the admin token, or not served without one.
+	MetricsAddr string
 }
 
 // setting is one flag of serve and the environment variable that sets it
@@ -93,7 +97,7 @@ var serveSettings = []setting{
 	{"max-queue", "WAITROOM_MAX_QUEUE", "100000", "n", "longest queue; further entries get 429 QUEUE_FULL"},
 	{"token-ttl", "WAITROOM_TOKEN_TTL", "300s", "duration", "how long an entry token lives"},
 	{"lease", "WAITROOM_LEASE", "30s", "duration", "how long an order may hold a token before it is usable again"},
-	{"max-active", "WAITROOM_MAX_ACTIVE", "0", "n", "most live entry tokens at once; 0: no cap"},
+	{"max-active", "WAITROOM_MAX_ACTIVE", "0", "n", "most live entry tokens at once, at most 100000000; 0: no cap"},
 	{"one-order-per-user", "WAITROOM_ONE_ORDER_PER_USER", "false", "bool", "a buyer whose order completed in the default room cannot enter it again (409 ALREADY_ORDERED), and the gate keys orders by buyer, so the order API refuses a second one even after a lossy Redis failover"},
 	{"stock", "WAITROOM_STOCK", "0", "n", "units the default room sells in all; a live entry token reserves one, so nobody is admitted to find nothing; 0: not tracked"},
 	{"abandon-after", "WAITROOM_ABANDON_AFTER", "5m", "duration", "a waiting user silent (no enter, no status) this long has left: skipped at the head, counted abandoned"},
@@ -120,6 +124,7 @@ var serveSettings = []setting{
 	{"visitor-rate-limit", "WAITROOM_VISITOR_RATE_LIMIT", "0", "visitors/s", "most new visitors (cookies) per second per client address, bursts of twice that (at least 1); 0: off"},
 	{"cookie-secure", "WAITROOM_COOKIE_SECURE", "false", "bool", "mark the visitor cookie Secure also on plain HTTP, when TLS ends at a proxy in front"},
 	{"join-challenge", "WAITROOM_JOIN_CHALLENGE", "off", "off|on|bits", fmt.Sprintf("proof of work before a new place: the page solves a SHA-256 puzzle of this many leading zero bits, API clients get it in a 428 answer; on: %d bits; at most %d", server.DefaultJoinDifficulty, server.MaxJoinDifficulty)},
+	{"metrics-addr", "WAITROOM_METRICS_ADDR", "", "host:port", "serve /metrics on this listener of its own (for the scraper, not the crowd); empty: /metrics is on --addr behind --admin-token, and not served without one"},
 	{"log-format", "WAITROOM_LOG_FORMAT", "text", "text|json", "log format"},
 	{"log-level", "WAITROOM_LOG_LEVEL", "info", "level", "debug, info, warn or error; debug logs every request"},
 	{"admin-token", "WAITROOM_ADMIN_TOKEN", "", "token", fmt.Sprintf("bearer token of the operator API under /admin/ ('waitroom admin'), at least %d characters; empty: the admin API is off", minAdminToken)},
@@ -293,8 +298,8 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	case r.given:
 		rate, err := parseFloat(r)
 		check(err)
-		if err == nil && (rate <= 0 || rate > waitroom.MaxRate) {
-			check(r.fail(fmt.Sprintf("must be in (0, %g] users/s", waitroom.MaxRate)))
+		if err == nil && (rate < waitroom.MinRate || rate > waitroom.MaxRate) {
+			check(r.fail(fmt.Sprintf("must be in [%g, %g] users/s", waitroom.MinRate, waitroom.MaxRate)))
 		}
 		c.Room.Rate = rate
 	case capacityOK:
@@ -316,7 +321,7 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	check(err)
 	c.Room.Lease, err = parseDuration(raw["lease"], waitroom.MinLease, waitroom.MaxLease)
 	check(err)
-	c.Room.MaxActive, err = parseInt(raw["max-active"], 0, math.MaxInt32)
+	c.Room.MaxActive, err = parseInt(raw["max-active"], 0, waitroom.MaxMaxActive)
 	check(err)
 	c.Room.Stock, err = parseInt(raw["stock"], 0, waitroom.MaxStock)
 	check(err)
@@ -476,6 +481,13 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	default:
 		c.JoinChallenge, err = parseInt(raw["join-challenge"], 1, server.MaxJoinDifficulty)
 		check(err)
+	}
+
+	c.MetricsAddr = strings.TrimSpace(raw["metrics-addr"].text)
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			check(raw["metrics-addr"].fail("must be host:port"))
+		}
 	}
 
 	c.LogFormat = raw["log-format"].text

@@ -111,9 +111,9 @@ func TestParseServeRejectsBadValues(t *testing.T) {
 		want string // the error names what to fix
 	}{
 		{[]string{"--rate", "abc"}, nil, `--rate="abc": not a number`},
-		{[]string{"--rate", "0"}, nil, `--rate="0": must be in (0,`},
+		{[]string{"--rate", "0"}, nil, `--rate="0": must be in [0.000277`},
 		{[]string{"--rate", "NaN"}, nil, `--rate="NaN": not a number`},
-		{nil, []string{"WAITROOM_RATE", "-3"}, `WAITROOM_RATE="-3": must be in (0,`},
+		{nil, []string{"WAITROOM_RATE", "-3"}, `WAITROOM_RATE="-3": must be in [0.000277`},
 		{[]string{"--margin", "1.5"}, nil, `--margin="1.5": must be in (0, 1]`},
 		{nil, []string{"WAITROOM_MARGIN", "0"}, `WAITROOM_MARGIN="0"`},
 		{[]string{"--rate", "100", "--margin", "2"}, nil, `--margin="2"`},

@@ -98,16 +98,19 @@ type Main struct {
 	lostWrites func() (places, tokens, spent int64) // nil without Redis
 	listener   net.Listener
 	httpServer *http.Server
-	serveErr   chan error
-	stopAdmit  context.CancelFunc
-	admitDone  chan struct{}
-	startAdmit func()
-	shop       *builtinShop        // nil with an upstream
-	tuner      *waitroom.RateTuner // nil without --auto-rate
-	stopTuner  context.CancelFunc
-	tunerDone  chan struct{}
-	stopRelay  context.CancelFunc
-	relayDone  chan struct{}
+	// metricsServer serves /metrics on --metrics-addr; nil without it.
+	metricsServer   *http.Server
+	metricsListener net.Listener
+	serveErr        chan error
+	stopAdmit       context.CancelFunc
+	admitDone       chan struct{}
+	startAdmit      func()
+	shop            *builtinShop        // nil with an upstream
+	tuner           *waitroom.RateTuner // nil without --auto-rate
+	stopTuner       context.CancelFunc
+	tunerDone       chan struct{}
+	stopRelay       context.CancelFunc
+	relayDone       chan struct{}
 }
 
 // Run opens the store, declares the rooms, starts the admitter and starts
@@ -267,12 +270,30 @@ func (m *Main) Run(ctx context.Context) error {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	m.serveErr = make(chan error, 1)
+	m.serveErr = make(chan error, 2)
 	go func() {
 		if err := m.httpServer.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			m.serveErr <- err
 		}
 	}()
+	if m.Config.MetricsAddr != "" {
+		// The scraper's own listener: /metrics off the public one.
+		mln, err := net.Listen("tcp", m.Config.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listening on --metrics-addr %s: %w", m.Config.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", handler.MetricsHandler())
+		m.metricsListener = mln
+		m.metricsServer = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+			WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() {
+			if err := m.metricsServer.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				m.serveErr <- err
+			}
+		}()
+	}
 
 	upstream := "built-in shop"
 	if m.Config.Upstream != nil {
@@ -296,6 +317,14 @@ func (m *Main) Addr() string {
 	return m.listener.Addr().String()
 }
 
+// MetricsAddr is the address of the --metrics-addr listener, or "".
+func (m *Main) MetricsAddr() string {
+	if m.metricsListener == nil {
+		return ""
+	}
+	return m.metricsListener.Addr().String()
+}
+
 // ServeErr delivers the error that stopped serving before Close.
 func (m *Main) ServeErr() <-chan error { return m.serveErr }
 
@@ -312,6 +341,9 @@ func (m *Main) Close() error {
 		}
 	} else if m.listener != nil {
 		_ = m.listener.Close()
+	}
+	if m.metricsServer != nil {
+		_ = m.metricsServer.Close() // scrapes are short; nothing to wait for
 	}
 	if m.stopAdmit != nil {
 		m.stopAdmit()
