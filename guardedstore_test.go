@@ -14,145 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 )
-
-// hookedStore is a memstore whose every call first runs hook: a fault at
-// the store seam (a hang, a refused connection) the test switches on and
-// off per call.
-type hookedStore struct {
-	*memstore.Store
-	mu   sync.Mutex
-	hook func(ctx context.Context) error
-}
-
-func (s *hookedStore) setHook(h func(ctx context.Context) error) {
-	s.mu.Lock()
-	s.hook = h
-	s.mu.Unlock()
-}
-
-func (s *hookedStore) run(ctx context.Context) error {
-	s.mu.Lock()
-	h := s.hook
-	s.mu.Unlock()
-	if h == nil {
-		return nil
-	}
-	return h(ctx)
-}
-
-func (s *hookedStore) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) (bool, error) {
-	if err := s.run(ctx); err != nil {
-		return false, err
-	}
-	return s.Store.CreateRoom(ctx, room, cfg)
-}
-
-func (s *hookedStore) UpdateRoom(ctx context.Context, room string, from, to waitroom.RoomConfig) error {
-	if err := s.run(ctx); err != nil {
-		return err
-	}
-	return s.Store.UpdateRoom(ctx, room, from, to)
-}
-
-func (s *hookedStore) RoomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
-	if err := s.run(ctx); err != nil {
-		return waitroom.RoomConfig{}, err
-	}
-	return s.Store.RoomConfig(ctx, room)
-}
-
-func (s *hookedStore) Rooms(ctx context.Context) ([]string, error) {
-	if err := s.run(ctx); err != nil {
-		return nil, err
-	}
-	return s.Store.Rooms(ctx)
-}
-
-func (s *hookedStore) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
-	if err := s.run(ctx); err != nil {
-		return waitroom.Status{}, err
-	}
-	return s.Store.Enter(ctx, room, user)
-}
-
-func (s *hookedStore) Status(ctx context.Context, room, user string) (waitroom.Status, error) {
-	if err := s.run(ctx); err != nil {
-		return waitroom.Status{}, err
-	}
-	return s.Store.Status(ctx, room, user)
-}
-
-func (s *hookedStore) Leave(ctx context.Context, room, user string) error {
-	if err := s.run(ctx); err != nil {
-		return err
-	}
-	return s.Store.Leave(ctx, room, user)
-}
-
-func (s *hookedStore) Admit(ctx context.Context, room string) ([]waitroom.Admission, error) {
-	if err := s.run(ctx); err != nil {
-		return nil, err
-	}
-	return s.Store.Admit(ctx, room)
-}
-
-func (s *hookedStore) Claim(ctx context.Context, room, user, token string) (waitroom.Hold, error) {
-	if err := s.run(ctx); err != nil {
-		return waitroom.Hold{}, err
-	}
-	return s.Store.Claim(ctx, room, user, token)
-}
-
-func (s *hookedStore) Complete(ctx context.Context, h waitroom.Hold) error {
-	if err := s.run(ctx); err != nil {
-		return err
-	}
-	return s.Store.Complete(ctx, h)
-}
-
-func (s *hookedStore) Release(ctx context.Context, h waitroom.Hold) error {
-	if err := s.run(ctx); err != nil {
-		return err
-	}
-	return s.Store.Release(ctx, h)
-}
-
-func (s *hookedStore) Renew(ctx context.Context, h waitroom.Hold) error {
-	if err := s.run(ctx); err != nil {
-		return err
-	}
-	return s.Store.Renew(ctx, h)
-}
-
-func (s *hookedStore) Work(ctx context.Context, rooms []string) ([]waitroom.Work, error) {
-	if err := s.run(ctx); err != nil {
-		return nil, err
-	}
-	return s.Store.Work(ctx, rooms)
-}
-
-func (s *hookedStore) Admitters(ctx context.Context, id string, ttl time.Duration) ([]string, error) {
-	if err := s.run(ctx); err != nil {
-		return nil, err
-	}
-	return s.Store.Admitters(ctx, id, ttl)
-}
-
-func (s *hookedStore) Stats(ctx context.Context, room string) (waitroom.Stats, error) {
-	if err := s.run(ctx); err != nil {
-		return waitroom.Stats{}, err
-	}
-	return s.Store.Stats(ctx, room)
-}
-
-func (s *hookedStore) Ping(ctx context.Context) error {
-	if err := s.run(ctx); err != nil {
-		return err
-	}
-	return s.Store.Ping(ctx)
-}
 
 // hang blocks until the call's deadline, as a Redis that stopped answering.
 func hang(ctx context.Context) error {
@@ -196,12 +60,12 @@ func everyCall(s waitroom.Store) map[string]func(ctx context.Context) error {
 func TestGuardedStoreTimeoutIsUnavailable(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		inner := &hookedStore{Store: memstore.New(memstore.Options{})}
+		inner := &testenv.FaultStore{Store: memstore.New(memstore.Options{})}
 		_, err := inner.CreateRoom(t.Context(), "sale", waitroom.RoomConfig{})
 		require.NoError(t, err)
 		var logs bytes.Buffer
 		g := waitroom.Guard(inner, waitroom.GuardOptions{Timeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		inner.setHook(hang)
+		inner.SetFault(onEvery(hang))
 		calls := everyCall(g)
 		require.Len(t, calls, 16, "one per Store method")
 		for name, call := range calls {
@@ -266,7 +130,7 @@ func TestGuardedStoreOutageLoggedOnce(t *testing.T) {
 }
 
 func testGuardedStoreOutageLoggedOnce(t *testing.T) {
-	inner := &hookedStore{Store: memstore.New(memstore.Options{})}
+	inner := &testenv.FaultStore{Store: memstore.New(memstore.Options{})}
 	ctx := t.Context()
 	_, err := inner.CreateRoom(ctx, "sale", waitroom.RoomConfig{})
 	require.NoError(t, err)
@@ -284,7 +148,7 @@ func testGuardedStoreOutageLoggedOnce(t *testing.T) {
 		}
 		return nil
 	}
-	inner.setHook(named)
+	inner.SetFault(onEvery(named))
 	results := make(chan error, 2)
 	inFlight := func(name string) {
 		go func() {
@@ -295,7 +159,7 @@ func testGuardedStoreOutageLoggedOnce(t *testing.T) {
 	}
 
 	inFlight("early-success") // begun while the store is up
-	inner.setHook(refused)
+	inner.SetFault(onEvery(refused))
 	for range 5 {
 		_, err := g.Enter(ctx, "sale", "u1")
 		require.ErrorIs(t, err, waitroom.ErrStoreUnavailable)
@@ -305,7 +169,7 @@ func testGuardedStoreOutageLoggedOnce(t *testing.T) {
 	require.ErrorIs(t, <-results, waitroom.ErrNotInQueue, "an answer")
 	require.True(t, g.Down(), "an answer to a call begun before the outage does not end it")
 
-	inner.setHook(named)
+	inner.SetFault(onEvery(named))
 	inFlight("late-failure") // begun during the outage
 	_, err = g.Enter(ctx, "sale", "u2")
 	require.NoError(t, err)
@@ -319,10 +183,10 @@ func testGuardedStoreOutageLoggedOnce(t *testing.T) {
 
 	// A failure soon after the end is the outage's tail (a resumed store
 	// working off its backlog): counted, not logged as a new outage.
-	inner.setHook(refused)
+	inner.SetFault(onEvery(refused))
 	require.ErrorIs(t, g.Ping(ctx), waitroom.ErrStoreUnavailable)
 	require.True(t, g.Down())
-	inner.setHook(nil)
+	inner.SetFault(nil)
 	require.NoError(t, g.Ping(ctx))
 	require.False(t, g.Down())
 	require.Equal(t, 1, logs.count("store unavailable"))
@@ -330,10 +194,10 @@ func testGuardedStoreOutageLoggedOnce(t *testing.T) {
 
 	// Four store timeouts on, a failure is a new outage, logged again.
 	time.Sleep(4 * waitroom.DefaultStoreTimeout)
-	inner.setHook(refused)
+	inner.SetFault(onEvery(refused))
 	require.ErrorIs(t, g.Ping(ctx), waitroom.ErrStoreUnavailable)
 	require.Equal(t, 2, logs.count("store unavailable"))
-	inner.setHook(nil)
+	inner.SetFault(nil)
 	require.NoError(t, g.Ping(ctx))
 	require.Equal(t, 2, logs.count("store reachable again"))
 }
@@ -369,4 +233,9 @@ func (c *logCounter) count(prefix string) int {
 		}
 	}
 	return n
+}
+
+// onEvery is a fault that fails every method alike.
+func onEvery(fault func(ctx context.Context) error) func(context.Context, string) error {
+	return func(ctx context.Context, _ string) error { return fault(ctx) }
 }

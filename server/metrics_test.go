@@ -284,31 +284,22 @@ func TestMetricsStockWaitAndLostWrites(t *testing.T) {
 	require.False(t, ok)
 }
 
-// flakyStore is a memstore that answers STORE_UNAVAILABLE while down.
+// flakyStore is a memstore whose Enter and Rooms answer STORE_UNAVAILABLE
+// while down.
 type flakyStore struct {
-	*memstore.Store
+	*testenv.FaultStore
 	down atomic.Bool
 }
 
-func (s *flakyStore) fail() error {
-	if s.down.Load() {
-		return fmt.Errorf("dial tcp 127.0.0.1:6379: connection refused: %w", waitroom.ErrStoreUnavailable)
-	}
-	return nil
-}
-
-func (s *flakyStore) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
-	if err := s.fail(); err != nil {
-		return waitroom.Status{}, err
-	}
-	return s.Store.Enter(ctx, room, user)
-}
-
-func (s *flakyStore) Rooms(ctx context.Context) ([]string, error) {
-	if err := s.fail(); err != nil {
-		return nil, err
-	}
-	return s.Store.Rooms(ctx)
+func newFlakyStore() *flakyStore {
+	s := &flakyStore{FaultStore: &testenv.FaultStore{Store: memstore.New(memstore.Options{})}}
+	s.SetFault(func(_ context.Context, method string) error {
+		if s.down.Load() && (method == "Enter" || method == "Rooms") {
+			return fmt.Errorf("dial tcp 127.0.0.1:6379: connection refused: %w", waitroom.ErrStoreUnavailable)
+		}
+		return nil
+	})
+	return s
 }
 
 // TestStoreOutageIsLoggedOnTransitions: an outage is one warning when it
@@ -316,7 +307,7 @@ func (s *flakyStore) Rooms(ctx context.Context) ([]string, error) {
 // and waitroom_store_up follows it.
 func TestStoreOutageIsLoggedOnTransitions(t *testing.T) {
 	t.Parallel()
-	store := &flakyStore{Store: memstore.New(memstore.Options{})}
+	store := newFlakyStore()
 	_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{})
 	require.NoError(t, err)
 	logs := &testenv.LogBuffer{}

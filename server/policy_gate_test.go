@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/redistest"
@@ -24,56 +25,31 @@ import (
 
 // outageStore is a memstore that fails on cue: down answers
 // STORE_UNAVAILABLE at once (Redis refusing connections), hang blocks until
-// the caller's deadline (Redis not answering).
+// the caller's deadline (Redis not answering). Only the calls a request
+// makes fail; the admitter's go on.
 type outageStore struct {
-	*memstore.Store
+	*testenv.FaultStore
 	down, hang atomic.Bool
 }
 
-func (s *outageStore) fail(ctx context.Context) error {
-	if s.hang.Load() {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	if s.down.Load() {
-		return fmt.Errorf("dial tcp 127.0.0.1:6379: connection refused: %w", waitroom.ErrStoreUnavailable)
-	}
-	return nil
-}
-
-func (s *outageStore) Claim(ctx context.Context, room, user, token string) (waitroom.Hold, error) {
-	if err := s.fail(ctx); err != nil {
-		return waitroom.Hold{}, err
-	}
-	return s.Store.Claim(ctx, room, user, token)
-}
-
-func (s *outageStore) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
-	if err := s.fail(ctx); err != nil {
-		return waitroom.Status{}, err
-	}
-	return s.Store.Enter(ctx, room, user)
-}
-
-func (s *outageStore) Status(ctx context.Context, room, user string) (waitroom.Status, error) {
-	if err := s.fail(ctx); err != nil {
-		return waitroom.Status{}, err
-	}
-	return s.Store.Status(ctx, room, user)
-}
-
-func (s *outageStore) RoomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
-	if err := s.fail(ctx); err != nil {
-		return waitroom.RoomConfig{}, err
-	}
-	return s.Store.RoomConfig(ctx, room)
-}
-
-func (s *outageStore) Ping(ctx context.Context) error {
-	if err := s.fail(ctx); err != nil {
-		return err
-	}
-	return s.Store.Ping(ctx)
+func newOutageStore() *outageStore {
+	s := &outageStore{FaultStore: &testenv.FaultStore{Store: memstore.New(memstore.Options{})}}
+	s.SetFault(func(ctx context.Context, method string) error {
+		switch method {
+		case "Claim", "Enter", "Status", "RoomConfig", "Ping":
+		default:
+			return nil
+		}
+		if s.hang.Load() {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		if s.down.Load() {
+			return fmt.Errorf("dial tcp 127.0.0.1:6379: connection refused: %w", waitroom.ErrStoreUnavailable)
+		}
+		return nil
+	})
+	return s
 }
 
 // orderCounter is the protected handler: it answers 201 and remembers the
@@ -110,7 +86,7 @@ type policyFixture struct {
 
 func newPolicyFixture(t *testing.T, policy server.FailurePolicy, rate float64) *policyFixture {
 	t.Helper()
-	store := &outageStore{Store: memstore.New(memstore.Options{})}
+	store := newOutageStore()
 	_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{Rate: rate})
 	require.NoError(t, err)
 	f := &policyFixture{t: t, store: store, orders: &orderCounter{}}
