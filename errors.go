@@ -32,11 +32,11 @@ var (
 	ErrSoldOut        = &Error{"SOLD_OUT", "everything is sold", http.StatusConflict}
 	ErrAlreadyOrdered = &Error{"ALREADY_ORDERED", "you have ordered in this sale already; one order per buyer", http.StatusConflict}
 	// Passes (pass.go).
-	ErrPassInvalid      = &Error{Code: "PASS_INVALID", Message: "this pass is not valid here: unknown, revoked or expired"}
-	ErrPassUsedUp       = &Error{Code: "PASS_USED_UP", Message: "this pass has been used as many times as it allows"}
-	ErrInviteOnly       = &Error{Code: "INVITE_ONLY", Message: "this room lets in pass holders only"}
-	ErrNoFreeSlot       = &Error{Code: "NO_FREE_SLOT", Message: "every entry slot is taken right now; try again shortly"}
-	ErrTooManyPasses    = &Error{Code: "TOO_MANY_PASSES", Message: "the room keeps too many passes; revoke some first"}
+	ErrPassInvalid      = &Error{"PASS_INVALID", "this pass is not valid here: unknown, revoked or expired", http.StatusForbidden}
+	ErrPassUsedUp       = &Error{"PASS_USED_UP", "this pass has been used as many times as it allows", http.StatusForbidden}
+	ErrInviteOnly       = &Error{"INVITE_ONLY", "this room lets in pass holders only", http.StatusForbidden}
+	ErrNoFreeSlot       = &Error{"NO_FREE_SLOT", "every entry slot is taken right now; try again shortly", http.StatusTooManyRequests}
+	ErrTooManyPasses    = &Error{"TOO_MANY_PASSES", "the room keeps too many passes; revoke some first", http.StatusConflict}
 	ErrBadRequest       = &Error{"BAD_REQUEST", "bad request", http.StatusBadRequest}
 	ErrStoreUnavailable = &Error{"STORE_UNAVAILABLE", "the waiting room store is unavailable", http.StatusServiceUnavailable}
 )
@@ -114,7 +114,7 @@ func Classify(err error) Answer {
 		a.RetryAfter = waiter.RetryAfter()
 	case e.Code == ErrQueueFull.Code:
 		a.RetryAfter = QueueFullRetryAfter + rand.N(QueueFullRetryAfter/2)
-	case e.Code == ErrStoreUnavailable.Code:
+	case e.Code == ErrStoreUnavailable.Code, e.Code == ErrNoFreeSlot.Code:
 		a.RetryAfter = UnavailableRetryAfter
 	}
 	return a

@@ -134,8 +134,8 @@ type Store interface {
 
 	// Enter queues user, or returns the standing it already has: its own
 	// live token, or its place. ErrRoomClosed, ErrSoldOut, ErrQueueFull,
-	// ErrAlreadyOrdered (nothing written), ErrRoomNotFound. An InviteOnly
-	// room is the server's to refuse (ErrInviteOnly): the store queues.
+	// ErrAlreadyOrdered (nothing written), ErrRoomNotFound; ErrInviteOnly
+	// for a user without a place in an InviteOnly room.
 	Enter(ctx context.Context, room, user string) (Status, error)
 	// Status returns the user's standing, ErrNotInQueue, or
 	// ErrRoomNotFound.

@@ -151,6 +151,9 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 	if r.cfg.State == waitroom.RoomClosed {
 		return waitroom.Status{}, waitroom.ErrRoomClosed
 	}
+	if r.cfg.InviteOnly {
+		return waitroom.Status{}, waitroom.ErrInviteOnly
+	}
 	if soldOut, _, _ := r.cfg.Units(0, r.stats.Completed, 0); soldOut {
 		return waitroom.Status{}, waitroom.ErrSoldOut
 	}

@@ -31,6 +31,7 @@ import (
 //	                                             gone: counted abandoned, queued anew
 //	{"QUEUED_SOLD_OUT", seq, seq}                queued, but the stock is all sold
 //	{"ROOM_CLOSED"}                              not queued, the room refuses entries
+//	{"INVITE_ONLY"}                              not queued, the room lets in pass holders only
 //	{"SOLD_OUT"}                                 not queued, the stock is all sold
 //	{"QUEUE_FULL"}                               not queued; only stats.full counted
 //	{"ROOM_NOT_FOUND"}
@@ -47,7 +48,7 @@ local active_key = KEYS[6]
 local buyers_key = KEYS[7]
 local user       = ARGV[1]
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock', 'one_order', 'abandon_ms')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock', 'one_order', 'abandon_ms', 'invite_only')
 local state, max_queue, stock = cfg[1], tonumber(cfg[2]), tonumber(cfg[3] or '0')
 if not state then
   return {'ROOM_NOT_FOUND'}
@@ -90,6 +91,10 @@ end
 -- Closed rooms refuse new entries; paused rooms still accept them.
 if state == 'closed' then
   return {'ROOM_CLOSED'}
+end
+-- Invite-only rooms take pass holders only (EnterWithPass).
+if cfg[6] == '1' then
+  return {'INVITE_ONLY'}
 end
 
 -- Nothing left to sell: no place, nothing written.
@@ -143,6 +148,8 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 		return st, nil
 	case "ROOM_CLOSED":
 		return waitroom.Status{}, waitroom.ErrRoomClosed
+	case "INVITE_ONLY":
+		return waitroom.Status{}, waitroom.ErrInviteOnly
 	case "SOLD_OUT":
 		return waitroom.Status{}, waitroom.ErrSoldOut
 	case "ALREADY_ORDERED":

@@ -54,12 +54,15 @@ func (s *Server) addAdminRoutes(routes map[string]http.Handler, token string, ex
 		return nil
 	}
 	admin := map[string]http.Handler{
-		"GET /admin/rooms":          s.serve(s.adminListRooms),
-		"POST /admin/rooms":         s.serve(s.adminCreateRoom),
-		"GET /admin/rooms/{room}":   s.serve(s.adminShowRoom),
-		"PATCH /admin/rooms/{room}": s.serve(s.adminPatchRoom),
-		"GET /admin/dashboard":      s.serve(s.adminDashboard),
-		"/admin/":                   s.serve(func(http.ResponseWriter, *http.Request) error { return errNotFound }),
+		"GET /admin/rooms":                       s.serve(s.adminListRooms),
+		"POST /admin/rooms":                      s.serve(s.adminCreateRoom),
+		"GET /admin/rooms/{room}":                s.serve(s.adminShowRoom),
+		"PATCH /admin/rooms/{room}":              s.serve(s.adminPatchRoom),
+		"GET /admin/dashboard":                   s.serve(s.adminDashboard),
+		"POST /admin/rooms/{room}/passes":        s.serve(s.adminCreatePass),
+		"GET /admin/rooms/{room}/passes":         s.serve(s.adminListPasses),
+		"DELETE /admin/rooms/{room}/passes/{id}": s.serve(s.adminRevokePass),
+		"/admin/":                                s.serve(func(http.ResponseWriter, *http.Request) error { return errNotFound }),
 	}
 	for p, h := range extra {
 		if !underAdmin(p) {
@@ -146,6 +149,8 @@ type AdminRoom struct {
 	// not tracked. Raising it is a restock.
 	Stock           int  `json:"stock"`
 	OneOrderPerUser bool `json:"one_order_per_user"`
+	// InviteOnly: only pass holders get in.
+	InviteOnly bool `json:"invite_only"`
 	// AbandonAfter and FirstUseWithin as Go durations ("5m0s", "1m0s").
 	AbandonAfter   string        `json:"abandon_after"`
 	FirstUseWithin string        `json:"first_use_within"`
@@ -164,6 +169,7 @@ func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
 		MaxActive:       cfg.MaxActive,
 		Stock:           cfg.Stock,
 		OneOrderPerUser: cfg.OneOrderPerUser,
+		InviteOnly:      cfg.InviteOnly,
 		AbandonAfter:    cfg.AbandonAfter.String(),
 		FirstUseWithin:  cfg.FirstUseWithin.String(),
 	}
@@ -247,6 +253,7 @@ type roomSettings struct {
 	State           *string  `json:"state"`
 	Stock           *int     `json:"stock"`
 	OneOrderPerUser *bool    `json:"one_order_per_user"`
+	InviteOnly      *bool    `json:"invite_only"`
 	AbandonAfter    *string  `json:"abandon_after"`
 	FirstUseWithin  *string  `json:"first_use_within"`
 }
@@ -283,6 +290,9 @@ func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error
 	}
 	if p.Stock != nil {
 		cfg.Stock = *p.Stock
+	}
+	if p.InviteOnly != nil {
+		cfg.InviteOnly = *p.InviteOnly
 	}
 	if p.OneOrderPerUser != nil {
 		cfg.OneOrderPerUser = *p.OneOrderPerUser
@@ -457,7 +467,7 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 func settingsAttr(cfg waitroom.RoomConfig) slog.Attr {
 	return slog.Group("settings", "state", cfg.State, "rate", cfg.Rate, "slice", cfg.Slice, "max_queue", cfg.MaxQueue,
 		"token_ttl", cfg.TokenTTL, "lease", cfg.Lease, "max_active", cfg.MaxActive, "stock", cfg.Stock,
-		"one_order_per_user", cfg.OneOrderPerUser)
+		"one_order_per_user", cfg.OneOrderPerUser, "invite_only", cfg.InviteOnly)
 }
 
 // settingsDiff lists the changed fields as old → new attributes.

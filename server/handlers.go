@@ -66,17 +66,21 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.enterOnce(r, room, user, body.Challenge, body.Nonce)
+	st, err := s.enterOnce(r, room, user, body.Challenge, body.Nonce, body.Pass)
 	if err != nil {
 		return err
 	}
 	return s.answer(w, r, room, st)
 }
 
-// enterOnce enters user. With the join challenge on, a user without a
-// place must bring a solution (challenge and nonce) for this room and
-// itself; one who has a place gets it back without one.
-func (s *Server) enterOnce(r *http.Request, room, user, challenge, nonce string) (waitroom.Status, error) {
+// enterOnce enters user. A pass code lets it in at once (passes.go). With
+// the join challenge on, a user without a place must bring a
+// solution (challenge and nonce) for this room and itself; one who has a
+// place gets it back without one.
+func (s *Server) enterOnce(r *http.Request, room, user, challenge, nonce, pass string) (waitroom.Status, error) {
+	if pass != "" {
+		return s.enterWithPass(r, room, user, pass)
+	}
 	if s.joinDifficulty > 0 {
 		if challenge == "" && nonce == "" {
 			st, err := s.store.Status(r.Context(), room, user)
@@ -253,6 +257,7 @@ func writeJSONBytes(w http.ResponseWriter, body []byte) {
 type enterBody struct {
 	Challenge string `json:"challenge"`
 	Nonce     string `json:"nonce"`
+	Pass      string `json:"pass"`
 }
 
 // readEnterBody accepts no body (curl users send none), whitespace, or a

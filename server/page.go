@@ -82,6 +82,7 @@ type pageView struct {
 	CanOrder     bool
 	Message      string
 	Visitor      string // the id a new visitor joins as
+	Pass         string // the pass code the visitor came with, if any
 	Challenge    string // the join challenge to solve, if on
 	Boot         pageBoot
 	CSS          template.CSS
@@ -110,6 +111,7 @@ type pageBoot struct {
 	ExpiresInMS    int64  `json:"expires_in_ms,omitempty"`
 	RetryAfter     int    `json:"retry_after,omitempty"`
 	Visitor        string `json:"visitor,omitempty"`
+	Pass           string `json:"pass,omitempty"`
 	Challenge      string `json:"challenge,omitempty"`
 	Difficulty     int    `json:"difficulty,omitempty"`
 }
@@ -180,6 +182,10 @@ func (s *Server) joinView(r *http.Request, room, user string) pageView {
 		// A new visitor: the join makes this id its cookie.
 		v.Visitor, v.Boot.Visitor = id, id
 	}
+	// A pass link: the join takes the code along (checked there).
+	if code := r.URL.Query().Get("pass"); code != "" && len(code) <= maxPassCode {
+		v.Pass, v.Boot.Pass = code, code
+	}
 	if s.joinDifficulty > 0 {
 		v.Challenge = s.newChallenge(room, user)
 		v.Boot.Challenge, v.Boot.Difficulty = v.Challenge, s.joinDifficulty
@@ -244,7 +250,7 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fail(room, err)
 	}
-	st, err := s.enterOnce(r, room, user, form.Get("challenge"), form.Get("nonce"))
+	st, err := s.enterOnce(r, room, user, form.Get("challenge"), form.Get("nonce"), form.Get("pass"))
 	if err != nil {
 		return fail(room, err)
 	}

@@ -132,8 +132,26 @@ func testPassRefusals(t *testing.T, h Harness) {
 	cfg, err := h.Store.RoomConfig(ctx, invite)
 	require.NoError(t, err)
 	require.True(t, cfg.InviteOnly)
+	// Only pass holders get in; a pass holder keeps its token on a plain
+	// enter, and a user queued before the room turned invite-only keeps
+	// its place.
+	_, err = h.Store.Enter(ctx, invite, "stranger")
+	require.ErrorIs(t, err, waitroom.ErrInviteOnly)
+	ip := newPass(t, h.Store, invite, 1)
+	guest, err := h.Store.EnterWithPass(ctx, invite, "guest", ip.ID)
+	require.NoError(t, err)
+	back, err := h.Store.Enter(ctx, invite, "guest")
+	require.NoError(t, err)
+	require.Equal(t, guest.Token, back.Token)
 	open := cfg
 	open.InviteOnly = false
+	require.NoError(t, h.Store.UpdateRoom(ctx, invite, cfg, open))
+	_, err = h.Store.Enter(ctx, invite, "early")
+	require.NoError(t, err)
+	require.NoError(t, h.Store.UpdateRoom(ctx, invite, open, cfg))
+	early, err := h.Store.Enter(ctx, invite, "early")
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateWaiting, early.State, "queued before: keeps the place")
 	require.NoError(t, h.Store.UpdateRoom(ctx, invite, cfg, open))
 	cfg, err = h.Store.RoomConfig(ctx, invite)
 	require.NoError(t, err)

@@ -41,6 +41,7 @@ Settings (create, set):
                              0: not tracked; raising it is a restock
   --one-order-per-user bool  a buyer whose order completed cannot enter again
                              (ALREADY_ORDERED), and orders are keyed by buyer
+  --invite-only bool         only pass holders get in (see passes create)
   --abandon-after duration   a waiting user silent this long has left, e.g. 5m
   --first-use-within duration  an unconfirmed token expires this soon, e.g. 60s
   --state open|paused|closed paused admits nobody; closed refuses new entries
@@ -91,6 +92,7 @@ var settingFlags = []struct{ flag, field, kind string }{
 	{"max-active", "max_active", "int"},
 	{"stock", "stock", "int"},
 	{"one-order-per-user", "one_order_per_user", "bool"},
+	{"invite-only", "invite_only", "bool"},
 	{"abandon-after", "abandon_after", "duration"},
 	{"first-use-within", "first_use_within", "duration"},
 	{"state", "state", "state"},
@@ -330,6 +332,9 @@ func printRoom(w io.Writer, r server.AdminRoom) {
 	fmt.Fprintf(tw, "stock:\t%s\n", countOr(r.Stock, "not tracked"))
 	if r.OneOrderPerUser {
 		fmt.Fprintf(tw, "one order:\tper user\n")
+	}
+	if r.InviteOnly {
+		fmt.Fprintf(tw, "entry:\tinvite only (passes)\n")
 	}
 	fmt.Fprintf(tw, "abandon:\t%s\n", r.AbandonAfter)
 	fmt.Fprintf(tw, "first use:\t%s\n", r.FirstUseWithin)

@@ -264,6 +264,7 @@
       if (boot.challenge) { document.body.setAttribute("data-solve-ms", String(Date.now() - started)); }
       var form = new URLSearchParams();
       if (boot.visitor) { form.set("visitor", boot.visitor); }
+      if (boot.pass) { form.set("pass", boot.pass); }
       if (boot.challenge) { form.set("challenge", boot.challenge); form.set("nonce", nonce); }
       return fetch(boot.page_url, {
         method: "POST",
