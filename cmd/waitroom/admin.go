@@ -70,7 +70,7 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 	case err == nil:
 		return exitOK
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintln(stdout, adminUsage)
+		fmt.Fprintln(stdout, adminHelp)
 		return exitOK
 	case errors.As(err, &usage):
 		fmt.Fprintf(stderr, "waitroom admin: %v\n\nRun 'waitroom help admin' for usage.\n", err)
@@ -100,13 +100,16 @@ var settingFlags = []struct{ flag, field, kind string }{
 
 func admin(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageErrorf("a command is needed: rooms list|show|create|set")
+		return usageErrorf("a command is needed: rooms list|show|create|set, or passes create|list|revoke")
 	}
 	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		return flag.ErrHelp
 	}
+	if args[0] == "passes" {
+		return adminPasses(ctx, args[1:], getenv, stdout)
+	}
 	if args[0] != "rooms" {
-		return usageErrorf("unknown command %q; try 'rooms'", args[0])
+		return usageErrorf("unknown command %q; try 'rooms' or 'passes'", args[0])
 	}
 	if len(args) < 2 {
 		return usageErrorf("rooms needs a command: list, show, create or set")

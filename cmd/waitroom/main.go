@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return exitOK
 		}
 		if len(args) > 1 && args[1] == "admin" {
-			fmt.Fprintln(stdout, adminUsage)
+			fmt.Fprintln(stdout, adminHelp)
 			return exitOK
 		}
 		if len(args) > 1 && args[1] == "loadtest" {

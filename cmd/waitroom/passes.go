@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/server"
+)
+
+const passesUsage = `Usage: waitroom admin passes <command> --room ROOM [flags]
+
+Passes let staff and invited buyers in without queueing: the holder of a
+pass link gets an entry token at once (within max_active and the stock),
+and a room set --invite-only lets in pass holders only.
+
+Commands:
+  passes create --room R [--uses N] [--expires D]
+                             mint a pass good for N entries (default 1) for
+                             D (default 168h); prints its link
+  passes list --room R       the room's passes: uses left, expiry, link
+  passes revoke --room R ID  end a pass at once
+
+Flags:
+  --url url                  the server (default http://127.0.0.1:8080; env WAITROOM_ADMIN_URL);
+                             links are printed on it
+  --token token              the admin bearer token (env WAITROOM_ADMIN_TOKEN)
+  --json                     print the server's JSON answer
+
+Example:
+  waitroom admin passes create --room drop --uses 5 --expires 48h`
+
+// adminHelp is 'waitroom help admin': rooms, then passes.
+const adminHelp = adminUsage + "\n\n" + passesUsage
+
+// adminPasses runs 'waitroom admin passes …'.
+func adminPasses(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageErrorf("passes needs a command: create, list or revoke")
+	}
+	cmd := args[0]
+	switch cmd {
+	case "create", "list", "revoke":
+	case "help", "-h", "--help", "-help":
+		return flag.ErrHelp
+	default:
+		return usageErrorf("unknown command passes %q; try create, list or revoke", cmd)
+	}
+	fs := flag.NewFlagSet("passes", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	baseURL := fs.String("url", "", "")
+	token := fs.String("token", "", "")
+	asJSON := fs.Bool("json", false, "")
+	room := fs.String("room", "", "")
+	uses := fs.Int("uses", 1, "")
+	expires := fs.String("expires", "168h", "")
+	names, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	switch {
+	case !waitroom.ValidRoomName(*room):
+		return usageErrorf("--room=%q: give the room's name (1–64 characters of a–z, 0–9, '-' and '_')", *room)
+	case cmd == "revoke" && len(names) != 1:
+		return usageErrorf("passes revoke needs exactly one pass id")
+	case cmd != "revoke" && len(names) > 0:
+		return usageErrorf("passes %s takes no arguments, got %q", cmd, names[0])
+	case cmd != "create" && (given["uses"] || given["expires"]):
+		return usageErrorf("--uses and --expires are for passes create")
+	case *uses < 1 || *uses > waitroom.MaxPassUses:
+		return usageErrorf("--uses=%d: must be in [1, %d]", *uses, waitroom.MaxPassUses)
+	}
+	lifetime, err := time.ParseDuration(*expires)
+	if err != nil || lifetime < time.Minute || lifetime > waitroom.MaxPassLifetime {
+		return usageErrorf("--expires=%q: a duration in [1m, %s], such as 30m or 48h", *expires, waitroom.MaxPassLifetime)
+	}
+	c, err := newAdminClient(*baseURL, *token, getenv)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	path := "/admin/rooms/" + url.PathEscape(*room) + "/passes"
+	var raw []byte
+	switch cmd {
+	case "create":
+		raw, err = c.Call(ctx, "POST", path, map[string]any{"uses": *uses, "expires_in": lifetime.String()})
+	case "list":
+		raw, err = c.Call(ctx, "GET", path, nil)
+	case "revoke":
+		raw, err = c.Call(ctx, "DELETE", path+"/"+url.PathEscape(names[0]), nil)
+	}
+	if err != nil {
+		return adminHint(err)
+	}
+	if *asJSON {
+		var out bytes.Buffer
+		if err := json.Indent(&out, raw, "", "  "); err != nil {
+			return fmt.Errorf("the server answered something other than JSON: %w", err)
+		}
+		fmt.Fprintln(stdout, out.String())
+		return nil
+	}
+	link := func(p server.AdminPass) string { return strings.TrimSuffix(c.BaseURL.String(), "/") + p.Link }
+	if cmd == "list" {
+		var list struct {
+			Passes []server.AdminPass `json:"passes"`
+		}
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return fmt.Errorf("reading the server's answer: %w", err)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tLEFT\tEXPIRES\tSTATE\tLINK")
+		for _, p := range list.Passes {
+			fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\n", p.ID, p.Left, p.Uses, p.ExpiresAt.Format(time.RFC3339), passState(p), link(p))
+		}
+		return tw.Flush()
+	}
+	var p server.AdminPass
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return fmt.Errorf("reading the server's answer: %w", err)
+	}
+	if cmd == "revoke" {
+		fmt.Fprintf(stdout, "pass %s revoked (%d of %d uses were left)\n", p.ID, p.Left, p.Uses)
+		return nil
+	}
+	fmt.Fprintf(stdout, "pass %s: %d use(s), expires %s\n%s\n", p.ID, p.Uses, p.ExpiresAt.Format(time.RFC3339), link(p))
+	return nil
+}
+
+// passState says whether a pass still lets anyone in.
+func passState(p server.AdminPass) string {
+	switch {
+	case p.Revoked:
+		return "revoked"
+	case !p.ExpiresAt.After(time.Now()):
+		return "expired"
+	case p.Left == 0:
+		return "used up"
+	}
+	return "valid"
+}
