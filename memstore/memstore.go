@@ -95,11 +95,10 @@ func (s *Store) UpdateRoom(ctx context.Context, name string, from, to waitroom.R
 	if err := to.Validate(); err != nil {
 		return err
 	}
-	r, err := s.room(ctx, name)
+	r, err := s.lockedRoom(ctx, name)
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cfg != from.WithDefaults() {
 		return waitroom.ErrRoomChanged
@@ -110,11 +109,10 @@ func (s *Store) UpdateRoom(ctx context.Context, name string, from, to waitroom.R
 
 // RoomConfig returns a room's live settings.
 func (s *Store) RoomConfig(ctx context.Context, name string) (waitroom.RoomConfig, error) {
-	r, err := s.room(ctx, name)
+	r, err := s.lockedRoom(ctx, name)
 	if err != nil {
 		return waitroom.RoomConfig{}, err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cfg, nil
 }
@@ -168,11 +166,10 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 // userRoom is the room user enters or asks about, locked for the caller
 // to unlock; a buyer who has ordered in a one-order room is told so.
 func (s *Store) userRoom(ctx context.Context, name, user string) (*room, error) {
-	r, err := s.room(ctx, name)
+	r, err := s.lockedRoom(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
 	if r.bought(user) {
 		r.mu.Unlock()
 		return nil, waitroom.ErrAlreadyOrdered
@@ -239,11 +236,10 @@ func (s *Store) Leave(ctx context.Context, name, user string) error {
 // Admit drops expired tokens, then turns as many users from the head of the
 // queue into token holders as the bucket, the tick quota and MaxActive allow.
 func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, error) {
-	r, err := s.room(ctx, name)
+	r, err := s.lockedRoom(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := s.now()
 	expired, noShows := r.tokens.dropExpired(now)
@@ -481,11 +477,10 @@ func (s *Store) Admitters(ctx context.Context, id string, ttl time.Duration) ([]
 
 // Stats returns a room's figures.
 func (s *Store) Stats(ctx context.Context, name string) (waitroom.Stats, error) {
-	r, err := s.room(ctx, name)
+	r, err := s.lockedRoom(ctx, name)
 	if err != nil {
 		return waitroom.Stats{}, err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := s.now()
 	st := r.stats
@@ -498,6 +493,16 @@ func (s *Store) Stats(ctx context.Context, name string) (waitroom.Stats, error) 
 // Ping reports that the store is reachable, which in process it always is.
 func (s *Store) Ping(ctx context.Context) error {
 	return ctx.Err()
+}
+
+// lockedRoom is room, locked for the caller to unlock.
+func (s *Store) lockedRoom(ctx context.Context, name string) (*room, error) {
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	return r, nil
 }
 
 // room finds a room by name: BAD_REQUEST for a name no room can have (as

@@ -11,11 +11,10 @@ func (s *Store) CreatePass(ctx context.Context, name string, p waitroom.Pass) er
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	r, err := s.room(ctx, name)
+	r, err := s.lockedRoom(ctx, name)
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.passes[p.ID]; ok {
 		return waitroom.BadRequest("a pass with this id exists")
@@ -34,11 +33,10 @@ func (s *Store) CreatePass(ctx context.Context, name string, p waitroom.Pass) er
 
 // RevokePass ends a pass at once.
 func (s *Store) RevokePass(ctx context.Context, name, id string) error {
-	r, err := s.room(ctx, name)
+	r, err := s.lockedRoom(ctx, name)
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
 	p, ok := r.passes[id]
 	if !ok {
@@ -50,11 +48,10 @@ func (s *Store) RevokePass(ctx context.Context, name, id string) error {
 
 // Passes lists the room's passes, oldest first.
 func (s *Store) Passes(ctx context.Context, name string) ([]waitroom.Pass, error) {
-	r, err := s.room(ctx, name)
+	r, err := s.lockedRoom(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]waitroom.Pass, 0, len(r.passOrder))
 	for _, id := range r.passOrder {
@@ -69,11 +66,10 @@ func (s *Store) EnterWithPass(ctx context.Context, name, user, id string) (waitr
 	if !waitroom.ValidUserID(user) {
 		return waitroom.Status{}, waitroom.BadRequest("user ids are 1–128 printable ASCII characters without spaces")
 	}
-	r, err := s.room(ctx, name)
+	r, err := s.lockedRoom(ctx, name)
 	if err != nil {
 		return waitroom.Status{}, err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.bought(user) {
 		return waitroom.Status{}, waitroom.ErrAlreadyOrdered
