@@ -189,9 +189,37 @@ func TestDashboardBrowser(t *testing.T) {
 		"a room without stock shows no stock")
 	op.screenshot("admin-06-stock")
 
-	// A reload keeps the sign-in (this tab's session); signing out forgets it.
+	// Passes are listed with the room, and one is revoked from here.
+	pass := waitroom.Pass{ID: waitroom.NewToken(), Uses: 3, Left: 3, ExpiresAt: time.Now().Add(time.Hour)}
+	require.NoError(t, store.CreatePass(t.Context(), room, pass))
+	_, err = store.EnterWithPass(t.Context(), room, "vip", pass.ID)
+	require.NoError(t, err)
+	used := waitroom.Pass{ID: waitroom.NewToken(), Uses: 1, Left: 1, ExpiresAt: time.Now().Add(time.Hour)}
+	require.NoError(t, store.CreatePass(t.Context(), room, used))
+	_, err = store.EnterWithPass(t.Context(), room, "guest", used.ID)
+	require.NoError(t, err)
+
+	// A reload keeps the sign-in (this tab's session) and reads the passes.
 	op.do(chromedp.Reload())
 	op.do(chromedp.WaitVisible(chromedp.CSS(card)))
+	op.waitTrue(`document.querySelector('`+card+` .pass-count').textContent === "2 (1 valid)"`, "the passes")
+	op.do(chromedp.Click(chromedp.CSS(card + ` .passes summary`)))
+	row := fmt.Sprintf(`%s tr[data-pass=%q]`, card, pass.ID)
+	op.do(chromedp.WaitVisible(chromedp.CSS(row)))
+	require.Equal(t, "2 of 3", op.eval(`document.querySelector('`+row+` td:nth-child(2)').textContent`))
+	require.Equal(t, "used up", op.eval(fmt.Sprintf(`document.querySelector('%s tr[data-pass=%q]').dataset.state`, card, used.ID)))
+	op.screenshot("admin-07-passes")
+	op.do(chromedp.Click(chromedp.CSS(row+` [data-act="revoke"]`)), chromedp.WaitVisible(chromedp.ID("confirm")))
+	require.Contains(t, op.text("confirm-text"), "Revoke pass "+pass.ID[:8])
+	op.do(chromedp.Click(chromedp.ID("confirm-ok")))
+	op.waitTrue(`document.querySelector('`+row+`').dataset.state === "revoked"`, "the pass to show revoked")
+	passes, err := store.Passes(t.Context(), room)
+	require.NoError(t, err)
+	require.True(t, passes[0].Revoked)
+	_, err = store.EnterWithPass(t.Context(), room, "after", pass.ID)
+	require.ErrorIs(t, err, waitroom.ErrPassInvalid)
+
+	// Signing out forgets the token.
 	op.do(chromedp.Click(chromedp.ID("logout")))
 	op.waitState("login")
 	require.Equal(t, "", op.eval(`sessionStorage.getItem("waitroom.adminToken") || ""`))

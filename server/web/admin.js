@@ -6,6 +6,9 @@
 (() => {
   const tokenKey = "waitroom.adminToken";
   const keepSeconds = 600;
+  // Passes change only when an operator mints or revokes one, or one is
+  // used: read them every ten seconds, not every second.
+  const passesEveryMS = 10000;
   const $ = (id) => document.getElementById(id);
   const fmt = new Intl.NumberFormat("en-US");
   const fmt1 = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1 });
@@ -123,6 +126,7 @@
         $("rooms").append(room.card);
       }
       updateCard(room, r, d.every_ms || 1000);
+      if (Date.now() - room.passesAt >= passesEveryMS) loadPasses(room);
     }
     for (const [name, room] of rooms) {
       if (!seen.has(name)) {
@@ -149,7 +153,7 @@
     card.dataset.room = name;
     card.querySelector(".name").textContent = name;
     const room = {
-      name, card, plot: null, cfg: null,
+      name, card, plot: null, cfg: null, passesAt: 0,
       data: [[], [], [], []], // seconds, admitted/s, rate, waiting
       field: (f) => card.querySelector('[data-f="' + f + '"]'),
     };
@@ -247,6 +251,69 @@
       ],
     }, room.data, el);
     new ResizeObserver(() => room.plot && room.plot.setSize({ width: chartWidth(room), height: 220 })).observe(el);
+  }
+
+  function passState(p) {
+    if (p.revoked) return "revoked";
+    if (new Date(p.expires_at).getTime() <= Date.now()) return "expired";
+    if (p.left === 0) return "used up";
+    return "valid";
+  }
+
+  async function loadPasses(room) {
+    room.passesAt = Date.now();
+    const gen = generation;
+    let list;
+    try {
+      list = (await api("GET", "rooms/" + encodeURIComponent(room.name) + "/passes")).passes || [];
+    } catch (e) {
+      if (e instanceof Refused) signOut("The admin token was refused; sign in again.");
+      return; // the next round tries again
+    }
+    if (gen !== generation) return;
+    const box = room.card.querySelector(".passes");
+    box.hidden = list.length === 0;
+    const valid = list.filter((p) => passState(p) === "valid").length;
+    room.card.querySelector(".pass-count").textContent = list.length + " (" + valid + " valid)";
+    const rows = list.map((p) => {
+      const tr = document.createElement("tr");
+      const state = passState(p);
+      tr.dataset.state = state;
+      tr.dataset.pass = p.id;
+      const cells = [p.id.slice(0, 8) + "…", p.left + " of " + p.uses,
+        new Date(p.expires_at).toLocaleString("en-GB"), state];
+      cells.forEach((text, i) => {
+        const td = document.createElement("td");
+        td.textContent = text;
+        if (i === 0) { td.className = "id"; td.title = p.link; }
+        tr.append(td);
+      });
+      const td = document.createElement("td");
+      if (state === "valid") {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.textContent = "Revoke";
+        b.dataset.act = "revoke";
+        b.addEventListener("click", () => revoke(room, p));
+        td.append(b);
+      }
+      tr.append(td);
+      return tr;
+    });
+    room.card.querySelector(".passes tbody").replaceChildren(...rows);
+  }
+
+  async function revoke(room, p) {
+    const question = "Revoke pass " + p.id.slice(0, 8) + "… of " + room.name + "? Its link stops working at once (" + p.left + " of " + p.uses + " uses were left).";
+    if (!(await confirmed(question, "Revoke"))) return;
+    try {
+      await api("DELETE", "rooms/" + encodeURIComponent(room.name) + "/passes/" + encodeURIComponent(p.id));
+      note(room, "Pass " + p.id.slice(0, 8) + "… revoked.");
+    } catch (e) {
+      if (e instanceof Refused) { signOut("The admin token was refused; sign in again."); return; }
+      note(room, "Not done: " + e.message);
+    }
+    loadPasses(room);
   }
 
   function note(room, text) {
