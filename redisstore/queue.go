@@ -61,9 +61,9 @@ local abandon_s = abandon_secs(cfg[5])
 
 -- A live token: no second place in the queue; the user gets its own token.
 local now = now_ms()
-local seq = counter(seq_key)
 local e = holder_sees(tok_key, active_key, user, now)
 if e then
+  local seq = counter(seq_key)
   return {'ADMITTED', e.token, time_left(e, now), seq, seq}
 end
 
@@ -79,6 +79,7 @@ if score then
     redis.call('ZADD', q_key, 'XX', queue_score(math.floor(score), s), user)
     local position = redis.call('ZRANK', q_key, user) + 1
     local sold_out, left = units(stock, stats_key, active_key, now, position)
+    local seq = counter(seq_key)
     if sold_out then
       return {'QUEUED_SOLD_OUT', seq, seq}
     end
@@ -104,20 +105,22 @@ if sold_out then
 end
 
 -- Full: say so honestly and write nothing but the counter.
-if redis.call('ZCARD', q_key) >= max_queue then
+local size = redis.call('ZCARD', q_key)
+if size >= max_queue then
   redis.call('HINCRBY', stats_key, 'full', 1)
   return {'QUEUE_FULL'}
 end
 
 -- A new place. The score is a sequence, never a clock, so two users in one
 -- millisecond keep arrival order; being the largest score, the new user is
--- last and its position is the queue's length.
+-- last: its position is the queue's length before it, plus one. The
+-- sequence is also the count of places given (stats' entered), and before
+-- the INCR it was one less: no separate read or counter.
 local next_seq = redis.call('INCR', seq_key)
 redis.call('ZADD', q_key, queue_score(next_seq, s), user)
-redis.call('HINCRBY', stats_key, 'entered', 1)
-local position = redis.call('ZCARD', q_key)
+local position = size + 1
 local _, left = units(stock, stats_key, active_key, now, position)
-return {'WAITING', position, left, seq, next_seq}
+return {'WAITING', position, left, next_seq - 1, next_seq}
 `)
 
 // Enter queues user, or returns the standing it already has: its own live
@@ -235,37 +238,39 @@ if cfg[3] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
   return {'ALREADY_ORDERED'}
 end
 local seq = counter(seq_key)
-
--- A live token wins: an admitted user is no longer queued.
 local now = now_ms()
+local s = math.floor(now / 1000)
+
+-- A queued user holds no live token (Enter never queues a token holder,
+-- Admit pops whom it admits), so the common poll, a waiting user's, reads
+-- no token. ZSCORE is O(1), ZRANK and ZADD O(log N). The score is
+-- rewritten only when its second changed.
+local score = redis.call('ZSCORE', q_key, user)
+if score then
+  score = tonumber(score)
+  if not is_gone(score, s, abandon_secs(cfg[4])) then
+    local fresh = queue_score(math.floor(score), s)
+    if fresh ~= score then
+      redis.call('ZADD', q_key, 'XX', fresh, user)
+    end
+    local position = redis.call('ZRANK', q_key, user) + 1
+    local sold_out, left = units(stock, stats_key, active_key, now, position)
+    if sold_out then
+      return {'QUEUED_SOLD_OUT', seq}
+    end
+    return {'WAITING', position, left, seq}
+  end
+  -- Silent past abandon_after: gone, as the admitter would find it.
+  redis.call('ZREM', q_key, user)
+  redis.call('HINCRBY', stats_key, 'abandoned', 1)
+end
+
+-- Not queued: admitted (a live token), or not in the room.
 local e = holder_sees(tok_key, active_key, user, now)
 if e then
   return {'ADMITTED', e.token, time_left(e, now), seq}
 end
-
--- ZSCORE is O(1), ZRANK and ZADD O(log N). The score is rewritten only
--- when its second changed.
-local score = redis.call('ZSCORE', q_key, user)
-if not score then
-  return {'NOT_IN_QUEUE', seq}
-end
-score = tonumber(score)
-local s = math.floor(now / 1000)
-if is_gone(score, s, abandon_secs(cfg[4])) then
-  redis.call('ZREM', q_key, user)
-  redis.call('HINCRBY', stats_key, 'abandoned', 1)
-  return {'NOT_IN_QUEUE', seq}
-end
-local fresh = queue_score(math.floor(score), s)
-if fresh ~= score then
-  redis.call('ZADD', q_key, 'XX', fresh, user)
-end
-local position = redis.call('ZRANK', q_key, user) + 1
-local sold_out, left = units(stock, stats_key, active_key, now, position)
-if sold_out then
-  return {'QUEUED_SOLD_OUT', seq}
-end
-return {'WAITING', position, left, seq}
+return {'NOT_IN_QUEUE', seq}
 `)
 
 // Status returns the user's standing, or ErrNotInQueue.

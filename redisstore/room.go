@@ -220,6 +220,7 @@ func (s *Store) Rooms(ctx context.Context) ([]string, error) {
 // KEYS[3] active
 // KEYS[4] stats
 // KEYS[5] bucket
+// KEYS[6] seq
 //
 // Returns {"OK", waiting, active, entered, full, admitted, completed,
 // released, expired, no_shows, abandoned, max_active, pace_time,
@@ -240,9 +241,11 @@ local waiting = redis.call('ZCARD', q_key)
 -- Live tokens: entries whose expiry (or lease) is still ahead. Entries
 -- past it that Admit has not cleaned up yet do not count.
 local active = live_tokens(active_key, now)
-local c = redis.call('HMGET', stats_key, 'entered', 'full', 'admitted', 'completed', 'released', 'expired', 'no_shows', 'abandoned')
-local out = {'OK', waiting, active}
-for i = 1, 8 do
+-- Every place given took the next arrival sequence: it is the count of
+-- entries (Enter keeps no second counter).
+local c = redis.call('HMGET', stats_key, 'full', 'admitted', 'completed', 'released', 'expired', 'no_shows', 'abandoned')
+local out = {'OK', waiting, active, counter(KEYS[6])}
+for i = 1, 7 do
   out[#out + 1] = tonumber(c[i] or '0')
 end
 out[#out + 1] = tonumber(redis.call('HGET', cfg_key, 'max_active') or '0')
@@ -259,7 +262,7 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 		return waitroom.Stats{}, err
 	}
 	k := s.keys(room)
-	res, err := statsScript.Run(ctx, s.client, []string{k.cfg, k.q, k.active, k.stats, k.bucket}).Result()
+	res, err := statsScript.Run(ctx, s.client, []string{k.cfg, k.q, k.active, k.stats, k.bucket, k.seq}).Result()
 	if err != nil {
 		return waitroom.Stats{}, s.fail("stats", err)
 	}
