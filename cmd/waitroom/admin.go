@@ -123,12 +123,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 		return usageErrorf("unknown command rooms %q; try list, show, create or set", cmd)
 	}
 
-	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	baseURL := fs.String("url", "", "")
-	token := fs.String("token", "", "")
-	asJSON := fs.Bool("json", false, "")
+	fs, baseURL, token, asJSON := adminFlags("admin")
 	window := fs.String("window", "", "")
 	settings := make(map[string]*string)
 	if cmd == "create" || cmd == "set" {
@@ -196,12 +191,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 		return adminHint(err)
 	}
 	if *asJSON {
-		var out bytes.Buffer
-		if err := json.Indent(&out, raw, "", "  "); err != nil {
-			return fmt.Errorf("the server answered something other than JSON: %w", err)
-		}
-		fmt.Fprintln(stdout, out.String())
-		return nil
+		return printJSON(stdout, raw)
 	}
 	if cmd == "list" {
 		var list struct {
@@ -218,6 +208,25 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("reading the server's answer: %w", err)
 	}
 	printRoom(stdout, room)
+	return nil
+}
+
+// adminFlags makes the flag set of an admin command with the flags every
+// one takes: --url, --token and --json.
+func adminFlags(name string) (fs *flag.FlagSet, baseURL, token *string, asJSON *bool) {
+	fs = flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs, fs.String("url", "", ""), fs.String("token", "", ""), fs.Bool("json", false, "")
+}
+
+// printJSON prints the server's JSON answer, indented.
+func printJSON(w io.Writer, raw []byte) error {
+	var out bytes.Buffer
+	if err := json.Indent(&out, raw, "", "  "); err != nil {
+		return fmt.Errorf("the server answered something other than JSON: %w", err)
+	}
+	fmt.Fprintln(w, out.String())
 	return nil
 }
 

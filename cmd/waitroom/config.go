@@ -99,6 +99,7 @@ var serveSettings = []setting{
 	{"lease", "WAITROOM_LEASE", "30s", "duration", "how long an order may hold a token before it is usable again"},
 	{"max-active", "WAITROOM_MAX_ACTIVE", "0", "n", "most live entry tokens at once, at most 100000000; 0: no cap"},
 	{"one-order-per-user", "WAITROOM_ONE_ORDER_PER_USER", "false", "bool", "a buyer whose order completed in the default room cannot enter it again (409 ALREADY_ORDERED), and the gate keys orders by buyer, so the order API refuses a second one even after a lossy Redis failover"},
+	{"invite-only", "WAITROOM_INVITE_ONLY", "false", "bool", "the default room lets in pass holders only (waitroom admin passes create); others get 403 INVITE_ONLY"},
 	{"stock", "WAITROOM_STOCK", "0", "n", "units the default room sells in all; a live entry token reserves one, so nobody is admitted to find nothing; 0: not tracked"},
 	{"abandon-after", "WAITROOM_ABANDON_AFTER", "5m", "duration", "a waiting user silent (no enter, no status) this long has left: skipped at the head, counted abandoned"},
 	{"first-use-within", "WAITROOM_FIRST_USE_WITHIN", "60s", "duration", "an admitted user must confirm (one status call after the one that told it) or order this soon, else its token expires as a no-show and frees its slot; at most --token-ttl"},
@@ -328,6 +329,10 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	c.Room.OneOrderPerUser, err = strconv.ParseBool(strings.TrimSpace(raw["one-order-per-user"].text))
 	if err != nil {
 		check(raw["one-order-per-user"].fail("must be true or false"))
+	}
+	c.Room.InviteOnly, err = strconv.ParseBool(strings.TrimSpace(raw["invite-only"].text))
+	if err != nil {
+		check(raw["invite-only"].fail("must be true or false"))
 	}
 	c.Room.AbandonAfter, err = parseDuration(raw["abandon-after"], waitroom.MinAbandonAfter, waitroom.MaxAbandonAfter)
 	check(err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -54,12 +53,7 @@ func adminPasses(ctx context.Context, args []string, getenv func(string) string,
 	default:
 		return usageErrorf("unknown command passes %q; try create, list or revoke", cmd)
 	}
-	fs := flag.NewFlagSet("passes", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	baseURL := fs.String("url", "", "")
-	token := fs.String("token", "", "")
-	asJSON := fs.Bool("json", false, "")
+	fs, baseURL, token, asJSON := adminFlags("passes")
 	room := fs.String("room", "", "")
 	uses := fs.Int("uses", 1, "")
 	expires := fs.String("expires", "168h", "")
@@ -105,12 +99,7 @@ func adminPasses(ctx context.Context, args []string, getenv func(string) string,
 		return adminHint(err)
 	}
 	if *asJSON {
-		var out bytes.Buffer
-		if err := json.Indent(&out, raw, "", "  "); err != nil {
-			return fmt.Errorf("the server answered something other than JSON: %w", err)
-		}
-		fmt.Fprintln(stdout, out.String())
-		return nil
+		return printJSON(stdout, raw)
 	}
 	link := func(p server.AdminPass) string { return strings.TrimSuffix(c.BaseURL.String(), "/") + p.Link }
 	if cmd == "list" {
