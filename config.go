@@ -106,6 +106,17 @@ type RoomConfig struct {
 	// InviteOnly: only pass holders get in (Store.EnterWithPass); an
 	// enter without a pass is ErrInviteOnly.
 	InviteOnly bool
+	// OpensAt schedules the opening (by the store's clock); zero: open at
+	// once. Users who come before it are told "scheduled" and get places
+	// 1..N at the opening, by PrequeueOrder; later arrivals queue behind
+	// them. A room opens once: after its draw, OpensAt is history.
+	OpensAt time.Time
+	// PrequeueOrder places the early arrivals: random (a draw with a
+	// committed seed; also when empty) or fifo.
+	PrequeueOrder PrequeueOrder
+	// ClosesAt, when set, refuses new entries from then on with
+	// ErrRoomClosed; those queued are still admitted.
+	ClosesAt time.Time
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -134,6 +145,9 @@ func (c RoomConfig) WithDefaults() RoomConfig {
 	if c.FirstUseWithin == 0 {
 		c.FirstUseWithin = min(DefaultFirstUseWithin, c.TokenTTL)
 	}
+	// Times as the store keeps them: UTC milliseconds.
+	c.OpensAt = storeTime(c.OpensAt)
+	c.ClosesAt = storeTime(c.ClosesAt)
 	return c
 }
 
@@ -161,6 +175,15 @@ func (c RoomConfig) Validate() error {
 		return BadRequest(fmt.Sprintf("abandon after must be in [%s, %s], got %s", MinAbandonAfter, MaxAbandonAfter, c.AbandonAfter))
 	case c.FirstUseWithin < MinFirstUseWithin || c.FirstUseWithin > c.TokenTTL:
 		return BadRequest(fmt.Sprintf("first use within must be in [%s, token TTL %s], got %s", MinFirstUseWithin, c.TokenTTL, c.FirstUseWithin))
+	case !c.OpensAt.IsZero() && !c.ClosesAt.IsZero() && !c.ClosesAt.After(c.OpensAt):
+		return BadRequest(fmt.Sprintf("closes_at (%s) must be after opens_at (%s)", c.ClosesAt.Format(time.RFC3339), c.OpensAt.Format(time.RFC3339)))
+	case c.OpensAt.Year() > 9999 || c.ClosesAt.Year() > 9999 || (!c.OpensAt.IsZero() && c.OpensAt.Unix() < 0) || (!c.ClosesAt.IsZero() && c.ClosesAt.Unix() < 0):
+		return BadRequest("opens_at and closes_at must be between 1970 and 9999")
+	}
+	switch c.PrequeueOrder {
+	case "", PrequeueRandom, PrequeueFIFO:
+	default:
+		return BadRequest(fmt.Sprintf("prequeue_order must be random or fifo, got %q", c.PrequeueOrder))
 	}
 	switch c.State {
 	case RoomOpen, RoomPaused, RoomClosed:
@@ -175,6 +198,22 @@ func (c RoomConfig) Validate() error {
 // the browser throttles, is never taken for gone.
 func (c RoomConfig) PollAfter(position int64, rate float64) time.Duration {
 	return min(PollAfter(position, rate), c.AbandonAfter/3)
+}
+
+// storeTime is t in UTC, to the millisecond; zero stays zero.
+func storeTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.UnixMilli(t.UnixMilli()).UTC()
+}
+
+// Order is the room's prequeue order, random when unset.
+func (c RoomConfig) Order() PrequeueOrder {
+	if c.PrequeueOrder == "" {
+		return PrequeueRandom
+	}
+	return c.PrequeueOrder
 }
 
 // TickQuota is the most users one admission tick may let through: one
@@ -225,6 +264,9 @@ func (c RoomConfig) Changes(to RoomConfig) []FieldChange {
 	add("abandon_after", c.AbandonAfter, to.AbandonAfter)
 	add("first_use_within", c.FirstUseWithin, to.FirstUseWithin)
 	add("invite_only", c.InviteOnly, to.InviteOnly)
+	add("opens_at", c.OpensAt, to.OpensAt)
+	add("prequeue_order", c.PrequeueOrder, to.PrequeueOrder)
+	add("closes_at", c.ClosesAt, to.ClosesAt)
 	return out
 }
 

@@ -30,6 +30,8 @@ var (
 	ErrTokenInvalid   = &Error{"ENTRY_TOKEN_INVALID", "the entry token does not match", http.StatusForbidden}
 	ErrTokenInUse     = &Error{"TOKEN_IN_USE", "the entry token is being used by another request", http.StatusConflict}
 	ErrSoldOut        = &Error{"SOLD_OUT", "everything is sold", http.StatusConflict}
+	ErrNoDraw         = &Error{"NO_DRAW", "this room has no scheduled opening", http.StatusNotFound}
+	ErrDrawPending    = &Error{"DRAW_PENDING", "the opening has not been drawn yet", http.StatusConflict}
 	ErrAlreadyOrdered = &Error{"ALREADY_ORDERED", "you have ordered in this sale already; one order per buyer", http.StatusConflict}
 	// Passes (pass.go).
 	ErrPassInvalid      = &Error{"PASS_INVALID", "this pass is not valid here: unknown, revoked or expired", http.StatusForbidden}

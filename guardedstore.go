@@ -198,6 +198,14 @@ func (g *GuardedStore) Admitters(ctx context.Context, id string, ttl time.Durati
 	return guarded(ctx, g, "", func(ctx context.Context) ([]string, error) { return g.store.Admitters(ctx, id, ttl) })
 }
 
+func (g *GuardedStore) Draw(ctx context.Context, room string) (Draw, error) {
+	return guarded(ctx, g, room, func(ctx context.Context) (Draw, error) { return g.store.Draw(ctx, room) })
+}
+
+func (g *GuardedStore) Entrants(ctx context.Context, room string) ([]Entrant, error) {
+	return guarded(ctx, g, room, func(ctx context.Context) ([]Entrant, error) { return g.store.Entrants(ctx, room) })
+}
+
 func (g *GuardedStore) Stats(ctx context.Context, room string) (Stats, error) {
 	return guarded(ctx, g, "", func(ctx context.Context) (Stats, error) { return g.store.Stats(ctx, room) })
 }

@@ -25,6 +25,9 @@ const (
 	StateWaiting State = "waiting"
 	// StateAdmitted: the user holds a live entry token.
 	StateAdmitted State = "admitted"
+	// StateScheduled: the user came before the room's opening and waits
+	// for it; its place is drawn (or, fifo, kept) at the opening.
+	StateScheduled State = "scheduled"
 	// StateSoldOut: the user is queued in a room whose stock is all sold;
 	// a restock puts it back in its place.
 	StateSoldOut State = "sold_out"
@@ -33,8 +36,12 @@ const (
 // Status is a user's standing in a room.
 type Status struct {
 	State State
-	// Position is 1-based; set when waiting.
+	// Position is 1-based; set when waiting, and when scheduled in a
+	// fifo room (a random room's places are not drawn yet).
 	Position int64
+	// OpensIn is how long until the opening, by the store's clock; set
+	// when scheduled (0 once the opening is being drawn).
+	OpensIn time.Duration
 	// UnitsLeft is set, with FewLeft, when the room tracks stock and the
 	// units neither sold nor reserved are fewer than Position: not enough
 	// for everyone up to this user, unless some reservations come back.
@@ -200,6 +207,13 @@ type Store interface {
 	// if queued, and gets a fresh entry token (counted as admitted) at
 	// once, in open, paused and invite-only rooms alike.
 	EnterWithPass(ctx context.Context, room, user, id string) (Status, error)
+	// Draw returns a scheduled room's draw record: before the opening the
+	// commitment to its seed, after it the seed. ErrNoDraw for a room
+	// without an opening time. Admit makes the draw, once, at the opening.
+	Draw(ctx context.Context, room string) (Draw, error)
+	// Entrants returns the early arrivals with the places the draw gave
+	// them, in place order; ErrDrawPending before the draw.
+	Entrants(ctx context.Context, room string) ([]Entrant, error)
 
 	// Stats returns a room's figures.
 	Stats(ctx context.Context, room string) (Stats, error)
@@ -377,6 +391,23 @@ func PollAfter(position int64, rate float64) time.Duration {
 	frac := math.Mod(float64(position)*0.6180339887, 1)
 	return time.Duration(float64(d) * (0.9 + 0.2*frac)).Round(time.Millisecond)
 }
+
+// OpeningPollAfter is how long an early arrival should wait before asking
+// again, opensIn before the opening: half the time left while that is long
+// (at most MaxPoll), and near the opening a moment after it, spread over
+// the OpeningSpread after it by spread (in [0, 1), e.g. a hash of the
+// user), so that a crowd waiting for the same second does not poll in it.
+func OpeningPollAfter(opensIn time.Duration, spread float64) time.Duration {
+	if opensIn > 2*OpeningSpread {
+		return min(opensIn/2, MaxPoll).Round(time.Millisecond)
+	}
+	return (opensIn + MinPoll + time.Duration(spread*float64(OpeningSpread-MinPoll))).Round(time.Millisecond)
+}
+
+// OpeningSpread is the span after an opening over which the early
+// arrivals' first polls are spread: 100,000 of them ask about 11,000 times
+// a second, not 100,000 times in the first.
+const OpeningSpread = 10 * time.Second
 
 // PollLoad is the status requests per second that waiting users 1..waiting
 // generate when each follows PollAfter.

@@ -61,6 +61,20 @@ type room struct {
 	// passes by id, and their ids oldest first.
 	passes    map[string]*waitroom.Pass
 	passOrder []string
+	// pre holds the users who came before a scheduled opening, in arrival
+	// order, until the draw moves them to the head of queue.
+	pre  *queue
+	draw drawRecord
+}
+
+// drawRecord is a scheduled room's draw: the seed from the moment the room
+// is scheduled, the entrants and their places once it is done.
+type drawRecord struct {
+	seed     string
+	done     bool
+	entrants []waitroom.Entrant
+	drawnAt  time.Time
+	took     time.Duration
 }
 
 // CreateRoom stores cfg, with defaults applied, unless the room exists.
@@ -80,7 +94,8 @@ func (s *Store) CreateRoom(ctx context.Context, name string, cfg waitroom.RoomCo
 	if _, ok := s.rooms[name]; ok {
 		return false, nil
 	}
-	s.rooms[name] = &room{cfg: cfg, queue: newQueue(), tokens: newTokenSet(), buyers: make(map[string]struct{})}
+	s.rooms[name] = &room{cfg: cfg, queue: newQueue(), tokens: newTokenSet(), buyers: make(map[string]struct{}),
+		pre: newQueue(), draw: drawRecord{seed: waitroom.NewSeed()}}
 	return true, nil
 }
 
@@ -146,7 +161,7 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 	if st, ok := r.standing(user, now); ok {
 		return st, nil
 	}
-	if r.cfg.State == waitroom.RoomClosed {
+	if r.cfg.State == waitroom.RoomClosed || (!r.cfg.ClosesAt.IsZero() && !now.Before(r.cfg.ClosesAt)) {
 		return waitroom.Status{}, waitroom.ErrRoomClosed
 	}
 	if r.cfg.InviteOnly {
@@ -155,12 +170,15 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 	if soldOut, _, _ := r.cfg.Units(0, r.stats.Completed, 0); soldOut {
 		return waitroom.Status{}, waitroom.ErrSoldOut
 	}
-	if r.queue.Len() >= r.cfg.MaxQueue {
+	if r.queue.Len()+r.pre.Len() >= r.cfg.MaxQueue {
 		r.stats.Full++
 		return waitroom.Status{}, waitroom.ErrQueueFull
 	}
 	r.stats.Entered++
-	return r.waiting(r.queue.Push(user, now.UnixNano()), now), nil
+	if r.scheduled() && now.Before(r.cfg.OpensAt) {
+		return r.early(r.pre.Push(user, now.UnixNano()), now), nil
+	}
+	return r.waiting(r.ahead()+r.queue.Push(user, now.UnixNano()), now), nil
 }
 
 // userRoom is the room user enters or asks about, locked for the caller
@@ -175,6 +193,26 @@ func (s *Store) userRoom(ctx context.Context, name, user string) (*room, error) 
 		return nil, waitroom.ErrAlreadyOrdered
 	}
 	return r, nil
+}
+
+// scheduled reports whether the room waits for its draw; r.mu is held.
+func (r *room) scheduled() bool {
+	return !r.cfg.OpensAt.IsZero() && !r.draw.done
+}
+
+// ahead is how many early arrivals wait before the queue; r.mu is held.
+// Until the draw, every one of them is ahead of everyone in the queue.
+func (r *room) ahead() int {
+	return r.pre.Len()
+}
+
+// early is the standing of an early arrival, position-th to come.
+func (r *room) early(position int, now time.Time) waitroom.Status {
+	st := waitroom.Status{State: waitroom.StateScheduled, OpensIn: max(0, r.cfg.OpensAt.Sub(now))}
+	if r.cfg.Order() == waitroom.PrequeueFIFO {
+		st.Position = int64(position)
+	}
+	return st
 }
 
 // Status returns user's standing: admitted, waiting, or ErrNotInQueue.
@@ -198,6 +236,10 @@ func (r *room) standing(user string, now time.Time) (waitroom.Status, bool) {
 	if st, ok := r.admitted(user, now); ok {
 		return st, true
 	}
+	// An early arrival waits for the opening, silent or not.
+	if pos, ok := r.pre.Position(user); ok {
+		return r.early(pos, now), true
+	}
 	seen, ok := r.queue.Seen(user)
 	switch {
 	case !ok:
@@ -209,7 +251,7 @@ func (r *room) standing(user string, now time.Time) (waitroom.Status, bool) {
 	}
 	r.queue.Touch(user, now.UnixNano())
 	pos, _ := r.queue.Position(user)
-	return r.waiting(pos, now), true
+	return r.waiting(r.ahead()+pos, now), true
 }
 
 // abandoned reports whether a user last seen at seen (unix ns) has gone.
@@ -230,6 +272,7 @@ func (s *Store) Leave(ctx context.Context, name, user string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.queue.Remove(user)
+	r.pre.Remove(user)
 	return nil
 }
 
@@ -245,6 +288,17 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 	expired, noShows := r.tokens.dropExpired(now)
 	r.stats.Expired += int64(expired)
 	r.stats.NoShows += int64(noShows)
+	if r.scheduled() {
+		// Nobody goes before the opening, and nothing is saved up for it:
+		// the bucket starts empty at the opening, as after a pause.
+		r.bucket.refill(now.UnixMicro(), waitroom.RoomConfig{State: waitroom.RoomPaused}, 0)
+		if now.Before(r.cfg.OpensAt) {
+			return nil, nil
+		}
+		if err := r.drawPlaces(now); err != nil {
+			return nil, err
+		}
+	}
 
 	// No-shows not yet made up are admitted again, at most at the rate
 	// again (refill). With MaxActive the slots they free are refilled
@@ -441,7 +495,7 @@ func (s *Store) Work(ctx context.Context, rooms []string) ([]waitroom.Work, erro
 		}
 		r.mu.Lock()
 		switch {
-		case r.queue.Len() > 0:
+		case r.queue.Len() > 0 || r.pre.Len() > 0:
 			work[i] = waitroom.WorkQueue
 		case len(r.tokens.byUser) > 0:
 			work[i] = waitroom.WorkTokens
@@ -484,7 +538,7 @@ func (s *Store) Stats(ctx context.Context, name string) (waitroom.Stats, error) 
 	defer r.mu.Unlock()
 	now := s.now()
 	st := r.stats
-	st.Waiting = int64(r.queue.Len())
+	st.Waiting = int64(r.queue.Len() + r.pre.Len())
 	st.Pace = r.pace.Pace(r.cfg.MaxActive == 0)
 	st.Active = int64(r.tokens.liveCount(now))
 	return st, nil
@@ -581,4 +635,80 @@ func (r *room) waiting(position int, now time.Time) waitroom.Status {
 	}
 	st.UnitsLeft, st.FewLeft = left, few
 	return st
+}
+
+// drawPlaces places the early arrivals at the opening, in one critical
+// section: by the draw or in arrival order at the head of the queue, the
+// later arrivals behind them in arrival order. The seed is revealed.
+func (r *room) drawPlaces(now time.Time) error {
+	began := time.Now()
+	users := make([]string, 0, r.pre.Len())
+	for r.pre.Len() > 0 {
+		users = append(users, r.pre.PopFront(min(r.pre.Len(), 4096))...)
+	}
+	order, err := waitroom.DrawPlaces(r.cfg.Order(), r.draw.seed, users)
+	if err != nil {
+		return err
+	}
+	// The early arrivals are seen at the opening: silence counts from it.
+	q := newQueue()
+	entrants := make([]waitroom.Entrant, len(order))
+	for i, u := range order {
+		q.Push(u, now.UnixNano())
+		entrants[i] = waitroom.Entrant{User: u, Place: int64(i + 1)}
+	}
+	for {
+		u, seen, ok := r.queue.Head()
+		if !ok {
+			break
+		}
+		r.queue.Remove(u)
+		q.Push(u, seen)
+	}
+	r.queue = q
+	r.draw = drawRecord{seed: r.draw.seed, done: true, entrants: entrants, drawnAt: now, took: time.Since(began)}
+	return nil
+}
+
+// Draw returns the room's draw record: the commitment before the draw,
+// the seed and the figures after it. ErrNoDraw for a room without an
+// opening time.
+func (s *Store) Draw(ctx context.Context, name string) (waitroom.Draw, error) {
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return waitroom.Draw{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cfg.OpensAt.IsZero() && !r.draw.done {
+		return waitroom.Draw{}, waitroom.ErrNoDraw
+	}
+	commitment, err := waitroom.Commitment(r.draw.seed)
+	if err != nil {
+		return waitroom.Draw{}, err
+	}
+	d := waitroom.Draw{Order: r.cfg.Order(), OpensAt: r.cfg.OpensAt, State: waitroom.DrawPending, Commitment: commitment}
+	if r.draw.done {
+		d.State, d.Seed = waitroom.DrawDone, r.draw.seed
+		d.Entrants, d.DrawnAt, d.Took = int64(len(r.draw.entrants)), r.draw.drawnAt, r.draw.took
+	}
+	return d, nil
+}
+
+// Entrants returns the early arrivals and their places, once drawn;
+// ErrDrawPending before.
+func (s *Store) Entrants(ctx context.Context, name string) ([]waitroom.Entrant, error) {
+	r, err := s.room(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.draw.done {
+		if r.cfg.OpensAt.IsZero() {
+			return nil, waitroom.ErrNoDraw
+		}
+		return nil, waitroom.ErrDrawPending
+	}
+	return slices.Clone(r.draw.entrants), nil
 }

@@ -756,6 +756,7 @@ func TestConformance(t *testing.T) {
 			Peer:      func(*testing.T) waitroom.Store { return s },
 			Advance:   func(_ *testing.T, d time.Duration) { clock.Advance(d) },
 			FakeClock: true,
+			Now:       clock.Now,
 		}
 	})
 }

@@ -46,6 +46,8 @@ import (
 // KEYS[6] stats
 // KEYS[7] seq
 // KEYS[8] buyers
+// KEYS[9] drawn
+// KEYS[10] draw
 // ARGV    fresh tokens, one per user this call may admit
 //
 // Returns one of
@@ -54,6 +56,9 @@ import (
 //	 carry_micro, rate_micro, waiting, short,
 //	 user1, token1, user2, token2, …}  admitted, in arrival order
 //	{"PAUSED", quota, seq, admitted, admitted, 0, 0, rate_micro, 0, 0}  the room is paused
+//	{"SCHEDULED", …}  the same shape: a scheduled room before its opening
+//	{"DRAW", …}       the same shape: the opening has come and the early
+//	                  arrivals wait for their draw (drop.go) before anyone
 //	{"MORE", n}  no tokens were supplied but n users can be admitted:
 //	             call again with n; nothing but cleanup was written
 //	{"ROOM_NOT_FOUND"}
@@ -82,9 +87,11 @@ local active_key = KEYS[5]
 local stats_key  = KEYS[6]
 local seq_key    = KEYS[7]
 local buyers_key = KEYS[8]
+local drawn_key  = KEYS[9]
+local draw_key   = KEYS[10]
 local tokens     = ARGV
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock', 'one_order', 'abandon_ms', 'first_use_ms')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock', 'one_order', 'abandon_ms', 'first_use_ms', 'opens_at_ms')
 local state = cfg[1]
 if not state then
   return {'ROOM_NOT_FOUND'}
@@ -98,6 +105,7 @@ local stock      = tonumber(cfg[7] or '0') -- units in all; 0: not tracked
 local one_order  = cfg[8] == '1'
 local abandon_s  = abandon_secs(cfg[9])
 local first_ms   = math.min(math.floor(tonumber(cfg[10] or cfg[5])), ttl_ms)
+local opens_at   = tonumber(cfg[11] or '0') -- ms; 0: not scheduled
 -- Users per batched command: unpack must stay below Lua's C stack limit
 -- (8000 values).
 local batch = 500
@@ -139,7 +147,8 @@ local cap = rate * slice_ms / 1000 -- one slice's worth of users
 -- is nobody to make them up with: then nothing is owed.
 local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows')
 local made_up = tonumber(b[3] or '0')
-local waiting = redis.call('ZCARD', q_key)
+-- The drawn early arrivals go first, then the queue.
+local waiting = redis.call('ZCARD', drawn_key) + redis.call('ZCARD', q_key)
 local no_shows_total = tonumber(redis.call('HGET', stats_key, 'no_shows') or '0')
 if max_active > 0 or waiting == 0 then
   made_up = no_shows_total
@@ -151,10 +160,17 @@ if owed > 0 then
   out[8] = math.floor(2 * rate * 1000000)
 end
 
-if state == 'paused' then
+-- A scheduled room admits nobody until its draw is done: before the
+-- opening it waits, after it the Store makes the draw (DRAW) first.
+local scheduled = opens_at > 0 and redis.call('HGET', draw_key, 'state') ~= 'done'
+if state == 'paused' or scheduled then
   -- Admit nobody and save nothing up, so resuming does not burst.
   redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', 0, 'made_up', made_up)
   out[1] = 'PAUSED'
+  if scheduled then
+    out[1] = 'SCHEDULED'
+    if now >= opens_at then out[1] = 'DRAW' end
+  end
 else
   local allow, extra
   if not b[1] then
@@ -204,7 +220,11 @@ else
     local late_no_shows = 0
     local s = math.floor(now_us / 1000000)
     while #users < n and skipped < max_skips do
-      local popped = redis.call('ZPOPMIN', q_key, math.min(n - #users, max_skips - skipped)) -- user, score, …
+      local want = math.min(n - #users, max_skips - skipped)
+      local popped = redis.call('ZPOPMIN', drawn_key, want) -- user, score, …
+      if #popped == 0 then
+        popped = redis.call('ZPOPMIN', q_key, want)
+      end
       if #popped == 0 then
         break
       end
@@ -280,7 +300,7 @@ else
   local carry = math.min(allow - regular, cap)
   redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry, 'made_up', made_up + issued - regular)
   out[7] = math.floor(carry * 1000000)
-  out[9] = redis.call('ZCARD', q_key)
+  out[9] = redis.call('ZCARD', drawn_key) + redis.call('ZCARD', q_key)
 
   -- The pace: sums decayed over the pace window of the time users waited
   -- and what the ticks did meanwhile, as waitroom.PaceSums.Add.
@@ -379,6 +399,15 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 		got, reps, err := s.admitted(ctx, room, res)
 		if err != nil {
 			return nil, err
+		}
+		if r.code() == "DRAW" && call == 0 {
+			// Nobody was admitted: the opening's draw comes first, then
+			// this tick, unless another instance is making the draw.
+			done, err := s.drawOpening(ctx, room)
+			if err != nil || !done {
+				return nil, err
+			}
+			continue
 		}
 		admitted, replicas = append(admitted, got...), max(replicas, reps)
 		seq, _ := r.int(2)
@@ -504,7 +533,7 @@ func (s *Store) admitArgs(room string, n int) (keys []string, tokens []any) {
 		tokens[i] = waitroom.NewToken()
 	}
 	k := s.keys(room)
-	return []string{k.cfg, k.bucket, k.q, k.tok, k.active, k.stats, k.seq, k.buyers}, tokens
+	return []string{k.cfg, k.bucket, k.q, k.tok, k.active, k.stats, k.seq, k.buyers, k.drawn, k.draw}, tokens
 }
 
 // admitted decodes admitScript's reply, learns the room's quota and
@@ -515,7 +544,7 @@ func (s *Store) admitted(ctx context.Context, room string, res any) ([]waitroom.
 		return nil, 0, s.unexpected(ctx, "admit", res)
 	}
 	switch r.code() {
-	case "OK", "PAUSED":
+	case "OK", "PAUSED", "SCHEDULED", "DRAW":
 	case "ROOM_NOT_FOUND":
 		return nil, 0, waitroom.ErrRoomNotFound
 	default:

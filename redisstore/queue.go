@@ -18,6 +18,9 @@ import (
 // KEYS[5] stats
 // KEYS[6] active
 // KEYS[7] buyers
+// KEYS[8] pre
+// KEYS[9] drawn
+// KEYS[10] draw
 // ARGV[1] user
 //
 // Returns one of
@@ -25,6 +28,8 @@ import (
 //	{"ALREADY_ORDERED"}                          one order per user, and it ordered
 //	{"ADMITTED", token, ms_left, seq, seq}       the user holds a live token (a
 //	                                             second call confirms it: holder_sees)
+//	{"SCHEDULED", opens_in_ms, position,         an early arrival (now or before) of a
+//	 seq_before, seq_after}                      scheduled room; position 0 unless fifo
 //	{"WAITING", position, units_left,            queued (now or before); 1-based;
 //	 seq_before, seq_after}                      units_left -1 unless short (units);
 //	                                             a user silent past abandon_after has
@@ -46,10 +51,15 @@ local tok_key    = KEYS[4]
 local stats_key  = KEYS[5]
 local active_key = KEYS[6]
 local buyers_key = KEYS[7]
+local pre_key    = KEYS[8]
+local drawn_key  = KEYS[9]
+local draw_key   = KEYS[10]
 local user       = ARGV[1]
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock', 'one_order', 'abandon_ms', 'invite_only')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock', 'one_order', 'abandon_ms', 'invite_only',
+  'opens_at_ms', 'prequeue', 'closes_at_ms')
 local state, max_queue, stock = cfg[1], tonumber(cfg[2]), tonumber(cfg[3] or '0')
+local opens_at, closes_at = tonumber(cfg[7] or '0'), tonumber(cfg[9] or '0')
 if not state then
   return {'ROOM_NOT_FOUND'}
 end
@@ -67,17 +77,24 @@ if e then
   return {'ADMITTED', e.token, time_left(e, now), seq, seq}
 end
 
+-- An early arrival waits for the draw: told when the room opens.
+local done = redis.call('HGET', draw_key, 'state') == 'done'
+local scheduled = opens_at > 0 and not done
+if early_arrival(pre_key, done, user) then
+  local seq = counter(seq_key)
+  return {'SCHEDULED', math.max(0, opens_at - now), early_position(cfg[8], pre_key, user), seq, seq}
+end
+
 -- Already queued: the same place again, so a refresh never loses it, and
 -- seen now. In a sold-out room it keeps the place for a restock. One silent
 -- past abandon_after has gone (the admitter would skip it): it is counted
 -- and queues anew at the back.
 local s = math.floor(now / 1000)
-local score = redis.call('ZSCORE', q_key, user)
+local key, score, ahead = queued_in(q_key, pre_key, drawn_key, done, user)
 if score then
-  score = tonumber(score)
   if not is_gone(score, s, abandon_s) then
-    redis.call('ZADD', q_key, 'XX', queue_score(math.floor(score), s), user)
-    local position = redis.call('ZRANK', q_key, user) + 1
+    redis.call('ZADD', key, 'XX', queue_score(math.floor(score), s), user)
+    local position = ahead + redis.call('ZRANK', key, user) + 1
     local sold_out, left = units(stock, stats_key, active_key, now, position)
     local seq = counter(seq_key)
     if sold_out then
@@ -85,12 +102,12 @@ if score then
     end
     return {'WAITING', position, left, seq, seq}
   end
-  redis.call('ZREM', q_key, user)
+  redis.call('ZREM', key, user)
   redis.call('HINCRBY', stats_key, 'abandoned', 1)
 end
 
 -- Closed rooms refuse new entries; paused rooms still accept them.
-if state == 'closed' then
+if state == 'closed' or (closes_at > 0 and now >= closes_at) then
   return {'ROOM_CLOSED'}
 end
 -- Invite-only rooms take pass holders only (EnterWithPass).
@@ -105,7 +122,8 @@ if sold_out then
 end
 
 -- Full: say so honestly and write nothing but the counter.
-local size = redis.call('ZCARD', q_key)
+ahead = ahead_of_q(pre_key, drawn_key, done)
+local size = ahead + redis.call('ZCARD', q_key)
 if size >= max_queue then
   redis.call('HINCRBY', stats_key, 'full', 1)
   return {'QUEUE_FULL'}
@@ -117,6 +135,12 @@ end
 -- sequence is also the count of places given (stats' entered), and before
 -- the INCR it was one less: no separate read or counter.
 local next_seq = redis.call('INCR', seq_key)
+if scheduled and now < opens_at then
+  -- Before the opening: an early arrival (plain sequence: it is placed
+  -- at the draw, and silence counts from the opening).
+  redis.call('ZADD', pre_key, next_seq, user)
+  return {'SCHEDULED', opens_at - now, early_position(cfg[8], pre_key, user), next_seq - 1, next_seq}
+end
 redis.call('ZADD', q_key, queue_score(next_seq, s), user)
 local position = size + 1
 local _, left = units(stock, stats_key, active_key, now, position)
@@ -141,7 +165,7 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 		return waitroom.Status{}, s.unexpected(ctx, "enter", res)
 	}
 	switch r.code() {
-	case "ADMITTED", "WAITING", "QUEUED_SOLD_OUT":
+	case "ADMITTED", "WAITING", "QUEUED_SOLD_OUT", "SCHEDULED":
 		st, next, ok := standing(r)
 		seq, ok2 := r.reading(next)
 		if !ok || !ok2 {
@@ -189,6 +213,10 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 		return st, 3, ok1 && ok2
 	case "QUEUED_SOLD_OUT":
 		return waitroom.Status{State: waitroom.StateSoldOut}, 1, true
+	case "SCHEDULED":
+		ms, ok1 := r.int(1)
+		pos, ok2 := r.int(2)
+		return waitroom.Status{State: waitroom.StateScheduled, OpensIn: time.Duration(ms) * time.Millisecond, Position: pos}, 3, ok1 && ok2
 	}
 	return waitroom.Status{}, 0, false
 }
@@ -207,11 +235,15 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 // KEYS[5] stats
 // KEYS[6] active
 // KEYS[7] buyers
+// KEYS[8] pre
+// KEYS[9] drawn
+// KEYS[10] draw
 // ARGV[1] user
 //
 // Returns one of
 //
 //	{"ALREADY_ORDERED"}                     one order per user, and it ordered
+//	{"SCHEDULED", opens_in_ms, position, seq}  an early arrival; position 0 unless fifo
 //	{"ADMITTED", token, ms_left, seq}       a second call confirms it (holder_sees)
 //	{"WAITING", position, units_left, seq}  units_left -1 unless short (units)
 //	{"QUEUED_SOLD_OUT", seq}                queued, but the stock is all sold
@@ -227,9 +259,12 @@ local seq_key    = KEYS[4]
 local stats_key  = KEYS[5]
 local active_key = KEYS[6]
 local buyers_key = KEYS[7]
+local pre_key    = KEYS[8]
+local drawn_key  = KEYS[9]
+local draw_key   = KEYS[10]
 local user       = ARGV[1]
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'stock', 'one_order', 'abandon_ms')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'stock', 'one_order', 'abandon_ms', 'opens_at_ms', 'prequeue')
 if not cfg[1] then
   return {'ROOM_NOT_FOUND'}
 end
@@ -245,15 +280,15 @@ local s = math.floor(now / 1000)
 -- Admit pops whom it admits), so the common poll, a waiting user's, reads
 -- no token. ZSCORE is O(1), ZRANK and ZADD O(log N). The score is
 -- rewritten only when its second changed.
-local score = redis.call('ZSCORE', q_key, user)
+local done = redis.call('HGET', draw_key, 'state') == 'done'
+local key, score, ahead = queued_in(q_key, pre_key, drawn_key, done, user)
 if score then
-  score = tonumber(score)
   if not is_gone(score, s, abandon_secs(cfg[4])) then
     local fresh = queue_score(math.floor(score), s)
     if fresh ~= score then
-      redis.call('ZADD', q_key, 'XX', fresh, user)
+      redis.call('ZADD', key, 'XX', fresh, user)
     end
-    local position = redis.call('ZRANK', q_key, user) + 1
+    local position = ahead + redis.call('ZRANK', key, user) + 1
     local sold_out, left = units(stock, stats_key, active_key, now, position)
     if sold_out then
       return {'QUEUED_SOLD_OUT', seq}
@@ -261,8 +296,13 @@ if score then
     return {'WAITING', position, left, seq}
   end
   -- Silent past abandon_after: gone, as the admitter would find it.
-  redis.call('ZREM', q_key, user)
+  redis.call('ZREM', key, user)
   redis.call('HINCRBY', stats_key, 'abandoned', 1)
+end
+
+-- An early arrival waits for the draw.
+if early_arrival(pre_key, done, user) then
+  return {'SCHEDULED', math.max(0, tonumber(cfg[5] or '0') - now), early_position(cfg[6], pre_key, user), seq}
 end
 
 -- Not queued: admitted (a live token), or not in the room.
@@ -298,7 +338,7 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 		return ok
 	}
 	switch r.code() {
-	case "ADMITTED", "WAITING", "QUEUED_SOLD_OUT":
+	case "ADMITTED", "WAITING", "QUEUED_SOLD_OUT", "SCHEDULED":
 		st, next, ok := standing(r)
 		if !ok || !seqAt(next) {
 			return waitroom.Status{}, s.unexpected(ctx, "status", res)
@@ -318,13 +358,43 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 	}
 }
 
-// Leave removes user from the queue. One ZREM is atomic, so it needs no
-// script; leaving when not queued (or from no room) is no error.
+// leaveScript takes a user out of the queue.
+//
+// KEYS[1] q
+// KEYS[2] pre
+// KEYS[3] drawn
+// KEYS[4] draw
+// ARGV[1] user
+//
+// Returns "OK".
+var leaveScript = redis.NewScript(`
+local q_key, pre_key, drawn_key, draw_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local user = ARGV[1]
+
+redis.call('ZREM', q_key, user)
+redis.call('ZREM', drawn_key, user)
+local s = redis.call('ZSCORE', pre_key, user)
+if s then
+  if not redis.call('HGET', draw_key, 'state') then
+    -- Before the draw began: not an entrant at all.
+    redis.call('ZREM', pre_key, user)
+  elseif tonumber(s) > 0 then
+    -- During the draw: still an entrant (its place is recorded), but the
+    -- draw must not queue it (drawChunkScript skips negative scores).
+    redis.call('ZADD', pre_key, -tonumber(s), user)
+  end
+end
+return 'OK'
+`)
+
+// Leave removes user from the queue, early arrivals included; leaving
+// when not queued (or from no room) is no error.
 func (s *Store) Leave(ctx context.Context, room, user string) error {
 	if err := checkRoom(room); err != nil {
 		return err
 	}
-	if err := s.client.ZRem(ctx, s.keys(room).q, user).Err(); err != nil {
+	k := s.keys(room)
+	if err := leaveScript.Run(ctx, s.client, []string{k.q, k.pre, k.drawn, k.draw}, user).Err(); err != nil {
 		return s.fail("leave", err)
 	}
 	return nil

@@ -11,7 +11,7 @@
 // Keys of a room:
 //
 //	wr:{ROOM}:cfg     hash   live settings: rate, slice_ms, quota, max_queue, ttl_ms, lease_ms, max_active, state, stock, one_order,
-//	                         abandon_ms, first_use_ms, invite_only
+//	                         abandon_ms, first_use_ms, invite_only, opens_at_ms, prequeue, closes_at_ms
 //	wr:{ROOM}:q       zset   user → arrival sequence + last seen second / 2^20: the queue
 //	wr:{ROOM}:seq     string INCR: the arrival sequence
 //	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens
@@ -20,6 +20,13 @@
 //	wr:{ROOM}:stats   hash   counters: entered, full, admitted, completed, released, expired, no_shows, abandoned
 //	wr:{ROOM}:buyers  set    users whose order completed while one_order was on
 //	wr:{ROOM}:passes  hash   pass id → "n|uses|left|expires_ms|revoked": passes (passes.go)
+//	wr:{ROOM}:pre     zset   user → arrival sequence: early arrivals of a scheduled
+//	                         room until the draw (negative: left during the draw)
+//	wr:{ROOM}:drawn   zset   user → place: the drawn early arrivals, queued ahead of q
+//	wr:{ROOM}:ent     zset   pre, renamed when the draw is done: the draw's entrants
+//	wr:{ROOM}:places  hash   user → place the draw gave each entrant
+//	wr:{ROOM}:draw    hash   seed, state (drawing, done), lock, lock_until, entrants,
+//	                         drawn_at_ms, took_ms: the draw's record
 //	wr:rooms          set    room names (no hash tag: not part of any room's atomic state)
 //
 // Entry tokens live in one hash per room rather than one key per user,
@@ -122,6 +129,7 @@ const DefaultWaitTimeout = 50 * time.Millisecond
 // Store is the waitroom.Store on Redis. It is safe for concurrent use; many
 // Stores in many processes may share one Redis.
 type Store struct {
+	id          string // this Store's own id: the owner of a draw's lock
 	client      redis.UniversalClient
 	ap          *redis.AutoPipeliner // nil: the hot path uses client
 	prefix      string
@@ -156,6 +164,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		opts.WaitTimeout = DefaultWaitTimeout
 	}
 	s := &Store{
+		id:          waitroom.NewToken(),
 		client:      client,
 		prefix:      opts.Prefix,
 		log:         opts.Logger,
@@ -180,6 +189,7 @@ func (s *Store) AutoPipelined() bool { return s.ap != nil }
 // enter and status are the KEYS of the two hottest scripts, made once.
 type roomKeys struct {
 	cfg, q, seq, tok, active, bucket, stats, buyers, passes string
+	pre, drawn, ent, places, draw                           string
 	enter, status                                           []string
 }
 
@@ -205,9 +215,14 @@ func (s *Store) keys(room string) *roomKeys {
 		stats:  p + "stats",
 		buyers: p + "buyers",
 		passes: p + "passes",
+		pre:    p + "pre",
+		drawn:  p + "drawn",
+		ent:    p + "ent",
+		places: p + "places",
+		draw:   p + "draw",
 	}
-	k.enter = []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers}
-	k.status = []string{k.cfg, k.q, k.tok, k.seq, k.stats, k.active, k.buyers}
+	k.enter = []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw}
+	k.status = []string{k.cfg, k.q, k.tok, k.seq, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw}
 	if s.keysCached.Add(1) <= maxCachedRooms {
 		if prev, loaded := s.keyCache.LoadOrStore(room, k); loaded {
 			s.keysCached.Add(-1)
@@ -442,6 +457,43 @@ local function is_gone(score, s, abandon_s)
   return silent_for(score, s) > abandon_s
 end
 
+-- early_arrival: whether user came before a scheduled opening and waits
+-- for the draw (in pre with a positive score; negative: left during it).
+local function early_arrival(pre_key, done, user)
+  if done then return false end
+  local s = redis.call('ZSCORE', pre_key, user)
+  return s ~= false and tonumber(s) > 0
+end
+
+-- ahead_of_q: how many wait ahead of everyone in q: before the draw is
+-- done every early arrival (pre), after it those still in drawn.
+local function ahead_of_q(pre_key, drawn_key, done)
+  if done then return redis.call('ZCARD', drawn_key) end
+  return redis.call('ZCARD', pre_key)
+end
+
+-- queued_in: the zset user is queued in (drawn, after the draw, ahead of
+-- q; or q), its score, and how many wait ahead of that zset. nil when the
+-- user is not queued.
+local function queued_in(q_key, pre_key, drawn_key, done, user)
+  if done then
+    local score = redis.call('ZSCORE', drawn_key, user)
+    if score then return drawn_key, tonumber(score), 0 end
+  end
+  local score = redis.call('ZSCORE', q_key, user)
+  if score then return q_key, tonumber(score), ahead_of_q(pre_key, drawn_key, done) end
+  return nil, nil, 0
+end
+
+-- early_position: a fifo early arrival's place among those in pre, by
+-- arrival (those who left during the draw do not count); 0 when random:
+-- its place is not drawn yet.
+local function early_position(prequeue, pre_key, user)
+  if prequeue ~= 'fifo' then return 0 end
+  local s = redis.call('ZSCORE', pre_key, user)
+  return redis.call('ZCOUNT', pre_key, '(0', s)
+end
+
 -- active_score: cleanup may drop an entry only once both its expiry and
 -- any lease have passed, so a token cannot vanish mid-order.
 local function active_score(e)
@@ -452,7 +504,8 @@ end
 
 // roomConfigFields are the cfg hash fields, in the order configArgs gives
 // their values.
-var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state", "stock", "one_order", "abandon_ms", "first_use_ms", "invite_only"}
+var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state", "stock", "one_order", "abandon_ms", "first_use_ms", "invite_only",
+	"opens_at_ms", "prequeue", "closes_at_ms"}
 
 // configArgs flattens cfg into field, value pairs for HSET. Durations are
 // kept in (possibly fractional) milliseconds, what the scripts compute in.
@@ -471,12 +524,24 @@ func configArgs(cfg waitroom.RoomConfig) []any {
 		formatMillis(cfg.AbandonAfter.Nanoseconds()),
 		formatMillis(cfg.FirstUseWithin.Nanoseconds()),
 		boolArg(cfg.InviteOnly),
+		unixMillis(cfg.OpensAt),
+		string(cfg.PrequeueOrder),
+		unixMillis(cfg.ClosesAt),
 	}
 	args := make([]any, 0, 2*len(vals))
 	for i, v := range vals {
 		args = append(args, roomConfigFields[i], v)
 	}
 	return args
+}
+
+// unixMillis is how the cfg hash keeps a time: Unix milliseconds, "0"
+// for none.
+func unixMillis(t time.Time) string {
+	if t.IsZero() {
+		return "0"
+	}
+	return strconv.FormatInt(t.UnixMilli(), 10)
 }
 
 // boolArg is how the cfg hash keeps a flag: "1" or "0".

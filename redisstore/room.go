@@ -58,7 +58,19 @@ func (s *Store) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomCo
 	if err := s.client.SAdd(ctx, s.roomsKey(), room).Err(); err != nil {
 		return created, s.fail("create room", err)
 	}
-	return created, nil
+	return created, s.seedDraw(ctx, room, cfg)
+}
+
+// seedDraw gives a scheduled room the seed of its draw, unless it has one,
+// so that its commitment can be published as soon as it is scheduled.
+func (s *Store) seedDraw(ctx context.Context, room string, cfg waitroom.RoomConfig) error {
+	if cfg.OpensAt.IsZero() {
+		return nil
+	}
+	if err := s.client.HSetNX(ctx, s.keys(room).draw, "seed", waitroom.NewSeed()).Err(); err != nil {
+		return s.fail("seed draw", err)
+	}
+	return nil
 }
 
 // updateRoomScript replaces an existing room's settings if they are still
@@ -114,7 +126,7 @@ func (s *Store) UpdateRoom(ctx context.Context, room string, from, to waitroom.R
 	}
 	switch res {
 	case "OK":
-		return nil
+		return s.seedDraw(ctx, room, to)
 	case "ROOM_CHANGED":
 		return waitroom.ErrRoomChanged
 	case "ROOM_NOT_FOUND":
@@ -200,6 +212,15 @@ func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
 			return cfg, err
 		}
 	}
+	cfg.PrequeueOrder = waitroom.PrequeueOrder(m["prequeue"])
+	for _, f := range []struct {
+		field string
+		into  *time.Time
+	}{{"opens_at_ms", &cfg.OpensAt}, {"closes_at_ms", &cfg.ClosesAt}} {
+		if ms, err := strconv.ParseInt(m[f.field], 10, 64); err == nil && ms > 0 {
+			*f.into = time.UnixMilli(ms).UTC()
+		}
+	}
 	return cfg.WithDefaults(), nil
 }
 
@@ -221,6 +242,8 @@ func (s *Store) Rooms(ctx context.Context) ([]string, error) {
 // KEYS[4] stats
 // KEYS[5] bucket
 // KEYS[6] seq
+// KEYS[7] pre
+// KEYS[8] drawn
 //
 // Returns {"OK", waiting, active, entered, full, admitted, completed,
 // released, expired, no_shows, abandoned, max_active, pace_time,
@@ -232,12 +255,15 @@ local cfg_key    = KEYS[1]
 local q_key      = KEYS[2]
 local active_key = KEYS[3]
 local stats_key  = KEYS[4]
+local pre_key    = KEYS[7]
+local drawn_key  = KEYS[8]
 
 if redis.call('EXISTS', cfg_key) == 0 then
   return {'ROOM_NOT_FOUND'}
 end
 local now = now_ms()
-local waiting = redis.call('ZCARD', q_key)
+-- Early arrivals wait too: in pre until the draw, in drawn after it.
+local waiting = redis.call('ZCARD', q_key) + redis.call('ZCARD', pre_key) + redis.call('ZCARD', drawn_key)
 -- Live tokens: entries whose expiry (or lease) is still ahead. Entries
 -- past it that Admit has not cleaned up yet do not count.
 local active = live_tokens(active_key, now)
@@ -262,7 +288,7 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 		return waitroom.Stats{}, err
 	}
 	k := s.keys(room)
-	res, err := statsScript.Run(ctx, s.client, []string{k.cfg, k.q, k.active, k.stats, k.bucket, k.seq}).Result()
+	res, err := statsScript.Run(ctx, s.client, []string{k.cfg, k.q, k.active, k.stats, k.bucket, k.seq, k.pre, k.drawn}).Result()
 	if err != nil {
 		return waitroom.Stats{}, s.fail("stats", err)
 	}

@@ -27,7 +27,8 @@ func (s *Store) Work(ctx context.Context, rooms []string) ([]waitroom.Work, erro
 	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, room := range rooms {
 			k := s.keys(room)
-			held[i] = p.Exists(ctx, k.q, k.tok)
+			// Early arrivals wait in pre until the draw, then in drawn.
+			held[i] = p.Exists(ctx, k.q, k.pre, k.drawn, k.tok)
 		}
 		return nil
 	}); err != nil {
@@ -35,10 +36,10 @@ func (s *Store) Work(ctx context.Context, rooms []string) ([]waitroom.Work, erro
 	}
 	var which []int
 	for i := range rooms {
-		switch held[i].Val() {
-		case 2:
+		switch n := held[i].Val(); {
+		case n >= 2: // a queue and tokens, or two queues
 			work[i] = waitroom.WorkQueue
-		case 1:
+		case n == 1:
 			which = append(which, i)
 		}
 	}
@@ -48,7 +49,8 @@ func (s *Store) Work(ctx context.Context, rooms []string) ([]waitroom.Work, erro
 	queued := make([]*redis.IntCmd, len(which))
 	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for j, i := range which {
-			queued[j] = p.Exists(ctx, s.keys(rooms[i]).q)
+			k := s.keys(rooms[i])
+			queued[j] = p.Exists(ctx, k.q, k.pre, k.drawn)
 		}
 		return nil
 	}); err != nil {

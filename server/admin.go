@@ -26,7 +26,10 @@ import (
 //	POST  /admin/rooms            {"name", settings…} → 201 room; 409 ROOM_EXISTS
 //	GET   /admin/rooms/{room}     room with "figures"; ?window=1s measures admitted/s (0 skips)
 //	PATCH /admin/rooms/{room}     any of rate, slice, max_queue, token_ttl, lease, max_active, state, stock,
-//	                              one_order_per_user, abandon_after, first_use_within → 200 room
+//	                              one_order_per_user, abandon_after, first_use_within, opens_at,
+//	                              prequeue_order, closes_at → 200 room
+//	GET   /admin/rooms/{room}/entrants  the draw's record and its entrants with their places, for
+//	                              'waitroom draw verify'; 409 DRAW_PENDING before the draw
 //	GET   /admin/dashboard        every room with figures and samples, for the dashboard (dashboard.go)
 //	GET   /admin/                 the dashboard's page, without the token (it asks for it)
 
@@ -58,6 +61,7 @@ func (s *Server) addAdminRoutes(routes map[string]http.Handler, token string, ex
 		"POST /admin/rooms":                      s.serve(s.adminCreateRoom),
 		"GET /admin/rooms/{room}":                s.serve(s.adminShowRoom),
 		"PATCH /admin/rooms/{room}":              s.serve(s.adminPatchRoom),
+		"GET /admin/rooms/{room}/entrants":       s.serve(s.adminEntrants),
 		"GET /admin/dashboard":                   s.serve(s.adminDashboard),
 		"POST /admin/rooms/{room}/passes":        s.serve(s.adminCreatePass),
 		"GET /admin/rooms/{room}/passes":         s.serve(s.adminListPasses),
@@ -152,9 +156,13 @@ type AdminRoom struct {
 	// InviteOnly: only pass holders get in.
 	InviteOnly bool `json:"invite_only"`
 	// AbandonAfter and FirstUseWithin as Go durations ("5m0s", "1m0s").
-	AbandonAfter   string        `json:"abandon_after"`
-	FirstUseWithin string        `json:"first_use_within"`
-	Figures        *AdminFigures `json:"figures,omitempty"`
+	AbandonAfter   string `json:"abandon_after"`
+	FirstUseWithin string `json:"first_use_within"`
+	// OpensAt and ClosesAt are RFC 3339, "" when unset.
+	OpensAt       string        `json:"opens_at"`
+	PrequeueOrder string        `json:"prequeue_order"`
+	ClosesAt      string        `json:"closes_at"`
+	Figures       *AdminFigures `json:"figures,omitempty"`
 }
 
 func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
@@ -172,7 +180,18 @@ func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
 		InviteOnly:      cfg.InviteOnly,
 		AbandonAfter:    cfg.AbandonAfter.String(),
 		FirstUseWithin:  cfg.FirstUseWithin.String(),
+		OpensAt:         formatTime(cfg.OpensAt),
+		PrequeueOrder:   string(cfg.Order()),
+		ClosesAt:        formatTime(cfg.ClosesAt),
 	}
+}
+
+// formatTime is t in RFC 3339, "" for the zero time.
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format(time.RFC3339Nano)
 }
 
 // AdminFigures is what a room is doing. The counters are the room's totals
@@ -256,6 +275,10 @@ type roomSettings struct {
 	InviteOnly      *bool    `json:"invite_only"`
 	AbandonAfter    *string  `json:"abandon_after"`
 	FirstUseWithin  *string  `json:"first_use_within"`
+	// OpensAt and ClosesAt are RFC 3339; "" clears them.
+	OpensAt       *string `json:"opens_at"`
+	PrequeueOrder *string `json:"prequeue_order"`
+	ClosesAt      *string `json:"closes_at"`
 }
 
 // createBody is the body of POST /admin/rooms.
@@ -296,6 +319,30 @@ func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error
 	}
 	if p.OneOrderPerUser != nil {
 		cfg.OneOrderPerUser = *p.OneOrderPerUser
+	}
+	if p.PrequeueOrder != nil {
+		cfg.PrequeueOrder = waitroom.PrequeueOrder(*p.PrequeueOrder)
+	}
+	instant := func(field string, v *string, into *time.Time) error {
+		if v == nil {
+			return nil
+		}
+		if strings.TrimSpace(*v) == "" {
+			*into = time.Time{}
+			return nil
+		}
+		t, err := time.Parse(time.RFC3339, strings.TrimSpace(*v))
+		if err != nil {
+			return waitroom.BadRequest(fmt.Sprintf("%s: %q is not an RFC 3339 time (such as 2026-03-01T10:00:00Z)", field, *v))
+		}
+		*into = t
+		return nil
+	}
+	if err := errors.Join(
+		instant("opens_at", p.OpensAt, &cfg.OpensAt),
+		instant("closes_at", p.ClosesAt, &cfg.ClosesAt),
+	); err != nil {
+		return cfg, err
 	}
 	if p.State != nil {
 		cfg.State = waitroom.RoomState(*p.State)
@@ -339,6 +386,10 @@ func validate(cfg waitroom.RoomConfig) error {
 		return bad("abandon_after: must be in [%s, %s], got %s", waitroom.MinAbandonAfter, waitroom.MaxAbandonAfter, cfg.AbandonAfter)
 	case cfg.FirstUseWithin < waitroom.MinFirstUseWithin || cfg.FirstUseWithin > cfg.TokenTTL:
 		return bad("first_use_within: must be in [%s, token_ttl %s], got %s", waitroom.MinFirstUseWithin, cfg.TokenTTL, cfg.FirstUseWithin)
+	case cfg.PrequeueOrder != "" && cfg.PrequeueOrder != waitroom.PrequeueRandom && cfg.PrequeueOrder != waitroom.PrequeueFIFO:
+		return bad("prequeue_order: must be random or fifo, got %q", cfg.PrequeueOrder)
+	case !cfg.OpensAt.IsZero() && !cfg.ClosesAt.IsZero() && !cfg.ClosesAt.After(cfg.OpensAt):
+		return bad("closes_at: must be after opens_at")
 	}
 	switch cfg.State {
 	case waitroom.RoomOpen, waitroom.RoomPaused, waitroom.RoomClosed:
@@ -477,4 +528,30 @@ func settingsDiff(old, cfg waitroom.RoomConfig) []any {
 		diff = append(diff, slog.Group(c.Field, "old", c.From, "new", c.To))
 	}
 	return diff
+}
+
+// AdminEntrants is the answer of GET /admin/rooms/{room}/entrants: the
+// draw's public record and every entrant with its place, all 'waitroom
+// draw verify' needs to recompute the draw.
+type AdminEntrants struct {
+	Draw     DrawRecord         `json:"draw"`
+	Entrants []waitroom.Entrant `json:"entrants"`
+}
+
+// adminEntrants: GET /admin/rooms/{room}/entrants.
+func (s *Server) adminEntrants(w http.ResponseWriter, r *http.Request) error {
+	room, err := pathRoom(r)
+	if err != nil {
+		return err
+	}
+	d, err := s.store.Draw(r.Context(), room)
+	if err != nil {
+		return err
+	}
+	entrants, err := s.store.Entrants(r.Context(), room)
+	if err != nil {
+		return err
+	}
+	jsonhttp.Write(w, http.StatusOK, AdminEntrants{Draw: newDrawRecord(room, d), Entrants: entrants})
+	return nil
 }

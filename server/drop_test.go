@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -98,4 +99,87 @@ func (f *fixture) page(user string) (int, string) {
 	html, err := io.ReadAll(resp.Body)
 	require.NoError(f.t, err)
 	return resp.StatusCode, string(html)
+}
+
+// TestScheduledOverHTTP: before the opening, enter and status answer
+// "scheduled" with the opening, the time to it and a poll hint that lands
+// after it, without a position in a random room; the page shows the
+// countdown; GET /rooms/{room}/draw publishes the commitment, and after
+// the opening the seed, which the admin export lets anyone check.
+func TestScheduledOverHTTP(t *testing.T) {
+	t.Parallel()
+	f := newAdminFixture(t, fixtureOptions{})
+	opens := f.clock.Now().Add(time.Minute)
+	created := f.admin("POST", "/admin/rooms", `{"name":"drop","opens_at":"`+opens.Format(time.RFC3339)+`","rate":1}`)
+	require.Equal(t, http.StatusCreated, created.status, created.body)
+	require.Equal(t, opens.UTC().Format(time.RFC3339), created.str("opens_at"))
+	require.Equal(t, "random", created.str("prequeue_order"))
+
+	enter := func(user string) answer {
+		return f.do("POST", "/rooms/drop/enter", "", "X-User-Id", user)
+	}
+	a := enter("ann")
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	require.Equal(t, "scheduled", a.str("state"))
+	require.Equal(t, opens.UTC().Format(time.RFC3339), a.str("opens_at"))
+	require.Equal(t, int64(60_000), a.num("opens_in_ms"))
+	require.NotContains(t, a.body, "position", "the draw has not happened")
+	require.Greater(t, a.num("poll_after_ms"), int64(0))
+	for _, u := range []string{"bob", "cy", "dee"} {
+		require.Equal(t, "scheduled", enter(u).str("state"))
+	}
+	// Near the opening the hints land in the seconds after it, each user
+	// at its own moment.
+	f.clock.Advance(55 * time.Second)
+	hints := map[int64]bool{}
+	for _, u := range []string{"ann", "bob", "cy", "dee"} {
+		st := f.do("GET", "/rooms/drop/status", "", "X-User-Id", u)
+		require.Equal(t, "scheduled", st.str("state"))
+		hint := st.num("poll_after_ms")
+		require.Greater(t, hint, st.num("opens_in_ms"), "after the opening")
+		require.LessOrEqual(t, hint, st.num("opens_in_ms")+waitroom.OpeningSpread.Milliseconds())
+		hints[hint] = true
+	}
+	require.Greater(t, len(hints), 1, "spread, not one moment for all")
+
+	before := f.do("GET", "/rooms/drop/draw", "")
+	require.Equal(t, http.StatusOK, before.status)
+	require.Equal(t, "pending", before.str("state"))
+	require.Len(t, before.str("commitment"), 64)
+	require.NotContains(t, before.body, "seed")
+	pending := f.admin("GET", "/admin/rooms/drop/entrants", "")
+	require.Equal(t, http.StatusConflict, pending.status)
+	require.Equal(t, "DRAW_PENDING", pending.code())
+	require.Equal(t, "NO_DRAW", f.do("GET", "/rooms/"+f.room+"/draw", "").code())
+
+	f.clock.Advance(6 * time.Second)
+	_, err := f.store.Admit(t.Context(), "drop")
+	require.NoError(t, err)
+	after := f.do("GET", "/rooms/drop/draw", "")
+	require.Equal(t, "done", after.str("state"))
+	require.Equal(t, before.str("commitment"), after.str("commitment"))
+	require.Equal(t, int64(4), after.num("entrants"))
+	export := f.admin("GET", "/admin/rooms/drop/entrants", "")
+	require.Equal(t, http.StatusOK, export.status, export.body)
+	var entrants []waitroom.Entrant
+	for _, e := range export.body["entrants"].([]any) {
+		m := e.(map[string]any)
+		entrants = append(entrants, waitroom.Entrant{User: m["user"].(string), Place: int64(m["place"].(float64))})
+		st := f.do("GET", "/rooms/drop/status", "", "X-User-Id", m["user"].(string))
+		require.Equal(t, int64(m["place"].(float64)), st.num("position"))
+	}
+	diffs, err := waitroom.VerifyDraw(after.str("seed"), after.str("commitment"), entrants)
+	require.NoError(t, err)
+	require.Empty(t, diffs)
+	entrants[0].Place, entrants[1].Place = entrants[1].Place, entrants[0].Place
+	diffs, err = waitroom.VerifyDraw(after.str("seed"), after.str("commitment"), entrants)
+	require.NoError(t, err)
+	require.Len(t, diffs, 2, "a swapped pair is found")
+	_, err = waitroom.VerifyDraw(waitroom.NewSeed(), after.str("commitment"), entrants)
+	require.ErrorIs(t, err, waitroom.ErrBadRequest, "another seed does not match the commitment")
+
+	for _, bad := range []string{`{"opens_at":"tomorrow"}`, `{"prequeue_order":"lottery"}`, `{"closes_at":"2000-01-01T00:00:00Z"}`} {
+		a := f.admin("PATCH", "/admin/rooms/drop", bad)
+		require.Equal(t, http.StatusBadRequest, a.status, bad)
+	}
 }

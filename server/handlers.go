@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/jsonhttp"
@@ -29,6 +31,19 @@ type waitingBody struct {
 	// UnitsLeft is set when the room's unreserved units are fewer than
 	// the users up to this one (waitroom.Status.FewLeft).
 	UnitsLeft *int64 `json:"units_left,omitempty"`
+}
+
+// scheduledBody is the answer to an early arrival of a scheduled room.
+// Position is there only in a fifo room: a random room's places are not
+// drawn yet.
+type scheduledBody struct {
+	State       waitroom.State `json:"state"`
+	Room        string         `json:"room"`
+	OpensAt     string         `json:"opens_at"`
+	OpensInMS   int64          `json:"opens_in_ms"`
+	PollAfterMS int64          `json:"poll_after_ms"`
+	Order       string         `json:"prequeue_order"`
+	Position    int64          `json:"position,omitempty"`
 }
 
 // soldOutBody is the answer to a user queued in a sold-out room.
@@ -170,6 +185,13 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, room string, st 
 	case waitroom.StateSoldOut:
 		jsonhttp.Write(w, http.StatusOK, soldOutBody{State: st.State, Room: room})
 		return nil
+	case waitroom.StateScheduled:
+		body, err := s.scheduled(r, room, st)
+		if err != nil {
+			return err
+		}
+		jsonhttp.Write(w, http.StatusOK, body)
+		return nil
 	default:
 		return fmt.Errorf("store answered an unknown state %q", st.State)
 	}
@@ -300,5 +322,75 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	// The body names the failure policy; whether a down store makes this
 	// instance unready depends on it (writeReady).
 	s.writeReady(w, r, s.store.Ping(ctx))
+	return nil
+}
+
+// scheduled is the answer to an early arrival. Its poll hint spreads the
+// crowd over the seconds after the opening, each user at its own moment.
+func (s *Server) scheduled(r *http.Request, room string, st waitroom.Status) (scheduledBody, error) {
+	cfg, err := s.roomConfig(r.Context(), room)
+	if err != nil {
+		return scheduledBody{}, err
+	}
+	user, _ := s.user(r)
+	h := fnv.New32a()
+	h.Write([]byte(user))
+	spread := float64(h.Sum32()) / (1 << 32)
+	return scheduledBody{
+		State:       st.State,
+		Room:        room,
+		OpensAt:     cfg.OpensAt.Format(time.RFC3339),
+		OpensInMS:   st.OpensIn.Milliseconds(),
+		PollAfterMS: waitroom.OpeningPollAfter(st.OpensIn, spread).Milliseconds(),
+		Order:       string(cfg.Order()),
+		Position:    st.Position,
+	}, nil
+}
+
+// DrawRecord is the public record of a scheduled room's draw, as GET
+// /rooms/{room}/draw answers it.
+type DrawRecord struct {
+	Room       string `json:"room"`
+	Order      string `json:"prequeue_order"`
+	OpensAt    string `json:"opens_at,omitempty"`
+	State      string `json:"state"`
+	Commitment string `json:"commitment"`
+	Seed       string `json:"seed,omitempty"`
+	Entrants   *int64 `json:"entrants,omitempty"`
+	DrawnAt    string `json:"drawn_at,omitempty"`
+	DrawMS     *int64 `json:"draw_ms,omitempty"`
+	// How is how anyone checks a place with the revealed seed.
+	How string `json:"how"`
+}
+
+const drawHow = "commitment = SHA-256(seed bytes), published before the opening; each user's value = HMAC-SHA256(key = seed bytes, message = user id); places 1..N go by ascending value (fifo rooms: by arrival)"
+
+func newDrawRecord(room string, d waitroom.Draw) DrawRecord {
+	b := DrawRecord{Room: room, Order: string(d.Order), State: string(d.State), Commitment: d.Commitment, How: drawHow}
+	if !d.OpensAt.IsZero() {
+		b.OpensAt = d.OpensAt.Format(time.RFC3339)
+	}
+	if d.State == waitroom.DrawDone {
+		b.Seed = d.Seed
+		b.Entrants = &d.Entrants
+		b.DrawnAt = d.DrawnAt.Format(time.RFC3339Nano)
+		ms := d.Took.Milliseconds()
+		b.DrawMS = &ms
+	}
+	return b
+}
+
+// draw: GET /rooms/{room}/draw, public: the commitment before the opening,
+// the seed after the draw.
+func (s *Server) draw(w http.ResponseWriter, r *http.Request) error {
+	room, err := s.room(r)
+	if err != nil {
+		return err
+	}
+	d, err := s.store.Draw(r.Context(), room)
+	if err != nil {
+		return err
+	}
+	jsonhttp.Write(w, http.StatusOK, newDrawRecord(room, d))
 	return nil
 }

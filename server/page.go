@@ -54,6 +54,7 @@ const (
 	pageWaiting     = "waiting"
 	pageAdmitted    = "admitted"
 	pageSoldOut     = "sold_out"
+	pageScheduled   = "scheduled"
 	pageOrdered     = "already_ordered"
 	pageQueueFull   = "queue_full"
 	pageClosed      = "closed"
@@ -73,6 +74,8 @@ type pageView struct {
 	Wait         string
 	Paused       bool
 	UnitsLeft    string // set when the units left are fewer than the users up to this one
+	OpensIn      string // scheduled: the countdown to the opening, h:mm:ss
+	Drawn        bool   // scheduled: places are drawn at the opening (random)
 	Progress     int    // percent of the way from the place at entry to the front
 	ProgressText string
 	ShowRoom     bool // the room's name is worth showing: not the default room
@@ -114,6 +117,8 @@ type pageBoot struct {
 	Pass           string `json:"pass,omitempty"`
 	Challenge      string `json:"challenge,omitempty"`
 	Difficulty     int    `json:"difficulty,omitempty"`
+	OpensInMS      int64  `json:"opens_in_ms,omitempty"`
+	Order          string `json:"prequeue_order,omitempty"`
 }
 
 // page: GET / (the default room) and GET /rooms/{room}. Browsers get the
@@ -338,6 +343,19 @@ func (s *Server) statusView(r *http.Request, room string, st waitroom.Status) (p
 		return v, nil
 	case waitroom.StateSoldOut:
 		return s.baseView(r, room, pageSoldOut), nil
+	case waitroom.StateScheduled:
+		body, err := s.scheduled(r, room, st)
+		if err != nil {
+			return pageView{}, err
+		}
+		v := s.baseView(r, room, pageScheduled)
+		v.OpensIn = countdownText(body.OpensInMS)
+		v.Drawn = body.Order == string(waitroom.PrequeueRandom)
+		v.Position = groupDigits(body.Position)
+		v.Boot.OpensInMS, v.Boot.Order, v.Boot.Position = body.OpensInMS, body.Order, body.Position
+		v.Boot.PollAfterMS = body.PollAfterMS
+		v.Refresh = fmt.Sprintf("%d; url=%s", max(int64(1), (body.PollAfterMS+999)/1000), v.PageURL)
+		return v, nil
 	default:
 		return pageView{}, fmt.Errorf("store answered an unknown state %q", st.State)
 	}
@@ -507,6 +525,12 @@ func waitText(eta, low, high int64) string {
 func clockText(ms int64) string {
 	secs := max(ms, 0) / 1000
 	return fmt.Sprintf("%d:%02d", secs/60, secs%60)
+}
+
+// countdownText says the time to an opening as h:mm:ss, as the script does.
+func countdownText(ms int64) string {
+	secs := max(ms, 0) / 1000
+	return fmt.Sprintf("%d:%02d:%02d", secs/3600, secs/60%60, secs%60)
 }
 
 // groupDigits writes n with thousands separators, as the script does.

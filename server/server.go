@@ -259,6 +259,7 @@ func New(cfg Config) (*Server, error) {
 		"POST /queue/enter":          s.serve(s.enter),
 		"GET /queue/position":        s.serve(s.status),
 		"DELETE /queue":              s.serve(s.leave),
+		"GET /rooms/{room}/draw":     s.serve(s.draw),
 		"GET /{$}":                   s.serve(s.page),
 		"POST /{$}":                  s.serve(s.join),
 		"POST /rooms/{room}":         s.serve(s.join),

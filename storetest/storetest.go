@@ -28,6 +28,18 @@ type Harness struct {
 	// FakeClock says Advance is exact and instant, so the suite may run
 	// long simulated spans (10 s of admissions) exactly.
 	FakeClock bool
+	// Now reads the store's clock, for settings that name a time (a
+	// scheduled opening); nil: time.Now, the clock of a Redis on this
+	// machine.
+	Now func() time.Time
+}
+
+// now reads the store's clock.
+func (h Harness) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
 }
 
 // RunLimiter checks a waitroom.Limiter: a burst, then refusals with the

@@ -70,6 +70,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"PassRefusals", testPassRefusals},
 		{"PassCountsAgainstMaxActiveAndStock", testPassCountsAgainstMaxActiveAndStock},
 		{"ConcurrentPassUses", testConcurrentPassUses},
+		{"ScheduledOpening", testScheduledOpening},
+		{"ScheduledRoomRefusals", testScheduledRoomRefusals},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

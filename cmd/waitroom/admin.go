@@ -44,6 +44,11 @@ Settings (create, set):
   --invite-only bool         only pass holders get in (see passes create)
   --abandon-after duration   a waiting user silent this long has left, e.g. 5m
   --first-use-within duration  an unconfirmed token expires this soon, e.g. 60s
+  --opens-at time            RFC 3339 opening; before it users are "scheduled"
+                             and get places at the opening; "" clears it
+  --prequeue-order random|fifo  how the early arrivals are placed (default random:
+                             a draw with a published commitment)
+  --closes-at time           RFC 3339; new entries get ROOM_CLOSED from then on
   --state open|paused|closed paused admits nobody; closed refuses new entries
 
 Flags:
@@ -64,19 +69,24 @@ const minAdminToken = 16
 const adminTimeout = 30 * time.Second
 
 func runAdmin(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	err := admin(ctx, args, getenv, stdout)
+	return exitFor("admin", adminHelp, admin(ctx, args, getenv, stdout), stdout, stderr)
+}
+
+// exitFor reports the outcome of the client command name (admin, draw) and
+// returns its exit status: help prints usage, a usage error points at it.
+func exitFor(name, usageText string, err error, stdout, stderr io.Writer) int {
 	var usage usageError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintln(stdout, adminHelp)
+		fmt.Fprintln(stdout, usageText)
 		return exitOK
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "waitroom admin: %v\n\nRun 'waitroom help admin' for usage.\n", err)
+		fmt.Fprintf(stderr, "waitroom %s: %v\n\nRun 'waitroom help %s' for usage.\n", name, err, name)
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "waitroom admin: %v\n", err)
+		fmt.Fprintf(stderr, "waitroom %s: %v\n", name, err)
 		return exitFailure
 	}
 }
@@ -95,6 +105,9 @@ var settingFlags = []struct{ flag, field, kind string }{
 	{"invite-only", "invite_only", "bool"},
 	{"abandon-after", "abandon_after", "duration"},
 	{"first-use-within", "first_use_within", "duration"},
+	{"opens-at", "opens_at", "time"},
+	{"prequeue-order", "prequeue_order", "order"},
+	{"closes-at", "closes_at", "time"},
 	{"state", "state", "state"},
 }
 
@@ -273,6 +286,21 @@ func settingValue(name, kind, text string) (any, error) {
 			return nil, usageErrorf("--%s=%q: not a duration (such as 100ms, 30s, 5m)", name, text)
 		}
 		return d.String(), nil
+	case "time":
+		if text == "" {
+			return "", nil
+		}
+		t, err := time.Parse(time.RFC3339, text)
+		if err != nil {
+			return nil, usageErrorf("--%s=%q: not an RFC 3339 time (such as 2026-03-01T10:00:00+09:00)", name, text)
+		}
+		return t.Format(time.RFC3339Nano), nil
+	case "order":
+		switch text {
+		case "random", "fifo":
+			return text, nil
+		}
+		return nil, usageErrorf("--%s=%q: must be random or fifo", name, text)
 	case "bool":
 		b, err := strconv.ParseBool(text)
 		if err != nil {
@@ -350,6 +378,12 @@ func printRoom(w io.Writer, r server.AdminRoom) {
 	}
 	fmt.Fprintf(tw, "abandon:\t%s\n", r.AbandonAfter)
 	fmt.Fprintf(tw, "first use:\t%s\n", r.FirstUseWithin)
+	if r.OpensAt != "" {
+		fmt.Fprintf(tw, "opens at:\t%s (%s)\n", r.OpensAt, r.PrequeueOrder)
+	}
+	if r.ClosesAt != "" {
+		fmt.Fprintf(tw, "closes at:\t%s\n", r.ClosesAt)
+	}
 	if f := r.Figures; f != nil {
 		fmt.Fprintf(tw, "waiting:\t%d\n", f.Waiting)
 		fmt.Fprintf(tw, "live tokens:\t%d\n", f.LiveTokens)

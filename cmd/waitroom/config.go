@@ -100,6 +100,9 @@ var serveSettings = []setting{
 	{"max-active", "WAITROOM_MAX_ACTIVE", "0", "n", "most live entry tokens at once, at most 100000000; 0: no cap"},
 	{"one-order-per-user", "WAITROOM_ONE_ORDER_PER_USER", "false", "bool", "a buyer whose order completed in the default room cannot enter it again (409 ALREADY_ORDERED), and the gate keys orders by buyer, so the order API refuses a second one even after a lossy Redis failover"},
 	{"invite-only", "WAITROOM_INVITE_ONLY", "false", "bool", "the default room lets in pass holders only (waitroom admin passes create); others get 403 INVITE_ONLY"},
+	{"opens-at", "WAITROOM_OPENS_AT", "", "time", "RFC 3339 opening of the default room; before it users are told \"scheduled\" and get places 1..N at the opening by --prequeue-order; empty: open at once"},
+	{"prequeue-order", "WAITROOM_PREQUEUE_ORDER", "random", "random|fifo", "how the early arrivals are placed at the opening: random (a draw whose commitment GET /rooms/{room}/draw publishes before and whose seed it reveals after) or fifo (arrival order)"},
+	{"closes-at", "WAITROOM_CLOSES_AT", "", "time", "RFC 3339 time from which new entries get ROOM_CLOSED; empty: never"},
 	{"stock", "WAITROOM_STOCK", "0", "n", "units the default room sells in all; a live entry token reserves one, so nobody is admitted to find nothing; 0: not tracked"},
 	{"abandon-after", "WAITROOM_ABANDON_AFTER", "5m", "duration", "a waiting user silent (no enter, no status) this long has left: skipped at the head, counted abandoned"},
 	{"first-use-within", "WAITROOM_FIRST_USE_WITHIN", "60s", "duration", "an admitted user must confirm (one status call after the one that told it) or order this soon, else its token expires as a no-show and frees its slot; at most --token-ttl"},
@@ -338,6 +341,28 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	check(err)
 	c.Room.FirstUseWithin, err = parseDuration(raw["first-use-within"], waitroom.MinFirstUseWithin, waitroom.MaxTokenTTL)
 	check(err)
+	for _, f := range []struct {
+		name string
+		into *time.Time
+	}{{"opens-at", &c.Room.OpensAt}, {"closes-at", &c.Room.ClosesAt}} {
+		if text := strings.TrimSpace(raw[f.name].text); text != "" {
+			t, err := time.Parse(time.RFC3339, text)
+			if err != nil {
+				check(raw[f.name].fail("must be an RFC 3339 time such as 2026-03-01T10:00:00+09:00"))
+			}
+			*f.into = t
+		}
+	}
+	switch order := strings.TrimSpace(raw["prequeue-order"].text); order {
+	case "random": // the zero value
+	case "fifo":
+		c.Room.PrequeueOrder = waitroom.PrequeueFIFO
+	default:
+		check(raw["prequeue-order"].fail("must be random or fifo"))
+	}
+	if !c.Room.OpensAt.IsZero() && !c.Room.ClosesAt.IsZero() && !c.Room.ClosesAt.After(c.Room.OpensAt) {
+		check(usageErrorf("--closes-at must be after --opens-at"))
+	}
 	c.Room.State = waitroom.RoomOpen
 	if len(errs) == 0 {
 		if err := c.Room.WithDefaults().Validate(); err != nil {

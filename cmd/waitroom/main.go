@@ -2,6 +2,7 @@
 //
 //	waitroom serve [flags]    the HTTP server and the admission ticker
 //	waitroom admin …          the operator API's client (rooms list|create|show|set)
+//	waitroom draw verify …    recompute a scheduled room's draw from its seed
 //	waitroom loadtest …       a simulated flash crowd against a server
 //	waitroom bench …          throughput, Redis time per script, memory per user
 //
@@ -25,6 +26,7 @@ const usage = `waitroom is a virtual waiting room for flash sales.
 Usage:
   waitroom serve [flags]    run the waiting room server
   waitroom admin rooms …    list, create, show or change rooms of a running server
+  waitroom draw verify ROOM recompute a scheduled room's draw from its revealed seed
   waitroom loadtest …       simulate a flash crowd against a server (--url) or in process (--inproc)
   waitroom bench [flags]    measure throughput, Redis time per script and memory per user
   waitroom help [command]   show help
@@ -58,6 +60,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runServe(ctx, args[1:], getenv, stdout, stderr)
 	case "admin":
 		return runAdmin(ctx, args[1:], getenv, stdout, stderr)
+	case "draw":
+		return runDraw(ctx, args[1:], getenv, stdout, stderr)
 	case "loadtest":
 		return runLoadtest(ctx, args[1:], getenv, stdout, stderr)
 	case "bench":
@@ -69,6 +73,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		if len(args) > 1 && args[1] == "admin" {
 			fmt.Fprintln(stdout, adminHelp)
+			return exitOK
+		}
+		if len(args) > 1 && args[1] == "draw" {
+			fmt.Fprintln(stdout, drawUsage)
 			return exitOK
 		}
 		if len(args) > 1 && args[1] == "loadtest" {

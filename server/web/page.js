@@ -5,7 +5,7 @@
   "use strict";
 
   var boot = JSON.parse(document.getElementById("boot").textContent);
-  var sections = ["join", "waiting", "admitted", "ordered", "sold_out", "already_ordered", "expired", "left",
+  var sections = ["join", "waiting", "scheduled", "admitted", "ordered", "sold_out", "already_ordered", "expired", "left",
     "queue_full", "closed", "no_room", "unavailable", "error"];
   var fromKey = "waitroom:" + boot.room + ":from";
   var pollTimer = 0, clockTimer = 0, failures = 0;
@@ -85,6 +85,29 @@
     pollTimer = setTimeout(poll, Math.max(1000, st.poll_after_ms || 1000));
   }
 
+  // An early arrival: a countdown to the opening, and a poll at the moment
+  // the server's hint gives (spread over the seconds after the opening).
+  var opensAt = 0;
+  function renderScheduled(st) {
+    opensAt = Date.now() + (st.opens_in_ms || 0);
+    var drawn = st.prequeue_order !== "fifo";
+    $("drawn").hidden = !drawn;
+    $("by-arrival").hidden = drawn;
+    if (!drawn) { $("early-position").textContent = digits(st.position); }
+    show("scheduled");
+    document.title = "Opens soon";
+    countdown();
+    clearTimeout(pollTimer);
+    pollTimer = setTimeout(poll, Math.max(1000, st.poll_after_ms || 1000));
+  }
+  function countdown() {
+    var secs = Math.max(0, Math.floor((opensAt - Date.now()) / 1000));
+    var m = Math.floor(secs / 60) % 60, s = secs % 60;
+    $("opens-in").textContent = Math.floor(secs / 3600) + ":" + (m < 10 ? "0" : "") + m + ":" + (s < 10 ? "0" : "") + s;
+    clearTimeout(clockTimer);
+    if (secs > 0) { clockTimer = setTimeout(countdown, 1000); }
+  }
+
   function renderAdmitted(st) {
     token = st.token;
     deadline = Date.now() + st.expires_in_ms;
@@ -134,6 +157,9 @@
         } else if (r.status === 200 && r.body.state === "admitted") {
           renderAdmitted(r.body);
           confirm();
+        } else if (r.status === 200 && r.body.state === "scheduled") {
+          failures = 0;
+          renderScheduled(r.body);
         } else if (r.status === 200 && r.body.state === "sold_out") {
           show("sold_out");
         } else if (code === "ALREADY_ORDERED") {
@@ -307,6 +333,7 @@
 
   switch (boot.state) {
     case "waiting": renderWaiting(boot); break;
+    case "scheduled": renderScheduled(boot); break;
     case "admitted": renderAdmitted(boot); break;
     case "queue_full": queueFull(boot.retry_after || 0); break;
     case "join": show("join"); join(); break;

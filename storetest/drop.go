@@ -1,0 +1,201 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+)
+
+// testScheduledOpening: 40 early arrivals on two instances, the opening a
+// couple of seconds ahead. Before it they are told "scheduled" (a fifo
+// room tells their place, a random one none) and nobody is admitted; both
+// instances race the opening's admission, and exactly one draw places them
+// 1..40, the same on both instances: not in arrival order when random, in
+// arrival order when fifo. A late arrival is 41st, the revealed seed
+// matches the commitment and reproduces every place, and admission
+// follows the places.
+func testScheduledOpening(t *testing.T, h Harness) {
+	for _, order := range []waitroom.PrequeueOrder{waitroom.PrequeueRandom, waitroom.PrequeueFIFO} {
+		t.Run(string(order), func(t *testing.T) {
+			scheduledOpening(t, h, order)
+		})
+	}
+}
+
+func scheduledOpening(t *testing.T, h Harness, order waitroom.PrequeueOrder) {
+	ctx := ctxFor(t)
+	const early = 40
+	opensIn := 2 * time.Second
+	// Rate 1: the opening's first tick admits nobody, so every early
+	// arrival's place can be read afterwards.
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1, OpensAt: h.now().Add(opensIn), PrequeueOrder: order})
+	stores := []waitroom.Store{h.Store, h.Peer(t)}
+
+	before, err := stores[1].Draw(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.DrawPending, before.State)
+	require.Equal(t, order, before.Order)
+	require.Len(t, before.Commitment, 64)
+	require.Empty(t, before.Seed, "the seed is secret until the draw")
+
+	for i := range early {
+		st, err := stores[i%2].Enter(ctx, room, user(i))
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateScheduled, st.State)
+		require.Positive(t, st.OpensIn)
+		require.LessOrEqual(t, st.OpensIn, opensIn)
+		if order == waitroom.PrequeueFIFO {
+			require.Equal(t, int64(i+1), st.Position)
+		} else {
+			require.Zero(t, st.Position, "no place before the draw")
+		}
+	}
+	st, err := stores[1].Status(ctx, room, user(0))
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateScheduled, st.State)
+	got, err := h.Store.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Empty(t, got, "nobody before the opening")
+	stats, err := h.Store.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(early), stats.Waiting)
+
+	h.Advance(t, opensIn+50*time.Millisecond)
+	errs := race(4, func(i int) error {
+		_, err := stores[i%2].Admit(ctx, room)
+		return err
+	})
+	require.Equal(t, map[string]int{"ok": 4}, countErrors(errs))
+	// Another instance may still be placing them when its rival returned:
+	// the answers are "scheduled" until the draw is whole.
+	var d waitroom.Draw
+	for range 200 {
+		if d, err = h.Store.Draw(ctx, room); err == nil && d.State == waitroom.DrawDone {
+			break
+		}
+		_, err = h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		h.Advance(t, 10*time.Millisecond)
+	}
+	require.Equal(t, waitroom.DrawDone, d.State)
+	require.Equal(t, int64(early), d.Entrants)
+
+	places := map[string]int64{}
+	users := make([]string, early)
+	for i := range early {
+		users[i] = user(i)
+		var seen []int64
+		for _, s := range stores {
+			st, err := s.Status(ctx, room, user(i))
+			require.NoError(t, err)
+			require.Equal(t, waitroom.StateWaiting, st.State, user(i))
+			seen = append(seen, st.Position)
+		}
+		require.Equal(t, seen[0], seen[1], "%s: both instances answer the same place", user(i))
+		places[user(i)] = seen[0]
+	}
+	inOrder := true
+	byPlace := make([]string, early)
+	for i, u := range users {
+		p := places[u]
+		require.True(t, p >= 1 && p <= early, "%s at %d", u, p)
+		require.Empty(t, byPlace[p-1], "place %d given twice", p)
+		byPlace[p-1] = u
+		inOrder = inOrder && p == int64(i+1)
+	}
+	if order == waitroom.PrequeueFIFO {
+		require.True(t, inOrder, "fifo keeps arrival order")
+	} else {
+		require.False(t, inOrder, "a random draw is not arrival order")
+	}
+
+	late, err := h.Store.Enter(ctx, room, "late")
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateWaiting, late.State)
+	require.Equal(t, int64(early+1), late.Position, "a late arrival queues behind every early one")
+
+	// The revealed seed: it matches the commitment and gives every place.
+	require.Equal(t, before.Commitment, d.Commitment)
+	commitment, err := waitroom.Commitment(d.Seed)
+	require.NoError(t, err)
+	require.Equal(t, before.Commitment, commitment)
+	want, err := waitroom.DrawPlaces(order, d.Seed, users)
+	require.NoError(t, err)
+	require.Equal(t, want, byPlace)
+	entrants, err := stores[1].Entrants(ctx, room)
+	require.NoError(t, err)
+	require.Len(t, entrants, early)
+	for i, e := range entrants {
+		require.Equal(t, waitroom.Entrant{User: byPlace[i], Place: int64(i + 1)}, e)
+	}
+	if order == waitroom.PrequeueRandom {
+		diffs, err := waitroom.VerifyDraw(d.Seed, d.Commitment, entrants)
+		require.NoError(t, err)
+		require.Empty(t, diffs)
+	}
+
+	// Admission follows the places.
+	var admitted []string
+	for i := 0; len(admitted) < 3 && i < 100; i++ {
+		h.Advance(t, time.Second)
+		got, err := h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		for _, a := range got {
+			admitted = append(admitted, a.User)
+		}
+	}
+	require.Equal(t, byPlace[:len(admitted)], admitted)
+	require.Len(t, admitted, 3)
+}
+
+// testScheduledRoomRefusals: a room's closing time refuses new entries,
+// leaving before the opening gives up the entry, a room without an
+// opening has no draw, and entrants before the draw are not for export.
+func testScheduledRoomRefusals(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{OpensAt: h.now().Add(time.Hour), PrequeueOrder: waitroom.PrequeueFIFO})
+	enterAll := func(n int) {
+		for i := range n {
+			st, err := h.Store.Enter(ctx, room, user(i))
+			require.NoError(t, err)
+			require.Equal(t, waitroom.StateScheduled, st.State)
+		}
+	}
+	enterAll(3)
+	require.NoError(t, h.Store.Leave(ctx, room, user(0)))
+	_, err := h.Store.Status(ctx, room, user(0))
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
+	st, err := h.Store.Status(ctx, room, user(2))
+	require.NoError(t, err)
+	require.Equal(t, int64(2), st.Position, "the one who left is no longer ahead")
+	_, err = h.Store.Entrants(ctx, room)
+	require.ErrorIs(t, err, waitroom.ErrDrawPending)
+
+	plain := newRoom(t, h, waitroom.RoomConfig{})
+	_, err = h.Store.Draw(ctx, plain)
+	require.ErrorIs(t, err, waitroom.ErrNoDraw)
+	_, err = h.Store.Entrants(ctx, plain)
+	require.ErrorIs(t, err, waitroom.ErrNoDraw)
+
+	closing := newRoom(t, h, waitroom.RoomConfig{ClosesAt: h.now().Add(time.Second)})
+	_, err = h.Store.Enter(ctx, closing, "before")
+	require.NoError(t, err)
+	h.Advance(t, 1100*time.Millisecond)
+	_, err = h.Store.Enter(ctx, closing, "after")
+	require.ErrorIs(t, err, waitroom.ErrRoomClosed)
+	st, err = h.Store.Enter(ctx, closing, "before")
+	require.NoError(t, err, "those queued keep their place")
+	require.Equal(t, waitroom.StateWaiting, st.State)
+
+	for _, bad := range []waitroom.RoomConfig{
+		{PrequeueOrder: "lottery"},
+		{OpensAt: h.now().Add(time.Hour), ClosesAt: h.now()},
+	} {
+		_, err := h.Store.CreateRoom(ctx, fmt.Sprintf("bad-%d", time.Now().UnixNano()), bad)
+		require.ErrorIs(t, err, waitroom.ErrBadRequest, "%+v", bad)
+	}
+}
