@@ -27,7 +27,10 @@ type charts struct {
 	WaitBinSeconds float64 `json:"wait_bin_seconds"`
 	WaitCounts     []int   `json:"wait_counts"`
 	// A sample of those users, by ETA at entry: the ETA and the real wait.
+	// ETALow and ETAHigh are the range the answer gave around the ETA.
 	ETA        []float64 `json:"eta"`
+	ETALow     []float64 `json:"eta_low"`
+	ETAHigh    []float64 `json:"eta_high"`
 	Wait       []float64 `json:"wait"`
 	ETASampled int       `json:"eta_sampled"` // out of Admissions.ETAUsers
 	Outcomes   Outcomes  `json:"outcomes"`
@@ -66,7 +69,7 @@ func (r *runner) chartsOf(rep *Report, end time.Time, pacing, admittedAt []time.
 	// The queue: a user is in it from its entry answer to its admission or
 	// its leaving.
 	moves := make([]int, n+1)
-	type pair struct{ eta, wait float64 }
+	type pair struct{ eta, low, high, wait float64 }
 	var pairs []pair
 	for i := range r.users {
 		u := &r.users[i]
@@ -77,7 +80,7 @@ func (r *runner) chartsOf(rep *Report, end time.Time, pacing, admittedAt []time.
 		switch {
 		case admittedAt[i] >= 0:
 			moves[bucket(admittedAt[i])]--
-			pairs = append(pairs, pair{u.entryETA.Seconds(), (admittedAt[i] - u.enteredAt).Seconds()})
+			pairs = append(pairs, pair{u.entryETA.Seconds(), u.entryLow.Seconds(), u.entryHigh.Seconds(), (admittedAt[i] - u.enteredAt).Seconds()})
 		case u.leftAt > 0:
 			moves[bucket(u.leftAt)]--
 		}
@@ -115,6 +118,8 @@ func (r *runner) chartsOf(rep *Report, end time.Time, pacing, admittedAt []time.
 	})
 	for _, p := range sample {
 		c.ETA = append(c.ETA, p.eta)
+		c.ETALow = append(c.ETALow, p.low)
+		c.ETAHigh = append(c.ETAHigh, p.high)
 		c.Wait = append(c.Wait, p.wait)
 	}
 	c.ETASampled = len(sample)
@@ -124,7 +129,9 @@ func (r *runner) chartsOf(rep *Report, end time.Time, pacing, admittedAt []time.
 var (
 	//go:embed report.html
 	reportPage     string
-	reportTemplate = template.Must(template.New("report").Parse(reportPage))
+	reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+		"mul100": func(f float64) float64 { return 100 * f },
+	}).Parse(reportPage))
 )
 
 // WriteHTML writes the report as one self-contained HTML page (the chart

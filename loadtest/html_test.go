@@ -30,6 +30,8 @@ type reportCharts struct {
 	WaitBinSeconds float64   `json:"wait_bin_seconds"`
 	WaitCounts     []int     `json:"wait_counts"`
 	ETA            []float64 `json:"eta"`
+	ETALow         []float64 `json:"eta_low"`
+	ETAHigh        []float64 `json:"eta_high"`
 	Wait           []float64 `json:"wait"`
 	ETASampled     int       `json:"eta_sampled"`
 }
@@ -108,6 +110,17 @@ func TestHTMLReport(t *testing.T) {
 	require.Equal(t, c.ETASampled, len(c.Wait))
 	require.Equal(t, rep.Admissions.ETAUsers, c.ETASampled, "under 2,000 users, all of them")
 	require.True(t, slices.IsSorted(c.ETA))
+	require.Len(t, c.ETALow, c.ETASampled)
+	require.Len(t, c.ETAHigh, c.ETASampled)
+	inRange := 0
+	for i := range c.ETA {
+		require.LessOrEqual(t, c.ETALow[i], c.ETA[i], "the range holds the ETA")
+		require.LessOrEqual(t, c.ETA[i], c.ETAHigh[i])
+		if c.Wait[i] >= c.ETALow[i] && c.Wait[i] <= c.ETAHigh[i] {
+			inRange++
+		}
+	}
+	require.InDelta(t, rep.Admissions.ETAInRangeShare, float64(inRange)/float64(c.ETASampled), 1e-9, "every user is drawn: the same share")
 
 	// A report read back from JSON has no series; its page still opens.
 	raw, err := json.Marshal(rep)
@@ -158,7 +171,7 @@ func renderReport(t *testing.T, html string) {
 		chromedp.WaitVisible(chromedp.CSS("#eta .u-over"))))
 	charts, err := chromedp.Run(run, chromedp.Evaluate[int](`document.querySelectorAll(".chart canvas").length`))
 	require.NoError(t, err)
-	require.Equal(t, 4, charts, "four charts drawn")
+	require.Equal(t, 5, charts, "five charts drawn")
 	png, err := chromedp.Run(run, chromedp.CaptureScreenshot())
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "report.png"), png, 0o644))
