@@ -361,10 +361,12 @@ func (r *runner) reportAdmissions(rep *Report, end time.Time) {
 	}
 
 	// Violations: a user admitted twice, by the server's record or by
-	// two different tokens it was shown.
+	// two different tokens it was shown. A user the room dropped and who
+	// entered again may rightly be admitted again: its first token
+	// expired unconfirmed (a no-show), which is what NOT_IN_QUEUE said.
 	var twice []string
 	for i := range r.users {
-		if serverCounts[i] > 1 || r.users[i].otherToken != "" {
+		if r.users[i].reentries == 0 && (serverCounts[i] > 1 || r.users[i].otherToken != "") {
 			twice = append(twice, r.users[i].id)
 		}
 	}
