@@ -50,6 +50,8 @@ const (
 	codeBadAnswer   = "BAD_ANSWER"      // a 2xx whose body is not the documented shape
 	stateWaiting    = string(waitroom.StateWaiting)
 	stateAdmitted   = string(waitroom.StateAdmitted)
+	stateScheduled  = string(waitroom.StateScheduled)
+	stateSoldOut    = string(waitroom.StateSoldOut)
 	defaultPollHint = waitroom.MinPoll // a waiting answer without a hint
 )
 
@@ -60,7 +62,7 @@ const (
 // that expired unconfirmed) hears NOT_IN_QUEUE and enters again; a client
 // asking too fast hears RATE_LIMITED and waits its Retry-After.
 var expectedCodes = [numEndpoints]map[string]bool{
-	endpointEnter:  {codeQueueFull: true, codeRoomClosed: true, codeRateLimited: true},
+	endpointEnter:  {codeQueueFull: true, codeRoomClosed: true, codeRateLimited: true, codeSoldOut: true},
 	endpointStatus: {codeNotInQueue: true, codeRateLimited: true},
 	endpointLeave:  {codeRateLimited: true},
 	endpointOrder:  {codeSoldOut: true, codeRateLimited: true},
@@ -199,7 +201,8 @@ func (r *runner) decodeQueueAnswer(ep endpoint, res result) (queueAnswer, result
 	var ans queueAnswer
 	err := json.Unmarshal(res.body, &ans)
 	ok := err == nil && (ans.State == stateWaiting && ans.Position >= 1 ||
-		ans.State == stateAdmitted && ans.Token != "")
+		ans.State == stateAdmitted && ans.Token != "" ||
+		ans.State == stateScheduled || ans.State == stateSoldOut)
 	if !ok {
 		res.code = codeBadAnswer
 		r.count(ep, codeBadAnswer, true)

@@ -81,6 +81,11 @@ type Config struct {
 	// Rate is the room's configured admission rate in users/s, to compare
 	// the observed pacing with; 0 means unknown and skips the comparison.
 	Rate float64
+	// OpensIn says the room opens this long after the run starts (the
+	// caller schedules it: opens_at); every user arrives before it, so
+	// the run is a drop's opening: everyone told "scheduled", then placed
+	// by the draw. The report gives the draw's figures.
+	OpensIn time.Duration
 	// Stock is the product's stock at the start, for the oversell check;
 	// 0 means unknown and skips it.
 	Stock int
@@ -162,6 +167,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("loadtest: vanish share must be in [0, 1 − leave share], got %g", c.VanishShare)
 	case c.ProductID == "" && c.NoOrderShare < 1 && c.LeaveShare < 1:
 		return errors.New("loadtest: ProductID is required unless nobody orders")
+	case c.OpensIn < 0 || c.OpensIn > 0 && c.Arrival >= c.OpensIn:
+		return fmt.Errorf("loadtest: with an opening (OpensIn %s) every user arrives before it: the arrival span must be shorter, got %s", c.OpensIn, c.Arrival)
+	case c.OpensIn > 0 && c.CheckPositions:
+		return errors.New("loadtest: positions at entry are drawn at the opening: CheckPositions cannot go with OpensIn")
 	case c.Arrival < 0 || c.Duration < 0 || c.RequestTimeout < 0:
 		return errors.New("loadtest: arrival, duration and request timeout must not be negative")
 	case c.Concurrency < 1 || c.MaxConns < 1:

@@ -163,7 +163,7 @@ func TestRunAgainstTheRealServer(t *testing.T) {
 	require.Zero(t, p.Stock)
 	require.Positive(t, rep.Orders.PerSecond)
 	rep.Orders.PerSecond = 0
-	require.Equal(t, loadtest.OrderStats{Created: stock, SoldOut: 1800 - stock, Stock: stock}, rep.Orders)
+	require.Equal(t, loadtest.OrderStats{Created: stock, SoldOut: 1800 - stock, AdmittedWithoutStock: 1800 - stock, Stock: stock}, rep.Orders)
 
 	e := rep.Endpoints
 	require.EqualValues(t, users, e.Enter.Requests)

@@ -1,10 +1,13 @@
 package loadtest
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -35,6 +38,9 @@ type Report struct {
 	Queue      QueueStats     `json:"queue"`
 	Admissions AdmissionStats `json:"admissions"`
 	Orders     OrderStats     `json:"orders"`
+	// Draw is the room's opening draw (OpensIn), as GET
+	// /rooms/{room}/draw published it after the run; nil without one.
+	Draw *DrawFigures `json:"draw,omitempty"`
 
 	// Notes explain what was not measured or how.
 	Notes []string `json:"notes"`
@@ -47,19 +53,20 @@ type Report struct {
 
 // Outcomes counts how the users' journeys ended; they add up to Users.
 type Outcomes struct {
-	Ordered    int `json:"ordered"`     // placed an order
-	SoldOut    int `json:"sold_out"`    // ordered and were told SOLD_OUT
-	NoOrder    int `json:"no_order"`    // admitted, never ordered (NoOrderShare)
-	Left       int `json:"left"`        // left the queue (LeaveShare)
-	Abandoned  int `json:"abandoned"`   // stopped polling without leaving (VanishShare)
-	TurnedAway int `json:"turned_away"` // QUEUE_FULL or ROOM_CLOSED at entry
-	Failed     int `json:"failed"`      // gave up after unexpected answers
-	Unfinished int `json:"unfinished"`  // still on their way when the run stopped
+	Ordered     int `json:"ordered"`       // placed an order
+	SoldOut     int `json:"sold_out"`      // ordered and were told SOLD_OUT
+	NoOrder     int `json:"no_order"`      // admitted, never ordered (NoOrderShare)
+	Left        int `json:"left"`          // left the queue (LeaveShare)
+	Abandoned   int `json:"abandoned"`     // stopped polling without leaving (VanishShare)
+	TurnedAway  int `json:"turned_away"`   // QUEUE_FULL or ROOM_CLOSED at entry
+	Failed      int `json:"failed"`        // gave up after unexpected answers
+	ToldSoldOut int `json:"told_sold_out"` // told sold_out in the queue or SOLD_OUT at entry, without an order
+	Unfinished  int `json:"unfinished"`    // still on their way when the run stopped
 }
 
 // Total is the sum of all outcomes.
 func (o Outcomes) Total() int {
-	return o.Ordered + o.SoldOut + o.NoOrder + o.Left + o.Abandoned + o.TurnedAway + o.Failed + o.Unfinished
+	return o.Ordered + o.SoldOut + o.NoOrder + o.Left + o.Abandoned + o.TurnedAway + o.Failed + o.Unfinished + o.ToldSoldOut
 }
 
 // Endpoints holds the figures of each API call.
@@ -153,6 +160,15 @@ type AdmissionStats struct {
 	ETAInRangeShare float64 `json:"eta_in_range_share"`
 }
 
+// DrawFigures are a scheduled opening's: how many early arrivals were
+// placed, and how long the placing took in the store.
+type DrawFigures struct {
+	State    string `json:"state"`
+	Order    string `json:"prequeue_order"`
+	Entrants int64  `json:"entrants"`
+	DrawMS   int64  `json:"draw_ms"`
+}
+
 // OrderStats compare the orders with the stock.
 type OrderStats struct {
 	Created int `json:"created"` // users whose order was placed
@@ -160,7 +176,11 @@ type OrderStats struct {
 	// to the last order.
 	PerSecond float64 `json:"per_second"`
 	SoldOut   int     `json:"sold_out"`
-	Stock     int     `json:"stock"` // 0: unknown
+	// AdmittedWithoutStock are the users admitted who then found nothing
+	// to buy (SOLD_OUT at the order): 0 when the room tracks the stock
+	// (one unit per buyer).
+	AdmittedWithoutStock int `json:"admitted_without_stock"`
+	Stock                int `json:"stock"` // 0: unknown
 	// Oversold says more orders were placed than there was stock.
 	Oversold bool `json:"oversold"`
 }
@@ -205,6 +225,8 @@ func (r *runner) report(end time.Time) *Report {
 			rep.Outcomes.TurnedAway++
 		case outcomeFailed:
 			rep.Outcomes.Failed++
+		case outcomeToldSold:
+			rep.Outcomes.ToldSoldOut++
 		default:
 			rep.Outcomes.Unfinished++
 		}
@@ -215,6 +237,9 @@ func (r *runner) report(end time.Time) *Report {
 	r.reportQueue(rep)
 	r.reportAdmissions(rep, end)
 	r.reportOrders(rep)
+	if r.cfg.OpensIn > 0 {
+		r.reportDraw(rep)
+	}
 	return rep
 }
 
@@ -449,6 +474,7 @@ func (r *runner) reportOrders(rep *Report) {
 	o := &rep.Orders
 	o.Stock = r.cfg.Stock
 	o.SoldOut = rep.Outcomes.SoldOut
+	o.AdmittedWithoutStock = rep.Outcomes.SoldOut
 	var lastOrder time.Duration
 	for i := range r.users {
 		if r.users[i].created {
@@ -594,6 +620,11 @@ func (rep *Report) WriteText(w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(&b, "orders     %d placed (%.1f/s from the first admission to the last order), %d sold out; %s\n", or.Created, or.PerSecond, or.SoldOut, stock)
+	fmt.Fprintf(&b, "stock      %d admitted to find nothing (admitted_without_stock); %d told sold_out without ordering\n",
+		or.AdmittedWithoutStock, rep.Outcomes.ToldSoldOut)
+	if d := rep.Draw; d != nil {
+		fmt.Fprintf(&b, "draw       %s (%s): %d early arrivals placed in %d ms\n", d.State, d.Order, d.Entrants, d.DrawMS)
+	}
 
 	for _, n := range rep.Notes {
 		fmt.Fprintf(&b, "\nnote: %s", n)
@@ -631,5 +662,26 @@ func millis(ms float64) string {
 		return fmt.Sprintf("%.1fms", ms)
 	default:
 		return fmt.Sprintf("%.2fs", ms/1000)
+	}
+}
+
+// reportDraw reads the room's published draw (GET /rooms/{room}/draw).
+func (r *runner) reportDraw(rep *Report) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.RequestTimeout)
+	defer cancel()
+	res := r.do(ctx, endpointStatus, http.MethodGet, "/rooms/"+r.cfg.Room+"/draw", "", "", nil)
+	var d struct {
+		State    string `json:"state"`
+		Order    string `json:"prequeue_order"`
+		Entrants int64  `json:"entrants"`
+		DrawMS   int64  `json:"draw_ms"`
+	}
+	if res.code != "" || json.Unmarshal(res.body, &d) != nil {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("the room's draw could not be read (%s)", res.code))
+		return
+	}
+	rep.Draw = &DrawFigures{State: d.State, Order: d.Order, Entrants: d.Entrants, DrawMS: d.DrawMS}
+	if d.State != "done" {
+		rep.Violations = append(rep.Violations, "the opening's draw was not done by the end of the run")
 	}
 }

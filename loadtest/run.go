@@ -37,7 +37,12 @@ const (
 	outcomeTurnedAway // QUEUE_FULL or ROOM_CLOSED at entry
 	outcomeFailed     // gave up after an unexpected answer
 	outcomeAbandoned  // stopped polling without leaving (VanishShare)
+	outcomeToldSold   // told sold_out: in the queue, or SOLD_OUT at entry
 )
+
+// waits reports whether an answer keeps the user polling: in the queue, or
+// an early arrival waiting for the opening.
+func waits(state string) bool { return state == stateWaiting || state == stateScheduled }
 
 // stateGone is the journey's name for a NOT_IN_QUEUE status answer: the
 // room dropped the user (silent too long, or a token left unconfirmed).
@@ -211,6 +216,9 @@ func (r *runner) journey(ctx context.Context, u *user) {
 	case res.code == codeQueueFull || res.code == codeRoomClosed:
 		u.outcome = outcomeTurnedAway
 		return
+	case res.code == codeSoldOut:
+		u.outcome = outcomeToldSold
+		return
 	case res.code != "":
 		u.outcome = outcomeFailed
 		return
@@ -222,11 +230,11 @@ func (r *runner) journey(ctx context.Context, u *user) {
 		u.outcome = outcomeAbandoned
 		return
 	}
-	if ans.State == stateWaiting {
+	if waits(ans.State) {
 		r.waiting.Add(1)
 	}
 	polled := false
-	for ans.State == stateWaiting {
+	for waits(ans.State) {
 		next, ok := r.poll(ctx, u, ans)
 		if ok && next.State == stateGone {
 			// Dropped by the room: a person enters again, at the back.
@@ -243,11 +251,11 @@ func (r *runner) journey(ctx context.Context, u *user) {
 			return
 		}
 		ans = next
-		if ans.State != stateWaiting {
+		if !waits(ans.State) {
 			r.waiting.Add(-1)
 		}
 		if u.role == roleLeave && !polled {
-			if ans.State == stateWaiting {
+			if waits(ans.State) {
 				r.waiting.Add(-1)
 			}
 			r.leave(ctx, u)
@@ -256,6 +264,11 @@ func (r *runner) journey(ctx context.Context, u *user) {
 		polled = true
 	}
 
+	if ans.State == stateSoldOut {
+		// Told at a poll, before any order: nothing to buy.
+		u.outcome = outcomeToldSold
+		return
+	}
 	switch u.role {
 	case roleLeave:
 		// Admitted at entry, so there was no queue to leave: the user

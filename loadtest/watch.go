@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/url"
 	"time"
 
 	"github.com/waitroom/waitroom"
@@ -50,6 +51,14 @@ func RunWatched(ctx context.Context, cfg Config, admin *server.AdminClient) (*Re
 				figs.QueueAtAllEntered = r.Figures.Waiting
 			}
 			_ = admin.SetState(ctx, cfg.Room, room.State)
+		}
+	}
+
+	if cfg.OpensIn > 0 {
+		// The opening: every user arrives before it (Config.validate).
+		opens := time.Now().Add(cfg.OpensIn).UTC().Format(time.RFC3339Nano)
+		if _, err := admin.Call(ctx, "PATCH", "/admin/rooms/"+url.PathEscape(cfg.Room), map[string]any{"opens_at": opens}); err != nil {
+			return nil, figs, fmt.Errorf("scheduling the opening: %w", err)
 		}
 	}
 

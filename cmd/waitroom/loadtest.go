@@ -43,6 +43,8 @@ var loadtestSettings = []setting{
 	{"rate", "WAITROOM_LOADTEST_RATE", "", "users/s", "with --inproc: the room's admission rate (default 1000); with --url: the rate to compare admissions with (default: the room's, read with --admin-token; else not compared)"},
 	{"tick", "WAITROOM_LOADTEST_TICK", "25ms", "duration", "with --inproc: the admitter's tick (serve ticks four times per slice too); the room's slice is 100 ms, and a faster tick splits its quota finer, leaving room under the per-tick cap to make up late ticks"},
 	{"stock", "WAITROOM_LOADTEST_STOCK", "", "n", "with --inproc: the product's stock (default 1000); with --url: the stock to check orders against (default unknown: not checked)"},
+	{"room-stock", "WAITROOM_LOADTEST_ROOM_STOCK", "false", "bool", "with --inproc: the room tracks the product's stock (a live token reserves a unit), so nobody is admitted to find nothing: the report's orders.admitted_without_stock"},
+	{"opens-in", "WAITROOM_LOADTEST_OPENS_IN", "", "duration", "the room opens this long after the start (opens_at; with --url it needs --admin-token and a room not yet drawn): everyone arrives before it (--arrival must be shorter), is told scheduled, and gets a place by the opening's draw; the report gives the draw's time"},
 	{"product", "WAITROOM_LOADTEST_PRODUCT", "drop", "id", "the product users order"},
 	{"concurrency", "WAITROOM_LOADTEST_CONCURRENCY", "256", "n", "requests in flight at most"},
 	{"duration", "WAITROOM_LOADTEST_DURATION", "30m", "duration", "bound of the whole run; users still on their way then are unfinished"},
@@ -81,6 +83,7 @@ type loadtestConfig struct {
 	jsonOut        bool
 	htmlFile       string
 	checkPositions bool
+	roomStock      bool // the in-process room tracks the product's stock
 }
 
 func printSettingsUsage(w io.Writer, head string, settings []setting) {
@@ -132,6 +135,12 @@ func parseLoadtest(args []string, getenv func(string) string) (loadtestConfig, e
 	check(err)
 	c.checkPositions, err = parseBool(raw["check-positions"])
 	check(err)
+	c.roomStock, err = parseBool(raw["room-stock"])
+	check(err)
+	if v := raw["opens-in"]; v.text != "" {
+		c.run.OpensIn, err = parseDuration(v, time.Second, 24*time.Hour)
+		check(err)
+	}
 	allowRemote, err := parseBool(raw["allow-remote"])
 	check(err)
 
@@ -165,6 +174,9 @@ func parseLoadtest(args []string, getenv func(string) string) (loadtestConfig, e
 	}
 	if c.checkPositions && !c.inproc && c.adminToken == "" {
 		check(usageErrorf("--check-positions with --url needs --admin-token, to hold admissions until every user has entered"))
+	}
+	if !c.inproc && c.run.OpensIn > 0 && c.adminToken == "" {
+		check(usageErrorf("--opens-in with --url needs --admin-token, to schedule the room's opening"))
 	}
 
 	r.Room = raw["room"].text
@@ -334,6 +346,12 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 	}
 	cfg.Room = waitroom.RoomConfig{Rate: c.run.Rate, MaxQueue: max(c.run.Users, waitroom.DefaultMaxQueue),
 		AbandonAfter: c.abandonAfter, FirstUseWithin: c.firstUseWithin}.WithDefaults()
+	if c.roomStock {
+		cfg.Room.Stock = c.run.Stock
+	}
+	if c.run.OpensIn > 0 {
+		cfg.Room.OpensAt = time.Now().Add(c.run.OpensIn)
+	}
 	if err := cfg.Room.Validate(); err != nil {
 		return nil, figs, usageErrorf("--rate, --abandon-after, --first-use-within: %s", waitroom.ErrorMessage(err))
 	}

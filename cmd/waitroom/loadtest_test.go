@@ -164,3 +164,42 @@ func TestLoadtestURL(t *testing.T) {
 	require.EqualValues(t, 1000, rep.Server.QueueAtAllEntered)
 	require.EqualValues(t, 1000, rep.Server.Admitted)
 }
+
+// TestLoadtestDrop: a drop from start to sold out in process: everyone
+// arrives before the opening, the draw places them all, a room that tracks
+// the stock admits exactly one buyer per unit, nobody is admitted to find
+// nothing, and the rest are told sold_out without ordering.
+func TestLoadtestDrop(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"loadtest", "--inproc", "--users", "600", "--rate", "400", "--stock", "60",
+		"--room-stock", "--opens-in", "4s", "--arrival", "1s", "--duration", "2m", "--json"}, envOf(), &stdout, &stderr)
+	require.Equal(t, exitOK, code, "stderr:\n%s\nstdout:\n%s", stderr.String(), stdout.String())
+	var rep struct {
+		Complete bool `json:"complete"`
+		Outcomes struct {
+			Ordered     int `json:"ordered"`
+			SoldOut     int `json:"sold_out"`
+			ToldSoldOut int `json:"told_sold_out"`
+		} `json:"outcomes"`
+		Orders struct {
+			Created              int `json:"created"`
+			AdmittedWithoutStock int `json:"admitted_without_stock"`
+		} `json:"orders"`
+		Draw struct {
+			State    string `json:"state"`
+			Entrants int64  `json:"entrants"`
+		} `json:"draw"`
+		Violations []string `json:"violations"`
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), stdout.String())
+	require.True(t, rep.Complete)
+	require.Empty(t, rep.Violations)
+	require.Equal(t, "done", rep.Draw.State)
+	require.Equal(t, int64(600), rep.Draw.Entrants, "everyone arrived before the opening")
+	require.Equal(t, 60, rep.Orders.Created)
+	require.Zero(t, rep.Orders.AdmittedWithoutStock)
+	require.Equal(t, 60, rep.Outcomes.Ordered)
+	require.Zero(t, rep.Outcomes.SoldOut)
+	require.Equal(t, 540, rep.Outcomes.ToldSoldOut)
+}
