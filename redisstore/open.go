@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Client defaults that replace go-redis's own (5 s dials, 3 s reads, up to
@@ -197,6 +198,7 @@ func parseSingle(rawURL string) (clientOptions, error) {
 		return clientOptions{}, urlError(err)
 	}
 	withDefaults(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
+	o.MaintNotificationsConfig = noMaintNotifications(o.MaintNotificationsConfig)
 	return clientOptions{single: o}, nil
 }
 
@@ -213,6 +215,7 @@ func parseCluster(goRedisURL string) (clientOptions, error) {
 	// and on its second attempt marks the node failing.
 	withDefaults(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, nil, &o.DialerRetries, &o.ContextTimeoutEnabled)
 	o.ClusterStateReloadInterval = clusterStateReload
+	o.MaintNotificationsConfig = noMaintNotifications(o.MaintNotificationsConfig)
 	return clientOptions{cluster: o}, nil
 }
 
@@ -331,6 +334,18 @@ func withDefaults(dial, read, write, pool *time.Duration, retries, dialerRetries
 	}
 	*dialerRetries = orDefault(*dialerRetries, defaultDialerRetries)
 	*contextTimeout = true
+}
+
+// noMaintNotifications turns go-redis's maintenance notifications off
+// unless configured: their handshake (CLIENT MAINT_NOTIFICATIONS, which
+// Redis 7 refuses) fails on every new connection, and go-redis v9.23.0's
+// fallback then rewrites options that connections opening at the same time
+// read (a data race the race detector reports under concurrent Admits).
+func noMaintNotifications(c *maintnotifications.Config) *maintnotifications.Config {
+	if c != nil {
+		return c
+	}
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 // orDefault is v, or def when v is zero (not given).
