@@ -83,6 +83,8 @@ func TestGrafanaDashboardQueriesExistingMetrics(t *testing.T) {
 	token := f.status("u1").str("token")
 	require.NotEmpty(t, token)
 	require.Equal(t, http.StatusCreated, f.order("u1", token).status)
+	pass := f.mintPass(f.room, `{}`).str("code")
+	require.Equal(t, "admitted", f.enterWithPass("guest", pass).str("state"))
 	m := scrape(t, f.srv.URL)
 
 	// The label values a series of the family has for name.
@@ -130,7 +132,7 @@ func TestGrafanaDashboardQueriesExistingMetrics(t *testing.T) {
 	for _, family := range []string{
 		"waitroom_room_state", "waitroom_room_admission_rate", "waitroom_room_waiting", "waitroom_room_live_tokens",
 		"waitroom_room_tokens_total", "waitroom_room_last_place_wait_seconds", "waitroom_room_units_left", "waitroom_room_stock",
-		"waitroom_room_sold_out", "waitroom_room_abandoned_total", "waitroom_store_lost_places_total", "waitroom_store_lost_tokens_total", "waitroom_store_up",
+		"waitroom_room_sold_out", "waitroom_room_abandoned_total", "waitroom_pass_entries_total", "waitroom_store_lost_places_total", "waitroom_store_lost_tokens_total", "waitroom_store_up",
 	} {
 		require.True(t, queried[family], "the Grafana dashboard does not show %s", family)
 	}

@@ -35,6 +35,7 @@ const collectTimeout = 2 * time.Second
 // metrics are one Server's metrics, in the Server's own registry.
 type metrics struct {
 	enters   *prometheus.CounterVec
+	passes   *prometheus.CounterVec
 	admitted *prometheus.CounterVec
 	claims   *prometheus.CounterVec
 	http     *prometheus.HistogramVec
@@ -64,6 +65,10 @@ func newMetrics(reg *prometheus.Registry, store *waitroom.GuardedStore, log *slo
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	m := &metrics{
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_pass_entries_total",
+			Help: "Enters with a pass on this instance by result: admitted (a token at once, or the holder's own), or the code of a refusal (pass_invalid, pass_used_up, no_free_slot, sold_out, room_closed, …); a pass refused before the store (forged) or for a room that does not exist with room=\"\".",
+		}, []string{"room", "result"}),
 		enters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_enters_total",
 			Help: "Enters this instance's store answered, by result: queued (a place, new or kept), admitted (holds a live token), queue_full, room_closed; other results (room_not_found, store_unavailable, internal, …) with room=\"\".",
@@ -86,7 +91,7 @@ func newMetrics(reg *prometheus.Registry, store *waitroom.GuardedStore, log *slo
 		rooms:  make(map[string]*roomMetrics),
 		routes: make(map[string]*routeMetrics),
 	}
-	for _, c := range []prometheus.Collector{m.enters, m.admitted, m.claims, m.http, newRoomCollector(store, log, lost)} {
+	for _, c := range []prometheus.Collector{m.enters, m.passes, m.admitted, m.claims, m.http, newRoomCollector(store, log, lost)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/hmac"
+	"errors"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
@@ -86,11 +87,20 @@ func (s *Server) passLink(room, code string) string {
 func (s *Server) enterWithPass(r *http.Request, room, user, code string) (waitroom.Status, error) {
 	id, err := s.passID(room, code)
 	if err != nil {
+		// Forged: the room name may be made up too, so it is no label.
+		s.metrics.passes.WithLabelValues("", resultLabel(err)).Inc()
 		return waitroom.Status{}, err
 	}
 	st, err := s.store.EnterWithPass(r.Context(), room, user, id)
-	if err == nil {
+	switch {
+	case err == nil:
+		s.metrics.passes.WithLabelValues(room, "admitted").Inc()
 		s.log.InfoContext(r.Context(), "entered with a pass", "room", room, "pass", id[:6])
+	case errors.Is(err, waitroom.ErrRoomNotFound), waitroom.ErrorCode(err) == "INTERNAL", errors.Is(err, waitroom.ErrStoreUnavailable):
+		s.metrics.passes.WithLabelValues("", resultLabel(err)).Inc()
+	default:
+		// The pass was signed for this room, and the store answered about it.
+		s.metrics.passes.WithLabelValues(room, resultLabel(err)).Inc()
 	}
 	return st, err
 }

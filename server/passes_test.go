@@ -107,6 +107,17 @@ func TestPasses(t *testing.T) {
 	require.Equal(t, "NO_FREE_SLOT", a.code())
 	require.NotEmpty(t, a.header.Get("Retry-After"))
 
+	// Every enter with a pass is counted; forged ones without a room.
+	m := scrape(t, f.srv.URL)
+	passEntries := func(room, result string) float64 {
+		return m.value("waitroom_pass_entries_total", "room", room, "result", result)
+	}
+	require.EqualValues(t, 4, passEntries(f.room, "admitted"), "staff, queued-1, a, b")
+	require.EqualValues(t, 1, passEntries(f.room, "pass_used_up"))
+	require.EqualValues(t, 1, passEntries(f.room, "no_free_slot"))
+	require.EqualValues(t, 1, passEntries(f.room, "pass_invalid"), "the revoked one: a signed pass the store refused")
+	require.EqualValues(t, 6, passEntries("", "pass_invalid"), "the forged ones")
+
 	// Bad requests and strangers.
 	for _, body := range []string{`{"uses": 0}`, `{"uses": 100001}`, `{"expires_in": "soon"}`, `{"expires_in": "30s"}`, `{"expires_in": "2400h"}`, `{"uses": "2"}`, `{"extra": 1}`} {
 		a := f.admin("POST", "/admin/rooms/"+f.room+"/passes", body)
