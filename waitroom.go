@@ -319,7 +319,15 @@ func ValidToken(s string) bool {
 	if len(s) != 22 {
 		return false
 	}
-	_, err := base64.RawURLEncoding.DecodeString(s)
+	// The decoder skips CR and LF, so it alone would pass fewer than 128
+	// bits; every character must be of the alphabet.
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	_, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	return err == nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/waitroom/waitroom"
 )
 
 // Visitor identity for browsers that reach the waiting page without the
@@ -96,7 +98,7 @@ func (v *visitors) parse(value string) (user string, ok bool) {
 	if !ok1 || !ok2 || len(id) != visitorIDLen || len(mac) != visitorMACLen || len(issued) == 0 || len(issued) > maxIssuedLen {
 		return "", false
 	}
-	if _, err := visitorEncoding.DecodeString(id); err != nil {
+	if !validVisitorID(id) {
 		return "", false
 	}
 	secs, err := strconv.ParseInt(issued, 10, 64)
@@ -215,11 +217,8 @@ func visitorID(user string) (string, bool) {
 	return strings.CutPrefix(user, visitorPrefix)
 }
 
-// validVisitorID reports whether id has the shape newVisitorID gives.
+// validVisitorID reports whether id has the shape newVisitorID gives: that
+// of an entry token, 128 bits in base64url.
 func validVisitorID(id string) bool {
-	if len(id) != visitorIDLen {
-		return false
-	}
-	_, err := visitorEncoding.DecodeString(id)
-	return err == nil
+	return waitroom.ValidToken(id)
 }
