@@ -2,9 +2,9 @@ package server
 
 import (
 	"crypto/hmac"
-	"errors"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
