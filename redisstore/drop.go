@@ -36,7 +36,8 @@ import (
 const (
 	drawReadSlice = 10_000
 	drawChunk     = 1_000
-	drawLease     = 10 * time.Second
+	drawLease     = 10 * time.Second // renewed by every slice written
+	drawTimeout   = 2 * time.Minute
 )
 
 // drawBeginScript takes the draw of a room whose opening has come.
@@ -109,7 +110,8 @@ end
 // KEYS[3] drawn
 // KEYS[4] places
 // ARGV[1] owner
-// ARGV[2 ..] user, place, user, place, … (at most drawChunk pairs)
+// ARGV[2] lease_ms: the lock is extended by it, so a live drawer keeps it
+// ARGV[3 ..] user, place, user, place, … (at most drawChunk pairs)
 //
 // Returns "OK", "DONE" (already published: nothing written) or "LOST" (the
 // lock is another owner's now: nothing written).
@@ -121,9 +123,11 @@ local refused = not_owner(draw_key, owner)
 if refused then
   return refused
 end
+local now = now_ms()
+redis.call('HSET', draw_key, 'lock_until', now + tonumber(ARGV[2]))
 local places, queued = {}, {}
-local now_s = math.floor(now_ms() / 1000)
-for i = 2, #ARGV, 2 do
+local now_s = math.floor(now / 1000)
+for i = 3, #ARGV, 2 do
   local user, place = ARGV[i], ARGV[i + 1]
   places[#places + 1] = user
   places[#places + 1] = place
@@ -172,8 +176,13 @@ return 'DONE'
 `)
 
 // drawOpening makes the room's draw, if the opening has come and no other
-// instance is making it; it reports whether the draw is done.
+// instance is making it; it reports whether the draw is done. The draw
+// runs to its end whatever the caller's deadline (one Admit is bounded by
+// the store timeout, a large draw takes longer), within drawTimeout: cut
+// short, the next tick would only start it again.
 func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drawTimeout)
+	defer cancel()
 	began := time.Now()
 	k := s.keys(room)
 	res, err := drawBeginScript.Run(ctx, s.client, []string{k.cfg, k.draw, k.pre},
@@ -228,7 +237,7 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 	}
 
 	for from := 0; from < len(placed); from += drawChunk {
-		args := []any{s.id}
+		args := []any{s.id, drawLease.Milliseconds()}
 		for i := from; i < min(from+drawChunk, len(placed)); i++ {
 			args = append(args, placed[i], i+1)
 		}

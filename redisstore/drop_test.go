@@ -42,7 +42,7 @@ func TestDrawHalfMadeIsInvisible(t *testing.T) {
 	seed, _ := r.str(1)
 	placed, err := waitroom.DrawPlaces(waitroom.PrequeueRandom, seed, users)
 	require.NoError(t, err)
-	args := []any{"dead"}
+	args := []any{"dead", 300}
 	for i := range 10 {
 		args = append(args, placed[i], i+1)
 	}
