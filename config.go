@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -151,46 +152,75 @@ func (c RoomConfig) WithDefaults() RoomConfig {
 	return c
 }
 
-// Validate reports the first field out of range, as a BAD_REQUEST error.
-// Call it on the result of WithDefaults.
+// Validate reports every setting out of range, each a *SettingError
+// naming the setting as the admin API does (rate, max_queue, …), joined in
+// a fixed order; errors.Is(err, ErrBadRequest) holds, and the client sees
+// the first. Call it on the result of WithDefaults: a zero here is a value
+// (rate 0 is refused, not taken for the default). It is the one place the
+// settings' rules are written; the admin API and the flags use it.
 func (c RoomConfig) Validate() error {
-	switch {
-	case math.IsNaN(c.Rate) || c.Rate < MinRate || c.Rate > MaxRate:
-		return BadRequest(fmt.Sprintf("rate must be in [%g, %g] users/s, got %g", MinRate, MaxRate, c.Rate))
-	case c.Slice < MinSlice || c.Slice > MaxSlice:
-		return BadRequest(fmt.Sprintf("slice must be in [%s, %s], got %s", MinSlice, MaxSlice, c.Slice))
-	case c.TickQuota() > MaxTickQuota:
-		return BadRequest(fmt.Sprintf("rate × slice must admit at most %d users per tick, got %d", MaxTickQuota, c.TickQuota()))
-	case c.MaxQueue < 1 || c.MaxQueue > MaxMaxQueue:
-		return BadRequest(fmt.Sprintf("max queue must be in [1, %d], got %d", MaxMaxQueue, c.MaxQueue))
-	case c.TokenTTL < MinTokenTTL || c.TokenTTL > MaxTokenTTL:
-		return BadRequest(fmt.Sprintf("token TTL must be in [%s, %s], got %s", MinTokenTTL, MaxTokenTTL, c.TokenTTL))
-	case c.Lease < MinLease || c.Lease > MaxLease:
-		return BadRequest(fmt.Sprintf("lease must be in [%s, %s], got %s", MinLease, MaxLease, c.Lease))
-	case c.MaxActive < 0 || c.MaxActive > MaxMaxActive:
-		return BadRequest(fmt.Sprintf("max active must be in [0, %d] (0: no cap), got %d", MaxMaxActive, c.MaxActive))
-	case c.Stock < 0 || c.Stock > MaxStock:
-		return BadRequest(fmt.Sprintf("stock must be in [0, %d] units (0: not tracked), got %d", MaxStock, c.Stock))
-	case c.AbandonAfter < MinAbandonAfter || c.AbandonAfter > MaxAbandonAfter:
-		return BadRequest(fmt.Sprintf("abandon after must be in [%s, %s], got %s", MinAbandonAfter, MaxAbandonAfter, c.AbandonAfter))
-	case c.FirstUseWithin < MinFirstUseWithin || c.FirstUseWithin > c.TokenTTL:
-		return BadRequest(fmt.Sprintf("first use within must be in [%s, token TTL %s], got %s", MinFirstUseWithin, c.TokenTTL, c.FirstUseWithin))
-	case !c.OpensAt.IsZero() && !c.ClosesAt.IsZero() && !c.ClosesAt.After(c.OpensAt):
-		return BadRequest(fmt.Sprintf("closes_at (%s) must be after opens_at (%s)", c.ClosesAt.Format(time.RFC3339), c.OpensAt.Format(time.RFC3339)))
-	case c.OpensAt.Year() > 9999 || c.ClosesAt.Year() > 9999 || (!c.OpensAt.IsZero() && c.OpensAt.Unix() < 0) || (!c.ClosesAt.IsZero() && c.ClosesAt.Unix() < 0):
-		return BadRequest("opens_at and closes_at must be between 1970 and 9999")
+	var errs []error
+	bad := func(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+	check := func(ok bool, field, reason string) {
+		if !ok {
+			errs = append(errs, &SettingError{Fields: []string{field}, Reason: reason})
+		}
 	}
-	switch c.PrequeueOrder {
-	case "", PrequeueRandom, PrequeueFIFO:
-	default:
-		return BadRequest(fmt.Sprintf("prequeue_order must be random or fifo, got %q", c.PrequeueOrder))
+	check(!math.IsNaN(c.Rate) && c.Rate >= MinRate && c.Rate <= MaxRate, "rate",
+		bad("must be in [%g, %g] users/s, got %g", MinRate, MaxRate, c.Rate))
+	check(c.Slice >= MinSlice && c.Slice <= MaxSlice, "slice",
+		bad("must be in [%s, %s], got %s", MinSlice, MaxSlice, c.Slice))
+	if len(errs) == 0 && c.TickQuota() > MaxTickQuota {
+		errs = append(errs, &SettingError{Fields: []string{"rate", "slice"},
+			Reason: bad("must admit at most %d users per slice, got %d", MaxTickQuota, c.TickQuota())})
 	}
-	switch c.State {
-	case RoomOpen, RoomPaused, RoomClosed:
-	default:
-		return BadRequest(fmt.Sprintf("state must be open, paused or closed, got %q", c.State))
+	check(c.MaxQueue >= 1 && c.MaxQueue <= MaxMaxQueue, "max_queue",
+		bad("must be in [1, %d], got %d", MaxMaxQueue, c.MaxQueue))
+	check(c.TokenTTL >= MinTokenTTL && c.TokenTTL <= MaxTokenTTL, "token_ttl",
+		bad("must be in [%s, %s], got %s", MinTokenTTL, MaxTokenTTL, c.TokenTTL))
+	check(c.Lease >= MinLease && c.Lease <= MaxLease, "lease",
+		bad("must be in [%s, %s], got %s", MinLease, MaxLease, c.Lease))
+	check(c.MaxActive >= 0 && c.MaxActive <= MaxMaxActive, "max_active",
+		bad("must be in [0, %d] (0: no cap), got %d", MaxMaxActive, c.MaxActive))
+	check(c.Stock >= 0 && c.Stock <= MaxStock, "stock",
+		bad("must be in [0, %d] units (0: not tracked), got %d", MaxStock, c.Stock))
+	check(c.AbandonAfter >= MinAbandonAfter && c.AbandonAfter <= MaxAbandonAfter, "abandon_after",
+		bad("must be in [%s, %s], got %s", MinAbandonAfter, MaxAbandonAfter, c.AbandonAfter))
+	check(c.FirstUseWithin >= MinFirstUseWithin && c.FirstUseWithin <= c.TokenTTL, "first_use_within",
+		bad("must be in [%s, token_ttl %s], got %s", MinFirstUseWithin, c.TokenTTL, c.FirstUseWithin))
+	if !c.OpensAt.IsZero() && !c.ClosesAt.IsZero() && !c.ClosesAt.After(c.OpensAt) {
+		errs = append(errs, &SettingError{Fields: []string{"closes_at"},
+			Reason: bad("must be after opens_at (%s), got %s", c.OpensAt.Format(time.RFC3339), c.ClosesAt.Format(time.RFC3339))})
 	}
-	return nil
+	inYears := func(t time.Time) bool { return t.IsZero() || (t.Unix() >= 0 && t.Year() <= 9999) }
+	check(inYears(c.OpensAt), "opens_at", "must be between 1970 and 9999")
+	check(inYears(c.ClosesAt), "closes_at", "must be between 1970 and 9999")
+	check(c.PrequeueOrder == "" || c.PrequeueOrder == PrequeueRandom || c.PrequeueOrder == PrequeueFIFO, "prequeue_order",
+		bad("must be random or fifo, got %q", c.PrequeueOrder))
+	check(c.State == RoomOpen || c.State == RoomPaused || c.State == RoomClosed, "state",
+		bad("must be open, paused or closed, got %q", c.State))
+	return errors.Join(errs...)
+}
+
+// SettingError is a room setting out of range. Fields names it as the admin
+// API does (rate, slice, max_queue, …), or the settings a rule ties
+// together (rate × slice); cmd names the flags instead. The client sees
+// "field: reason"; errors.Is(err, ErrBadRequest) holds.
+type SettingError struct {
+	Fields []string
+	Reason string
+}
+
+func (e *SettingError) message() string { return strings.Join(e.Fields, " × ") + ": " + e.Reason }
+
+func (e *SettingError) Error() string        { return "BAD_REQUEST: " + e.message() }
+func (e *SettingError) Is(target error) bool { return target == ErrBadRequest }
+func (e *SettingError) As(target any) bool {
+	if p, ok := target.(**Error); ok {
+		*p = &Error{ErrBadRequest.Code, e.message(), ErrBadRequest.Status}
+		return true
+	}
+	return false
 }
 
 // PollAfter is PollAfter(position, rate), never more than a third of

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -359,46 +358,6 @@ func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error
 	return cfg, nil
 }
 
-// validate checks a merged config and names the JSON field at fault. Zero
-// values are refused rather than taken as "the default": an operator who
-// types rate 0 means something, and it is not 140. RoomConfig.Validate runs
-// last, for rules the domain may add.
-func validate(cfg waitroom.RoomConfig) error {
-	bad := func(format string, args ...any) error { return waitroom.BadRequest(fmt.Sprintf(format, args...)) }
-	switch {
-	case math.IsNaN(cfg.Rate) || cfg.Rate <= 0 || cfg.Rate > waitroom.MaxRate:
-		return bad("rate: must be in (0, %g] users/s, got %g", waitroom.MaxRate, cfg.Rate)
-	case cfg.Slice < waitroom.MinSlice || cfg.Slice > waitroom.MaxSlice:
-		return bad("slice: must be in [%s, %s], got %s", waitroom.MinSlice, waitroom.MaxSlice, cfg.Slice)
-	case cfg.TickQuota() > waitroom.MaxTickQuota:
-		return bad("rate × slice: must admit at most %d users per slice, got %d", waitroom.MaxTickQuota, cfg.TickQuota())
-	case cfg.MaxQueue < 1 || cfg.MaxQueue > waitroom.MaxMaxQueue:
-		return bad("max_queue: must be in [1, %d], got %d", waitroom.MaxMaxQueue, cfg.MaxQueue)
-	case cfg.TokenTTL < waitroom.MinTokenTTL || cfg.TokenTTL > waitroom.MaxTokenTTL:
-		return bad("token_ttl: must be in [%s, %s], got %s", waitroom.MinTokenTTL, waitroom.MaxTokenTTL, cfg.TokenTTL)
-	case cfg.Lease < waitroom.MinLease || cfg.Lease > waitroom.MaxLease:
-		return bad("lease: must be in [%s, %s], got %s", waitroom.MinLease, waitroom.MaxLease, cfg.Lease)
-	case cfg.MaxActive < 0:
-		return bad("max_active: must be ≥ 0 (0: no cap), got %d", cfg.MaxActive)
-	case cfg.Stock < 0 || cfg.Stock > waitroom.MaxStock:
-		return bad("stock: must be in [0, %d] units (0: not tracked), got %d", waitroom.MaxStock, cfg.Stock)
-	case cfg.AbandonAfter < waitroom.MinAbandonAfter || cfg.AbandonAfter > waitroom.MaxAbandonAfter:
-		return bad("abandon_after: must be in [%s, %s], got %s", waitroom.MinAbandonAfter, waitroom.MaxAbandonAfter, cfg.AbandonAfter)
-	case cfg.FirstUseWithin < waitroom.MinFirstUseWithin || cfg.FirstUseWithin > cfg.TokenTTL:
-		return bad("first_use_within: must be in [%s, token_ttl %s], got %s", waitroom.MinFirstUseWithin, cfg.TokenTTL, cfg.FirstUseWithin)
-	case cfg.PrequeueOrder != "" && cfg.PrequeueOrder != waitroom.PrequeueRandom && cfg.PrequeueOrder != waitroom.PrequeueFIFO:
-		return bad("prequeue_order: must be random or fifo, got %q", cfg.PrequeueOrder)
-	case !cfg.OpensAt.IsZero() && !cfg.ClosesAt.IsZero() && !cfg.ClosesAt.After(cfg.OpensAt):
-		return bad("closes_at: must be after opens_at")
-	}
-	switch cfg.State {
-	case waitroom.RoomOpen, waitroom.RoomPaused, waitroom.RoomClosed:
-	default:
-		return bad("state: must be open, paused or closed, got %q", cfg.State)
-	}
-	return cfg.Validate()
-}
-
 // adminCreateRoom: POST /admin/rooms. Settings left out take the defaults.
 func (s *Server) adminCreateRoom(w http.ResponseWriter, r *http.Request) error {
 	var body createBody
@@ -412,7 +371,7 @@ func (s *Server) adminCreateRoom(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := validate(cfg); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	created, err := s.store.CreateRoom(r.Context(), body.Name, cfg)
@@ -495,7 +454,7 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		if err := validate(next); err != nil {
+		if err := next.Validate(); err != nil {
 			return err
 		}
 		*c = next

@@ -1,7 +1,7 @@
 // Package server is waitroom's HTTP API: entering and polling a room's
 // queue, leaving it, the gate in front of the protected routes, and health
 // checks. Every error answer is {"error":{"code","message"}} with the status
-// from one table (errors.go).
+// its code declares (waitroom.Classify, errors.go of the root package).
 package server
 
 import (

@@ -298,13 +298,13 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	if autoRate && raw["rate"].given {
 		check(usageErrorf("--auto-rate measures the rate; it cannot go with --rate"))
 	}
+	// The room's settings are read here and checked by RoomConfig.Validate,
+	// their one set of rules; its errors are told by flag name.
+	roomErrs := len(errs)
 	switch r := raw["rate"]; {
 	case r.given:
 		rate, err := parseFloat(r)
 		check(err)
-		if err == nil && (rate < waitroom.MinRate || rate > waitroom.MaxRate) {
-			check(r.fail(fmt.Sprintf("must be in [%g, %g] users/s", waitroom.MinRate, waitroom.MaxRate)))
-		}
 		c.Room.Rate = rate
 	case capacityOK:
 		rate, err := waitroom.RateFromCapacity(pool, serviceTime, margin)
@@ -317,17 +317,17 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 		c.Room.Rate, c.RateDerived = rate, true
 	}
 
-	c.Room.Slice, err = parseDuration(raw["slice"], waitroom.MinSlice, waitroom.MaxSlice)
+	c.Room.Slice, err = readDuration(raw["slice"])
 	check(err)
-	c.Room.MaxQueue, err = parseInt(raw["max-queue"], 1, waitroom.MaxMaxQueue)
+	c.Room.MaxQueue, err = readInt(raw["max-queue"])
 	check(err)
-	c.Room.TokenTTL, err = parseDuration(raw["token-ttl"], waitroom.MinTokenTTL, waitroom.MaxTokenTTL)
+	c.Room.TokenTTL, err = readDuration(raw["token-ttl"])
 	check(err)
-	c.Room.Lease, err = parseDuration(raw["lease"], waitroom.MinLease, waitroom.MaxLease)
+	c.Room.Lease, err = readDuration(raw["lease"])
 	check(err)
-	c.Room.MaxActive, err = parseInt(raw["max-active"], 0, waitroom.MaxMaxActive)
+	c.Room.MaxActive, err = readInt(raw["max-active"])
 	check(err)
-	c.Room.Stock, err = parseInt(raw["stock"], 0, waitroom.MaxStock)
+	c.Room.Stock, err = readInt(raw["stock"])
 	check(err)
 	c.Room.OneOrderPerUser, err = strconv.ParseBool(strings.TrimSpace(raw["one-order-per-user"].text))
 	if err != nil {
@@ -337,9 +337,9 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	if err != nil {
 		check(raw["invite-only"].fail("must be true or false"))
 	}
-	c.Room.AbandonAfter, err = parseDuration(raw["abandon-after"], waitroom.MinAbandonAfter, waitroom.MaxAbandonAfter)
+	c.Room.AbandonAfter, err = readDuration(raw["abandon-after"])
 	check(err)
-	c.Room.FirstUseWithin, err = parseDuration(raw["first-use-within"], waitroom.MinFirstUseWithin, waitroom.MaxTokenTTL)
+	c.Room.FirstUseWithin, err = readDuration(raw["first-use-within"])
 	check(err)
 	for _, f := range []struct {
 		name string
@@ -360,15 +360,10 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	default:
 		check(raw["prequeue-order"].fail("must be random or fifo"))
 	}
-	if !c.Room.OpensAt.IsZero() && !c.Room.ClosesAt.IsZero() && !c.Room.ClosesAt.After(c.Room.OpensAt) {
-		check(usageErrorf("--closes-at must be after --opens-at"))
-	}
 	c.Room.State = waitroom.RoomOpen
-	if len(errs) == 0 {
-		if err := c.Room.WithDefaults().Validate(); err != nil {
-			// Only combinations are left to fail here (rate × slice,
-			// first-use-within ≤ token-ttl).
-			check(usageErrorf("--rate and --slice, or --first-use-within and --token-ttl, together: %s", waitroom.ErrorMessage(err)))
+	if len(errs) == roomErrs && (c.Room.Rate != 0 || raw["rate"].given) {
+		for _, err := range settingFlagErrors(raw, c.Room.Validate()) {
+			check(err)
 		}
 	}
 
@@ -540,6 +535,46 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 		return ServeConfig{}, usageError{errors.Join(errs...)}
 	}
 	return c, nil
+}
+
+// settingFlagErrors names, in each error of RoomConfig.Validate, the flag
+// of the setting at fault instead of its admin API name.
+func settingFlagErrors(raw map[string]rawValue, err error) []error {
+	if err == nil {
+		return nil
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	out := make([]error, 0, len(errs))
+	for _, err := range errs {
+		var se *waitroom.SettingError
+		if !errors.As(err, &se) {
+			out = append(out, usageError{err})
+			continue
+		}
+		flags := make([]string, len(se.Fields))
+		for i, f := range se.Fields {
+			flags[i] = strings.ReplaceAll(f, "_", "-")
+		}
+		if len(flags) == 1 {
+			out = append(out, raw[flags[0]].fail(se.Reason))
+			continue
+		}
+		out = append(out, usageErrorf("--%s together: %s", strings.Join(flags, " and --"), se.Reason))
+	}
+	return out
+}
+
+// readInt and readDuration read a room setting; its range is
+// RoomConfig.Validate's to check.
+func readInt(v rawValue) (int, error) {
+	return parseInt(v, math.MinInt, math.MaxInt)
+}
+
+func readDuration(v rawValue) (time.Duration, error) {
+	return parseDuration(v, math.MinInt64, math.MaxInt64)
 }
 
 func parseInt(v rawValue, lo, hi int) (int, error) {

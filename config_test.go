@@ -1,0 +1,49 @@
+package waitroom_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+)
+
+// TestRoomConfigValidateNamesFields: every setting out of range is reported,
+// each named as the admin API names it, in a fixed order; the client sees
+// the first as a BAD_REQUEST; a zero is a value, not the default.
+func TestRoomConfigValidateNamesFields(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, waitroom.RoomConfig{}.WithDefaults().Validate())
+
+	bad := waitroom.RoomConfig{
+		Rate: math.NaN(), Slice: time.Millisecond, MaxQueue: 0, TokenTTL: time.Hour * 48, Lease: time.Hour,
+		MaxActive: -1, Stock: -1, AbandonAfter: 0, FirstUseWithin: time.Hour * 49, State: "ajar",
+	}
+	err := bad.Validate()
+	require.ErrorIs(t, err, waitroom.ErrBadRequest)
+	var fields []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var se *waitroom.SettingError
+		require.True(t, errors.As(e, &se), "%v", e)
+		fields = append(fields, se.Fields...)
+	}
+	require.Equal(t, []string{"rate", "slice", "max_queue", "token_ttl", "lease", "max_active", "stock", "abandon_after", "first_use_within", "state"}, fields)
+	a := waitroom.Classify(err)
+	require.Equal(t, 400, a.Status)
+	require.Equal(t, fmt.Sprintf("rate: must be in [%g, 100000] users/s, got NaN", waitroom.MinRate), a.Message)
+
+	opens := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	drop := waitroom.RoomConfig{OpensAt: opens, ClosesAt: opens.Add(-time.Hour), PrequeueOrder: "lottery"}.WithDefaults()
+	require.Equal(t, "closes_at: must be after opens_at (2026-03-01T10:00:00Z), got 2026-03-01T09:00:00Z", waitroom.ErrorMessage(drop.Validate()))
+	require.ErrorContains(t, drop.Validate(), `prequeue_order: must be random or fifo, got "lottery"`)
+
+	// Rules that tie two settings name both.
+	tick := waitroom.RoomConfig{Rate: 100_000, Slice: time.Second}.WithDefaults()
+	require.Equal(t, "rate × slice: must admit at most 1000 users per slice, got 100000", waitroom.ErrorMessage(tick.Validate()))
+	max := waitroom.RoomConfig{MaxActive: waitroom.MaxMaxActive + 1}.WithDefaults()
+	require.Equal(t, "max_active: must be in [0, 100000000] (0: no cap), got 100000001", waitroom.ErrorMessage(max.Validate()))
+}
