@@ -24,14 +24,24 @@ const (
 
 // pollWhileSilent advances the clock by silentFor in steps of pollEvery,
 // and each step the pollers ask for their status and must still wait.
+// They ask at once, as a crowd does: asking one after another, a loaded
+// machine could stretch one round of 160 polls past AbandonAfter and
+// silence the pollers themselves.
 func pollWhileSilent(t *testing.T, h Harness, room string, pollers ...string) {
 	t.Helper()
+	type answer struct {
+		st  waitroom.Status
+		err error
+	}
 	for elapsed := time.Duration(0); elapsed < silentFor; elapsed += pollEvery {
 		h.Advance(t, pollEvery)
-		for _, u := range pollers {
-			st, err := h.Store.Status(ctxFor(t), room, u)
-			require.NoError(t, err, u)
-			require.Equal(t, waitroom.StateWaiting, st.State, u)
+		answers := race(len(pollers), func(i int) answer {
+			st, err := h.Store.Status(ctxFor(t), room, pollers[i])
+			return answer{st, err}
+		})
+		for i, a := range answers {
+			require.NoError(t, a.err, pollers[i])
+			require.Equal(t, waitroom.StateWaiting, a.st.State, pollers[i])
 		}
 	}
 }
