@@ -90,6 +90,34 @@ func testUnconfirmedTokenExpiresAtFirstUse(t *testing.T, h Harness) {
 	require.Equal(t, int64(6), stats.Admitted)
 }
 
+// testUnconfirmedTokenGivesItsUnitBack: with stock tracked, a token is a
+// unit reserved; one never confirmed gives its unit back at
+// FirstUseWithin, long before its TTL, and the next in line gets it.
+func testUnconfirmedTokenGivesItsUnitBack(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	const ttl, firstUse = 30 * time.Second, time.Second
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1000, Stock: 3, TokenTTL: ttl, FirstUseWithin: firstUse})
+	enterAll(t, h.Store, room, 5)
+	adm := admitAll(t, h, room, 3)
+	require.Len(t, adm, 3, "three units, three reservations")
+	confirm(t, h.Store, room, adm[0])
+	h.Advance(t, 100*time.Millisecond)
+	got, err := h.Store.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Empty(t, got, "no unit left to reserve")
+
+	h.Advance(t, firstUse+200*time.Millisecond)
+	got, err = h.Store.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, []string{user(3), user(4)}, users(got), "the two no-shows' units, long before their TTL")
+	stats := requireWithinStock(t, h.Store, room, 3)
+	require.Equal(t, int64(2), stats.NoShows)
+	require.Equal(t, int64(3), stats.Active)
+	st, err := h.Store.Status(ctx, room, adm[0].User)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateAdmitted, st.State, "the confirmed one keeps its unit")
+}
+
 // testNoShowsAreMadeUp: without MaxActive, each no-show is admitted again
 // on top of the rate, never faster than twice the rate.
 func testNoShowsAreMadeUp(t *testing.T, h Harness) {

@@ -65,6 +65,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"SilentUserLeftBeforeTheHead", testSilentUserLeftBeforeTheHead},
 		{"UnconfirmedTokenExpiresAtFirstUse", testUnconfirmedTokenExpiresAtFirstUse},
 		{"NoShowsAreMadeUp", testNoShowsAreMadeUp},
+		{"UnconfirmedTokenGivesItsUnitBack", testUnconfirmedTokenGivesItsUnitBack},
 		{"PaceIsMeasured", testPaceIsMeasured},
 		{"PassSkipsTheQueue", testPassSkipsTheQueue},
 		{"PassRefusals", testPassRefusals},
