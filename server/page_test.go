@@ -416,3 +416,33 @@ func TestPageWithCancelledRequest(t *testing.T) {
 	require.Equal(t, http.StatusInternalServerError, rec.Code)
 	require.Contains(t, rec.Body.String(), "</html>")
 }
+
+// TestPageConfirmsYourTurn: the page that shows "your turn" confirms the
+// token, which then lives its whole TTL; a token its holder was told of
+// once and never came back for expires at first_use_within.
+func TestPageConfirmsYourTurn(t *testing.T) {
+	t.Parallel()
+	f := newPageFixture(t, pageOptions{room: waitroom.RoomConfig{Rate: 1, TokenTTL: 5 * time.Minute, FirstUseWithin: 10 * time.Second}})
+	p := f.visit("/")
+	require.True(t, shown(t, p.body, "waiting"))
+	cookie := p.visitorCookie()
+	f.enterUsers("api")
+	f.admitNext(2)
+
+	p = f.get("/", cookie)
+	require.True(t, shown(t, p.body, "admitted"), "your turn")
+	st, err := f.store.Status(t.Context(), f.room, "api")
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateAdmitted, st.State, "told once, never back")
+
+	f.clock.Advance(30 * time.Second)
+	_, err = f.admitter.Tick(t.Context())
+	require.NoError(t, err)
+	p = f.get("/", cookie)
+	require.True(t, shown(t, p.body, "admitted"), "confirmed: the whole TTL")
+	_, err = f.store.Status(t.Context(), f.room, "api")
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue, "a no-show at first_use_within")
+	stats, err := f.store.Stats(t.Context(), f.room)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), stats.NoShows)
+}
