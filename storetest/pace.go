@@ -19,7 +19,7 @@ func testPaceIsMeasured(t *testing.T, h Harness) {
 	// Paused while the silent users turn silent: a pause is not measured.
 	room := newRoom(t, h, waitroom.RoomConfig{Rate: rate, AbandonAfter: abandonAfter, State: waitroom.RoomPaused})
 	var pollers []string
-	for i := range 200 {
+	for i := range 100 {
 		_, err := h.Store.Enter(ctx, room, user(i))
 		require.NoError(t, err)
 		if i%5 != 0 { // every fifth stays silent
