@@ -174,3 +174,17 @@ func (s *FaultStore) Ping(ctx context.Context) error {
 	}
 	return s.Store.Ping(ctx)
 }
+
+func (s *FaultStore) Draw(ctx context.Context, room string) (waitroom.Draw, error) {
+	if err := s.check(ctx, "Draw"); err != nil {
+		return waitroom.Draw{}, err
+	}
+	return s.Store.Draw(ctx, room)
+}
+
+func (s *FaultStore) Entrants(ctx context.Context, room string) ([]waitroom.Entrant, error) {
+	if err := s.check(ctx, "Entrants"); err != nil {
+		return nil, err
+	}
+	return s.Store.Entrants(ctx, room)
+}
