@@ -91,17 +91,29 @@ func TestAdmitterHandoverOnRedis(t *testing.T) {
 	}
 	stopA, stopB := run("a"), run("b")
 	owner := waitroom.Owner(room, []string{"a", "b"})
-	time.Sleep(time.Second)
+	other := map[string]string{"a": "b", "b": "a"}[owner]
+	// Waits are conditions with a generous bound, not fixed sleeps: on a
+	// loaded machine (this package runs the whole conformance suite
+	// beside it) a second may hold only a few ticks.
+	ticked := func(id string, n int) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return ticks[id] > n
+		}
+	}
+	require.Eventually(t, ticked(owner, 20), 30*time.Second, 10*time.Millisecond, "the owner ticked")
 	if owner == "a" {
 		stopA()
 	} else {
 		stopB()
 	}
-	other := map[string]string{"a": "b", "b": "a"}[owner]
 	mu.Lock()
 	before, otherBefore := ticks[owner], ticks[other]
 	mu.Unlock()
-	time.Sleep(time.Second)
+	atHandover, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Eventually(t, ticked(other, otherBefore+20), 30*time.Second, 10*time.Millisecond, "the other took over")
 	if owner == "a" {
 		stopB()
 	} else {
@@ -110,10 +122,10 @@ func TestAdmitterHandoverOnRedis(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	require.Greater(t, before, 20, "the owner ticked")
-	require.LessOrEqual(t, otherBefore, 5, "the other ticked only until it saw the owner")
+	// The other ticks only until it sees the owner, or while a loaded
+	// machine lets the owner's lease lapse; either way far less.
+	require.Less(t, otherBefore, before, "the owner did the ticking")
 	require.Equal(t, before, ticks[owner], "the stopped owner ticks no more")
-	require.Positive(t, ticks[other], "the other took over")
 
 	b, err := s.client.HMGet(ctx, k.bucket, "last_us", "carry").Result()
 	require.NoError(t, err)
@@ -123,7 +135,8 @@ func TestAdmitterHandoverOnRedis(t *testing.T) {
 	allowed := rate * (last - float64(start)) / 1e6
 	require.InDelta(t, allowed, float64(st.Admitted)+carry, 1e-6,
 		"admitted %d + carry %.3f = rate × %.3f s", st.Admitted, carry, (last-float64(start))/1e6)
-	require.Greater(t, st.Admitted, int64(250), "about two seconds' worth")
+	require.Positive(t, atHandover.Admitted, "the owner admitted")
+	require.Greater(t, st.Admitted, atHandover.Admitted, "the other admitted after the handover")
 }
 
 func toFloat(t *testing.T, v any) float64 {
