@@ -121,12 +121,51 @@ func testUnconfirmedTokenGivesItsUnitBack(t *testing.T, h Harness) {
 // testNoShowsAreMadeUp: without MaxActive, each no-show is admitted again
 // on top of the rate, never faster than twice the rate.
 func testNoShowsAreMadeUp(t *testing.T, h Harness) {
+	const rate = 20.0
+	if h.FakeClock {
+		// 1.1 s since the last admission at 20/s gives the first call its
+		// quota (2) and one slice's carry (2) for the next; the half second
+		// of ticks 10; and all 10 no-shows are made up on top.
+		admitted, _ := noShowRound(t, h, rate)
+		require.Equal(t, 2+2+10+noShowsMadeUp, admitted)
+		return
+	}
+	// Real time. The rate alone gives at most a quota and a carry (4) and
+	// the time of the ticks; making up at most doubles the ticks' share.
+	// Ticks that lag past a slice on a loaded machine lose their share,
+	// which can hide the made-up users below the rate's line; only a round
+	// that ran near its planned half second is judged on that line.
+	const planned = (noShowTicks + 1) * 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		admitted, elapsed := noShowRound(t, h, rate)
+		secs := elapsed.Seconds()
+		require.LessOrEqual(t, float64(admitted), 2+2+2*rate*secs+2, "never above twice the rate")
+		if float64(admitted) > 4+rate*secs {
+			return // more than the rate alone: the no-shows were made up
+		}
+		if elapsed < planned*3/2 || attempt == 3 {
+			require.Fail(t, "the no-shows were not made up",
+				"admitted %d in %s, the rate alone gives %.1f (attempt %d)", admitted, elapsed, 4+rate*secs, attempt)
+		}
+		t.Logf("attempt %d ran %s instead of about %s on a loaded machine: again", attempt, elapsed, planned)
+	}
+}
+
+const (
+	noShowsMadeUp = 10
+	noShowTicks   = 25
+)
+
+// noShowRound admits noShowsMadeUp users who never come in a new room,
+// queues 190 more, lets the no-shows' first-use deadline pass, and then
+// ticks for about half a second; it returns what those ticks admitted and
+// how long they took.
+func noShowRound(t *testing.T, h Harness, rate float64) (int, time.Duration) {
 	ctx := ctxFor(t)
-	const rate, noShows = 20.0, 10
 	room := newRoom(t, h, waitroom.RoomConfig{Rate: rate, TokenTTL: 10 * time.Second, FirstUseWithin: time.Second})
-	enterAll(t, h.Store, room, noShows)
-	admitAll(t, h, room, noShows)
-	for i := noShows; i < 200; i++ {
+	enterAll(t, h.Store, room, noShowsMadeUp)
+	admitAll(t, h, room, noShowsMadeUp)
+	for i := noShowsMadeUp; i < 200; i++ {
 		_, err := h.Store.Enter(ctx, room, user(i))
 		require.NoError(t, err)
 	}
@@ -136,28 +175,17 @@ func testNoShowsAreMadeUp(t *testing.T, h Harness) {
 	// (before any token it admits meets its own first-use deadline).
 	start := time.Now()
 	admitted := 0
-	const ticks = 25
-	for range ticks + 1 {
+	for range noShowTicks + 1 {
 		got, err := h.Store.Admit(ctx, room)
 		require.NoError(t, err)
 		admitted += len(got)
 		h.Advance(t, 20*time.Millisecond)
 	}
+	elapsed := time.Since(start)
 	stats, err := h.Store.Stats(ctx, room)
 	require.NoError(t, err)
-	require.Equal(t, int64(noShows), stats.NoShows)
-	if h.FakeClock {
-		// 1.1 s since the last admission at 20/s gives the first call its
-		// quota (2) and one slice's carry (2) for the next; the half second
-		// of ticks 10; and all 10 no-shows are made up on top.
-		require.Equal(t, 2+2+10+noShows, admitted)
-		return
-	}
-	// The rate alone gives at most a quota and a carry (4) and the time of
-	// the ticks; making up at most doubles the ticks' share.
-	elapsed := time.Since(start).Seconds()
-	require.LessOrEqual(t, float64(admitted), 2+2+2*rate*elapsed+2, "never above twice the rate")
-	require.Greater(t, float64(admitted), 4+rate*elapsed, "more than the rate alone: the no-shows were made up")
+	require.Equal(t, int64(noShowsMadeUp), stats.NoShows)
+	return admitted, elapsed
 }
 
 func users(adm []waitroom.Admission) []string {
