@@ -132,7 +132,10 @@ func TestLoadtestRefusesRemoteURL(t *testing.T) {
 func TestLoadtestURL(t *testing.T) {
 	t.Parallel()
 	const token = "loadtest-test-token-0123"
-	cfg, err := parseServe([]string{"--addr", "127.0.0.1:0", "--rate", "4000", "--products", "drop:300", "--admin-token", token}, envOf())
+	// A long store timeout: this checks the load test's figures, not the
+	// failure policy, and a loaded machine can hold a call past 1 s.
+	cfg, err := parseServe([]string{"--addr", "127.0.0.1:0", "--rate", "4000", "--products", "drop:300", "--admin-token", token,
+		"--store-timeout", "30s"}, envOf())
 	require.NoError(t, err)
 	m := &Main{Config: cfg}
 	require.NoError(t, m.Run(t.Context()))
