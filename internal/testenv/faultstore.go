@@ -35,156 +35,107 @@ func (s *FaultStore) check(ctx context.Context, method string) error {
 	return fault(ctx, method)
 }
 
-func (s *FaultStore) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) (bool, error) {
-	if err := s.check(ctx, "CreateRoom"); err != nil {
-		return false, err
+// faulted runs call unless the fault set for method fails it first; a
+// failed call returns T's zero value.
+func faulted[T any](ctx context.Context, s *FaultStore, method string, call func() (T, error)) (T, error) {
+	if err := s.check(ctx, method); err != nil {
+		var zero T
+		return zero, err
 	}
-	return s.Store.CreateRoom(ctx, room, cfg)
+	return call()
+}
+
+func faultedErr(ctx context.Context, s *FaultStore, method string, call func() error) error {
+	if err := s.check(ctx, method); err != nil {
+		return err
+	}
+	return call()
+}
+
+func (s *FaultStore) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomConfig) (bool, error) {
+	return faulted(ctx, s, "CreateRoom", func() (bool, error) { return s.Store.CreateRoom(ctx, room, cfg) })
 }
 
 func (s *FaultStore) UpdateRoom(ctx context.Context, room string, from, to waitroom.RoomConfig) error {
-	if err := s.check(ctx, "UpdateRoom"); err != nil {
-		return err
-	}
-	return s.Store.UpdateRoom(ctx, room, from, to)
+	return faultedErr(ctx, s, "UpdateRoom", func() error { return s.Store.UpdateRoom(ctx, room, from, to) })
 }
 
 func (s *FaultStore) RoomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
-	if err := s.check(ctx, "RoomConfig"); err != nil {
-		return waitroom.RoomConfig{}, err
-	}
-	return s.Store.RoomConfig(ctx, room)
+	return faulted(ctx, s, "RoomConfig", func() (waitroom.RoomConfig, error) { return s.Store.RoomConfig(ctx, room) })
 }
 
 func (s *FaultStore) Rooms(ctx context.Context) ([]string, error) {
-	if err := s.check(ctx, "Rooms"); err != nil {
-		return nil, err
-	}
-	return s.Store.Rooms(ctx)
+	return faulted(ctx, s, "Rooms", func() ([]string, error) { return s.Store.Rooms(ctx) })
 }
 
 func (s *FaultStore) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
-	if err := s.check(ctx, "Enter"); err != nil {
-		return waitroom.Status{}, err
-	}
-	return s.Store.Enter(ctx, room, user)
+	return faulted(ctx, s, "Enter", func() (waitroom.Status, error) { return s.Store.Enter(ctx, room, user) })
 }
 
 func (s *FaultStore) Status(ctx context.Context, room, user string) (waitroom.Status, error) {
-	if err := s.check(ctx, "Status"); err != nil {
-		return waitroom.Status{}, err
-	}
-	return s.Store.Status(ctx, room, user)
+	return faulted(ctx, s, "Status", func() (waitroom.Status, error) { return s.Store.Status(ctx, room, user) })
 }
 
 func (s *FaultStore) Leave(ctx context.Context, room, user string) error {
-	if err := s.check(ctx, "Leave"); err != nil {
-		return err
-	}
-	return s.Store.Leave(ctx, room, user)
+	return faultedErr(ctx, s, "Leave", func() error { return s.Store.Leave(ctx, room, user) })
 }
 
 func (s *FaultStore) Admit(ctx context.Context, room string) ([]waitroom.Admission, error) {
-	if err := s.check(ctx, "Admit"); err != nil {
-		return nil, err
-	}
-	return s.Store.Admit(ctx, room)
+	return faulted(ctx, s, "Admit", func() ([]waitroom.Admission, error) { return s.Store.Admit(ctx, room) })
 }
 
 func (s *FaultStore) Claim(ctx context.Context, room, user, token string) (waitroom.Hold, error) {
-	if err := s.check(ctx, "Claim"); err != nil {
-		return waitroom.Hold{}, err
-	}
-	return s.Store.Claim(ctx, room, user, token)
+	return faulted(ctx, s, "Claim", func() (waitroom.Hold, error) { return s.Store.Claim(ctx, room, user, token) })
 }
 
 func (s *FaultStore) Complete(ctx context.Context, h waitroom.Hold) error {
-	if err := s.check(ctx, "Complete"); err != nil {
-		return err
-	}
-	return s.Store.Complete(ctx, h)
+	return faultedErr(ctx, s, "Complete", func() error { return s.Store.Complete(ctx, h) })
 }
 
 func (s *FaultStore) Release(ctx context.Context, h waitroom.Hold) error {
-	if err := s.check(ctx, "Release"); err != nil {
-		return err
-	}
-	return s.Store.Release(ctx, h)
+	return faultedErr(ctx, s, "Release", func() error { return s.Store.Release(ctx, h) })
 }
 
 func (s *FaultStore) Renew(ctx context.Context, h waitroom.Hold) error {
-	if err := s.check(ctx, "Renew"); err != nil {
-		return err
-	}
-	return s.Store.Renew(ctx, h)
+	return faultedErr(ctx, s, "Renew", func() error { return s.Store.Renew(ctx, h) })
 }
 
 func (s *FaultStore) Work(ctx context.Context, rooms []string) ([]waitroom.Work, error) {
-	if err := s.check(ctx, "Work"); err != nil {
-		return nil, err
-	}
-	return s.Store.Work(ctx, rooms)
+	return faulted(ctx, s, "Work", func() ([]waitroom.Work, error) { return s.Store.Work(ctx, rooms) })
 }
 
 func (s *FaultStore) Admitters(ctx context.Context, id string, ttl time.Duration) ([]string, error) {
-	if err := s.check(ctx, "Admitters"); err != nil {
-		return nil, err
-	}
-	return s.Store.Admitters(ctx, id, ttl)
+	return faulted(ctx, s, "Admitters", func() ([]string, error) { return s.Store.Admitters(ctx, id, ttl) })
 }
 
 func (s *FaultStore) CreatePass(ctx context.Context, room string, p waitroom.Pass) error {
-	if err := s.check(ctx, "CreatePass"); err != nil {
-		return err
-	}
-	return s.Store.CreatePass(ctx, room, p)
+	return faultedErr(ctx, s, "CreatePass", func() error { return s.Store.CreatePass(ctx, room, p) })
 }
 
 func (s *FaultStore) RevokePass(ctx context.Context, room, id string) error {
-	if err := s.check(ctx, "RevokePass"); err != nil {
-		return err
-	}
-	return s.Store.RevokePass(ctx, room, id)
+	return faultedErr(ctx, s, "RevokePass", func() error { return s.Store.RevokePass(ctx, room, id) })
 }
 
 func (s *FaultStore) Passes(ctx context.Context, room string) ([]waitroom.Pass, error) {
-	if err := s.check(ctx, "Passes"); err != nil {
-		return nil, err
-	}
-	return s.Store.Passes(ctx, room)
+	return faulted(ctx, s, "Passes", func() ([]waitroom.Pass, error) { return s.Store.Passes(ctx, room) })
 }
 
 func (s *FaultStore) EnterWithPass(ctx context.Context, room, user, id string) (waitroom.Status, error) {
-	if err := s.check(ctx, "EnterWithPass"); err != nil {
-		return waitroom.Status{}, err
-	}
-	return s.Store.EnterWithPass(ctx, room, user, id)
+	return faulted(ctx, s, "EnterWithPass", func() (waitroom.Status, error) { return s.Store.EnterWithPass(ctx, room, user, id) })
 }
 
 func (s *FaultStore) Stats(ctx context.Context, room string) (waitroom.Stats, error) {
-	if err := s.check(ctx, "Stats"); err != nil {
-		return waitroom.Stats{}, err
-	}
-	return s.Store.Stats(ctx, room)
+	return faulted(ctx, s, "Stats", func() (waitroom.Stats, error) { return s.Store.Stats(ctx, room) })
 }
 
 func (s *FaultStore) Ping(ctx context.Context) error {
-	if err := s.check(ctx, "Ping"); err != nil {
-		return err
-	}
-	return s.Store.Ping(ctx)
+	return faultedErr(ctx, s, "Ping", func() error { return s.Store.Ping(ctx) })
 }
 
 func (s *FaultStore) Draw(ctx context.Context, room string) (waitroom.Draw, error) {
-	if err := s.check(ctx, "Draw"); err != nil {
-		return waitroom.Draw{}, err
-	}
-	return s.Store.Draw(ctx, room)
+	return faulted(ctx, s, "Draw", func() (waitroom.Draw, error) { return s.Store.Draw(ctx, room) })
 }
 
 func (s *FaultStore) Entrants(ctx context.Context, room string) ([]waitroom.Entrant, error) {
-	if err := s.check(ctx, "Entrants"); err != nil {
-		return nil, err
-	}
-	return s.Store.Entrants(ctx, room)
+	return faulted(ctx, s, "Entrants", func() ([]waitroom.Entrant, error) { return s.Store.Entrants(ctx, room) })
 }
