@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 )
 
@@ -24,7 +25,7 @@ func TestRoomKeeperBringsLostRoomsBackAsLastSeen(t *testing.T) {
 	require.NoError(t, err)
 	// The operator changed the declared room, and another instance made a
 	// room of its own.
-	require.NoError(t, before.UpdateRoom(ctx, "sale", currentConfig(t, before, "sale"), waitroom.RoomConfig{Rate: 80}.WithDefaults()))
+	require.NoError(t, before.UpdateRoom(ctx, "sale", testenv.RoomConfig(t, before, "sale"), waitroom.RoomConfig{Rate: 80}.WithDefaults()))
 	_, err = before.CreateRoom(ctx, "vip", waitroom.RoomConfig{Rate: 30})
 	require.NoError(t, err)
 
@@ -60,12 +61,4 @@ func TestRoomKeeperBringsLostRoomsBackAsLastSeen(t *testing.T) {
 	rooms, err := store.Rooms(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"sale", "vip"}, rooms)
-}
-
-// currentConfig reads room's live settings: the "from" of an UpdateRoom.
-func currentConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomConfig {
-	tb.Helper()
-	cfg, err := s.RoomConfig(tb.Context(), room)
-	require.NoError(tb, err)
-	return cfg
 }

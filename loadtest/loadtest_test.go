@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/jsonhttp"
 	"github.com/waitroom/waitroom/loadtest"
 	"github.com/waitroom/waitroom/memstore"
@@ -250,7 +251,7 @@ func TestRunWithLeaversAndClientObservedAdmissions(t *testing.T) {
 func TestRunStopsAtItsBound(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, fixtureOptions{rate: 1000, stock: 10})
-	require.NoError(t, f.store.UpdateRoom(t.Context(), room, currentConfig(t, f.store, room), waitroom.RoomConfig{Rate: 1000, MaxQueue: 1_000_000, State: waitroom.RoomPaused}))
+	require.NoError(t, f.store.UpdateRoom(t.Context(), room, testenv.RoomConfig(t, f.store, room), waitroom.RoomConfig{Rate: 1000, MaxQueue: 1_000_000, State: waitroom.RoomPaused}))
 	f.startAdmitter() // admits nobody: the room is paused
 	cfg := f.config()
 	cfg.Users = 10
@@ -419,14 +420,6 @@ func requireOrdered(t *testing.T, l loadtest.Latency) {
 	require.LessOrEqual(t, l.P99MS, l.MaxMS)
 }
 
-// currentConfig reads room's live settings: the "from" of an UpdateRoom.
-func currentConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomConfig {
-	tb.Helper()
-	cfg, err := s.RoomConfig(tb.Context(), room)
-	require.NoError(tb, err)
-	return cfg
-}
-
 // TestUsersBehaveLikePeople: a room that drops every user at its first
 // status call (NOT_IN_QUEUE, as after a silence) and refuses every first
 // entry with 429 RATE_LIMITED and Retry-After: the users wait the
@@ -479,9 +472,9 @@ func TestUsersBehaveLikePeople(t *testing.T) {
 	cfg.Users, cfg.Stock, cfg.VanishShare = users, users, 0.2
 	// Entries are held in the queue until everyone is in: the first
 	// status comes before any admission.
-	require.NoError(t, f.store.UpdateRoom(t.Context(), room, currentConfig(t, f.store, room), waitroom.RoomConfig{Rate: 1000, MaxQueue: 1_000_000, State: waitroom.RoomPaused}))
+	require.NoError(t, f.store.UpdateRoom(t.Context(), room, testenv.RoomConfig(t, f.store, room), waitroom.RoomConfig{Rate: 1000, MaxQueue: 1_000_000, State: waitroom.RoomPaused}))
 	cfg.OnAllEntered = func() {
-		_ = f.store.UpdateRoom(f.ctx, room, currentConfig(t, f.store, room), waitroom.RoomConfig{Rate: 1000, MaxQueue: 1_000_000})
+		_ = f.store.UpdateRoom(f.ctx, room, testenv.RoomConfig(t, f.store, room), waitroom.RoomConfig{Rate: 1000, MaxQueue: 1_000_000})
 	}
 	rep, err := loadtest.Run(t.Context(), cfg)
 	require.NoError(t, err, "%v", rep.Violations)

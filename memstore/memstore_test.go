@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/storetest"
 )
@@ -108,7 +109,7 @@ func TestRooms(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, waitroom.RoomConfig{Rate: 50}.WithDefaults(), cfg)
 
-	require.NoError(t, s.UpdateRoom(ctx, "b-room", currentConfig(t, s, "b-room"), waitroom.RoomConfig{Rate: 70, State: waitroom.RoomPaused}))
+	require.NoError(t, s.UpdateRoom(ctx, "b-room", testenv.RoomConfig(t, s, "b-room"), waitroom.RoomConfig{Rate: 70, State: waitroom.RoomPaused}))
 	cfg, err = s.RoomConfig(ctx, "b-room")
 	require.NoError(t, err)
 	require.Equal(t, 70.0, cfg.Rate)
@@ -122,7 +123,7 @@ func TestRooms(t *testing.T) {
 	require.ErrorIs(t, err, waitroom.ErrBadRequest)
 	_, err = s.CreateRoom(ctx, "Bad Name", waitroom.RoomConfig{})
 	require.ErrorIs(t, err, waitroom.ErrBadRequest)
-	require.ErrorIs(t, s.UpdateRoom(ctx, "b-room", currentConfig(t, s, "b-room"), waitroom.RoomConfig{State: "ajar"}), waitroom.ErrBadRequest)
+	require.ErrorIs(t, s.UpdateRoom(ctx, "b-room", testenv.RoomConfig(t, s, "b-room"), waitroom.RoomConfig{State: "ajar"}), waitroom.ErrBadRequest)
 	require.NoError(t, s.Ping(ctx))
 }
 
@@ -230,7 +231,7 @@ func TestEnterClosedAndPaused(t *testing.T) {
 	require.NoError(t, err, "a paused room accepts entries")
 	require.Equal(t, int64(1), st.Position)
 
-	require.NoError(t, s.UpdateRoom(ctx, room, currentConfig(t, s, room), waitroom.RoomConfig{State: waitroom.RoomClosed}))
+	require.NoError(t, s.UpdateRoom(ctx, room, testenv.RoomConfig(t, s, room), waitroom.RoomConfig{State: waitroom.RoomClosed}))
 	_, err = s.Enter(ctx, room, "bob")
 	require.ErrorIs(t, err, waitroom.ErrRoomClosed)
 	st, err = s.Enter(ctx, room, "ann")
@@ -253,7 +254,7 @@ func TestEnterWithLiveToken(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, st)
 
-	require.NoError(t, s.UpdateRoom(ctx, room, currentConfig(t, s, room), waitroom.RoomConfig{Rate: 1, Slice: time.Second, TokenTTL: time.Minute, State: waitroom.RoomClosed}))
+	require.NoError(t, s.UpdateRoom(ctx, room, testenv.RoomConfig(t, s, room), waitroom.RoomConfig{Rate: 1, Slice: time.Second, TokenTTL: time.Minute, State: waitroom.RoomClosed}))
 	st, err = s.Enter(ctx, room, "ann")
 	require.NoError(t, err, "the token outranks a closed room")
 	require.Equal(t, waitroom.StateAdmitted, st.State)
@@ -366,14 +367,14 @@ func TestAdmitNoBurstAfterIdleOrPause(t *testing.T) {
 	// A pause admits nobody and saves up nothing.
 	paused := cfg
 	paused.State = waitroom.RoomPaused
-	require.NoError(t, s.UpdateRoom(ctx, room, currentConfig(t, s, room), paused))
+	require.NoError(t, s.UpdateRoom(ctx, room, testenv.RoomConfig(t, s, room), paused))
 	for range 50 {
 		clock.Advance(100 * time.Millisecond)
 		adm, err = s.Admit(ctx, room)
 		require.NoError(t, err)
 		require.Empty(t, adm)
 	}
-	require.NoError(t, s.UpdateRoom(ctx, room, currentConfig(t, s, room), cfg))
+	require.NoError(t, s.UpdateRoom(ctx, room, testenv.RoomConfig(t, s, room), cfg))
 	clock.Advance(50 * time.Millisecond)
 	adm, err = s.Admit(ctx, room)
 	require.NoError(t, err)
@@ -385,7 +386,7 @@ func TestAdmitClosedRoomDrainsQueue(t *testing.T) {
 	ctx := t.Context()
 	s, clock, room := newRoom(t, oneAtATime)
 	enterAll(t, s, room, "ann", "bob")
-	require.NoError(t, s.UpdateRoom(ctx, room, currentConfig(t, s, room), waitroom.RoomConfig{Rate: 1, Slice: time.Second, State: waitroom.RoomClosed}))
+	require.NoError(t, s.UpdateRoom(ctx, room, testenv.RoomConfig(t, s, room), waitroom.RoomConfig{Rate: 1, Slice: time.Second, State: waitroom.RoomClosed}))
 	startBucket(t, s, room)
 	clock.Advance(time.Second)
 	adm, err := s.Admit(ctx, room)
@@ -759,14 +760,6 @@ func TestConformance(t *testing.T) {
 			Now:       clock.Now,
 		}
 	})
-}
-
-// currentConfig reads room's live settings: the "from" of an UpdateRoom.
-func currentConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomConfig {
-	tb.Helper()
-	cfg, err := s.RoomConfig(tb.Context(), room)
-	require.NoError(tb, err)
-	return cfg
 }
 
 func TestLimiter(t *testing.T) {

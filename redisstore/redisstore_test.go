@@ -174,7 +174,7 @@ func TestScriptsPassEveryKeyInKEYS(t *testing.T) {
 	s := New(c, Options{Prefix: testPrefix(t, c)})
 
 	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000, TokenTTL: time.Second, Lease: 100 * time.Millisecond})
-	require.NoError(t, s.UpdateRoom(ctx, room, currentConfig(t, s, room), waitroom.RoomConfig{Rate: 1000, TokenTTL: time.Second, Lease: 100 * time.Millisecond}))
+	require.NoError(t, s.UpdateRoom(ctx, room, testenv.RoomConfig(t, s, room), waitroom.RoomConfig{Rate: 1000, TokenTTL: time.Second, Lease: 100 * time.Millisecond}))
 	for _, u := range []string{"a", "b", "c"} {
 		_, err := s.Enter(ctx, room, u)
 		require.NoError(t, err)
@@ -623,14 +623,6 @@ func TestHungRedisCallerDeadline(t *testing.T) {
 		require.ErrorIs(t, err, waitroom.ErrStoreUnavailable, "autopipeline=%t", autoPipeline)
 		require.ErrorIs(t, err, context.DeadlineExceeded, "autopipeline=%t: %v", autoPipeline, err)
 	}
-}
-
-// currentConfig reads room's live settings: the "from" of an UpdateRoom.
-func currentConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomConfig {
-	tb.Helper()
-	cfg, err := s.RoomConfig(tb.Context(), room)
-	require.NoError(tb, err)
-	return cfg
 }
 
 // TestDeletePrefix: every key of a prefix goes, another prefix's stay.

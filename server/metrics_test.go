@@ -275,7 +275,7 @@ func TestMetricsStockWaitAndLostWrites(t *testing.T) {
 	require.EqualValues(t, 3, m.value("waitroom_room_tokens_total", "room", "drop", "outcome", "completed"), "units sold")
 
 	// Paused: nobody is admitted, so the last place has no wait to tell.
-	cfg := currentConfig(t, store, "drop")
+	cfg := testenv.RoomConfig(t, store, "drop")
 	paused := cfg
 	paused.State = waitroom.RoomPaused
 	require.NoError(t, store.UpdateRoom(t.Context(), "drop", cfg, paused))

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
 	"github.com/waitroom/waitroom/shop"
@@ -124,7 +125,7 @@ func (f *pageFixture) setState(state waitroom.RoomState) {
 	cfg, err := f.store.RoomConfig(f.t.Context(), f.room)
 	require.NoError(f.t, err)
 	cfg.State = state
-	require.NoError(f.t, f.store.UpdateRoom(f.t.Context(), f.room, currentConfig(f.t, f.store, f.room), cfg))
+	require.NoError(f.t, f.store.UpdateRoom(f.t.Context(), f.room, testenv.RoomConfig(f.t, f.store, f.room), cfg))
 }
 
 // page is one answer of the server, its body kept as text.

@@ -210,7 +210,7 @@ func TestErrorTable(t *testing.T) {
 	t.Run("ROOM_CLOSED", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, fixtureOptions{})
-		require.NoError(t, f.store.UpdateRoom(t.Context(), f.room, currentConfig(t, f.store, f.room), waitroom.RoomConfig{State: waitroom.RoomClosed}))
+		require.NoError(t, f.store.UpdateRoom(t.Context(), f.room, testenv.RoomConfig(t, f.store, f.room), waitroom.RoomConfig{State: waitroom.RoomClosed}))
 		a := f.enter("u1")
 		require.Equal(t, http.StatusForbidden, a.status)
 		require.Equal(t, "ROOM_CLOSED", a.code())
@@ -440,7 +440,7 @@ func TestEnterAndStatus(t *testing.T) {
 func TestPausedRoomSaysSo(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, fixtureOptions{})
-	require.NoError(t, f.store.UpdateRoom(t.Context(), f.room, currentConfig(t, f.store, f.room), waitroom.RoomConfig{State: waitroom.RoomPaused}))
+	require.NoError(t, f.store.UpdateRoom(t.Context(), f.room, testenv.RoomConfig(t, f.store, f.room), waitroom.RoomConfig{State: waitroom.RoomPaused}))
 	a := f.enter("u1")
 	require.Equal(t, http.StatusOK, a.status, "paused rooms still accept entries")
 	require.Equal(t, true, a.body["paused"])
@@ -620,12 +620,4 @@ func TestExtraRoutes(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/orders/o42", nil))
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.Equal(t, "o42", rec.Body.String())
-}
-
-// currentConfig reads room's live settings: the "from" of an UpdateRoom.
-func currentConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomConfig {
-	tb.Helper()
-	cfg, err := s.RoomConfig(tb.Context(), room)
-	require.NoError(tb, err)
-	return cfg
 }

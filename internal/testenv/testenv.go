@@ -24,6 +24,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom"
 )
 
 // RedisURL is the tests' Redis: REDIS_URL, default the loopback one.
@@ -112,4 +113,12 @@ func Request(tb testing.TB, method, url, user, token, body string) (int, map[str
 	var answer map[string]any
 	require.NoError(tb, json.NewDecoder(resp.Body).Decode(&answer))
 	return resp.StatusCode, answer
+}
+
+// RoomConfig reads room's live settings, the "from" of an UpdateRoom.
+func RoomConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomConfig {
+	tb.Helper()
+	cfg, err := s.RoomConfig(tb.Context(), room)
+	require.NoError(tb, err)
+	return cfg
 }
