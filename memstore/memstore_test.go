@@ -640,17 +640,8 @@ func TestConcurrentClaims(t *testing.T) {
 	token := admitOne(t, s, clock, room, "ann")
 
 	const n = 64
-	start := make(chan struct{})
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			_, errs[i] = s.Claim(ctx, room, "ann", token)
-		})
-	}
-	close(start)
-	wg.Wait()
+	testenv.AtOnce(n, func(i int) { _, errs[i] = s.Claim(ctx, room, "ann", token) })
 	won, inUse := 0, 0
 	for _, err := range errs {
 		switch {
@@ -674,20 +665,13 @@ func TestConcurrentEnters(t *testing.T) {
 	const n, maxQueue = 400, 300
 	s, _, room := newRoom(t, waitroom.RoomConfig{MaxQueue: maxQueue})
 
-	start := make(chan struct{})
 	positions := make([]int64, n)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			var st waitroom.Status
-			st, errs[i] = s.Enter(ctx, room, fmt.Sprintf("u%d", i))
-			positions[i] = st.Position
-		})
-	}
-	close(start)
-	wg.Wait()
+	testenv.AtOnce(n, func(i int) {
+		var st waitroom.Status
+		st, errs[i] = s.Enter(ctx, room, fmt.Sprintf("u%d", i))
+		positions[i] = st.Position
+	})
 	seen := make(map[int64]bool)
 	full := 0
 	for i, err := range errs {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 )
 
@@ -90,20 +90,9 @@ func TestSamplerSharesOneSampleBetweenDashboards(t *testing.T) {
 	f.enter("a", 3)
 
 	const dashboards = 20
-	start := make(chan struct{})
 	answers := make([]DashboardAnswer, dashboards)
 	errs := make([]error, dashboards)
-	var wg sync.WaitGroup
-	for i := range dashboards {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			answers[i], errs[i] = f.sampler.read(t.Context(), 0)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	testenv.AtOnce(dashboards, func(i int) { answers[i], errs[i] = f.sampler.read(t.Context(), 0) })
 	for i := range dashboards {
 		require.NoError(t, errs[i])
 		require.Equal(t, answers[0], answers[i], "dashboard %d", i)

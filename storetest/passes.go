@@ -3,13 +3,13 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // newPass stores a pass with uses uses that expires far ahead.
@@ -220,22 +220,15 @@ func testConcurrentPassUses(t *testing.T, h Harness) {
 	p := newPass(t, h.Store, room, 5)
 	peer := h.Peer(t)
 	const users = 40
-	start := make(chan struct{})
 	errs := make([]error, users)
 	sts := make([]waitroom.Status, users)
-	var wg sync.WaitGroup
-	for i := range users {
+	testenv.AtOnce(users, func(i int) {
 		s := h.Store
 		if i%2 == 1 {
 			s = peer
 		}
-		wg.Go(func() {
-			<-start
-			sts[i], errs[i] = s.EnterWithPass(ctx, room, user(i), p.ID)
-		})
-	}
-	close(start)
-	wg.Wait()
+		sts[i], errs[i] = s.EnterWithPass(ctx, room, user(i), p.ID)
+	})
 	admitted, usedUp := 0, 0
 	for i, err := range errs {
 		switch {
@@ -257,24 +250,16 @@ func testConcurrentPassUses(t *testing.T, h Harness) {
 
 	one := newPass(t, h.Store, room, 3)
 	const calls = 10
-	start = make(chan struct{})
 	tokens := make([]string, calls)
-	for i := range calls {
-		wg.Go(func() {
-			<-start
-			st, err := h.Store.EnterWithPass(ctx, room, "same-user", one.ID)
-			if err != nil {
-				errs[i] = fmt.Errorf("call %d: %w", i, err)
-				return
-			}
-			tokens[i] = st.Token
-		})
-	}
-	for i := range errs {
-		errs[i] = nil
-	}
-	close(start)
-	wg.Wait()
+	errs = make([]error, calls)
+	testenv.AtOnce(calls, func(i int) {
+		st, err := h.Store.EnterWithPass(ctx, room, "same-user", one.ID)
+		if err != nil {
+			errs[i] = fmt.Errorf("call %d: %w", i, err)
+			return
+		}
+		tokens[i] = st.Token
+	})
 	for i := range calls {
 		require.NoError(t, errs[i])
 		require.Equal(t, tokens[0], tokens[i], "one user, one token")

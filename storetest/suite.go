@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // Run runs every semantic check of the Store contract (waitroom.Store in
@@ -136,16 +137,7 @@ func admitOne(t *testing.T, h Harness, room string) waitroom.Admission {
 // returns every outcome.
 func race[T any](n int, fn func(i int) T) []T {
 	out := make([]T, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			out[i] = fn(i)
-		})
-	}
-	close(start)
-	wg.Wait()
+	testenv.AtOnce(n, func(i int) { out[i] = fn(i) })
 	return out
 }
 

@@ -122,3 +122,19 @@ func RoomConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomConfi
 	require.NoError(tb, err)
 	return cfg
 }
+
+// AtOnce runs fn(0) … fn(n-1) on n goroutines released at one signal, so
+// that they race for real, and returns when all have: a race test then
+// reads every outcome fn recorded.
+func AtOnce(n int, fn func(i int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}

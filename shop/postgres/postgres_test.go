@@ -45,21 +45,14 @@ func TestMigrateConcurrently(t *testing.T) {
 	t.Parallel()
 	schema := testenv.Schema(t, "shoptest")
 	const instances = 5
-	start := make(chan struct{})
 	errs := make([]error, instances)
-	var wg sync.WaitGroup
-	for i := range instances {
-		wg.Go(func() {
-			<-start
-			s, err := postgres.Open(t.Context(), postgres.Config{URL: testenv.DatabaseURL(), MaxConns: 2, Schema: schema})
-			errs[i] = err
-			if err == nil {
-				s.Close()
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	testenv.AtOnce(instances, func(i int) {
+		s, err := postgres.Open(t.Context(), postgres.Config{URL: testenv.DatabaseURL(), MaxConns: 2, Schema: schema})
+		errs[i] = err
+		if err == nil {
+			s.Close()
+		}
+	})
 	for _, err := range errs {
 		require.NoError(t, err)
 	}

@@ -44,26 +44,19 @@ func placeOrders(tb testing.TB, s store, prefix string, n int, units int64) map[
 	ctx := context.Background()
 	product := prefix + "-product"
 	require.NoError(tb, s.CreateProduct(ctx, shop.Product{ID: product, Name: "Hot " + prefix, Stock: units}))
-	start := make(chan struct{})
 	outs := make([]struct {
 		o   shop.Order
 		err error
 	}, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			o, created, err := s.PlaceOrder(ctx, shop.PlaceOrder{
-				User: fmt.Sprintf("user-%d", i), IdempotencyKey: fmt.Sprintf("%s-key-%d", prefix, i), ProductID: product, Quantity: 1,
-			})
-			if err == nil && !created {
-				err = fmt.Errorf("order %d replayed", i)
-			}
-			outs[i].o, outs[i].err = o, err
+	testenv.AtOnce(n, func(i int) {
+		o, created, err := s.PlaceOrder(ctx, shop.PlaceOrder{
+			User: fmt.Sprintf("user-%d", i), IdempotencyKey: fmt.Sprintf("%s-key-%d", prefix, i), ProductID: product, Quantity: 1,
 		})
-	}
-	close(start)
-	wg.Wait()
+		if err == nil && !created {
+			err = fmt.Errorf("order %d replayed", i)
+		}
+		outs[i].o, outs[i].err = o, err
+	})
 	orders := make(map[string]shop.Order)
 	soldOut := 0
 	for _, out := range outs {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/shop"
 )
 
@@ -66,18 +67,11 @@ type outcome struct {
 func placeAll(t *testing.T, s Store, n int, req func(i int) shop.PlaceOrder) []outcome {
 	t.Helper()
 	ctx := t.Context()
-	start := make(chan struct{})
 	out := make([]outcome, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			o, created, err := s.PlaceOrder(ctx, req(i))
-			out[i] = outcome{o, created, err}
-		})
-	}
-	close(start)
-	wg.Wait()
+	testenv.AtOnce(n, func(i int) {
+		o, created, err := s.PlaceOrder(ctx, req(i))
+		out[i] = outcome{o, created, err}
+	})
 	return out
 }
 
