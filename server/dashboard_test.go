@@ -1,14 +1,19 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
@@ -115,4 +120,212 @@ func TestDashboardFigures(t *testing.T) {
 		require.Equal(t, "BAD_REQUEST", a.code())
 		require.True(t, strings.HasPrefix(a.body["error"].(map[string]any)["message"].(string), "since:"), a.raw)
 	}
+}
+
+// waitTrue waits until the script expression is true; what says what the
+// test waits for.
+func (tb *tab) waitTrue(js, what string) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, browserWait)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		tb.t.Fatalf("waiting for %s: %v; the page shows: %s", what, err, tb.describe())
+	}
+}
+
+// roomField is the script reading one figure of a room's card.
+func roomField(room, field string) string {
+	return fmt.Sprintf(`document.querySelector('[data-room=%q] [data-f=%q]').textContent`, room, field)
+}
+
+// number reads a figure the card shows, such as "1,234".
+func (tb *tab) number(room, field string) int64 {
+	tb.t.Helper()
+	s := tb.eval(roomField(room, field))
+	n, err := strconv.ParseInt(strings.ReplaceAll(s, ",", ""), 10, 64)
+	require.NoError(tb.t, err, "%s shows %q", field, s)
+	return n
+}
+
+// The operator's dashboard in a real headless Chromium: signing in, a room
+// filling and draining on the chart, pausing it from the dashboard (and
+// the store then admitting nobody), changing the rate, signing out.
+func TestDashboardBrowser(t *testing.T) {
+	t.Parallel()
+	store := memstore.New(memstore.Options{})
+	room := uniqueRoom(t)
+	_, err := store.CreateRoom(t.Context(), room, waitroom.RoomConfig{Rate: 40})
+	require.NoError(t, err)
+	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, DefaultRoom: room, AdminToken: adminToken}))
+	t.Cleanup(srv.Close)
+	ctx, stop := context.WithCancel(t.Context())
+	var admitting sync.WaitGroup
+	admitting.Add(1)
+	go func() {
+		defer admitting.Done()
+		_ = (&waitroom.Admitter{Store: store, Every: 25 * time.Millisecond}).Run(ctx)
+	}()
+	t.Cleanup(func() { stop(); admitting.Wait() })
+	stats := func() waitroom.Stats {
+		st, err := store.Stats(t.Context(), room)
+		require.NoError(t, err)
+		return st
+	}
+
+	browser := newBrowser(t)
+	op := newVisitor(t, browser)
+	op.open(srv.URL + "/admin/")
+	op.waitState("login")
+	require.NotContains(t, op.eval(`document.body.innerText`), room, "nothing shown without the token")
+	op.screenshot("admin-01-sign-in")
+
+	op.do(chromedp.SendKeys(chromedp.ID("token"), "not-the-admin-token"), chromedp.Click(chromedp.ID("signin")))
+	op.waitState("login-error")
+	require.Equal(t, "That token was refused.", op.text("login-error"))
+	require.Equal(t, "", op.eval(`sessionStorage.getItem("waitroom.adminToken") || ""`), "a refused token is not kept")
+	require.NotContains(t, op.eval(`document.body.innerText`), room)
+
+	require.Equal(t, "", op.eval(`document.getElementById("token").value`), "the refused token is cleared")
+	op.do(chromedp.SendKeys(chromedp.ID("token"), adminToken), chromedp.Click(chromedp.ID("signin")))
+	card := fmt.Sprintf(`[data-room=%q]`, room)
+	op.do(chromedp.WaitVisible(chromedp.CSS(card)))
+	require.Equal(t, adminToken, op.eval(`sessionStorage.getItem("waitroom.adminToken")`))
+	require.Equal(t, "open", op.eval(`document.querySelector('`+card+` .state').textContent`))
+
+	// Filling: 60 arrivals every quarter second against 40 admissions a
+	// second.
+	filled := make(chan struct{})
+	go func() {
+		defer close(filled)
+		for i := range 16 {
+			for j := range 60 {
+				if _, err := store.Enter(ctx, room, fmt.Sprintf("u%d-%d", i, j)); err != nil {
+					t.Errorf("enter: %v", err)
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	op.waitTrue(`Number(`+roomField(room, "waiting")+`.replace(/,/g, "")) >= 300`, "the queue to fill")
+	op.waitTrue(`Number(`+roomField(room, "admitted_per_second")+`) > 0`, "admissions to show")
+	<-filled
+	op.waitTrue(`document.querySelectorAll('`+card+` .u-over').length === 1`, "the chart")
+	op.screenshot("admin-02-filling")
+
+	// Pause from the dashboard, after a confirmation.
+	op.do(chromedp.Click(chromedp.CSS(card + ` [data-act="pause"]`)))
+	op.waitState("confirm")
+	require.Contains(t, op.text("confirm-text"), "Pause "+room+"?")
+	op.screenshot("admin-03-confirm-pause")
+	op.do(chromedp.Click(chromedp.ID("confirm-cancel")))
+	op.do(chromedp.WaitNotVisible(chromedp.ID("confirm")))
+	cfg, err := store.RoomConfig(t.Context(), room)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.RoomOpen, cfg.State, "cancelled: nothing changed")
+
+	op.do(chromedp.Click(chromedp.CSS(card+` [data-act="pause"]`)), chromedp.WaitVisible(chromedp.ID("confirm")),
+		chromedp.Click(chromedp.ID("confirm-ok")))
+	op.waitTrue(`document.querySelector('`+card+` .state').textContent === "paused"`, "the card to say paused")
+	cfg, err = store.RoomConfig(t.Context(), room)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.RoomPaused, cfg.State)
+	// The pause takes effect: across two fresh samples, nobody is admitted.
+	paused := stats()
+	seen := op.eval(`document.getElementById("sampled").textContent`)
+	for range 2 {
+		op.waitTrue(`document.getElementById("sampled").textContent !== `+strconv.Quote(seen), "a new sample")
+		seen = op.eval(`document.getElementById("sampled").textContent`)
+	}
+	require.Equal(t, paused.Admitted, stats().Admitted, "a paused room admits nobody")
+	require.Equal(t, paused.Waiting, op.number(room, "waiting"))
+	require.Equal(t, "on hold", op.eval(roomField(room, "eta_last")))
+	op.screenshot("admin-04-paused")
+
+	// A faster rate, then resume: the queue drains.
+	op.do(chromedp.SendKeys(chromedp.CSS(card+` input[name="rate"]`), "150"),
+		chromedp.Click(chromedp.CSS(card+` .rate-form button`)), chromedp.WaitVisible(chromedp.ID("confirm")))
+	require.Contains(t, op.text("confirm-text"), "from 40 to 150 users/s")
+	op.do(chromedp.Click(chromedp.ID("confirm-ok")))
+	op.waitTrue(roomField(room, "rate")+` === "150/s"`, "the new rate")
+	cfg, err = store.RoomConfig(t.Context(), room)
+	require.NoError(t, err)
+	require.Equal(t, 150.0, cfg.Rate)
+
+	op.do(chromedp.Click(chromedp.CSS(card+` [data-act="resume"]`)), chromedp.WaitVisible(chromedp.ID("confirm")),
+		chromedp.Click(chromedp.ID("confirm-ok")))
+	op.waitTrue(roomField(room, "waiting")+` === "0"`, "the queue to drain")
+	require.Zero(t, stats().Waiting)
+	require.Equal(t, "no queue", op.eval(roomField(room, "eta_last")))
+	op.screenshot("admin-05-drained")
+
+	// A room that tracks stock shows what is left and what is sold.
+	stocked := room + "-stock"
+	_, err = store.CreateRoom(t.Context(), stocked, waitroom.RoomConfig{Rate: 40, Stock: 3})
+	require.NoError(t, err)
+	for _, u := range []string{"s1", "s2", "s3"} {
+		_, err := store.Enter(t.Context(), stocked, u)
+		require.NoError(t, err)
+	}
+	stockCard := fmt.Sprintf(`[data-room=%q]`, stocked)
+	op.do(chromedp.WaitVisible(chromedp.CSS(stockCard)))
+	op.waitTrue(roomField(stocked, "live_tokens")+` === "3"`, "three admitted, three units reserved")
+	op.waitTrue(roomField(stocked, "units_left")+` === "0"`, "no unit left unreserved")
+	require.Equal(t, int64(0), op.number(stocked, "sold"))
+	for i, u := range []string{"s1", "s2", "s3"} {
+		st, err := store.Status(t.Context(), stocked, u)
+		require.NoError(t, err)
+		h, err := store.Claim(t.Context(), stocked, u, st.Token)
+		require.NoError(t, err)
+		require.NoError(t, store.Complete(t.Context(), h))
+		if i == 0 {
+			op.waitTrue(roomField(stocked, "sold")+` === "1"`, "one sold")
+		}
+	}
+	op.waitTrue(roomField(stocked, "sold")+` === "3"`, "all sold")
+	op.do(chromedp.WaitVisible(chromedp.CSS(stockCard + ` .sold-out`)))
+	require.Equal(t, "sold out", op.eval(roomField(stocked, "eta_last")))
+	require.Equal(t, "true", op.eval(`String(document.querySelector('`+card+` [data-optional="units_left"]').hidden)`),
+		"a room without stock shows no stock")
+	op.screenshot("admin-06-stock")
+
+	// Passes are listed with the room, and one is revoked from here.
+	pass := waitroom.Pass{ID: waitroom.NewToken(), Uses: 3, Left: 3, ExpiresAt: time.Now().Add(time.Hour)}
+	require.NoError(t, store.CreatePass(t.Context(), room, pass))
+	_, err = store.EnterWithPass(t.Context(), room, "vip", pass.ID)
+	require.NoError(t, err)
+	used := waitroom.Pass{ID: waitroom.NewToken(), Uses: 1, Left: 1, ExpiresAt: time.Now().Add(time.Hour)}
+	require.NoError(t, store.CreatePass(t.Context(), room, used))
+	_, err = store.EnterWithPass(t.Context(), room, "guest", used.ID)
+	require.NoError(t, err)
+
+	// A reload keeps the sign-in (this tab's session) and reads the passes.
+	op.do(chromedp.Reload())
+	op.do(chromedp.WaitVisible(chromedp.CSS(card)))
+	op.waitTrue(`document.querySelector('`+card+` .pass-count').textContent === "2 (1 valid)"`, "the passes")
+	op.do(chromedp.Click(chromedp.CSS(card + ` .passes summary`)))
+	row := fmt.Sprintf(`%s tr[data-pass=%q]`, card, pass.ID)
+	op.do(chromedp.WaitVisible(chromedp.CSS(row)))
+	require.Equal(t, "2 of 3", op.eval(`document.querySelector('`+row+` td:nth-child(2)').textContent`))
+	require.Equal(t, "used up", op.eval(fmt.Sprintf(`document.querySelector('%s tr[data-pass=%q]').dataset.state`, card, used.ID)))
+	op.screenshot("admin-07-passes")
+	op.do(chromedp.Click(chromedp.CSS(row+` [data-act="revoke"]`)), chromedp.WaitVisible(chromedp.ID("confirm")))
+	require.Contains(t, op.text("confirm-text"), "Revoke pass "+pass.ID[:8])
+	op.do(chromedp.Click(chromedp.ID("confirm-ok")))
+	op.waitTrue(`document.querySelector('`+row+`').dataset.state === "revoked"`, "the pass to show revoked")
+	passes, err := store.Passes(t.Context(), room)
+	require.NoError(t, err)
+	require.True(t, passes[0].Revoked)
+	_, err = store.EnterWithPass(t.Context(), room, "after", pass.ID)
+	require.ErrorIs(t, err, waitroom.ErrPassInvalid)
+
+	// Signing out forgets the token.
+	op.do(chromedp.Click(chromedp.ID("logout")))
+	op.waitState("login")
+	require.Equal(t, "", op.eval(`sessionStorage.getItem("waitroom.adminToken") || ""`))
+	require.Equal(t, "0", op.eval(`String(document.querySelectorAll("[data-room]").length)`))
 }

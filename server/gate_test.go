@@ -5,16 +5,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/memstore"
+	"github.com/waitroom/waitroom/server"
 )
 
 func TestGateCompletesOnSuccess(t *testing.T) {
@@ -214,4 +219,204 @@ func TestGatePanicAfterWritingCutsTheAnswerAndReleases(t *testing.T) {
 	a := f.order("u1", token)
 	require.Equal(t, http.StatusCreated, a.status)
 	require.EqualValues(t, 2, calls.Load())
+}
+
+// An upstream that sends 103 Early Hints before its 201 placed the order:
+// the token is spent, not released for a second order, and every record of
+// the request (the gate's hook, the request metrics) says 201.
+func TestGateJudgesTheFinalStatusNotEarlyHints(t *testing.T) {
+	t.Parallel()
+	var calls int
+	var mu sync.Mutex
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"order_id":"o1"}`)
+	}))
+	t.Cleanup(up.Close)
+	var served []int
+	f := newFixture(t, fixtureOptions{
+		protected: proxyTo(t, up.URL),
+		onServed: func(_ string, _ time.Duration, status int) {
+			mu.Lock()
+			served = append(served, status)
+			mu.Unlock()
+		},
+	})
+	token := f.admit("u1")
+
+	a := f.order("u1", token)
+	require.Equal(t, http.StatusCreated, a.status)
+	for range 3 {
+		a = f.order("u1", token)
+		require.Equal(t, http.StatusForbidden, a.status)
+		require.Equal(t, "ENTRY_TOKEN_NOT_FOUND", a.code(), "the 201 spent the token")
+	}
+	mu.Lock()
+	require.Equal(t, 1, calls, "one order reached the upstream")
+	require.Equal(t, []int{http.StatusCreated}, served, "the service time is measured on the final status")
+	mu.Unlock()
+
+	resp, err := f.srv.Client().Get(f.srv.URL + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(body), `waitroom_http_request_duration_seconds_count{code="201",route="POST /orders"} 1`)
+	require.NotContains(t, string(body), `code="103"`)
+}
+
+// A client that names the gate's headers in Connection, or sends its own
+// Idempotency-Key, does not change what the upstream reads: the user the
+// token was claimed for and the gate's key, each exactly once.
+func TestGateHeadersReachTheUpstreamWhateverTheClientSends(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	f := newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
+	token := f.admit("u1")
+
+	a := f.do("POST", "/orders", `{}`, "X-User-Id", "u1", "X-Entry-Token", token,
+		"Connection", "Idempotency-Key, X-User-Id, X-Entry-Token", "Idempotency-Key", "chosen-by-client")
+	require.Equal(t, http.StatusCreated, a.status)
+	require.Len(t, up.headers, 1)
+	got := up.headers[0]
+	require.Equal(t, []string{waitroom.IdempotencyKey(f.room, token)}, got.Values("Idempotency-Key"))
+	require.Equal(t, []string{"u1"}, got.Values("X-User-Id"))
+	require.Empty(t, got.Values("X-Entry-Token"))
+}
+
+// Two user headers are ambiguous: the upstream might read the other one.
+func TestGateRefusesSeveralUserHeaders(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	f := newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
+	token := f.admit("u1")
+
+	for _, users := range [][]string{{"u1", "u2"}, {"u1", "u1"}} {
+		req, err := http.NewRequestWithContext(t.Context(), "POST", f.srv.URL+"/orders", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		for _, u := range users {
+			req.Header.Add("X-User-Id", u)
+		}
+		req.Header.Set("X-Entry-Token", token)
+		a := send(t, f.srv.Client(), req)
+		require.Equal(t, http.StatusBadRequest, a.status)
+		require.Equal(t, "BAD_REQUEST", a.code())
+	}
+	require.Zero(t, up.calls.Load())
+	require.Equal(t, http.StatusCreated, f.order("u1", token).status, "the refusals cost the token nothing")
+}
+
+// An order that runs for several leases keeps its token held: a second
+// request with the token meanwhile is TOKEN_IN_USE, not a second order.
+func TestGateRenewsTheLeaseWhileTheOrderRuns(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const lease = time.Second
+		store := memstore.New(memstore.Options{}) // the bubble's clock
+		_, err := store.CreateRoom(t.Context(), "r", waitroom.RoomConfig{Lease: lease})
+		require.NoError(t, err)
+		_, err = store.Enter(t.Context(), "r", "u1")
+		require.NoError(t, err)
+		var admitted []waitroom.Admission
+		for len(admitted) == 0 {
+			time.Sleep(100 * time.Millisecond)
+			admitted, err = store.Admit(t.Context(), "r")
+			require.NoError(t, err)
+		}
+		token := admitted[0].Token
+
+		var orders int
+		var mu sync.Mutex
+		gate := &waitroom.Gate{Store: store, Room: "r"}
+		h := gate.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			orders++
+			mu.Unlock()
+			time.Sleep(5 * lease) // a slow order API
+			w.WriteHeader(http.StatusCreated)
+		}))
+		order := func() int {
+			req := httptest.NewRequest("POST", "/orders", nil)
+			req.Header.Set("X-User-Id", "u1")
+			req.Header.Set("X-Entry-Token", token)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			return rec.Code
+		}
+		first := make(chan int, 1)
+		go func() { first <- order() }()
+		var seconds []int
+		for range 4 {
+			time.Sleep(lease)
+			seconds = append(seconds, order())
+		}
+		require.Equal(t, http.StatusCreated, <-first)
+		require.Equal(t, []int{409, 409, 409, 409}, seconds, "the running order keeps its token")
+		require.Equal(t, 1, orders)
+		_, err = store.Claim(t.Context(), "r", "u1", token)
+		require.ErrorIs(t, err, waitroom.ErrTokenNotFound, "spent by the one order")
+	})
+}
+
+// The proxy's bounds: an upstream that does not answer in time or answers
+// too much is a failed order, and the token is released.
+func TestUpstreamBounds(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Query().Get("answer") {
+		case "slow":
+			<-r.Context().Done() // the proxy gave up
+		case "big":
+			w.Header().Set("Content-Length", "4096")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write(make([]byte, 4096))
+		case "big-unannounced":
+			w.WriteHeader(http.StatusCreated)
+			for range 8 {
+				_, _ = w.Write(make([]byte, 1024))
+				w.(http.Flusher).Flush()
+			}
+		default:
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write(make([]byte, 2048)) // exactly the bound
+		}
+	}))
+	t.Cleanup(up.Close)
+	target, err := url.Parse(up.URL)
+	require.NoError(t, err)
+	proxy, err := server.NewUpstream(target, server.UpstreamOptions{ResponseTimeout: 200 * time.Millisecond, MaxBody: 2048})
+	require.NoError(t, err)
+	f := newFixture(t, fixtureOptions{protected: proxy})
+	token := f.admit("u1")
+
+	order := func(answer string) (int, error) {
+		req, err := http.NewRequestWithContext(t.Context(), "POST", f.srv.URL+"/orders?answer="+answer, nil)
+		require.NoError(t, err)
+		req.Header.Set("X-User-Id", "u1")
+		req.Header.Set("X-Entry-Token", token)
+		resp, err := f.srv.Client().Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		_, err = io.ReadAll(resp.Body)
+		return resp.StatusCode, err
+	}
+	status, err := order("slow")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadGateway, status)
+	status, err = order("big")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadGateway, status)
+	_, err = order("big-unannounced")
+	require.Error(t, err, "an answer that outgrows the bound is cut")
+	require.Equal(t, "admitted", f.status("u1").str("state"), "every failure released the token")
+	status, err = order("")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, status, "an answer of exactly the bound passes")
 }

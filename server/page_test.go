@@ -163,11 +163,17 @@ func (f *pageFixture) request(method, path string, cookies []*http.Cookie, heade
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := f.srv.Client().Do(req)
-	require.NoError(f.t, err)
+	return pageOf(f.t, f.srv.Client(), req)
+}
+
+// pageOf sends req with client and keeps its answer as text.
+func pageOf(t *testing.T, client *http.Client, req *http.Request) page {
+	t.Helper()
+	resp, err := client.Do(req)
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	require.NoError(f.t, err)
+	require.NoError(t, err)
 	return page{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }
 
@@ -214,12 +220,7 @@ func (f *pageFixture) join(path string, cookies ...*http.Cookie) page {
 	}
 	client := *f.srv.Client()
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := client.Do(req)
-	require.NoError(f.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(f.t, err)
-	return page{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	return pageOf(f.t, &client, req)
 }
 
 // statusOf asks the status API as a visitor with cookie.
