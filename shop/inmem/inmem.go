@@ -124,30 +124,12 @@ func (s *Store) CreateProduct(ctx context.Context, p shop.Product) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.products[p.ID]; ok {
-		return fmt.Errorf("product %s: %w", p.ID, shop.ErrProductExists)
-	}
-	s.products[p.ID] = p
-	return nil
+	return insert(ctx, s, s.products, "product", p.ID, p, shop.ErrProductExists)
 }
 
 // Product implements shop.Store.
 func (s *Store) Product(ctx context.Context, id string) (shop.Product, error) {
-	if err := ctx.Err(); err != nil {
-		return shop.Product{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.products[id]
-	if !ok {
-		return shop.Product{}, fmt.Errorf("product %s: %w", id, shop.ErrProductNotFound)
-	}
-	return p, nil
+	return lookup(ctx, s, s.products, "product", id, shop.ErrProductNotFound)
 }
 
 // CreateCoupon implements shop.Store.
@@ -155,31 +137,43 @@ func (s *Store) CreateCoupon(ctx context.Context, c shop.Coupon) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	c.Used = false // a new coupon is always unused
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.coupons[c.ID]; ok {
-		return fmt.Errorf("coupon %s: %w", c.ID, shop.ErrCouponExists)
-	}
-	s.coupons[c.ID] = c
-	return nil
+	return insert(ctx, s, s.coupons, "coupon", c.ID, c, shop.ErrCouponExists)
 }
 
 // Coupon implements shop.Store.
 func (s *Store) Coupon(ctx context.Context, id string) (shop.Coupon, error) {
+	return lookup(ctx, s, s.coupons, "coupon", id, shop.ErrCouponNotFound)
+}
+
+// insert adds v to m (the products or the coupons) under id, unless id is
+// taken: then the error is exists, naming what and id.
+func insert[T any](ctx context.Context, s *Store, m map[string]T, what, id string, v T, exists error) error {
 	if err := ctx.Err(); err != nil {
-		return shop.Coupon{}, err
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.coupons[id]
-	if !ok {
-		return shop.Coupon{}, fmt.Errorf("coupon %s: %w", id, shop.ErrCouponNotFound)
+	if _, ok := m[id]; ok {
+		return fmt.Errorf("%s %s: %w", what, id, exists)
 	}
-	return c, nil
+	m[id] = v
+	return nil
+}
+
+// lookup reads m[id], or the error notFound naming what and id.
+func lookup[T any](ctx context.Context, s *Store, m map[string]T, what, id string, notFound error) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := m[id]
+	if !ok {
+		return zero, fmt.Errorf("%s %s: %w", what, id, notFound)
+	}
+	return v, nil
 }
 
 // DeliverEvents implements shop.Outbox. Claimed events are skipped by other

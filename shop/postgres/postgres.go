@@ -343,24 +343,15 @@ func (s *Store) CreateProduct(ctx context.Context, p shop.Product) error {
 		return err
 	}
 	_, err := s.pool.Exec(ctx, sqlCreateProduct, p.ID, p.Name, p.Stock)
-	if isUniqueViolation(err) {
-		return fmt.Errorf("product %s: %w", p.ID, shop.ErrProductExists)
-	}
-	if err != nil {
-		return fmt.Errorf("create product: %w", err)
-	}
-	return nil
+	return created(err, "product", p.ID, shop.ErrProductExists)
 }
 
 // Product implements shop.Store.
 func (s *Store) Product(ctx context.Context, id string) (shop.Product, error) {
 	var p shop.Product
 	err := s.pool.QueryRow(ctx, sqlProduct, id).Scan(&p.ID, &p.Name, &p.Stock)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return shop.Product{}, fmt.Errorf("product %s: %w", id, shop.ErrProductNotFound)
-	}
-	if err != nil {
-		return shop.Product{}, fmt.Errorf("read product: %w", err)
+	if err := found(err, "product", id, shop.ErrProductNotFound); err != nil {
+		return shop.Product{}, err
 	}
 	return p, nil
 }
@@ -371,26 +362,39 @@ func (s *Store) CreateCoupon(ctx context.Context, c shop.Coupon) error {
 		return err
 	}
 	_, err := s.pool.Exec(ctx, sqlCreateCoupon, c.ID, c.Owner, c.DiscountPercent)
-	if isUniqueViolation(err) {
-		return fmt.Errorf("coupon %s: %w", c.ID, shop.ErrCouponExists)
-	}
-	if err != nil {
-		return fmt.Errorf("create coupon: %w", err)
-	}
-	return nil
+	return created(err, "coupon", c.ID, shop.ErrCouponExists)
 }
 
 // Coupon implements shop.Store.
 func (s *Store) Coupon(ctx context.Context, id string) (shop.Coupon, error) {
 	var c shop.Coupon
 	err := s.pool.QueryRow(ctx, sqlCoupon, id).Scan(&c.ID, &c.Owner, &c.DiscountPercent, &c.Used)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return shop.Coupon{}, fmt.Errorf("coupon %s: %w", id, shop.ErrCouponNotFound)
-	}
-	if err != nil {
-		return shop.Coupon{}, fmt.Errorf("read coupon: %w", err)
+	if err := found(err, "coupon", id, shop.ErrCouponNotFound); err != nil {
+		return shop.Coupon{}, err
 	}
 	return c, nil
+}
+
+// created is the error of an INSERT of what: a taken id is exists.
+func created(err error, what, id string, exists error) error {
+	if isUniqueViolation(err) {
+		return fmt.Errorf("%s %s: %w", what, id, exists)
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", what, err)
+	}
+	return nil
+}
+
+// found is the error of reading one what by id: no row is notFound.
+func found(err error, what, id string, notFound error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s %s: %w", what, id, notFound)
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", what, err)
+	}
+	return nil
 }
 
 func isUniqueViolation(err error) bool {
