@@ -69,6 +69,15 @@ func spread(ratios []float64, mark string) string {
 	return fmt.Sprintf("%s%.2f%s (%.2f–%.2f)", mark, median(ratios), mark, slices.Min(ratios), slices.Max(ratios))
 }
 
+// roundList is every round's figure, in the order run.
+func roundList(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // WriteMarkdown prints the run's figures as the tables of BENCHMARKS.md.
 func (b *Result) WriteMarkdown(w io.Writer) {
 	c := b.cfg

@@ -236,7 +236,7 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 }
 
 // serverCost runs op from cfg.Clients goroutines for one slice and returns
-// the EVALSHA µs and the redis-server CPU µs it cost Redis, and the calls
+// the script µs (FCALL and EVALSHA) and the redis-server CPU µs it cost Redis, and the calls
 // made (each op call makes per calls).
 func (b *Result) serverCost(ctx context.Context, client redis.UniversalClient, op func(int) error, per int) (usec, cpuUS, calls, seen float64, err error) {
 	before, cpu0, err := b.costReading(ctx, client)
@@ -294,7 +294,9 @@ func (b *Result) serverCostEvery(ctx context.Context, client redis.UniversalClie
 	return float64(after.Usec - before.Usec), cpu1 - cpu0, float64(max(n, 1)), float64(after.Calls - before.Calls), err
 }
 
-// costReading reads EVALSHA's counters and redis-server's CPU (µs).
+// costReading reads the script counters and redis-server's CPU (µs): the
+// room's functions are FCALLs, the seed-shaped scripts EVALSHAs, and a
+// slice runs only one side, so the two counters are added.
 func (b *Result) costReading(ctx context.Context, client redis.UniversalClient) (redisstore.CommandStat, float64, error) {
 	stats, err := redisstore.CommandStats(ctx, client)
 	if err != nil {
@@ -306,7 +308,8 @@ func (b *Result) costReading(ctx context.Context, client redis.UniversalClient) 
 	}
 	sys, _ := strconv.ParseFloat(infoField(info, "used_cpu_sys"), 64)
 	user, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
-	return stats["evalsha"], (sys + user) * 1e6, nil
+	f, e := stats["fcall"], stats["evalsha"]
+	return redisstore.CommandStat{Calls: f.Calls + e.Calls, Usec: f.Usec + e.Usec}, (sys + user) * 1e6, nil
 }
 
 // writeSeed prints the comparison with the seed-shaped scripts.
@@ -315,7 +318,7 @@ func (b *Result) writeSeed(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "\n### The room's scripts against seed-shaped ones (same Redis, alternating rounds)\n\n")
-	fmt.Fprintf(w, "Hot loops of %d callers for ENTER and STATUS (the room's through the Store, automatically pipelined as the server's; the seed's ENTER in pipelines of 16), a call per %s for ADMIT. µs are EVALSHA's server time per call (per admitted user for admit), from INFO commandstats; CPU is redis-server's whole CPU (INFO cpu: I/O included; clean only on a Redis serving nobody else) per call. A ratio is the median of the rounds' own ratios, with their range.\n\n", b.cfg.Clients, seedAdmitEvery)
+	fmt.Fprintf(w, "Hot loops of %d callers for ENTER and STATUS (the room's through the Store, automatically pipelined as the server's; the seed's ENTER in pipelines of 16), a call per %s for ADMIT. µs are the server time per call (per admitted user for admit) of the room's FCALL and the seed-shaped EVALSHA, from INFO commandstats; CPU is redis-server's whole CPU (INFO cpu: I/O included; clean only on a Redis serving nobody else) per call. A ratio is the median of the rounds' own ratios, with their range.\n\n", b.cfg.Clients, seedAdmitEvery)
 	fmt.Fprintf(w, "| operation | room µs | seed-shaped µs | room ÷ seed (target) | room CPU µs | seed CPU µs | CPU room ÷ seed (target) |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	targets := map[int]string{0: "≤ 1.0", 1: "≤ 1.0 + last-seen", 2: "≤ 1.5", 3: "≤ 1.0"}
 	for i, f := range b.seed {
@@ -324,6 +327,14 @@ func (b *Result) writeSeed(w io.Writer) {
 			cpu = fmt.Sprintf("%.2f | %.2f | %s (≤ 1.25) |", median(f.oursCPU), median(f.seedCPU), spread(ratios(f.oursCPU, f.seedCPU), "**"))
 		}
 		fmt.Fprintf(w, "| %s | %.2f | %.2f | %s (%s) | %s\n", f.op, median(f.ours), median(f.seed), spread(ratios(f.ours, f.seed), "**"), targets[i], cpu)
+	}
+	fmt.Fprintf(w, "\nEvery round's ratio, in the order run:\n\n")
+	for _, f := range b.seed {
+		fmt.Fprintf(w, "- %s: %s", f.op, roundList(ratios(f.ours, f.seed)))
+		if len(f.oursCPU) > 0 {
+			fmt.Fprintf(w, "; CPU %s", roundList(ratios(f.oursCPU, f.seedCPU)))
+		}
+		fmt.Fprintln(w)
 	}
 	if f := b.seed[2]; len(f.oursUsers) > 0 {
 		fmt.Fprintf(w, "\nUsers per admit call: room %.1f, seed %.1f.\n", median(f.oursUsers), median(f.seedUs))

@@ -74,10 +74,10 @@ import (
 // counter when the script began and ended; the Store watches them for lost
 // writes (lost.go). replicas is how many replicas the primary has, when it
 // issued tokens (else 0): the Store then WAITs for one.
-var admitScript = redis.NewScript(luaLib + `
-local max_skips = ` + strconv.Itoa(waitroom.MaxSkipsPerAdmit) + ` -- abandoned users skipped per call, at most
-local pace_window_s = ` + strconv.FormatFloat(waitroom.PaceWindow.Seconds(), 'f', -1, 64) + ` -- waitroom.PaceWindow
-local max_pace_step_s = ` + strconv.FormatFloat(waitroom.MaxPaceStep.Seconds(), 'f', -1, 64) + ` -- waitroom.MaxPaceStep
+var admitScript = newFunction("admit", `
+local max_skips = `+strconv.Itoa(waitroom.MaxSkipsPerAdmit)+` -- abandoned users skipped per call, at most
+local pace_window_s = `+strconv.FormatFloat(waitroom.PaceWindow.Seconds(), 'f', -1, 64)+` -- waitroom.PaceWindow
+local max_pace_step_s = `+strconv.FormatFloat(waitroom.MaxPaceStep.Seconds(), 'f', -1, 64)+` -- waitroom.MaxPaceStep
 
 local cfg_key    = KEYS[1]
 local bucket_key = KEYS[2]
@@ -359,7 +359,7 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 	}()
 	run := func(keys []string, tokens []any) (any, error) {
 		if conn != nil {
-			res, err := admitScript.Run(ctx, conn, keys, tokens...).Result()
+			res, err := s.call(ctx, conn, admitScript, keys, tokens...).Result()
 			if !redirected(err) {
 				return res, err
 			}
@@ -369,7 +369,7 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 			_ = conn.Close()
 			conn = nil
 		}
-		return admitScript.Run(ctx, s.client, keys, tokens...).Result()
+		return s.call(ctx, s.client, admitScript, keys, tokens...).Result()
 	}
 
 	// Usually one call. A second when the call brought fewer tokens than

@@ -64,29 +64,35 @@ func newAutoPipeliner(client redis.UniversalClient) (*redis.AutoPipeliner, error
 	return nil, errors.New("redisstore: automatic pipelining needs a *redis.Client or *redis.ClusterClient")
 }
 
-// run runs a hot-path script: EVALSHA through the autopipeliner when the
-// Store has one, waiting no longer than ctx allows, and EVAL on the plain
-// client after a NOSCRIPT (once per script after Redis lost its script
-// cache); without an autopipeliner, Script.Run on the plain client.
-func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+// run runs a hot-path function: FCALL through the autopipeliner when the
+// Store has one, waiting no longer than ctx allows, and again after
+// loading the library when Redis did not have it; without an
+// autopipeliner, call on the plain client.
+func (s *Store) run(ctx context.Context, f *function, keys []string, args ...any) (any, error) {
 	if s.ap == nil {
-		return script.Run(ctx, s.client, keys, args...).Result()
+		return s.call(ctx, s.client, f, keys, args...).Result()
 	}
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-	cmdArgs = append(cmdArgs, "evalsha", script.Hash(), len(keys))
+	cmdArgs = append(cmdArgs, "fcall", f.Name(), len(keys))
 	for _, k := range keys {
 		cmdArgs = append(cmdArgs, k)
 	}
 	cmdArgs = append(cmdArgs, args...)
-	cmd := redis.NewCmd(ctx, cmdArgs...)
-	cmd.SetFirstKeyPos(3) // the cluster routes by the first key
-	// On ctx's end WaitContext returns ctx.Err(); the command may still run.
-	err := s.ap.Submit(ctx, cmd).WaitContext(ctx)
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		return script.Eval(ctx, s.client, keys, args...).Result()
+	loads := s.loads.Load()
+	for try := 0; ; try++ {
+		cmd := redis.NewCmd(ctx, cmdArgs...)
+		cmd.SetFirstKeyPos(3) // the cluster routes by the first key
+		// On ctx's end WaitContext returns ctx.Err(); the command may still run.
+		err := s.ap.Submit(ctx, cmd).WaitContext(ctx)
+		if try == 0 && functionMissing(err) {
+			if err := s.loadLibrary(ctx, loads); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, needsFunctions(err)
+		}
+		return cmd.Result()
 	}
-	if err != nil {
-		return nil, err
-	}
-	return cmd.Result()
 }

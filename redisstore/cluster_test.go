@@ -102,6 +102,18 @@ func TestClusterRoomsOnEveryShard(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 6, n, "room %s's keys on %s", room, primary)
 	}
+
+	// A node without the library (a primary restarted without
+	// persistence, a node new to the cluster): the Store loads it on
+	// every primary.
+	require.NoError(t, c.Client().ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		return node.FunctionFlush(ctx).Err()
+	}))
+	for _, room := range rooms {
+		st, err := s.Enter(ctx, room, "after-flush")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), st.Position, "u1 and u2 were admitted")
+	}
 }
 
 // journey enters two users, admits them, claims and completes one token

@@ -15,7 +15,7 @@ type CommandStat struct {
 }
 
 // CommandStats reads INFO commandstats of the node client talks to, keyed
-// by lower-case command name ("evalsha"): the server's own time per
+// by lower-case command name ("fcall"): the server's own time per
 // script, which the benchmark and this package's Benchmark functions
 // report. Counters only grow, so a figure is the difference of two reads.
 func CommandStats(ctx context.Context, client redis.UniversalClient) (map[string]CommandStat, error) {

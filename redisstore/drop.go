@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom"
 )
 
@@ -56,7 +54,7 @@ const (
 //	{"BUSY"}                            another owner holds the lock
 //	{"NOT_YET"}                         the opening has not come
 //	{"NO_DRAW"}                         the room has no opening time
-var drawBeginScript = redis.NewScript(luaLib + `
+var drawBeginScript = newFunction("draw_begin", `
 local cfg_key, draw_key, pre_key = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease_ms, seed = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 
@@ -115,7 +113,7 @@ end
 //
 // Returns "OK", "DONE" (already published: nothing written) or "LOST" (the
 // lock is another owner's now: nothing written).
-var drawChunkScript = redis.NewScript(luaLib + drawLib + `
+var drawChunkScript = newFunction("draw_chunk", `
 local draw_key, pre_key, drawn_key, places_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner = ARGV[1]
 
@@ -158,7 +156,7 @@ return 'OK'
 // ARGV[2] took_ms: how long the owner took
 //
 // Returns "DONE" (now or before) or "LOST".
-var drawDoneScript = redis.NewScript(luaLib + drawLib + `
+var drawDoneScript = newFunction("draw_done", `
 local draw_key, pre_key, ent_key = KEYS[1], KEYS[2], KEYS[3]
 local owner, took_ms = ARGV[1], ARGV[2]
 
@@ -185,7 +183,7 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 	defer cancel()
 	began := time.Now()
 	k := s.keys(room)
-	res, err := drawBeginScript.Run(ctx, s.client, []string{k.cfg, k.draw, k.pre},
+	res, err := s.call(ctx, s.client, drawBeginScript, []string{k.cfg, k.draw, k.pre},
 		s.id, drawLease.Milliseconds(), waitroom.NewSeed()).Result()
 	if err != nil {
 		return false, s.fail("draw", err)
@@ -241,7 +239,7 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 		for i := from; i < min(from+drawChunk, len(placed)); i++ {
 			args = append(args, placed[i], i+1)
 		}
-		res, err := drawChunkScript.Run(ctx, s.client, []string{k.draw, k.pre, k.drawn, k.places}, args...).Result()
+		res, err := s.call(ctx, s.client, drawChunkScript, []string{k.draw, k.pre, k.drawn, k.places}, args...).Result()
 		if err != nil {
 			return false, s.fail("draw", err)
 		}
@@ -255,7 +253,7 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 			return false, s.unexpected(ctx, "draw", res)
 		}
 	}
-	res, err = drawDoneScript.Run(ctx, s.client, []string{k.draw, k.pre, k.ent}, s.id, time.Since(began).Milliseconds()).Result()
+	res, err = s.call(ctx, s.client, drawDoneScript, []string{k.draw, k.pre, k.ent}, s.id, time.Since(began).Milliseconds()).Result()
 	if err != nil {
 		return false, s.fail("draw", err)
 	}
@@ -280,7 +278,7 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 // Returns {"OK", state, seed, prequeue, opens_at_ms, entrants, drawn_at_ms,
 // took_ms}, {"NO_DRAW"} or {"ROOM_NOT_FOUND"}. state is "" before the
 // draw began.
-var drawInfoScript = redis.NewScript(`
+var drawInfoScript = newFunction("draw_info", `
 local cfg_key, draw_key = KEYS[1], KEYS[2]
 
 local cfg = redis.call('HMGET', cfg_key, 'state', 'opens_at_ms', 'prequeue')
@@ -303,7 +301,7 @@ func (s *Store) Draw(ctx context.Context, room string) (waitroom.Draw, error) {
 		return waitroom.Draw{}, err
 	}
 	k := s.keys(room)
-	res, err := drawInfoScript.Run(ctx, s.client, []string{k.cfg, k.draw}, waitroom.NewSeed()).Result()
+	res, err := s.call(ctx, s.client, drawInfoScript, []string{k.cfg, k.draw}, waitroom.NewSeed()).Result()
 	if err != nil {
 		return waitroom.Draw{}, s.fail("draw", err)
 	}

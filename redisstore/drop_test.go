@@ -35,7 +35,7 @@ func TestDrawHalfMadeIsInvisible(t *testing.T) {
 
 	// A drawer takes the draw for 300 ms, writes the first 10 places, dies.
 	k := s.keys(room)
-	res, err := drawBeginScript.Run(ctx, s.client, []string{k.cfg, k.draw, k.pre}, "dead", 300, waitroom.NewSeed()).Result()
+	res, err := s.call(ctx, s.client, drawBeginScript, []string{k.cfg, k.draw, k.pre}, "dead", 300, waitroom.NewSeed()).Result()
 	require.NoError(t, err)
 	r, _ := asReply(res)
 	require.Equal(t, "DRAW", r.code())
@@ -46,7 +46,7 @@ func TestDrawHalfMadeIsInvisible(t *testing.T) {
 	for i := range 10 {
 		args = append(args, placed[i], i+1)
 	}
-	require.Equal(t, "OK", drawChunkScript.Run(ctx, s.client, []string{k.draw, k.pre, k.drawn, k.places}, args...).Val())
+	require.Equal(t, "OK", s.call(ctx, s.client, drawChunkScript, []string{k.draw, k.pre, k.drawn, k.places}, args...).Val())
 
 	for _, u := range users {
 		st, err := s.Status(ctx, room, u)
@@ -80,7 +80,7 @@ func TestDrawHalfMadeIsInvisible(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(early+1), late.Position)
 	// The dead drawer, back, can write nothing more.
-	require.Equal(t, "DONE", drawChunkScript.Run(ctx, s.client, []string{k.draw, k.pre, k.drawn, k.places}, args...).Val())
+	require.Equal(t, "DONE", s.call(ctx, s.client, drawChunkScript, []string{k.draw, k.pre, k.drawn, k.places}, args...).Val())
 }
 
 // BenchmarkDraw100k: the opening of a room with 100,000 early arrivals on

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom"
 )
 
@@ -19,7 +17,7 @@ var _ waitroom.Limiter = (*Store)(nil)
 // ARGV[2] burst in µs (burst × interval)
 //
 // Returns {1, 0} allowed, or {0, wait µs} refused (nothing written).
-var allowScript = redis.NewScript(`
+var allowScript = newFunction("allow", `
 local tat_key  = KEYS[1]
 local interval = tonumber(ARGV[1])
 local burst    = tonumber(ARGV[2])

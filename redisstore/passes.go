@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom"
 )
 
@@ -28,7 +26,7 @@ import (
 //
 // Returns "OK", "EXISTS" (the id is taken), "TOO_MANY_PASSES" or
 // "ROOM_NOT_FOUND".
-var createPassScript = redis.NewScript(`
+var createPassScript = newFunction("create_pass", `
 local cfg_key, passes_key = KEYS[1], KEYS[2]
 local id, uses, left, expires_ms, most = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 if redis.call('EXISTS', cfg_key) == 0 then
@@ -54,7 +52,7 @@ func (s *Store) CreatePass(ctx context.Context, room string, p waitroom.Pass) er
 		return err
 	}
 	k := s.keys(room)
-	res, err := createPassScript.Run(ctx, s.client, []string{k.cfg, k.passes},
+	res, err := s.call(ctx, s.client, createPassScript, []string{k.cfg, k.passes},
 		p.ID, p.Uses, p.Left, p.ExpiresAt.UnixMilli(), waitroom.MaxPasses).Result()
 	if err != nil {
 		return s.fail("create pass", err)
@@ -79,7 +77,7 @@ func (s *Store) CreatePass(ctx context.Context, room string, p waitroom.Pass) er
 // ARGV[1] id
 //
 // Returns "OK" or "PASS_INVALID" (no such pass).
-var revokePassScript = redis.NewScript(`
+var revokePassScript = newFunction("revoke_pass", `
 local passes_key, id = KEYS[1], ARGV[1]
 local v = redis.call('HGET', passes_key, id)
 if not v then
@@ -95,7 +93,7 @@ func (s *Store) RevokePass(ctx context.Context, room, id string) error {
 	if err := checkRoom(room); err != nil {
 		return err
 	}
-	res, err := revokePassScript.Run(ctx, s.client, []string{s.keys(room).passes}, id).Result()
+	res, err := s.call(ctx, s.client, revokePassScript, []string{s.keys(room).passes}, id).Result()
 	if err != nil {
 		return s.fail("revoke pass", err)
 	}
@@ -115,7 +113,7 @@ func (s *Store) RevokePass(ctx context.Context, room, id string) error {
 // KEYS[2] passes
 //
 // Returns {"OK", id1, value1, id2, value2, …} or {"ROOM_NOT_FOUND"}.
-var listPassesScript = redis.NewScript(`
+var listPassesScript = newFunction("list_passes", `
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {'ROOM_NOT_FOUND'}
 end
@@ -124,7 +122,7 @@ for _, v in ipairs(redis.call('HGETALL', KEYS[2])) do
   out[#out + 1] = v
 end
 return out
-`)
+`, "no-writes")
 
 // Passes lists room's passes, oldest first.
 func (s *Store) Passes(ctx context.Context, room string) ([]waitroom.Pass, error) {
@@ -132,7 +130,7 @@ func (s *Store) Passes(ctx context.Context, room string) ([]waitroom.Pass, error
 		return nil, err
 	}
 	k := s.keys(room)
-	res, err := listPassesScript.Run(ctx, s.client, []string{k.cfg, k.passes}).Result()
+	res, err := s.call(ctx, s.client, listPassesScript, []string{k.cfg, k.passes}).Result()
 	if err != nil {
 		return nil, s.fail("passes", err)
 	}
@@ -212,7 +210,7 @@ func parsePass(id, v string) (n int64, p waitroom.Pass, ok bool) {
 //	{"ROOM_CLOSED"}, {"SOLD_OUT"}
 //	{"NO_FREE_SLOT"}              live tokens at max_active or at the unsold stock
 //	{"ROOM_NOT_FOUND"}
-var enterWithPassScript = redis.NewScript(luaLib + `
+var enterWithPassScript = newFunction("enter_with_pass", `
 local cfg_key, q_key, tok_key, active_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local stats_key, buyers_key, passes_key = KEYS[5], KEYS[6], KEYS[7]
 local user, id, token = ARGV[1], ARGV[2], ARGV[3]
@@ -298,7 +296,7 @@ func (s *Store) EnterWithPass(ctx context.Context, room, user, id string) (waitr
 		return waitroom.Status{}, waitroom.BadRequest("user ids are 1–128 printable ASCII characters without spaces")
 	}
 	k := s.keys(room)
-	res, err := enterWithPassScript.Run(ctx, s.client, []string{k.cfg, k.q, k.tok, k.active, k.stats, k.buyers, k.passes},
+	res, err := s.call(ctx, s.client, enterWithPassScript, []string{k.cfg, k.q, k.tok, k.active, k.stats, k.buyers, k.passes},
 		user, id, waitroom.NewToken()).Result()
 	if err != nil {
 		return waitroom.Status{}, s.fail("enter with pass", err)

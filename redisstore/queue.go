@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom"
 )
 
@@ -43,7 +41,7 @@ import (
 //
 // seq_before and seq_after are the arrival sequence when the script began
 // and ended; the Store watches them for lost writes (lost.go).
-var enterScript = redis.NewScript(luaLib + `
+var enterScript = newFunction("enter", `
 local cfg_key    = KEYS[1]
 local q_key      = KEYS[2]
 local seq_key    = KEYS[3]
@@ -251,7 +249,7 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 //	{"ROOM_NOT_FOUND"}
 //
 // seq is the arrival sequence, which the Store watches for lost writes.
-var statusScript = redis.NewScript(luaLib + `
+var statusScript = newFunction("status", `
 local cfg_key    = KEYS[1]
 local q_key      = KEYS[2]
 local tok_key    = KEYS[3]
@@ -367,7 +365,7 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 // ARGV[1] user
 //
 // Returns "OK".
-var leaveScript = redis.NewScript(`
+var leaveScript = newFunction("leave", `
 local q_key, pre_key, drawn_key, draw_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local user = ARGV[1]
 
@@ -394,7 +392,7 @@ func (s *Store) Leave(ctx context.Context, room, user string) error {
 		return err
 	}
 	k := s.keys(room)
-	if err := leaveScript.Run(ctx, s.client, []string{k.q, k.pre, k.drawn, k.draw}, user).Err(); err != nil {
+	if err := s.call(ctx, s.client, leaveScript, []string{k.q, k.pre, k.drawn, k.draw}, user).Err(); err != nil {
 		return s.fail("leave", err)
 	}
 	return nil

@@ -1,7 +1,8 @@
 // Package redisstore is the waitroom.Store on Redis (7.0 or later).
 //
-// Every operation is one Lua script run with EVALSHA (EVAL after a
-// NOSCRIPT), so it is atomic and takes one round trip. Every key a script
+// Every operation is one Lua function run with FCALL, so it is atomic and
+// takes one round trip; the functions are one Redis Functions library
+// (library.go), loaded by the Store when Redis does not have it. Every key a script
 // touches is passed in KEYS and built by keys, with one hash tag per room
 // (wr:{ROOM}:…), so a room's scripts run unchanged on Redis Cluster and
 // different rooms spread over the slots. Time decisions (token bucket,
@@ -147,6 +148,11 @@ type Store struct {
 	// watches holds each room's counter watermarks (lost.go).
 	watches                           sync.Map // room → *roomWatch
 	lostPlaces, lostTokens, lostSpent atomic.Int64
+
+	// loads counts the times this Store loaded the Lua library
+	// (library.go); loadMu makes callers that found it missing load it once.
+	loads  atomic.Uint64
+	loadMu sync.Mutex
 }
 
 var _ waitroom.Store = (*Store)(nil)
@@ -338,8 +344,8 @@ func (r reply) reading(i int) (reading, bool) {
 	return reading{before, after}, ok1 && ok2
 }
 
-// luaLib is prepended to scripts that read entry tokens: one place for the
-// token entry format and the Redis clock.
+// luaLib is the top of the Lua library (library.go), shared by its
+// functions: one place for the token entry format and the Redis clock.
 //
 // An entry is "token|state|lease|lease_until_ms|expires_at_ms", state being
 // "new" (issued, its holder not told yet), "shown" (told once), "ready"

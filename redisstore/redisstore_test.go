@@ -18,6 +18,7 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/redistest"
 	"github.com/waitroom/waitroom/storetest"
 )
 
@@ -126,12 +127,13 @@ func hashTag(key string) string {
 	return key
 }
 
-// scriptRecorder records the KEYS of every EVAL and EVALSHA.
+// scriptRecorder records the KEYS of every FCALL, and the other commands
+// of the library's life.
 type scriptRecorder struct {
 	mu    sync.Mutex
-	shas  map[string]bool
+	names map[string]bool // functions called
 	keys  map[string]bool
-	calls []string // "evalsha" or "eval", in order
+	calls []string // "fcall" or "function load", in order
 	tags  map[string]bool
 }
 
@@ -144,12 +146,15 @@ func (r *scriptRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
 		name := strings.ToLower(cmd.Name())
-		if name == "eval" || name == "evalsha" {
+		if name == "function" {
+			r.mu.Lock()
+			r.calls = append(r.calls, "function "+strings.ToLower(args[1].(string)))
+			r.mu.Unlock()
+		}
+		if name == "fcall" {
 			r.mu.Lock()
 			r.calls = append(r.calls, name)
-			if name == "evalsha" {
-				r.shas[args[1].(string)] = true
-			}
+			r.names[args[1].(string)] = true
 			n := int(args[2].(int))
 			for _, k := range args[3 : 3+n] {
 				r.keys[k.(string)] = true
@@ -169,7 +174,7 @@ func TestScriptsPassEveryKeyInKEYS(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	c := newClient(t)
-	rec := &scriptRecorder{shas: map[string]bool{}, keys: map[string]bool{}, tags: map[string]bool{}}
+	rec := &scriptRecorder{names: map[string]bool{}, keys: map[string]bool{}, tags: map[string]bool{}}
 	c.AddHook(rec)
 	s := New(c, Options{Prefix: testPrefix(t, c)})
 
@@ -196,9 +201,9 @@ func TestScriptsPassEveryKeyInKEYS(t *testing.T) {
 	_, err = s.Stats(ctx, room)
 	require.NoError(t, err)
 
-	all := []*redis.Script{createRoomScript, updateRoomScript, statsScript, enterScript, statusScript, admitScript, claimScript, completeScript, releaseScript}
-	for _, sc := range all {
-		require.True(t, rec.shas[sc.Hash()], "script %s… not exercised", sc.Hash()[:8])
+	all := []*function{createRoomScript, updateRoomScript, statsScript, enterScript, statusScript, admitScript, claimScript, completeScript, releaseScript}
+	for _, f := range all {
+		require.True(t, rec.names[f.Name()], "function %s not exercised", f.Name())
 	}
 	require.Equal(t, map[string]bool{room: true}, rec.tags, "one hash tag per room")
 
@@ -216,34 +221,87 @@ func TestScriptsPassEveryKeyInKEYS(t *testing.T) {
 	require.GreaterOrEqual(t, n, 4, "cfg, seq, bucket, stats at least")
 }
 
-// TestNoScriptFallback: after SCRIPT FLUSH, EVALSHA fails with NOSCRIPT
-// and the store falls back to EVAL, which loads the script again. Not
-// parallel: another test loading the script between the flush and the
-// Enter would make the EVALSHA succeed.
-func TestNoScriptFallback(t *testing.T) {
+// TestLibraryReload: a Redis without the library (a restart without
+// persistence, FUNCTION FLUSH) answers FCALL with "Function not found";
+// the Store loads the library and calls again, and the callers that find
+// it missing at once load it once between them. On a Redis of its own, so
+// that no other test's calls load it meanwhile.
+func TestLibraryReload(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
-	c := newClient(t)
-	rec := &scriptRecorder{shas: map[string]bool{}, keys: map[string]bool{}, tags: map[string]bool{}}
-	c.AddHook(rec)
-	s := New(c, Options{Prefix: testPrefix(t, c)})
-	room := newRoom(t, s, waitroom.RoomConfig{})
+	srv := redistest.StartServer(t)
+	for _, pipelined := range []bool{true, false} {
+		t.Run(fmt.Sprintf("autopipeline=%t", pipelined), func(t *testing.T) {
+			c := openURL(t, srv.URL()+fmt.Sprintf("?autopipeline=%t", pipelined))
+			rec := &scriptRecorder{names: map[string]bool{}, keys: map[string]bool{}, tags: map[string]bool{}}
+			c.AddHook(rec)
+			s := New(c, Options{Prefix: randomPrefix()})
+			room := newRoom(t, s, waitroom.RoomConfig{})
+			require.NoError(t, srv.Client().FunctionFlush(ctx).Err())
+			rec.mu.Lock()
+			rec.calls = nil
+			rec.mu.Unlock()
 
-	require.NoError(t, c.ScriptFlush(ctx).Err())
-	rec.mu.Lock()
-	rec.calls = nil
-	rec.mu.Unlock()
-	st, err := s.Enter(ctx, room, "u1")
-	require.NoError(t, err)
-	require.Equal(t, int64(1), st.Position)
-	st, err = s.Enter(ctx, room, "u2")
-	require.NoError(t, err)
-	require.Equal(t, int64(2), st.Position)
+			const callers = 32
+			start := make(chan struct{})
+			positions := make(chan int64, callers)
+			errs := make(chan error, callers)
+			var wg sync.WaitGroup
+			for i := range callers {
+				wg.Go(func() {
+					<-start
+					st, err := s.Enter(ctx, room, fmt.Sprintf("u%02d", i))
+					if err != nil {
+						errs <- err
+						return
+					}
+					positions <- st.Position
+				})
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			close(positions)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			seen := map[int64]bool{}
+			for p := range positions {
+				seen[p] = true
+			}
+			require.Len(t, seen, callers, "every caller queued, each in its own place")
+			for p := range int64(callers) {
+				require.True(t, seen[p+1], "position %d", p+1)
+			}
 
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	// The first Enter: EVALSHA (NOSCRIPT), then EVAL; the second EVALSHA
-	// finds the script EVAL loaded.
-	require.Equal(t, []string{"evalsha", "eval", "evalsha"}, rec.calls)
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			loads := 0
+			for _, call := range rec.calls {
+				if call == "function load" {
+					loads++
+				}
+			}
+			require.Equal(t, 1, loads, "one load for all the callers: %v", rec.calls)
+			libs, err := srv.Client().FunctionList(ctx, redis.FunctionListQuery{}).Result()
+			require.NoError(t, err)
+			require.Len(t, libs, 1)
+			require.Equal(t, LibraryName(), libs[0].Name)
+		})
+	}
+}
+
+// TestNeedsFunctions: a Redis before 7.0 does not know FCALL or FUNCTION;
+// the error says what is needed.
+func TestNeedsFunctions(t *testing.T) {
+	t.Parallel()
+	old := fakeRedisError("ERR unknown command 'FCALL', with args beginning with: 'waitroom_x_enter' '10' ")
+	err := needsFunctions(old)
+	require.ErrorIs(t, err, old)
+	require.Contains(t, err.Error(), "Redis 7.0 or later")
+	require.NoError(t, needsFunctions(nil))
+	other := fakeRedisError("ERR user_script:3: attempt to compare nil with number")
+	require.Equal(t, error(other), needsFunctions(other))
 }
 
 // TestUnreachableRedis: a Redis that is not there gives
@@ -354,7 +412,7 @@ func fractionalTicks(t *testing.T) (counts []int, maxGapUS int64) {
 		keys, tokens := s.admitArgs(room, 18)
 		tx := s.client.TxPipeline()
 		rewound := tx.EvalSha(ctx, rewindBucket.Hash(), []string{k.bucket}, max(100_000-gapUS, 0))
-		admit := tx.EvalSha(ctx, admitScript.Hash(), keys, tokens...)
+		admit := tx.FCall(ctx, admitScript.Name(), keys, tokens...)
 		last := tx.HGet(ctx, k.bucket, "last_us")
 		_, err := tx.Exec(ctx)
 		require.NoError(t, err)
@@ -570,7 +628,7 @@ func TestClaimRetryIsIdempotent(t *testing.T) {
 	k := s.keys(room)
 	// claim returns the reply's code: "OK" heads an array reply.
 	claim := func(lease string) any {
-		res, err := claimScript.Run(ctx, s.client, []string{k.cfg, k.tok, k.active, k.stats}, a.User, a.Token, lease).Result()
+		res, err := s.call(ctx, s.client, claimScript, []string{k.cfg, k.tok, k.active, k.stats}, a.User, a.Token, lease).Result()
 		require.NoError(t, err)
 		if held, ok := res.([]any); ok && len(held) > 0 {
 			return held[0]

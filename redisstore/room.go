@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom"
 )
 
@@ -19,7 +17,7 @@ import (
 // ARGV    field, value, … (configArgs)
 //
 // Returns "CREATED", or "EXISTS" (nothing written).
-var createRoomScript = redis.NewScript(`
+var createRoomScript = newFunction("create_room", `
 local cfg_key = KEYS[1]
 
 -- Never overwrite a live room: CreateRoom is create-if-absent.
@@ -42,7 +40,7 @@ func (s *Store) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomCo
 		return false, err
 	}
 	k := s.keys(room)
-	res, err := createRoomScript.Run(ctx, s.client, []string{k.cfg}, configArgs(cfg)...).Result()
+	res, err := s.call(ctx, s.client, createRoomScript, []string{k.cfg}, configArgs(cfg)...).Result()
 	if err != nil {
 		return false, s.fail("create room", err)
 	}
@@ -82,7 +80,7 @@ func (s *Store) seedDraw(ctx context.Context, room string, cfg waitroom.RoomConf
 // ARGV[n+2 ..]     field, value, … the new settings (configArgs)
 //
 // Returns "OK", "ROOM_CHANGED" or "ROOM_NOT_FOUND" (nothing written).
-var updateRoomScript = redis.NewScript(`
+var updateRoomScript = newFunction("update_room", `
 local cfg_key = KEYS[1]
 local n       = tonumber(ARGV[1])
 
@@ -120,7 +118,7 @@ func (s *Store) UpdateRoom(ctx context.Context, room string, from, to waitroom.R
 	}
 	expected := configArgs(from.WithDefaults())
 	args := append(append([]any{len(expected)}, expected...), configArgs(to)...)
-	res, err := updateRoomScript.Run(ctx, s.client, []string{s.keys(room).cfg}, args...).Result()
+	res, err := s.call(ctx, s.client, updateRoomScript, []string{s.keys(room).cfg}, args...).Result()
 	if err != nil {
 		return s.fail("update room", err)
 	}
@@ -250,7 +248,7 @@ func (s *Store) Rooms(ctx context.Context) ([]string, error) {
 // pace_regular, pace_admitted, pace_abandoned, pace_no_shows}, or
 // {"ROOM_NOT_FOUND"}. The pace sums (admitScript) are strings, exact
 // floats.
-var statsScript = redis.NewScript(luaLib + `
+var statsScript = newFunction("stats", `
 local cfg_key    = KEYS[1]
 local q_key      = KEYS[2]
 local active_key = KEYS[3]
@@ -280,7 +278,7 @@ for i = 1, 5 do
   out[#out + 1] = p[i] or '0'
 end
 return out
-`)
+`, "no-writes")
 
 // Stats returns a room's figures.
 func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) {
@@ -288,7 +286,7 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 		return waitroom.Stats{}, err
 	}
 	k := s.keys(room)
-	res, err := statsScript.Run(ctx, s.client, []string{k.cfg, k.q, k.active, k.stats, k.bucket, k.seq, k.pre, k.drawn}).Result()
+	res, err := s.call(ctx, s.client, statsScript, []string{k.cfg, k.q, k.active, k.stats, k.bucket, k.seq, k.pre, k.drawn}).Result()
 	if err != nil {
 		return waitroom.Stats{}, s.fail("stats", err)
 	}

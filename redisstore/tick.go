@@ -72,7 +72,7 @@ func (s *Store) Work(ctx context.Context, rooms []string) ([]waitroom.Work, erro
 // ARGV[2] ttl_ms
 //
 // Returns the ids alive now, sorted (id among them).
-var admittersScript = redis.NewScript(luaLib + `
+var admittersScript = newFunction("admitters", `
 local key    = KEYS[1]
 local id     = ARGV[1]
 local ttl_ms = tonumber(ARGV[2])
@@ -97,7 +97,7 @@ func (s *Store) Admitters(ctx context.Context, id string, ttl time.Duration) ([]
 	if err := waitroom.CheckAdmitter(id, ttl); err != nil {
 		return nil, err
 	}
-	res, err := admittersScript.Run(ctx, s.client, []string{s.prefix + ":admitters"}, id, ttl.Milliseconds()).StringSlice()
+	res, err := s.call(ctx, s.client, admittersScript, []string{s.prefix + ":admitters"}, id, ttl.Milliseconds()).StringSlice()
 	if err != nil {
 		return nil, s.fail("admitters", err)
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom"
 )
 
@@ -31,7 +29,7 @@ import (
 //	"ENTRY_TOKEN_INVALID"    the user's token has another value
 //	"TOKEN_IN_USE"           held under a lease that has not run out
 //	"ROOM_NOT_FOUND"         a token but no settings (the cfg key was deleted)
-var claimScript = redis.NewScript(luaLib + `
+var claimScript = newFunction("claim", `
 local cfg_key    = KEYS[1]
 local tok_key    = KEYS[2]
 local active_key = KEYS[3]
@@ -146,7 +144,7 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 //
 // Returns "OK" (the entry is gone), "ENTRY_TOKEN_NOT_FOUND" or
 // "ENTRY_TOKEN_INVALID".
-var completeScript = redis.NewScript(luaLib + `
+var completeScript = newFunction("complete", `
 local tok_key    = KEYS[1]
 local active_key = KEYS[2]
 local stats_key  = KEYS[3]
@@ -214,7 +212,7 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 //	"LOST"      not held under this lease any more (spent, expired and
 //	            cleaned up, or claimed again after the lease ran out):
 //	            nothing written
-var releaseScript = redis.NewScript(luaLib + `
+var releaseScript = newFunction("release", `
 local tok_key    = KEYS[1]
 local active_key = KEYS[2]
 local stats_key  = KEYS[3]
@@ -280,7 +278,7 @@ func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
 //	"LOST"            not held under this lease any more (spent, gone, or
 //	                  claimed again after the lease ran out): nothing written
 //	"ROOM_NOT_FOUND"  the room's settings are gone
-var renewScript = redis.NewScript(luaLib + `
+var renewScript = newFunction("renew", `
 local cfg_key    = KEYS[1]
 local tok_key    = KEYS[2]
 local active_key = KEYS[3]
