@@ -26,16 +26,16 @@ func TestParseAutoRate(t *testing.T) {
 func TestServeAutoRateFeedsTheTuner(t *testing.T) {
 	t.Parallel()
 	m := startMain(t, []string{"--auto-rate", "--products", "drop:5", "--service-time", "100ms"}, envOf())
-	require.NotNil(t, m.tuner)
+	require.NotNil(t, m.Tuner())
 	// One order is enough here; the running tuner first tunes after 10 s.
-	m.tuner.MinSamples = 1
+	m.Tuner().MinSamples = 1
 	base := "http://" + m.Addr()
 	status, body := order(t, base, "dora", admitted(t, base, "dora"))
 	require.Equal(t, 201, status, body)
 
 	// The in-process order took far less than 100 ms: the rate rises, by
 	// the tuner's bounded step.
-	rate, err := m.tuner.Tune(t.Context())
+	rate, err := m.Tuner().Tune(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, m.Config.Room.Rate*1.25, rate)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/bench"
+	"github.com/waitroom/waitroom/instance"
 )
 
 var benchSettings = []setting{
@@ -127,7 +128,7 @@ func serveBench(ctx context.Context, store waitroom.Store, routes map[string]htt
 	if err != nil {
 		return "", nil, err
 	}
-	m := &Main{Config: cfg, Store: store, Routes: routes, Hold: true}
+	m := &instance.Instance{Config: cfg, Store: store, Routes: routes, Hold: true}
 	if err := m.Run(ctx); err != nil {
 		_ = m.Close()
 		return "", nil, err

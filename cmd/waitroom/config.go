@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -17,66 +16,10 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/instance"
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
-	"github.com/waitroom/waitroom/shop"
 )
-
-// ServeConfig is what 'waitroom serve' runs with, read from flags and the
-// environment by parseServe.
-type ServeConfig struct {
-	Addr        string
-	RedisURL    string // empty: in-process memstore
-	RedisPrefix string
-	// Room holds the settings every declared room is created with.
-	Room waitroom.RoomConfig
-	// RateDerived says Room.Rate came from pool, service time and margin.
-	RateDerived bool
-	// AutoRate keeps the default room's rate at Pool ÷ the measured
-	// service time of orders × Margin (waitroom.RateTuner).
-	AutoRate bool
-	Pool     int
-	Margin   float64
-	// Rooms to declare at start; the first is the default room.
-	Rooms    []string
-	Upstream *url.URL // nil: the built-in reference shop is the protected service
-	// The proxy to the upstream: its timeouts and the largest answer body.
-	UpstreamDialTimeout time.Duration
-	UpstreamTimeout     time.Duration
-	UpstreamMaxBody     int64
-	// The built-in shop, used when there is no upstream.
-	DatabaseURL string         // empty: in-process shop store, not durable
-	DBPool      int            // the shop's connection pool maximum
-	AMQPURL     string         // empty: order events stay in the outbox
-	Products    []shop.Product // created at start unless they exist
-	// AdminToken is the operator API's bearer token; empty: no admin API.
-	AdminToken  string
-	GatedRoutes []string
-	UserHeader  string
-	// CookieSecret signs the waiting page's visitor cookies; empty: the
-	// server makes a random one per start.
-	CookieSecret []byte
-	// PageProduct is what the waiting page's order button orders.
-	PageProduct string
-	LogFormat   string
-	LogLevel    slog.Level
-
-	// FailurePolicy and StoreTimeout: what the server does while the
-	// store is down or slow (server/policy.go).
-	FailurePolicy server.FailurePolicy
-	StoreTimeout  time.Duration
-
-	// The door: whose user header counts, how much one client may ask,
-	// the visitor cookie and the join challenge (server.Config).
-	TrustedProxies   []netip.Prefix
-	UserRateLimit    float64
-	VisitorRateLimit float64
-	CookieSecure     bool
-	JoinChallenge    int
-	// MetricsAddr is the listener of /metrics alone; empty: /metrics is
-	// on Addr behind the admin token, or not served without one.
-	MetricsAddr string
-}
 
 // setting is one flag of serve and the environment variable that sets it
 // when the flag is not given.
@@ -237,16 +180,16 @@ func readSettings(name string, settings []setting, args []string, getenv func(st
 // parseServe reads serve's settings: a flag wins over its environment
 // variable, which wins over the default. Every value is checked; a bad one
 // is an error naming the flag or variable, never a silent default.
-func parseServe(args []string, getenv func(string) string) (ServeConfig, error) {
+func parseServe(args []string, getenv func(string) string) (instance.Config, error) {
 	raw, err := readSettings("serve", serveSettings, args, getenv)
 	if err != nil {
-		return ServeConfig{}, err
+		return instance.Config{}, err
 	}
 	return buildServeConfig(raw)
 }
 
-func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
-	c := ServeConfig{
+func buildServeConfig(raw map[string]rawValue) (instance.Config, error) {
+	c := instance.Config{
 		Addr:        raw["addr"].text,
 		RedisURL:    raw["redis-url"].text,
 		RedisPrefix: raw["redis-prefix"].text,
@@ -273,7 +216,7 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	// Pool, service time and margin are checked even when --rate is given:
 	// a bad value is a mistake to report, not one to ignore.
 	capacityErrs := len(errs)
-	dbPool, err := parseInt(raw["db-pool"], 1, maxDBPool)
+	dbPool, err := parseInt(raw["db-pool"], 1, instance.MaxDBPool)
 	check(err)
 	c.DBPool = dbPool
 	pool := dbPool
@@ -381,7 +324,7 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 
 	// The response timeout stays below the server's write timeout, so the
 	// gate, not the connection, decides an upstream that is too slow.
-	c.UpstreamTimeout, err = parseDuration(raw["upstream-timeout"], 100*time.Millisecond, writeTimeout-5*time.Second)
+	c.UpstreamTimeout, err = parseDuration(raw["upstream-timeout"], 100*time.Millisecond, instance.MaxUpstreamTimeout)
 	check(err)
 	c.UpstreamDialTimeout, err = parseDuration(raw["upstream-dial-timeout"], 10*time.Millisecond, time.Minute)
 	check(err)
@@ -532,7 +475,7 @@ func buildServeConfig(raw map[string]rawValue) (ServeConfig, error) {
 	}
 
 	if len(errs) > 0 {
-		return ServeConfig{}, usageError{errors.Join(errs...)}
+		return instance.Config{}, usageError{errors.Join(errs...)}
 	}
 	return c, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/instance"
 	"github.com/waitroom/waitroom/loadtest"
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
@@ -363,7 +364,7 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 		recorder loadtest.AdmissionRecorder
 		ticks    loadtest.TickLog
 	)
-	m := &Main{Config: cfg, AdmitEvery: c.tick, Hold: true, OnAdmit: func(room string, admitted []waitroom.Admission) {
+	m := &instance.Instance{Config: cfg, AdmitEvery: c.tick, Hold: true, OnAdmit: func(room string, admitted []waitroom.Admission) {
 		recorder.OnAdmit(room, admitted)
 		if room == c.run.Room {
 			ticks.Add(time.Now(), len(admitted))
@@ -387,7 +388,7 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 		}()
 		m.Store = redisstore.New(client, redisstore.Options{Prefix: prefix})
 		if err := m.Store.Ping(ctx); err != nil {
-			return nil, figs, fmt.Errorf("redis at %s: %w", redactURL(c.redisURL), err)
+			return nil, figs, fmt.Errorf("redis at %s: %w", withoutPassword(c.redisURL), err)
 		}
 	}
 	if err := m.Run(ctx); err != nil {
@@ -402,7 +403,7 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 		// Nobody is admitted before everyone has a place, so the places
 		// given are exactly 1..N and the queue peaks at N.
 		run.OnAllEntered = func() {
-			if st, err := m.store.Stats(ctx, c.run.Room); err == nil {
+			if st, err := m.Guarded().Stats(ctx, c.run.Room); err == nil {
 				figs.QueueAtAllEntered = st.Waiting
 			}
 			m.StartAdmitting()
@@ -419,7 +420,7 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 // inprocConfig is serve's configuration with every flag at its default
 // and a port the system picks on loopback: the server that loadtest
 // --inproc and bench start in this process.
-func inprocConfig() (ServeConfig, error) {
+func inprocConfig() (instance.Config, error) {
 	return parseServe([]string{"--addr", "127.0.0.1:0"}, func(string) string { return "" })
 }
 

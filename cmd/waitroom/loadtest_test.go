@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/instance"
 )
 
 // A small crowd through the whole in-process room: places 1..N, every
@@ -137,7 +138,7 @@ func TestLoadtestURL(t *testing.T) {
 	cfg, err := parseServe([]string{"--addr", "127.0.0.1:0", "--rate", "4000", "--products", "drop:300", "--admin-token", token,
 		"--store-timeout", "30s"}, envOf())
 	require.NoError(t, err)
-	m := &Main{Config: cfg}
+	m := &instance.Instance{Config: cfg}
 	require.NoError(t, m.Run(t.Context()))
 	t.Cleanup(func() { require.NoError(t, m.Close()) })
 

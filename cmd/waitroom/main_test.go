@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/instance"
 	"github.com/waitroom/waitroom/redisstore"
 
 	"github.com/waitroom/waitroom"
@@ -55,34 +56,34 @@ func TestParseServeSources(t *testing.T) {
 		name  string
 		args  []string
 		env   []string
-		check func(t *testing.T, c ServeConfig)
+		check func(t *testing.T, c instance.Config)
 	}{
 		{"env sets", nil, []string{"WAITROOM_RATE", "175", "WAITROOM_ADDR", "0.0.0.0:9000", "REDIS_URL", "redis://127.0.0.1:6379/3"},
-			func(t *testing.T, c ServeConfig) {
+			func(t *testing.T, c instance.Config) {
 				require.InDelta(t, 175.0, c.Room.Rate, 1e-9)
 				require.False(t, c.RateDerived)
 				require.Equal(t, "0.0.0.0:9000", c.Addr)
 				require.Equal(t, "redis://127.0.0.1:6379/3", c.RedisURL)
 			}},
 		{"flag wins over env", []string{"--rate", "50", "-addr=:1"}, []string{"WAITROOM_RATE", "175", "WAITROOM_ADDR", "0.0.0.0:9000"},
-			func(t *testing.T, c ServeConfig) {
+			func(t *testing.T, c instance.Config) {
 				require.InDelta(t, 50.0, c.Room.Rate, 1e-9)
 				require.Equal(t, ":1", c.Addr)
 			}},
 		{"rate derived from capacity", []string{"--pool", "20", "--service-time", "100ms", "--margin", "0.5"}, nil,
-			func(t *testing.T, c ServeConfig) {
+			func(t *testing.T, c instance.Config) {
 				require.InDelta(t, 100.0, c.Room.Rate, 1e-9)
 				require.True(t, c.RateDerived)
 			}},
 		{"lists", []string{"--rooms", " sale, vip ,sale,default", "--gated-routes", "POST /orders, PUT /carts/{id}"}, nil,
-			func(t *testing.T, c ServeConfig) {
+			func(t *testing.T, c instance.Config) {
 				require.Equal(t, []string{"default", "sale", "vip"}, c.Rooms)
 				require.Equal(t, []string{"POST /orders", "PUT /carts/{id}"}, c.GatedRoutes)
 			}},
 		{"everything else", []string{"--upstream", "http://127.0.0.1:9001/api", "--slice", "50ms", "--max-queue", "10",
 			"--token-ttl", "2m", "--lease", "5s", "--max-active", "300", "--user-header", "X-Customer",
 			"--log-format", "json", "--log-level", "debug"}, []string{"WAITROOM_REDIS_PREFIX", "wr-test"},
-			func(t *testing.T, c ServeConfig) {
+			func(t *testing.T, c instance.Config) {
 				require.Equal(t, "http://127.0.0.1:9001/api", c.Upstream.String())
 				require.Equal(t, waitroom.RoomConfig{Rate: 140, Slice: 50 * time.Millisecond, MaxQueue: 10,
 					TokenTTL: 2 * time.Minute, Lease: 5 * time.Second, MaxActive: 300, State: waitroom.RoomOpen,
@@ -205,16 +206,16 @@ func TestRunServeAddressTaken(t *testing.T) {
 }
 
 // startMain starts a Main on port 0 with the given flags and environment.
-func startMain(t *testing.T, args []string, getenv func(string) string) *Main {
+func startMain(t *testing.T, args []string, getenv func(string) string) *instance.Instance {
 	t.Helper()
 	return startMainLogging(t, args, getenv, io.Discard)
 }
 
-func startMainLogging(t *testing.T, args []string, getenv func(string) string, logs io.Writer) *Main {
+func startMainLogging(t *testing.T, args []string, getenv func(string) string, logs io.Writer) *instance.Instance {
 	t.Helper()
 	cfg, err := parseServe(append([]string{"--addr", "127.0.0.1:0"}, args...), getenv)
 	require.NoError(t, err)
-	m := &Main{Config: cfg, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	m := &instance.Instance{Config: cfg, Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	if err := m.Run(t.Context()); err != nil {
 		_ = m.Close()
 		t.Fatal(err)

@@ -1,0 +1,514 @@
+// Package instance builds one running waiting room from a plain Config:
+// the store (Redis, or in process), the rooms it declares, the protected
+// order API (a reverse proxy, or the built-in shop with its outbox relay),
+// the HTTP server, and the background services (admitter, room keeper,
+// rate tuner) with their lifecycle. 'waitroom serve' fills the Config from
+// flags and the environment; loadtest --inproc and bench start the same
+// server in their process.
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/memstore"
+	"github.com/waitroom/waitroom/redisstore"
+	"github.com/waitroom/waitroom/server"
+	"github.com/waitroom/waitroom/shop"
+)
+
+// HTTP server bounds: nothing a client sends is unbounded, and a slow
+// client cannot hold a connection forever. The write timeout leaves room
+// for a gated order that takes as long as the upstream allows.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 15 * time.Second
+	writeTimeout      = 60 * time.Second
+	idleTimeout       = 120 * time.Second // pollers keep their connection
+	maxHeaderBytes    = 16 << 10
+	shutdownTimeout   = 15 * time.Second
+	startupTimeout    = 10 * time.Second
+)
+
+// MaxUpstreamTimeout bounds Config.UpstreamTimeout: it stays below the
+// server's write timeout, so the gate, not the connection, decides an
+// upstream that is too slow.
+const MaxUpstreamTimeout = writeTimeout - 5*time.Second
+
+// Config is what an Instance runs with; 'waitroom serve' reads it from flags
+// and the environment.
+type Config struct {
+	Addr        string
+	RedisURL    string // empty: in-process memstore
+	RedisPrefix string
+	// Room holds the settings every declared room is created with.
+	Room waitroom.RoomConfig
+	// RateDerived says Room.Rate came from pool, service time and margin.
+	RateDerived bool
+	// AutoRate keeps the default room's rate at Pool ÷ the measured
+	// service time of orders × Margin (waitroom.RateTuner).
+	AutoRate bool
+	Pool     int
+	Margin   float64
+	// Rooms to declare at start; the first is the default room.
+	Rooms    []string
+	Upstream *url.URL // nil: the built-in reference shop is the protected service
+	// The proxy to the upstream: its timeouts and the largest answer body.
+	UpstreamDialTimeout time.Duration
+	UpstreamTimeout     time.Duration
+	UpstreamMaxBody     int64
+	// The built-in shop, used when there is no upstream.
+	DatabaseURL string         // empty: in-process shop store, not durable
+	DBPool      int            // the shop's connection pool maximum
+	AMQPURL     string         // empty: order events stay in the outbox
+	Products    []shop.Product // created at start unless they exist
+	// AdminToken is the operator API's bearer token; empty: no admin API.
+	AdminToken  string
+	GatedRoutes []string
+	UserHeader  string
+	// CookieSecret signs the waiting page's visitor cookies; empty: the
+	// server makes a random one per start.
+	CookieSecret []byte
+	// PageProduct is what the waiting page's order button orders.
+	PageProduct string
+	LogFormat   string
+	LogLevel    slog.Level
+
+	// FailurePolicy and StoreTimeout: what the server does while the
+	// store is down or slow (server/policy.go).
+	FailurePolicy server.FailurePolicy
+	StoreTimeout  time.Duration
+
+	// The door: whose user header counts, how much one client may ask,
+	// the visitor cookie and the join challenge (server.Config).
+	TrustedProxies   []netip.Prefix
+	UserRateLimit    float64
+	VisitorRateLimit float64
+	CookieSecure     bool
+	JoinChallenge    int
+	// MetricsAddr is the listener of /metrics alone; empty: /metrics is
+	// on Addr behind the admin token, or not served without one.
+	MetricsAddr string
+}
+
+// Instance is one running waiting room: the store, the admitter and the HTTP
+// server. Run starts it and returns once it listens; Close stops it. Tests
+// start it on port 0 and read Addr. serve, loadtest --inproc and bench all
+// build their server with it.
+type Instance struct {
+	Config Config
+	Logger *slog.Logger
+
+	limiter waitroom.Limiter // Redis's with --redis-url; nil: in process
+
+	// What a server started in process (loadtest --inproc, bench) sets
+	// besides the flags; serve sets none of them.
+	//
+	// Store is served instead of one opened from Config.RedisURL; Close
+	// leaves it open.
+	Store waitroom.Store
+	// Routes are served beside the API, outside the gate.
+	Routes map[string]http.Handler
+	// AdmitEvery is the admitter's tick; 0: a quarter of the slice.
+	AdmitEvery time.Duration
+	// OnAdmit is told each tick's admissions, before the server is.
+	OnAdmit func(room string, admitted []waitroom.Admission)
+	// Hold keeps the admitter and the room keeper from starting until
+	// StartAdmitting.
+	Hold bool
+
+	store      waitroom.Store
+	closeStore func() error
+	lostWrites func() (places, tokens, spent int64) // nil without Redis
+	listener   net.Listener
+	httpServer *http.Server
+	// metricsServer serves /metrics on --metrics-addr; nil without it.
+	metricsServer   *http.Server
+	metricsListener net.Listener
+	serveErr        chan error
+	stopAdmit       context.CancelFunc
+	admitDone       chan struct{}
+	startAdmit      func()
+	shop            *builtinShop        // nil with an upstream
+	tuner           *waitroom.RateTuner // nil without --auto-rate
+	stopTuner       context.CancelFunc
+	tunerDone       chan struct{}
+	stopRelay       context.CancelFunc
+	relayDone       chan struct{}
+}
+
+// Run opens the store, declares the rooms, starts the admitter and starts
+// serving. ctx bounds the start only.
+func (in *Instance) Run(ctx context.Context) error {
+	if in.Logger == nil {
+		in.Logger = slog.New(slog.DiscardHandler)
+	}
+	log := in.Logger
+	startCtx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+
+	if err := in.openStore(startCtx); err != nil {
+		return err
+	}
+	for _, room := range in.Config.Rooms {
+		if err := in.declareRoom(startCtx, room); err != nil {
+			return err
+		}
+	}
+	// A Redis restarted without its data has lost the rooms: the keeper
+	// declares them again (as last seen, else as the flags say), within a
+	// second or at once when a request finds one missing.
+	declared := make(map[string]waitroom.RoomConfig, len(in.Config.Rooms))
+	for _, room := range in.Config.Rooms {
+		declared[room] = in.Config.Room.WithDefaults()
+	}
+
+	var protected http.Handler
+	routes := maps.Clone(in.Routes)
+	if routes == nil {
+		routes = map[string]http.Handler{}
+	}
+	adminRoutes := map[string]http.Handler{}
+	if in.Config.Upstream != nil {
+		p, err := server.NewUpstream(in.Config.Upstream, server.UpstreamOptions{
+			Logger:          log,
+			DialTimeout:     in.Config.UpstreamDialTimeout,
+			ResponseTimeout: in.Config.UpstreamTimeout,
+			MaxBody:         in.Config.UpstreamMaxBody,
+		})
+		if err != nil {
+			return err
+		}
+		protected = p
+	} else {
+		b, err := in.openShop(startCtx)
+		if err != nil {
+			return err
+		}
+		in.shop = b
+		opts := shop.Options{UserHeader: in.Config.UserHeader, Logger: log}
+		protected = shop.NewHandler(b.store, opts)
+		// The owner reads an order without spending a token.
+		routes["GET /orders/{id}"] = protected
+		// Products and coupons are the operator's, behind the admin token.
+		shopAdmin := shop.NewAdminHandler(b.store, opts)
+		adminRoutes["/admin/products"] = shopAdmin
+		adminRoutes["/admin/products/"] = shopAdmin
+		adminRoutes["/admin/coupons"] = shopAdmin
+		adminRoutes["/admin/coupons/"] = shopAdmin
+		if b.relay != nil {
+			relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+			in.stopRelay, in.relayDone = stopRelay, make(chan struct{})
+			go func() {
+				defer close(in.relayDone)
+				_ = b.relay.Run(relayCtx) // reconnects by itself; returns when stopped
+			}()
+		}
+	}
+	handler, err := server.New(server.Config{
+		Store:        in.store,
+		Logger:       log,
+		UserHeader:   in.Config.UserHeader,
+		DefaultRoom:  in.Config.Rooms[0],
+		Protected:    protected,
+		GatedRoutes:  in.Config.GatedRoutes,
+		Routes:       routes,
+		OnGateServed: in.observeOrders(),
+		AdminToken:   in.Config.AdminToken,
+		AdminRoutes:  adminRoutes,
+		CookieSecret: in.Config.CookieSecret,
+		OrderProduct: in.Config.PageProduct,
+		// What the gate does while Redis is down or slow.
+		FailurePolicy: in.Config.FailurePolicy,
+		StoreTimeout:  in.Config.StoreTimeout,
+		DeclaredRooms: declared,
+		// Who may be believed, and how much one client may ask.
+		TrustedProxies:   in.Config.TrustedProxies,
+		UserRateLimit:    in.Config.UserRateLimit,
+		VisitorRateLimit: in.Config.VisitorRateLimit,
+		Limiter:          in.limiter,
+		CookieSecure:     in.Config.CookieSecure,
+		JoinChallenge:    in.Config.JoinChallenge,
+		LostWrites:       in.lostWrites,
+	})
+	if err != nil {
+		return err
+	}
+	// From here on every part uses the server's guarded store: one set of
+	// timeouts, one outage watch, one keeper.
+	in.store = handler.Store()
+	keeper := handler.Store().Keeper()
+	if in.tuner != nil {
+		in.tuner.Store = in.store
+	}
+
+	if in.tuner != nil {
+		tuneCtx, stopTuner := context.WithCancel(context.WithoutCancel(ctx))
+		in.stopTuner, in.tunerDone = stopTuner, make(chan struct{})
+		go func() {
+			defer close(in.tunerDone)
+			_ = in.tuner.Run(tuneCtx) // returns when stopped; failures it logs itself
+		}()
+	}
+
+	admitCtx, stopAdmit := context.WithCancel(context.WithoutCancel(ctx))
+	in.stopAdmit, in.admitDone = stopAdmit, make(chan struct{})
+	// Four ticks per slice: late ticks are made up, and each slice's quota
+	// reaches the order API in smaller batches.
+	every := in.AdmitEvery
+	if every == 0 {
+		every = max(in.Config.Room.Slice/4, waitroom.MinSlice)
+	}
+	onAdmit := handler.OnAdmit
+	if in.OnAdmit != nil {
+		onAdmit = func(room string, admitted []waitroom.Admission) {
+			in.OnAdmit(room, admitted)
+			handler.OnAdmit(room, admitted)
+		}
+	}
+	admitter := &waitroom.Admitter{Store: in.store, Every: every, Logger: log, OnAdmit: onAdmit}
+	in.startAdmit = sync.OnceFunc(func() {
+		go func() {
+			defer close(in.admitDone)
+			var keeping sync.WaitGroup
+			keeping.Go(func() { _ = keeper.Run(admitCtx) })
+			_ = admitter.Run(admitCtx) // returns when stopped; tick failures it logs itself
+			keeping.Wait()
+		}()
+	})
+	if !in.Hold {
+		in.startAdmit()
+	}
+
+	ln, err := net.Listen("tcp", in.Config.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", in.Config.Addr, err)
+	}
+	in.listener = ln
+	in.httpServer = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	in.serveErr = make(chan error, 2)
+	go func() {
+		if err := in.httpServer.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			in.serveErr <- err
+		}
+	}()
+	if in.Config.MetricsAddr != "" {
+		// The scraper's own listener: /metrics off the public one.
+		mln, err := net.Listen("tcp", in.Config.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listening on --metrics-addr %s: %w", in.Config.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", handler.MetricsHandler())
+		in.metricsListener = mln
+		in.metricsServer = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+			WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() {
+			if err := in.metricsServer.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				in.serveErr <- err
+			}
+		}()
+	}
+
+	upstream := "built-in shop"
+	if in.Config.Upstream != nil {
+		upstream = in.Config.Upstream.Redacted()
+	}
+	log.Info("waiting room listening", "addr", in.Addr(), "rooms", in.Config.Rooms,
+		"rate", in.Config.Room.Rate, "rate_derived", in.Config.RateDerived, "slice", in.Config.Room.Slice,
+		"upstream", upstream, "gated_routes", in.Config.GatedRoutes, "admin_api", in.Config.AdminToken != "", "failure_policy", in.Config.FailurePolicy.String())
+	return nil
+}
+
+// StartAdmitting starts the admitter and the room keeper that Hold kept
+// back; a second call does nothing.
+func (in *Instance) StartAdmitting() { in.startAdmit() }
+
+// Addr is the address the server listens on: with port 0, the port picked.
+func (in *Instance) Addr() string {
+	if in.listener == nil {
+		return ""
+	}
+	return in.listener.Addr().String()
+}
+
+// MetricsAddr is the address of the --metrics-addr listener, or "".
+func (in *Instance) MetricsAddr() string {
+	if in.metricsListener == nil {
+		return ""
+	}
+	return in.metricsListener.Addr().String()
+}
+
+// ServeErr delivers the error that stopped serving before Close.
+func (in *Instance) ServeErr() <-chan error { return in.serveErr }
+
+// Close stops serving (letting requests in flight finish, within a bound),
+// then the admitter, then closes the store. It is safe after a failed Run.
+func (in *Instance) Close() error {
+	var errs []error
+	if in.httpServer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		if err := in.httpServer.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			_ = in.httpServer.Close()
+		}
+	} else if in.listener != nil {
+		_ = in.listener.Close()
+	}
+	if in.metricsServer != nil {
+		_ = in.metricsServer.Close() // scrapes are short; nothing to wait for
+	}
+	if in.stopAdmit != nil {
+		in.stopAdmit()
+		in.startAdmit() // so that admitDone closes if Hold kept it back
+		<-in.admitDone
+	}
+	if in.stopTuner != nil {
+		in.stopTuner()
+		<-in.tunerDone
+	}
+	if in.stopRelay != nil {
+		in.stopRelay()
+		<-in.relayDone
+	}
+	if in.shop != nil {
+		in.shop.close()
+	}
+	if in.closeStore != nil {
+		if err := in.closeStore(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the store: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lostWritesOf reads what rs found Redis had lost, for /metrics.
+func lostWritesOf(rs *redisstore.Store) func() (places, tokens, spent int64) {
+	return func() (int64, int64, int64) {
+		l := rs.Lost()
+		return l.Places, l.Tokens, l.Spent
+	}
+}
+
+func (in *Instance) openStore(ctx context.Context) error {
+	if in.Store != nil {
+		in.store = in.Store
+		if rs, ok := in.Store.(*redisstore.Store); ok {
+			in.lostWrites = lostWritesOf(rs)
+		}
+		return nil
+	}
+	if in.Config.RedisURL == "" {
+		in.Logger.Warn("no --redis-url: rooms are kept in this process only; they are lost on restart and not shared with other instances")
+		in.store = memstore.New(memstore.Options{})
+		return nil
+	}
+	// go-redis's own lines (failed dials, Sentinel switches) into our log.
+	redisstore.LogTo(in.Logger)
+	client, err := redisstore.Open(in.Config.RedisURL)
+	if err != nil {
+		return err
+	}
+	in.closeStore = client.Close
+	rs := redisstore.New(client, redisstore.Options{Prefix: in.Config.RedisPrefix, Logger: in.Logger})
+	// The rate limits count in Redis too, so they hold across instances.
+	in.store, in.limiter, in.lostWrites = rs, rs, lostWritesOf(rs)
+	if err := in.store.Ping(ctx); err != nil {
+		return fmt.Errorf("redis at %s: %w", RedactURL(in.Config.RedisURL), err)
+	}
+	return nil
+}
+
+// declareRoom creates room with the configured settings unless it exists.
+// An existing room keeps its live settings, which belong to the operator
+// (they may have been changed on purpose); a difference is worth a warning.
+func (in *Instance) declareRoom(ctx context.Context, room string) error {
+	want := in.Config.Room.WithDefaults()
+	created, err := in.store.CreateRoom(ctx, room, want)
+	if err != nil {
+		return fmt.Errorf("declaring room %s: %w", room, err)
+	}
+	if created {
+		in.Logger.Info("room created", "room", room)
+		return nil
+	}
+	live, err := in.store.RoomConfig(ctx, room)
+	if err != nil {
+		return fmt.Errorf("reading room %s: %w", room, err)
+	}
+	if diff := roomDiff(live, want); len(diff) > 0 {
+		in.Logger.Warn("room exists with other settings than the flags; keeping the live ones",
+			append([]any{"room", room}, diff...)...)
+	}
+	return nil
+}
+
+// roomDiff lists the fields in which live differs from flags, as slog
+// attributes.
+func roomDiff(live, flags waitroom.RoomConfig) []any {
+	var diff []any
+	for _, c := range live.Changes(flags) {
+		diff = append(diff, slog.Group(c.Field, "live", c.From, "flags", c.To))
+	}
+	return diff
+}
+
+// RedactURL is raw without its password, for logs and errors.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// observeOrders returns the gate hook that feeds --auto-rate's tuner with
+// the time each successful order took, or nil without --auto-rate.
+func (in *Instance) observeOrders() func(room string, took time.Duration, status int) {
+	if !in.Config.AutoRate {
+		return nil
+	}
+	in.tuner = &waitroom.RateTuner{
+		// Store: the server's guarded store, set once it is built.
+		Room:   in.Config.Rooms[0],
+		Pool:   in.Config.Pool,
+		Margin: in.Config.Margin,
+		Logger: in.Logger,
+	}
+	return func(_ string, took time.Duration, status int) {
+		// Only orders that ran to success measure the service time; a
+		// fast refusal would make the API look faster than it is.
+		if status >= 200 && status < 300 {
+			in.tuner.Observe(took)
+		}
+	}
+}
+
+// Guarded is the store every part of the running instance uses: the
+// server's, with its timeouts, outage watch and room keeper. Nil before Run.
+func (in *Instance) Guarded() waitroom.Store { return in.store }
+
+// Tuner is the --auto-rate tuner steering the default room's rate; nil
+// without Config.AutoRate.
+func (in *Instance) Tuner() *waitroom.RateTuner { return in.tuner }
