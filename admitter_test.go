@@ -42,6 +42,17 @@ func (s *sickShard) Admit(ctx context.Context, room string) ([]waitroom.Admissio
 	return s.Store.Admit(ctx, room)
 }
 
+// queuedRoom creates room with cfg and queues users u0 … u(n-1) in it.
+func queuedRoom(t *testing.T, store waitroom.Store, room string, cfg waitroom.RoomConfig, n int) {
+	t.Helper()
+	_, err := store.CreateRoom(t.Context(), room, cfg)
+	require.NoError(t, err)
+	for i := range n {
+		_, err := store.Enter(t.Context(), room, fmt.Sprintf("u%d", i))
+		require.NoError(t, err)
+	}
+}
+
 // TestAdmitterRoomsTickApart: every room ticks on its own, so a room whose
 // store hangs costs the others nothing, and a room list that cannot be
 // read keeps the rooms already known admitting. Time is synctest's.
@@ -49,12 +60,7 @@ func TestAdmitterRoomsTickApart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memstore.New(memstore.Options{})
 		for _, room := range []string{"healthy", "sick"} {
-			_, err := store.CreateRoom(t.Context(), room, waitroom.RoomConfig{Rate: 100})
-			require.NoError(t, err)
-			for i := range 500 {
-				_, err := store.Enter(t.Context(), room, fmt.Sprintf("u%d", i))
-				require.NoError(t, err)
-			}
+			queuedRoom(t, store, room, waitroom.RoomConfig{Rate: 100}, 500)
 		}
 		sick := &sickShard{Store: store, sickRoom: "sick"}
 		var mu sync.Mutex
@@ -85,12 +91,7 @@ func TestAdmitterTickAdmitsEveryRoomOnce(t *testing.T) {
 	clock := memstore.NewManualClock(time.Unix(1_800_000_000, 0))
 	store := memstore.New(memstore.Options{Now: clock.Now})
 	for _, room := range []string{"a", "b"} {
-		_, err := store.CreateRoom(t.Context(), room, waitroom.RoomConfig{Rate: 100})
-		require.NoError(t, err)
-		for i := range 30 {
-			_, err := store.Enter(t.Context(), room, fmt.Sprintf("u%d", i))
-			require.NoError(t, err)
-		}
+		queuedRoom(t, store, room, waitroom.RoomConfig{Rate: 100}, 30)
 	}
 	admitter := &waitroom.Admitter{Store: store}
 	n, err := admitter.Tick(t.Context())
@@ -315,12 +316,7 @@ func TestAdmitterTicksEachRoomForItsSlice(t *testing.T) {
 		store := memstore.New(memstore.Options{})
 		rooms := map[string]time.Duration{"fine": 10 * time.Millisecond, "coarse": time.Second}
 		for room, slice := range rooms {
-			_, err := store.CreateRoom(t.Context(), room, waitroom.RoomConfig{Rate: 100, Slice: slice})
-			require.NoError(t, err)
-			for i := range 1000 {
-				_, err := store.Enter(t.Context(), room, fmt.Sprintf("u%d", i))
-				require.NoError(t, err)
-			}
+			queuedRoom(t, store, room, waitroom.RoomConfig{Rate: 100, Slice: slice}, 1000)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})

@@ -1,6 +1,7 @@
 package memstore_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -44,6 +45,21 @@ func randomQueued(waiting int) []string {
 	return ids
 }
 
+// eachQueued calls call (Enter or Status) once per iteration for a queued
+// user, among waiting.
+func eachQueued(b *testing.B, waiting int, call func(*memstore.Store, context.Context, string, string) (waitroom.Status, error)) {
+	s, _, room := benchRoom(b, waitroom.RoomConfig{}, waiting)
+	ctx := b.Context()
+	ids := randomQueued(waiting)
+	i := 0
+	for b.Loop() {
+		if _, err := call(s, ctx, room, ids[i%len(ids)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
 func BenchmarkEnter(b *testing.B) {
 	for _, waiting := range benchWaiting {
 		// A new user joins the back while the oldest leaves, so the queue
@@ -65,16 +81,7 @@ func BenchmarkEnter(b *testing.B) {
 		})
 		// A queued user enters again (a refresh): the answer is its place.
 		b.Run(fmt.Sprintf("waiting=%d/again", waiting), func(b *testing.B) {
-			s, _, room := benchRoom(b, waitroom.RoomConfig{}, waiting)
-			ctx := b.Context()
-			ids := randomQueued(waiting)
-			i := 0
-			for b.Loop() {
-				if _, err := s.Enter(ctx, room, ids[i%len(ids)]); err != nil {
-					b.Fatal(err)
-				}
-				i++
-			}
+			eachQueued(b, waiting, (*memstore.Store).Enter)
 		})
 	}
 }
@@ -82,16 +89,7 @@ func BenchmarkEnter(b *testing.B) {
 func BenchmarkStatus(b *testing.B) {
 	for _, waiting := range benchWaiting {
 		b.Run(fmt.Sprintf("waiting=%d", waiting), func(b *testing.B) {
-			s, _, room := benchRoom(b, waitroom.RoomConfig{}, waiting)
-			ctx := b.Context()
-			ids := randomQueued(waiting)
-			i := 0
-			for b.Loop() {
-				if _, err := s.Status(ctx, room, ids[i%len(ids)]); err != nil {
-					b.Fatal(err)
-				}
-				i++
-			}
+			eachQueued(b, waiting, (*memstore.Store).Status)
 		})
 		// Many request goroutines asking about one room at once.
 		b.Run(fmt.Sprintf("waiting=%d/parallel", waiting), func(b *testing.B) {

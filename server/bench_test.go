@@ -29,19 +29,7 @@ func benchServer(b *testing.B) (http.Handler, *memstore.Store) {
 // BenchmarkEnterHTTP: each iteration a new user takes a place.
 func BenchmarkEnterHTTP(b *testing.B) {
 	h, _ := benchServer(b)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		i++
-		req := httptest.NewRequest("POST", "/rooms/bench/enter", nil)
-		req.RemoteAddr = "127.0.0.1:1234" // the user header is believed from loopback only
-		req.Header.Set("X-User-Id", "user-"+strconv.Itoa(i))
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
-			b.Fatalf("status %d: %s", rec.Code, rec.Body)
-		}
-	}
+	serveEach(b, h, "POST", "/rooms/bench/enter", func(i int) string { return "user-" + strconv.Itoa(i) })
 }
 
 // BenchmarkStatusHTTP: users spread over a queue of 10,000 ask for their
@@ -56,13 +44,19 @@ func BenchmarkStatusHTTP(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	serveEach(b, h, "GET", "/rooms/bench/status", func(i int) string { return users[(i*7919)%waiting] })
+}
+
+// serveEach serves one request per iteration, as the user userOf(i) for
+// the i-th, and fails on any answer but 200.
+func serveEach(b *testing.B, h http.Handler, method, path string, userOf func(i int) string) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		i++
-		req := httptest.NewRequest("GET", "/rooms/bench/status", nil)
+		req := httptest.NewRequest(method, path, nil)
 		req.RemoteAddr = "127.0.0.1:1234" // the user header is believed from loopback only
-		req.Header.Set("X-User-Id", users[(i*7919)%waiting])
+		req.Header.Set("X-User-Id", userOf(i))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {

@@ -64,23 +64,22 @@ func newMetrics(reg *prometheus.Registry, store *waitroom.GuardedStore, log *slo
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
 	m := &metrics{
-		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "waitroom_pass_entries_total",
-			Help: "Enters with a pass on this instance by result: admitted (a token at once, or the holder's own), or the code of a refusal (pass_invalid, pass_used_up, no_free_slot, sold_out, room_closed, …); a pass refused before the store (forged) or for a room that does not exist with room=\"\".",
-		}, []string{"room", "result"}),
-		enters: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "waitroom_enters_total",
-			Help: "Enters this instance's store answered, by result: queued (a place, new or kept), admitted (holds a live token), queue_full, room_closed; other results (room_not_found, store_unavailable, internal, …) with room=\"\".",
-		}, []string{"room", "result"}),
-		admitted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "waitroom_admitted_total",
-			Help: "Users this instance's admitter turned into entry-token holders.",
-		}, []string{"room"}),
-		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "waitroom_claims_total",
-			Help: "Gated requests on this instance by result: completed (token spent), released (order failed, token kept), settle_failed, passed_store_down (let through unclaimed by the open failure policy), or the code of a refused claim (token_in_use, entry_token_not_found, entry_token_invalid, bad_request, store_unavailable).",
-		}, []string{"room", "result"}),
+		passes: counterVec("waitroom_pass_entries_total",
+			"Enters with a pass on this instance by result: admitted (a token at once, or the holder's own), or the code of a refusal (pass_invalid, pass_used_up, no_free_slot, sold_out, room_closed, …); a pass refused before the store (forged) or for a room that does not exist with room=\"\".",
+			"room", "result"),
+		enters: counterVec("waitroom_enters_total",
+			"Enters this instance's store answered, by result: queued (a place, new or kept), admitted (holds a live token), queue_full, room_closed; other results (room_not_found, store_unavailable, internal, …) with room=\"\".",
+			"room", "result"),
+		admitted: counterVec("waitroom_admitted_total",
+			"Users this instance's admitter turned into entry-token holders.",
+			"room"),
+		claims: counterVec("waitroom_claims_total",
+			"Gated requests on this instance by result: completed (token spent), released (order failed, token kept), settle_failed, passed_store_down (let through unclaimed by the open failure policy), or the code of a refused claim (token_in_use, entry_token_not_found, entry_token_invalid, bad_request, store_unavailable).",
+			"room", "result"),
 		http: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "waitroom_http_request_duration_seconds",
 			Help: "HTTP request latency by route (the ServeMux pattern, \"unmatched\" for none) and status code.",

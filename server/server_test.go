@@ -108,16 +108,13 @@ func (f *fixture) do(method, path, body string, headers ...string) answer {
 	return send(f.t, f.srv.Client(), req)
 }
 
+// send sends req with client and decodes its JSON answer.
 func send(t *testing.T, client *http.Client, req *http.Request) answer {
 	t.Helper()
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	a := answer{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
-	if len(raw) > 0 {
-		require.NoError(t, json.Unmarshal(raw, &a.body), "body %q", raw)
+	p := pageOf(t, client, req)
+	a := answer{status: p.status, header: p.header, raw: p.body}
+	if p.body != "" {
+		require.NoError(t, json.Unmarshal([]byte(p.body), &a.body), "body %q", p.body)
 	}
 	return a
 }
