@@ -99,8 +99,7 @@ func TestAdminOffWithoutToken(t *testing.T) {
 				r.Header.Set("Authorization", auth)
 			}
 			a := send(t, srv.Client(), r)
-			require.Equal(t, http.StatusNotFound, a.status, "%s %s %q", req.method, req.path, auth)
-			require.Equal(t, "NOT_FOUND", a.code())
+			a.requireError(t, http.StatusNotFound, "NOT_FOUND", "%s %s %q", req.method, req.path, auth)
 		}
 	}
 	cfg, err := store.RoomConfig(t.Context(), "default")
@@ -144,8 +143,7 @@ func TestAdminRefusesWithoutTheToken(t *testing.T) {
 				headers = []string{"Authorization", auth}
 			}
 			a := f.do(req.method, req.path, req.body, headers...)
-			require.Equal(t, http.StatusUnauthorized, a.status, "%s %s %q", req.method, req.path, auth)
-			require.Equal(t, "UNAUTHORIZED", a.code())
+			a.requireError(t, http.StatusUnauthorized, "UNAUTHORIZED", "%s %s %q", req.method, req.path, auth)
 			require.True(t, strings.HasPrefix(a.header.Get("WWW-Authenticate"), "Bearer"), a.header.Get("WWW-Authenticate"))
 		}
 	}
@@ -165,8 +163,7 @@ func TestAdminRefusesWithoutTheToken(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.status)
 	require.EqualValues(t, 1, f.shopCalls.Load())
 	a = f.admin("GET", "/admin/no-such-thing", "")
-	require.Equal(t, http.StatusNotFound, a.status)
-	require.Equal(t, "NOT_FOUND", a.code())
+	a.requireError(t, http.StatusNotFound, "NOT_FOUND")
 }
 
 func TestAdminRooms(t *testing.T) {
@@ -190,8 +187,7 @@ func TestAdminRooms(t *testing.T) {
 	require.Contains(t, f.logs.String(), `msg="room created" room=`+name+" by=admin")
 
 	a = f.admin("POST", "/admin/rooms", `{"name":"`+name+`","rate":70}`)
-	require.Equal(t, http.StatusConflict, a.status)
-	require.Equal(t, "ROOM_EXISTS", a.code())
+	a.requireError(t, http.StatusConflict, "ROOM_EXISTS")
 	cfg, err = f.store.RoomConfig(t.Context(), name)
 	require.NoError(t, err)
 	require.InDelta(t, 50.0, cfg.Rate, 0, "an existing room keeps its settings")
@@ -345,8 +341,7 @@ func TestAdminCloseKeepsTokens(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.status, a.body)
 
 	a = f.enter("newcomer")
-	require.Equal(t, http.StatusForbidden, a.status)
-	require.Equal(t, "ROOM_CLOSED", a.code())
+	a.requireError(t, http.StatusForbidden, "ROOM_CLOSED")
 	a = f.enter("queued")
 	require.Equal(t, http.StatusOK, a.status, "the queued keep their places")
 	require.EqualValues(t, 1, a.num("position"))
@@ -505,6 +500,5 @@ func TestAdminChangeReachesOtherInstances(t *testing.T) {
 	a = adminA("PATCH", "/admin/rooms/sale", `{"state":"closed"}`)
 	require.Equal(t, http.StatusOK, a.status, a.body)
 	a = enterB("newcomer")
-	require.Equal(t, http.StatusForbidden, a.status)
-	require.Equal(t, "ROOM_CLOSED", a.code())
+	a.requireError(t, http.StatusForbidden, "ROOM_CLOSED")
 }

@@ -57,8 +57,7 @@ func TestDashboardShellWithoutToken(t *testing.T) {
 
 	for _, auth := range []string{"", "Bearer ", "Bearer wrong-token-of-some-length", "Basic " + adminToken, adminToken} {
 		a := f.do("GET", "/admin/dashboard", "", "Authorization", auth)
-		require.Equal(t, http.StatusUnauthorized, a.status, "%q", auth)
-		require.Equal(t, "UNAUTHORIZED", a.code())
+		a.requireError(t, http.StatusUnauthorized, "UNAUTHORIZED", "%q", auth)
 		require.NotContains(t, a.raw, f.room)
 	}
 	// Paths near the page's are still behind the token.
@@ -116,8 +115,7 @@ func TestDashboardFigures(t *testing.T) {
 
 	for _, since := range []string{"-1", "x", "1.5", "99999999999999999999"} {
 		a := f.admin("GET", "/admin/dashboard?since="+since, "")
-		require.Equal(t, http.StatusBadRequest, a.status, since)
-		require.Equal(t, "BAD_REQUEST", a.code())
+		a.requireError(t, http.StatusBadRequest, "BAD_REQUEST", since)
 		require.True(t, strings.HasPrefix(a.body["error"].(map[string]any)["message"].(string), "since:"), a.raw)
 	}
 }

@@ -30,8 +30,7 @@ func TestPageLoadQueuesNobody(t *testing.T) {
 	f := newPageFixture(t, pageOptions{})
 	for range 20 {
 		p := f.get("/")
-		require.Equal(t, http.StatusOK, p.status)
-		require.True(t, shown(t, p.body, "join"))
+		p.requireShows(t, http.StatusOK, "join")
 		require.Nil(t, p.visitorCookie(), "no visitor is made by a page load")
 		require.Contains(t, p.body, `<form method="post" action="/">`)
 	}
@@ -245,8 +244,7 @@ func TestJoinChallenge(t *testing.T) {
 	p := f.get("/")
 	require.Contains(t, p.body, "Joining needs JavaScript")
 	j := f.join("/")
-	require.Equal(t, http.StatusPreconditionRequired, j.status)
-	require.True(t, shown(t, j.body, "join"))
+	j.requireShows(t, http.StatusPreconditionRequired, "join")
 	require.Nil(t, j.visitorCookie())
 	require.Equal(t, int64(1), f.waiting())
 }

@@ -24,8 +24,7 @@ import (
 
 func TestGateCompletesOnSuccess(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t)
-	f := newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
+	f, up := newGatedFixture(t)
 	token := f.admit("u1")
 
 	a := f.order("u1", token)
@@ -35,8 +34,7 @@ func TestGateCompletesOnSuccess(t *testing.T) {
 
 	// Spent: the token opens nothing any more.
 	a = f.order("u1", token)
-	require.Equal(t, http.StatusForbidden, a.status)
-	require.Equal(t, "ENTRY_TOKEN_NOT_FOUND", a.code())
+	a.requireError(t, http.StatusForbidden, "ENTRY_TOKEN_NOT_FOUND")
 	require.EqualValues(t, 1, up.calls.Load())
 
 	got := up.headers[0]
@@ -52,8 +50,7 @@ func TestGateReleasesOnFailure(t *testing.T) {
 	for _, failed := range []int{http.StatusInternalServerError, http.StatusConflict, http.StatusUnprocessableEntity} {
 		t.Run(fmt.Sprint(failed), func(t *testing.T) {
 			t.Parallel()
-			up := newUpstream(t)
-			f := newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
+			f, up := newGatedFixture(t)
 			token := f.admit("u1")
 			f.clock.Advance(10 * time.Second)
 			before := f.status("u1").num("expires_in_ms")
@@ -102,8 +99,7 @@ func TestGateReleasesWhenTheHandlerPanics(t *testing.T) {
 	panics = true
 	mu.Unlock()
 	a := f.order("u1", token)
-	require.Equal(t, http.StatusInternalServerError, a.status)
-	require.Equal(t, "INTERNAL", a.code())
+	a.requireError(t, http.StatusInternalServerError, "INTERNAL")
 	require.NotContains(t, a.body["error"].(map[string]any)["message"], "order handler bug")
 	require.Contains(t, f.logs.String(), "order handler bug", "the panic is logged")
 
@@ -275,8 +271,7 @@ func TestGateJudgesTheFinalStatusNotEarlyHints(t *testing.T) {
 // token was claimed for and the gate's key, each exactly once.
 func TestGateHeadersReachTheUpstreamWhateverTheClientSends(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t)
-	f := newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
+	f, up := newGatedFixture(t)
 	token := f.admit("u1")
 
 	a := f.do("POST", "/orders", `{}`, "X-User-Id", "u1", "X-Entry-Token", token,
@@ -292,8 +287,7 @@ func TestGateHeadersReachTheUpstreamWhateverTheClientSends(t *testing.T) {
 // Two user headers are ambiguous: the upstream might read the other one.
 func TestGateRefusesSeveralUserHeaders(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t)
-	f := newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
+	f, up := newGatedFixture(t)
 	token := f.admit("u1")
 
 	for _, users := range [][]string{{"u1", "u2"}, {"u1", "u1"}} {
@@ -304,8 +298,7 @@ func TestGateRefusesSeveralUserHeaders(t *testing.T) {
 		}
 		req.Header.Set("X-Entry-Token", token)
 		a := send(t, f.srv.Client(), req)
-		require.Equal(t, http.StatusBadRequest, a.status)
-		require.Equal(t, "BAD_REQUEST", a.code())
+		a.requireError(t, http.StatusBadRequest, "BAD_REQUEST")
 	}
 	require.Zero(t, up.calls.Load())
 	require.Equal(t, http.StatusCreated, f.order("u1", token).status, "the refusals cost the token nothing")

@@ -195,8 +195,7 @@ func TestClosedPolicyRefusesWhileStoreIsDown(t *testing.T) {
 	f.store.down.Store(true)
 	for range 20 {
 		a := f.do("POST", "/orders", "u1", waitroom.NewToken())
-		require.Equal(t, http.StatusServiceUnavailable, a.status)
-		require.Equal(t, "STORE_UNAVAILABLE", a.code())
+		a.requireError(t, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
 		require.Equal(t, "5", a.header.Get("Retry-After"))
 	}
 	require.Zero(t, f.orders.count())
@@ -222,8 +221,7 @@ func TestHungStoreIsUnavailableWithinTheTimeout(t *testing.T) {
 
 		start := time.Now()
 		a := closed.do("POST", "/queue/enter", "u1", "")
-		require.Equal(t, http.StatusServiceUnavailable, a.status)
-		require.Equal(t, "STORE_UNAVAILABLE", a.code())
+		a.requireError(t, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
 		require.Equal(t, server.DefaultStoreTimeout, time.Since(start))
 
 		start = time.Now()
@@ -278,8 +276,7 @@ func TestRedisOutOfMemoryIsUnavailable(t *testing.T) {
 		FailurePolicy: server.FailurePolicy{Default: server.PolicyOpen, SeedRate: 40},
 	})}
 	a := f.do("POST", "/queue/enter", "u2", "")
-	require.Equal(t, http.StatusServiceUnavailable, a.status)
-	require.Equal(t, "STORE_UNAVAILABLE", a.code())
+	a.requireError(t, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
 	require.Equal(t, "5", a.header.Get("Retry-After"))
 
 	a = f.do("POST", "/orders", "u1", st.Token)

@@ -237,6 +237,14 @@ func text(t *testing.T, body, id string) string {
 	return m[1]
 }
 
+// requireShows asserts that p was answered with status and shows the
+// section id.
+func (p page) requireShows(t *testing.T, status int, id string, msgAndArgs ...any) {
+	t.Helper()
+	require.Equal(t, status, p.status, msgAndArgs...)
+	require.True(t, shown(t, p.body, id), msgAndArgs...)
+}
+
 // shown reports whether a page's section is rendered visible.
 func shown(t *testing.T, body, id string) bool {
 	t.Helper()
@@ -316,8 +324,7 @@ func TestPageStates(t *testing.T) {
 		p := f.visit("/")
 		f.admitNext(1)
 		p = f.get("/", p.visitorCookie())
-		require.Equal(t, http.StatusOK, p.status)
-		require.True(t, shown(t, p.body, "admitted"))
+		p.requireShows(t, http.StatusOK, "admitted")
 		require.Equal(t, "5:00", text(t, p.body, "time-left"))
 		require.Contains(t, p.body, `<button id="order" type="button" hidden>`)
 		require.Contains(t, p.body, "Ordering from this page needs JavaScript")
@@ -327,8 +334,7 @@ func TestPageStates(t *testing.T) {
 		t.Parallel()
 		f := newPageFixture(t, pageOptions{room: waitroom.RoomConfig{State: waitroom.RoomPaused}})
 		p := f.visit("/")
-		require.Equal(t, http.StatusOK, p.status)
-		require.True(t, shown(t, p.body, "waiting"))
+		p.requireShows(t, http.StatusOK, "waiting")
 		require.Contains(t, p.body, `<p class="note" id="paused">The sale is paused`)
 		require.Equal(t, "on hold while the sale is paused", text(t, p.body, "wait"))
 	})
@@ -337,8 +343,7 @@ func TestPageStates(t *testing.T) {
 		f := newPageFixture(t, pageOptions{room: waitroom.RoomConfig{MaxQueue: 1}})
 		f.enterUsers("u1")
 		p := f.visit("/")
-		require.Equal(t, http.StatusTooManyRequests, p.status)
-		require.True(t, shown(t, p.body, "queue_full"))
+		p.requireShows(t, http.StatusTooManyRequests, "queue_full")
 		retry, err := strconv.Atoi(p.header.Get("Retry-After"))
 		require.NoError(t, err)
 		require.Equal(t, strconv.Itoa(retry), text(t, p.body, "retry-after"))
@@ -352,8 +357,7 @@ func TestPageStates(t *testing.T) {
 		queued := f.visit("/")
 		f.setState(waitroom.RoomClosed)
 		p := f.visit("/")
-		require.Equal(t, http.StatusForbidden, p.status)
-		require.True(t, shown(t, p.body, "closed"))
+		p.requireShows(t, http.StatusForbidden, "closed")
 		// Someone already in line keeps the place.
 		p = f.get("/", queued.visitorCookie())
 		require.Equal(t, http.StatusOK, p.status)
@@ -363,16 +367,14 @@ func TestPageStates(t *testing.T) {
 		t.Parallel()
 		f := newPageFixture(t, pageOptions{})
 		p := f.get("/rooms/nosuch")
-		require.Equal(t, http.StatusNotFound, p.status)
-		require.True(t, shown(t, p.body, "no_room"))
+		p.requireShows(t, http.StatusNotFound, "no_room")
 		require.Contains(t, p.body, "No waiting room is called “nosuch”")
 	})
 	t.Run("bad room name", func(t *testing.T) {
 		t.Parallel()
 		f := newPageFixture(t, pageOptions{})
 		p := f.get("/rooms/Bad.Room")
-		require.Equal(t, http.StatusBadRequest, p.status)
-		require.True(t, shown(t, p.body, "error"))
+		p.requireShows(t, http.StatusBadRequest, "error")
 		require.Contains(t, text(t, p.body, "error-message"), "room names are")
 	})
 	t.Run("store unavailable", func(t *testing.T) {

@@ -50,8 +50,7 @@ func TestPasses(t *testing.T) {
 	a = f.enterWithPass("queued-1", code)
 	require.Equal(t, "admitted", a.str("state"), a.raw)
 	a = f.enterWithPass("third", code)
-	require.Equal(t, http.StatusForbidden, a.status)
-	require.Equal(t, "PASS_USED_UP", a.code())
+	a.requireError(t, http.StatusForbidden, "PASS_USED_UP")
 
 	// Forged, altered, truncated, another room's: PASS_INVALID.
 	other := f.mintPass(f.room, `{}`).str("code") // a valid one to alter
@@ -103,8 +102,7 @@ func TestPasses(t *testing.T) {
 	require.Equal(t, "admitted", f.enterWithPass("a", full).str("state"))
 	require.Equal(t, "admitted", f.enterWithPass("b", full).str("state"))
 	a = f.enterWithPass("c", full)
-	require.Equal(t, http.StatusTooManyRequests, a.status, a.raw)
-	require.Equal(t, "NO_FREE_SLOT", a.code())
+	a.requireError(t, http.StatusTooManyRequests, "NO_FREE_SLOT", a.raw)
 	require.NotEmpty(t, a.header.Get("Retry-After"))
 
 	// Every enter with a pass is counted; forged ones without a room.
@@ -135,8 +133,7 @@ func TestInviteOnly(t *testing.T) {
 	require.Equal(t, http.StatusOK, f.admin("PATCH", "/admin/rooms/"+f.room, `{"invite_only": true}`).status)
 
 	a := f.enter("stranger")
-	require.Equal(t, http.StatusForbidden, a.status)
-	require.Equal(t, "INVITE_ONLY", a.code())
+	a.requireError(t, http.StatusForbidden, "INVITE_ONLY")
 	require.Equal(t, "waiting", f.enter("before").str("state"), "queued before: keeps the place")
 
 	code := f.mintPass(f.room, `{}`).str("code")

@@ -83,6 +83,13 @@ func (a answer) code() string {
 	return c
 }
 
+// requireError asserts that a is the error code answered with status.
+func (a answer) requireError(t *testing.T, status int, code string, msgAndArgs ...any) {
+	t.Helper()
+	require.Equal(t, status, a.status, msgAndArgs...)
+	require.Equal(t, code, a.code(), msgAndArgs...)
+}
+
 func (a answer) num(field string) int64 {
 	n, _ := a.body[field].(float64)
 	return int64(n)
@@ -163,6 +170,14 @@ type upstream struct {
 	reply   atomic.Int64 // status to answer; 0 means 201
 }
 
+// newGatedFixture is a fixture whose gated orders reach up, an upstream
+// that counts its calls.
+func newGatedFixture(t *testing.T) (*fixture, *upstream) {
+	t.Helper()
+	up := newUpstream(t)
+	return newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)}), up
+}
+
 func newUpstream(t *testing.T) *upstream {
 	u := &upstream{}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -198,8 +213,7 @@ func TestErrorTable(t *testing.T) {
 		f := newFixture(t, fixtureOptions{room: waitroom.RoomConfig{MaxQueue: 1}})
 		require.Equal(t, http.StatusOK, f.enter("u1").status)
 		a := f.enter("u2")
-		require.Equal(t, http.StatusTooManyRequests, a.status)
-		require.Equal(t, "QUEUE_FULL", a.code())
+		a.requireError(t, http.StatusTooManyRequests, "QUEUE_FULL")
 		secs, err := strconv.Atoi(a.header.Get("Retry-After"))
 		require.NoError(t, err)
 		require.Positive(t, secs)
@@ -209,15 +223,13 @@ func TestErrorTable(t *testing.T) {
 		f := newFixture(t, fixtureOptions{})
 		require.NoError(t, f.store.UpdateRoom(t.Context(), f.room, testenv.RoomConfig(t, f.store, f.room), waitroom.RoomConfig{State: waitroom.RoomClosed}))
 		a := f.enter("u1")
-		require.Equal(t, http.StatusForbidden, a.status)
-		require.Equal(t, "ROOM_CLOSED", a.code())
+		a.requireError(t, http.StatusForbidden, "ROOM_CLOSED")
 	})
 	t.Run("ROOM_NOT_FOUND", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, fixtureOptions{})
 		a := f.do("POST", "/rooms/no-such-room/enter", "", "X-User-Id", "u1")
-		require.Equal(t, http.StatusNotFound, a.status)
-		require.Equal(t, "ROOM_NOT_FOUND", a.code())
+		a.requireError(t, http.StatusNotFound, "ROOM_NOT_FOUND")
 		rooms, err := f.store.Rooms(t.Context())
 		require.NoError(t, err)
 		require.NotContains(t, rooms, "no-such-room", "a room is never created on the fly")
@@ -226,46 +238,38 @@ func TestErrorTable(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, fixtureOptions{})
 		a := f.status("u1")
-		require.Equal(t, http.StatusNotFound, a.status)
-		require.Equal(t, "NOT_IN_QUEUE", a.code())
+		a.requireError(t, http.StatusNotFound, "NOT_IN_QUEUE")
 	})
 	t.Run("ENTRY_TOKEN_NOT_FOUND", func(t *testing.T) {
 		t.Parallel()
-		up := newUpstream(t)
-		f := newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
+		f, up := newGatedFixture(t)
 		for _, token := range []string{"", waitroom.NewToken()} {
 			a := f.order("u1", token)
-			require.Equal(t, http.StatusForbidden, a.status)
-			require.Equal(t, "ENTRY_TOKEN_NOT_FOUND", a.code())
+			a.requireError(t, http.StatusForbidden, "ENTRY_TOKEN_NOT_FOUND")
 		}
 		require.Zero(t, up.calls.Load())
 	})
 	t.Run("ENTRY_TOKEN_INVALID", func(t *testing.T) {
 		t.Parallel()
-		up := newUpstream(t)
-		f := newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
+		f, up := newGatedFixture(t)
 		f.admit("u1")
 		a := f.order("u1", waitroom.NewToken())
-		require.Equal(t, http.StatusForbidden, a.status)
-		require.Equal(t, "ENTRY_TOKEN_INVALID", a.code())
+		a.requireError(t, http.StatusForbidden, "ENTRY_TOKEN_INVALID")
 		require.Zero(t, up.calls.Load())
 	})
 	t.Run("TOKEN_IN_USE", func(t *testing.T) {
 		t.Parallel()
-		up := newUpstream(t)
-		f := newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
+		f, up := newGatedFixture(t)
 		token := f.admit("u1")
 		_, err := f.store.Claim(t.Context(), f.room, "u1", token) // another request holds it
 		require.NoError(t, err)
 		a := f.order("u1", token)
-		require.Equal(t, http.StatusConflict, a.status)
-		require.Equal(t, "TOKEN_IN_USE", a.code())
+		a.requireError(t, http.StatusConflict, "TOKEN_IN_USE")
 		require.Zero(t, up.calls.Load())
 	})
 	t.Run("BAD_REQUEST", func(t *testing.T) {
 		t.Parallel()
-		up := newUpstream(t)
-		f := newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
+		f, up := newGatedFixture(t)
 		tests := []struct {
 			name                 string
 			method, path, body   string
@@ -325,8 +329,7 @@ func TestErrorTable(t *testing.T) {
 		require.NoError(t, err)
 		r.Header.Set("X-User-Id", "u1")
 		a := send(t, srv.Client(), r)
-		require.Equal(t, http.StatusInternalServerError, a.status)
-		require.Equal(t, "INTERNAL", a.code())
+		a.requireError(t, http.StatusInternalServerError, "INTERNAL")
 		require.Equal(t, "internal error", a.body["error"].(map[string]any)["message"])
 		require.Contains(t, logs.String(), "secret cause 42", "the cause is logged")
 	})
@@ -335,8 +338,7 @@ func TestErrorTable(t *testing.T) {
 		f := newFixture(t, fixtureOptions{protected: proxyTo(t, testenv.UnreachableURL(t))})
 		token := f.admit("u1")
 		a := f.order("u1", token)
-		require.Equal(t, http.StatusBadGateway, a.status)
-		require.Equal(t, "UPSTREAM_UNAVAILABLE", a.code())
+		a.requireError(t, http.StatusBadGateway, "UPSTREAM_UNAVAILABLE")
 		// Released, not spent: the same token is claimable again.
 		_, err := f.store.Claim(t.Context(), f.room, "u1", token)
 		require.NoError(t, err)
@@ -345,18 +347,15 @@ func TestErrorTable(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, fixtureOptions{})
 		a := f.order("u1", waitroom.NewToken())
-		require.Equal(t, http.StatusNotFound, a.status)
-		require.Equal(t, "NOT_CONFIGURED", a.code())
+		a.requireError(t, http.StatusNotFound, "NOT_CONFIGURED")
 	})
 	t.Run("NOT_FOUND and METHOD_NOT_ALLOWED", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, fixtureOptions{})
 		a := f.do("GET", "/nowhere", "")
-		require.Equal(t, http.StatusNotFound, a.status)
-		require.Equal(t, "NOT_FOUND", a.code())
+		a.requireError(t, http.StatusNotFound, "NOT_FOUND")
 		a = f.do("PUT", "/rooms/"+f.room+"/enter", "", "X-User-Id", "u1")
-		require.Equal(t, http.StatusMethodNotAllowed, a.status)
-		require.Equal(t, "METHOD_NOT_ALLOWED", a.code())
+		a.requireError(t, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
 		require.Equal(t, "POST", a.header.Get("Allow"))
 	})
 }
