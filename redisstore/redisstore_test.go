@@ -243,31 +243,17 @@ func TestLibraryReload(t *testing.T) {
 			rec.mu.Unlock()
 
 			const callers = 32
-			start := make(chan struct{})
-			positions := make(chan int64, callers)
-			errs := make(chan error, callers)
-			var wg sync.WaitGroup
-			for i := range callers {
-				wg.Go(func() {
-					<-start
-					st, err := s.Enter(ctx, room, fmt.Sprintf("u%02d", i))
-					if err != nil {
-						errs <- err
-						return
-					}
-					positions <- st.Position
-				})
-			}
-			close(start)
-			wg.Wait()
-			close(errs)
-			close(positions)
-			for err := range errs {
-				require.NoError(t, err)
-			}
+			positions := make([]int64, callers)
+			errs := make([]error, callers)
+			testenv.AtOnce(callers, func(i int) {
+				var st waitroom.Status
+				st, errs[i] = s.Enter(ctx, room, fmt.Sprintf("u%02d", i))
+				positions[i] = st.Position
+			})
 			seen := map[int64]bool{}
-			for p := range positions {
-				seen[p] = true
+			for i, err := range errs {
+				require.NoError(t, err)
+				seen[positions[i]] = true
 			}
 			require.Len(t, seen, callers, "every caller queued, each in its own place")
 			for p := range int64(callers) {

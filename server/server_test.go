@@ -446,49 +446,37 @@ func TestConcurrentEntersGetPositionsOneToN(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, fixtureOptions{})
 	const n = 50
-	start := make(chan struct{})
-	positions := make(chan int64, n)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			req, err := http.NewRequest("POST", f.srv.URL+"/rooms/"+f.room+"/enter", nil)
-			if err != nil {
-				errs <- err
-				return
-			}
-			req.Header.Set("X-User-Id", fmt.Sprintf("user-%d", i))
-			<-start
-			resp, err := f.srv.Client().Do(req)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer resp.Body.Close()
-			var body struct {
-				State    string `json:"state"`
-				Position int64  `json:"position"`
-			}
-			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-				errs <- err
-				return
-			}
-			if resp.StatusCode != http.StatusOK || body.State != "waiting" {
-				errs <- fmt.Errorf("status %d, state %q", resp.StatusCode, body.State)
-				return
-			}
-			positions <- body.Position
-		})
+	// enter is f.enter for a goroutine: an error, not a failed test.
+	enter := func(user string) (int64, error) {
+		req, err := http.NewRequest("POST", f.srv.URL+"/rooms/"+f.room+"/enter", nil)
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("X-User-Id", user)
+		resp, err := f.srv.Client().Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		var body struct {
+			State    string `json:"state"`
+			Position int64  `json:"position"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			return 0, err
+		}
+		if resp.StatusCode != http.StatusOK || body.State != "waiting" {
+			return 0, fmt.Errorf("status %d, state %q", resp.StatusCode, body.State)
+		}
+		return body.Position, nil
 	}
-	close(start)
-	wg.Wait()
-	close(positions)
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	positions := make([]int64, n)
+	errs := make([]error, n)
+	testenv.AtOnce(n, func(i int) { positions[i], errs[i] = enter(fmt.Sprintf("user-%d", i)) })
 	seen := make(map[int64]bool)
-	for p := range positions {
+	for i, err := range errs {
+		require.NoError(t, err)
+		p := positions[i]
 		require.False(t, seen[p], "position %d given twice", p)
 		seen[p] = true
 	}
