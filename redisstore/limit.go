@@ -7,20 +7,22 @@ import (
 	"github.com/waitroom/waitroom"
 )
 
-var _ waitroom.Limiter = (*Store)(nil)
-
 // allowScript counts one request against a GCRA limit (waitroom.GCRA, the
 // same arithmetic) on the Redis clock, so every instance shares one count.
 //
 // KEYS[1] the key's theoretical arrival time, in µs
 // ARGV[1] emission interval in µs (1 s ÷ rate)
 // ARGV[2] burst in µs (burst × interval)
+// ARGV[3] requests an instance let through already on its own share
+// (waitroom.LocalShare): counted first, whatever the answer
 //
-// Returns {1, 0} allowed, or {0, wait µs} refused (nothing written).
+// Returns {1, 0} allowed, or {0, wait µs} refused (only the requests
+// already let through written).
 var allowScript = newFunction("allow", `
 local tat_key  = KEYS[1]
 local interval = tonumber(ARGV[1])
 local burst    = tonumber(ARGV[2])
+local passed   = tonumber(ARGV[3])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -28,10 +30,15 @@ local tat = tonumber(redis.call('GET', tat_key) or '0')
 if tat < now then
   tat = now
 end
+-- The requests let through already add their debt, allowed or not.
+tat = tat + passed * interval
 local next = tat + interval
 -- Refused while the debt this request would leave exceeds the burst.
 local wait = next - now - burst
 if wait > 0 then
+  if passed > 0 then
+    redis.call('SET', tat_key, tat, 'PX', math.ceil((tat - now) / 1000) + 1)
+  end
   return {0, wait}
 end
 -- The key means nothing once its tat has passed: let it expire then.
@@ -39,15 +46,26 @@ redis.call('SET', tat_key, next, 'PX', math.ceil((next - now) / 1000) + 1)
 return {1, 0}
 `)
 
+var _ waitroom.SharedLimiter = (*Store)(nil)
+
 // Allow counts one request for key against l, shared by every instance on
 // this Redis.
 func (s *Store) Allow(ctx context.Context, key string, l waitroom.Limit) (bool, time.Duration, error) {
+	return s.AllowAfter(ctx, key, l, 0)
+}
+
+// AllowAfter counts passed requests for key that an instance let through
+// on its own, then decides one more as Allow does.
+func (s *Store) AllowAfter(ctx context.Context, key string, l waitroom.Limit, passed int) (bool, time.Duration, error) {
 	if l.Rate <= 0 {
 		return false, 0, waitroom.BadRequest("limit rate must be > 0")
 	}
+	if passed < 0 {
+		return false, 0, waitroom.BadRequest("passed requests must be ≥ 0")
+	}
 	interval := int64(float64(time.Second/time.Microsecond) / l.Rate)
 	burst := int64(max(l.Burst, 1)) * interval
-	res, err := s.run(ctx, allowScript, []string{s.prefix + ":{rl:" + key + "}"}, interval, burst)
+	res, err := s.run(ctx, allowScript, []string{s.prefix + ":{rl:" + key + "}"}, interval, burst, passed)
 	if err != nil {
 		return false, 0, s.fail("allow", err)
 	}

@@ -50,10 +50,8 @@ func (s *Server) allow(ctx context.Context, key string, limit waitroom.Limit) er
 	if limit.Rate <= 0 {
 		return nil
 	}
-	// Bounded like a store call: a hung Redis must not hang the request
-	// here before its own store call is bounded.
-	ctx, cancel := context.WithTimeout(ctx, s.storeTimeout)
-	defer cancel()
+	// In process, or a LocalShare that bounds its shared calls like a
+	// store call (New).
 	ok, wait, err := s.limiter.Allow(ctx, key, limit)
 	switch {
 	case err != nil:

@@ -147,7 +147,10 @@ func TestVisitorRateLimitPerClientAddress(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, second.status)
 }
 
-// With Redis as the limiter, a limit holds across instances: one count.
+// With Redis as the limiter, a limit holds across instances. Each of two
+// instances answers its share (half the rate and the burst) itself and,
+// beyond it, asks Redis, which counts the whole limit and hears first of
+// what the share let through.
 func TestRateLimitsHoldAcrossInstances(t *testing.T) {
 	t.Parallel()
 	client, err := redisstore.Open(testenv.RedisURL())
@@ -156,20 +159,33 @@ func TestRateLimitsHoldAcrossInstances(t *testing.T) {
 	prefix := "wrtest:limit:" + waitroom.NewToken()
 	t.Cleanup(func() { _ = redisstore.DeletePrefix(t.Context(), client, prefix) })
 	limiter := redisstore.New(client, redisstore.Options{Prefix: prefix})
-	a := newPageFixture(t, pageOptions{server: func(c *server.Config) { c.UserRateLimit = 1; c.Limiter = limiter }})
-	// A second instance on the same rooms and the same Redis.
-	b := mustServer(t, server.Config{Store: a.store, DefaultRoom: a.room, UserRateLimit: 1, Limiter: limiter})
-	bSrv := newTestServer(t, b)
-	status := func(base string) int {
-		req, err := http.NewRequestWithContext(t.Context(), "POST", base+"/rooms/"+a.room+"/enter", nil)
-		require.NoError(t, err)
-		req.Header.Set("X-User-Id", "alice")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		return resp.StatusCode
+	// 1/s with a burst of 2; each instance's share: 0.5/s, a burst of 1.
+	shared := func(c *server.Config) { c.UserRateLimit = 1; c.Limiter = limiter; c.FailurePolicy.Instances = 2 }
+	a := newPageFixture(t, pageOptions{server: shared})
+	bCfg := server.Config{Store: a.store, DefaultRoom: a.room}
+	shared(&bCfg)
+	b := newTestServer(t, mustServer(t, bCfg))
+	enters := func(user string, bases ...string) []int {
+		var got []int
+		for _, base := range bases {
+			req, err := http.NewRequestWithContext(t.Context(), "POST", base+"/rooms/"+a.room+"/enter", nil)
+			require.NoError(t, err)
+			req.Header.Set("X-User-Id", user)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			got = append(got, resp.StatusCode)
+		}
+		return got
 	}
-	require.Equal(t, []int{200, 200, 429, 429}, []int{status(a.srv.URL), status(bSrv), status(a.srv.URL), status(bSrv)})
+	// On one instance a user gets the whole burst, not more: one request on
+	// the share, one from Redis, which counted the share's first.
+	require.Equal(t, []int{200, 200, 429, 429}, enters("alice", a.srv.URL, a.srv.URL, a.srv.URL, a.srv.URL))
+	// Spread over both, each share's one, then Redis's count: three where
+	// two instances counting apart would let four through, and nothing
+	// more however many come.
+	require.Equal(t, []int{200, 200, 200, 429, 429, 429, 429, 429},
+		enters("bob", a.srv.URL, b, a.srv.URL, b, a.srv.URL, b, a.srv.URL, b))
 }
 
 // The visitor cookie is Secure when TLS ends at a proxy in front.

@@ -125,7 +125,11 @@ type Config struct {
 	// (TrustedProxies decide which X-Forwarded-For hop that is); 0: off.
 	VisitorRateLimit float64
 	// Limiter keeps the counts of both limits; nil: in this process only
-	// (memstore.Limiter). redisstore.Store shares them between instances.
+	// (memstore.Limiter). A waitroom.SharedLimiter (redisstore.Store)
+	// shares them between instances: this one answers its share of each
+	// limit itself (1/FailurePolicy.Instances) and asks the shared one,
+	// bounded by StoreTimeout, only beyond it (waitroom.LocalShare). Any
+	// other Limiter is called as is, so it must be in process.
 	Limiter waitroom.Limiter
 	// CookieSecure marks visitor cookies Secure even on plain HTTP, for
 	// TLS that ends at a proxy in front.
@@ -179,7 +183,6 @@ func New(cfg Config) (*Server, error) {
 		mux:            http.NewServeMux(),
 		visitors:       visitors{secret: cfg.CookieSecret, maxAge: cfg.CookieMaxAge, secure: cfg.CookieSecure, now: time.Now},
 		trusted:        trustedProxies(cfg.TrustedProxies),
-		limiter:        cfg.Limiter,
 		joinDifficulty: cfg.JoinChallenge,
 		orderProduct:   cfg.OrderProduct,
 	}
@@ -212,9 +215,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.userLimit = waitroom.Limit{Rate: cfg.UserRateLimit, Burst: limitBurst(cfg.UserRateLimit)}
 	s.visitorLimit = waitroom.Limit{Rate: cfg.VisitorRateLimit, Burst: limitBurst(cfg.VisitorRateLimit)}
-	if s.limiter == nil {
-		s.limiter = memstore.NewLimiter(memstore.Options{})
-	}
 	if cfg.JoinChallenge < 0 || cfg.JoinChallenge > MaxJoinDifficulty {
 		return nil, fmt.Errorf("server: Config.JoinChallenge must be in [0, %d] bits, got %d", MaxJoinDifficulty, cfg.JoinChallenge)
 	}
@@ -231,6 +231,14 @@ func New(cfg Config) (*Server, error) {
 	s.storeTimeout = cfg.StoreTimeout
 	if s.storeTimeout <= 0 {
 		s.storeTimeout = DefaultStoreTimeout
+	}
+	switch lim := cfg.Limiter.(type) {
+	case nil:
+		s.limiter = memstore.NewLimiter(memstore.Options{})
+	case waitroom.SharedLimiter:
+		s.limiter = &waitroom.LocalShare{Shared: lim, Instances: cfg.FailurePolicy.Instances, Timeout: s.storeTimeout}
+	default:
+		s.limiter = lim
 	}
 	s.store = waitroom.Guard(cfg.Store, waitroom.GuardOptions{
 		Timeout: cfg.StoreTimeout,
