@@ -218,8 +218,7 @@ func TestEnter(t *testing.T) {
 	_, err = s.Enter(ctx, room, "")
 	require.ErrorIs(t, err, waitroom.ErrBadRequest)
 
-	stats, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	stats := testenv.Stats(t, s, room)
 	require.Equal(t, waitroom.Stats{Waiting: 3, Entered: 4, Full: 1}, stats)
 }
 
@@ -424,8 +423,7 @@ func TestAdmitMaxActive(t *testing.T) {
 	adm, err = s.Admit(ctx, room)
 	require.NoError(t, err)
 	require.Len(t, adm, 3)
-	st, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	st := testenv.Stats(t, s, room)
 	require.Less(t, st.Pace.Efficiency, 0.1, "the cap, not the rate, held admissions back")
 	st.Pace = waitroom.Pace{}
 	require.Equal(t, waitroom.Stats{Waiting: 3, Active: 3, Entered: 10, Admitted: 7, Completed: 1, NoShows: 3}, st, "never confirmed: no-shows")
@@ -449,22 +447,19 @@ func TestExpiry(t *testing.T) {
 	bob := tokenOfAdmitted(t, s, room)
 
 	clock.Advance(time.Minute)
-	st, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	st := testenv.Stats(t, s, room)
 	require.Zero(t, st.Active, "expired tokens are not active even before they are dropped")
 	require.Zero(t, st.NoShows, "expiry is counted when a token is dropped")
 
 	// Claim drops the expired token it finds, Admit all the others; never
 	// confirmed, they are no-shows.
-	_, err = s.Claim(ctx, room, "ann", ann)
+	_, err := s.Claim(ctx, room, "ann", ann)
 	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
-	st, err = s.Stats(ctx, room)
-	require.NoError(t, err)
+	st = testenv.Stats(t, s, room)
 	require.Equal(t, int64(1), st.NoShows)
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
-	st, err = s.Stats(ctx, room)
-	require.NoError(t, err)
+	st = testenv.Stats(t, s, room)
 	require.Equal(t, int64(2), st.NoShows)
 	_, err = s.Claim(ctx, room, "bob", bob)
 	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
@@ -519,8 +514,7 @@ func TestClaimCompleteRelease(t *testing.T) {
 	_, err = s.Status(ctx, room, "ann")
 	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
 
-	stats, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	stats := testenv.Stats(t, s, room)
 	require.Equal(t, waitroom.Stats{Entered: 1, Admitted: 1, Completed: 1, Released: 1}, stats)
 }
 
@@ -562,8 +556,7 @@ func TestReleaseAfterLapsedLease(t *testing.T) {
 	st, err := s.Status(ctx, room, "ann")
 	require.NoError(t, err)
 	require.Equal(t, 54*time.Second, st.ExpiresIn)
-	stats, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	stats := testenv.Stats(t, s, room)
 	require.Equal(t, int64(1), stats.Released)
 	_, err = s.Claim(ctx, room, "ann", token)
 	require.NoError(t, err)
@@ -591,8 +584,7 @@ func TestReadmittedWhileExpiredTokenIsHeld(t *testing.T) {
 	require.ErrorIs(t, s.Complete(ctx, h), waitroom.ErrTokenInvalid)
 	require.NoError(t, s.Release(ctx, h))
 	require.Equal(t, fresh, tokenOf(t, s, room, "ann"))
-	stats, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	stats := testenv.Stats(t, s, room)
 	require.Equal(t, waitroom.Stats{Active: 1, Entered: 2, Admitted: 2, Expired: 1}, stats)
 }
 
@@ -615,8 +607,7 @@ func TestLeaseOutlivesExpiry(t *testing.T) {
 	clock.Advance(20 * time.Second)
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
-	st, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	st := testenv.Stats(t, s, room)
 	require.Equal(t, int64(2), st.Active)
 	require.Zero(t, st.Expired)
 	_, err = s.Claim(ctx, room, "ann", ann)
@@ -627,8 +618,7 @@ func TestLeaseOutlivesExpiry(t *testing.T) {
 	_, err = s.Claim(ctx, room, "bob", bob)
 	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
 
-	st, err = s.Stats(ctx, room)
-	require.NoError(t, err)
+	st = testenv.Stats(t, s, room)
 	require.Equal(t, waitroom.Stats{Entered: 2, Admitted: 2, Completed: 1, Expired: 1}, st)
 }
 

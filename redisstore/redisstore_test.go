@@ -198,8 +198,7 @@ func TestScriptsPassEveryKeyInKEYS(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // let b's and c's tokens expire
 	_, err = s.Admit(ctx, room)         // cleans them up
 	require.NoError(t, err)
-	_, err = s.Stats(ctx, room)
-	require.NoError(t, err)
+	testenv.Stats(t, s, room)
 
 	all := []*function{createRoomScript, updateRoomScript, statsScript, enterScript, statusScript, admitScript, claimScript, completeScript, releaseScript}
 	for _, f := range all {
@@ -499,8 +498,7 @@ func TestAdmitCleansUpExpired(t *testing.T) {
 	users, err := s.client.HKeys(ctx, k.tok).Result()
 	require.NoError(t, err)
 	require.Equal(t, []string{got[0].User}, users, "only the held token survives")
-	stats, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	stats := testenv.Stats(t, s, room)
 	require.Equal(t, int64(3), stats.NoShows, "never confirmed nor claimed")
 	require.Equal(t, int64(0), stats.Expired)
 	require.Equal(t, int64(1), stats.Active)
@@ -509,8 +507,7 @@ func TestAdmitCleansUpExpired(t *testing.T) {
 	require.NoError(t, s.Release(ctx, hold))
 	_, err = s.Claim(ctx, room, got[0].User, got[0].Token)
 	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
-	stats, err = s.Stats(ctx, room)
-	require.NoError(t, err)
+	stats = testenv.Stats(t, s, room)
 	require.Equal(t, int64(1), stats.Expired, "claimed, so not a no-show")
 	require.Equal(t, int64(0), stats.Active)
 	require.Equal(t, int64(0), stats.Released)
@@ -585,8 +582,7 @@ func TestAdmitBigTick(t *testing.T) {
 	got, err = s.Admit(ctx, room)
 	require.NoError(t, err)
 	require.Len(t, got, 200, "the rest of the queue")
-	stats, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	stats := testenv.Stats(t, s, room)
 	stats.Pace = waitroom.Pace{} // measured while 200 still waited: PaceIsMeasured
 	// fill gave 1,200 places straight into the queue and set the
 	// sequence to match, which is what Entered counts.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // testScheduledOpening: 40 early arrivals on two instances, the opening a
@@ -60,8 +61,7 @@ func scheduledOpening(t *testing.T, h Harness, order waitroom.PrequeueOrder) {
 	got, err := h.Store.Admit(ctx, room)
 	require.NoError(t, err)
 	require.Empty(t, got, "nobody before the opening")
-	stats, err := h.Store.Stats(ctx, room)
-	require.NoError(t, err)
+	stats := testenv.Stats(t, h.Store, room)
 	require.Equal(t, int64(early), stats.Waiting)
 
 	h.Advance(t, opensIn+50*time.Millisecond)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // Leavers: a waiting user whose last enter or status is older than
@@ -74,8 +75,7 @@ func testSilentUserAtHeadIsSkipped(t *testing.T, h Harness) {
 	require.Equal(t, int64(1), st.Position, "the skipped user no longer counts ahead")
 	_, err = h.Store.Status(ctx, room, "silent")
 	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
-	stats, err := h.Store.Stats(ctx, room)
-	require.NoError(t, err)
+	stats := testenv.Stats(t, h.Store, room)
 	require.Equal(t, int64(1), stats.Abandoned)
 	require.Equal(t, int64(1), stats.Admitted)
 	require.Equal(t, int64(1), stats.Waiting)
@@ -131,8 +131,7 @@ func testTwoInstancesSkipSilentUsersOnce(t *testing.T, h Harness) {
 	for _, u := range pollers {
 		require.Equal(t, 1, seen[u], u)
 	}
-	stats, err := h.Store.Stats(ctx, room)
-	require.NoError(t, err)
+	stats := testenv.Stats(t, h.Store, room)
 	require.Equal(t, int64(silent), stats.Abandoned)
 	require.Equal(t, int64(polling), stats.Admitted)
 	require.Equal(t, int64(0), stats.Waiting)
@@ -162,8 +161,7 @@ func testSilentUserLeftBeforeTheHead(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), st.Position)
 
-	stats, err := h.Store.Stats(ctx, room)
-	require.NoError(t, err)
+	stats := testenv.Stats(t, h.Store, room)
 	require.Equal(t, int64(2), stats.Abandoned)
 	require.Equal(t, int64(5), stats.Entered, "four places and one anew")
 	require.Equal(t, int64(3), stats.Waiting)

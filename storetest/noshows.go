@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // No-shows: a token its holder neither confirms (a second look at it after
@@ -82,8 +83,7 @@ func testUnconfirmedTokenExpiresAtFirstUse(t *testing.T, h Harness) {
 	got, err := h.Store.Admit(ctx, room)
 	require.NoError(t, err)
 	require.Equal(t, []string{user(4), user(5)}, users(got))
-	stats, err := h.Store.Stats(ctx, room)
-	require.NoError(t, err)
+	stats := testenv.Stats(t, h.Store, room)
 	require.Equal(t, int64(2), stats.NoShows)
 	require.Equal(t, int64(0), stats.Expired)
 	require.Equal(t, int64(4), stats.Active)
@@ -182,8 +182,7 @@ func noShowRound(t *testing.T, h Harness, rate float64) (int, time.Duration) {
 		h.Advance(t, 20*time.Millisecond)
 	}
 	elapsed := time.Since(start)
-	stats, err := h.Store.Stats(ctx, room)
-	require.NoError(t, err)
+	stats := testenv.Stats(t, h.Store, room)
 	require.Equal(t, int64(noShowsMadeUp), stats.NoShows)
 	return admitted, elapsed
 }

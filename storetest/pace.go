@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // testPaceIsMeasured: the store measures how admissions really went, from
@@ -26,11 +27,10 @@ func testPaceIsMeasured(t *testing.T, h Harness) {
 			pollers = append(pollers, user(i))
 		}
 	}
-	stats, err := h.Store.Stats(ctx, room)
-	require.NoError(t, err)
+	stats := testenv.Stats(t, h.Store, room)
 	require.Equal(t, waitroom.Pace{}, stats.Pace, "nothing measured before the first tick")
 	pollWhileSilent(t, h, room, pollers...)
-	_, err = waitroom.ChangeRoom(ctx, h.Store, room, func(c *waitroom.RoomConfig) error {
+	_, err := waitroom.ChangeRoom(ctx, h.Store, room, func(c *waitroom.RoomConfig) error {
 		c.State = waitroom.RoomOpen
 		return nil
 	})
@@ -56,8 +56,7 @@ func testPaceIsMeasured(t *testing.T, h Harness) {
 			}
 		}
 	}
-	stats, err = h.Store.Stats(ctx, room)
-	require.NoError(t, err)
+	stats = testenv.Stats(t, h.Store, room)
 	skipped = int(stats.Abandoned)
 	require.Positive(t, skipped)
 	p := stats.Pace

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // buy claims and completes an admitted user's token: the order succeeded.
@@ -296,8 +297,7 @@ func testOneOrderPerUser(t *testing.T, h Harness) {
 		return err
 	})
 	require.Equal(t, map[string]int{waitroom.ErrAlreadyOrdered.Code: 20}, countErrors(errs))
-	st, err := h.Store.Stats(ctx, room)
-	require.NoError(t, err)
+	st := testenv.Stats(t, h.Store, room)
 	require.Equal(t, int64(2), st.Entered, "a buyer's entries took no place")
 
 	// The other still holds its unspent token.
@@ -331,8 +331,7 @@ func testOneOrderPerUser(t *testing.T, h Harness) {
 		}
 	}
 	require.Equal(t, []string{"after-buyer"}, admittedAfter, "the buyer at the head got no token")
-	st, err = h.Store.Stats(ctx, room)
-	require.NoError(t, err)
+	st = testenv.Stats(t, h.Store, room)
 	require.Zero(t, st.Waiting, "the buyer left the queue")
 	_, err = h.Store.Status(ctx, room, buyer.User)
 	require.ErrorIs(t, err, waitroom.ErrAlreadyOrdered)

@@ -123,6 +123,14 @@ func RoomConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomConfi
 	return cfg
 }
 
+// Stats reads room's counters.
+func Stats(tb testing.TB, s waitroom.Store, room string) waitroom.Stats {
+	tb.Helper()
+	stats, err := s.Stats(tb.Context(), room)
+	require.NoError(tb, err)
+	return stats
+}
+
 // AtOnce runs fn(0) … fn(n-1) on n goroutines released at one signal, so
 // that they race for real, and returns when all have: a race test then
 // reads every outcome fn recorded.
