@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +18,6 @@ import (
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/instance"
 	"github.com/waitroom/waitroom/loadtest"
-	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
 	"github.com/waitroom/waitroom/shop"
 )
@@ -294,24 +291,14 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 		}
 		return exitFailure
 	}
-	extra.Check(rep)
+	out := loadtest.NewOutcome(rep, extra)
+	write := out.WriteText
 	if c.jsonOut {
-		out := struct {
-			*loadtest.Report
-			Server loadtest.ServerFigures `json:"server"`
-		}{rep, extra}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if werr := enc.Encode(out); werr != nil {
-			fmt.Fprintf(stderr, "waitroom loadtest: writing the report: %v\n", werr)
-			return exitFailure
-		}
-	} else {
-		if werr := rep.WriteText(stdout); werr != nil {
-			fmt.Fprintf(stderr, "waitroom loadtest: writing the report: %v\n", werr)
-			return exitFailure
-		}
-		extra.WriteText(stdout)
+		write = out.WriteJSON
+	}
+	if werr := write(stdout); werr != nil {
+		fmt.Fprintf(stderr, "waitroom loadtest: writing the report: %v\n", werr)
+		return exitFailure
 	}
 	if html != nil {
 		werr := rep.WriteHTML(html)
@@ -324,11 +311,11 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 		}
 		fmt.Fprintf(stderr, "waitroom loadtest: HTML report in %s\n", html.Name())
 	}
-	if err != nil || len(extra.Violations) > 0 {
+	if err != nil || len(out.Server.Violations) > 0 {
 		if err != nil {
 			fmt.Fprintf(stderr, "waitroom loadtest: %v\n", err)
 		}
-		for _, v := range extra.Violations {
+		for _, v := range out.Server.Violations {
 			fmt.Fprintf(stderr, "waitroom loadtest: %s\n", v)
 		}
 		return exitFailure
@@ -336,14 +323,12 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 	return exitOK
 }
 
-// loadtestInproc runs the waiting room in this process (store, server,
-// admitter, reference shop on a loopback port) and the crowd against it.
+// loadtestInproc runs the crowd against a waiting room in this process
+// (store, server, admitter, reference shop on a loopback port).
 func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*loadtest.Report, loadtest.ServerFigures, error) {
-	figs := loadtest.ServerFigures{Source: "admitter", Exact: true, QueueAtAllEntered: -1, Rate: c.run.Rate, CheckQueue: c.checkPositions,
-		MakesUpNoShows: c.run.NoOrderShare > 0 || c.run.VanishShare > 0}
 	cfg, err := inprocConfig()
 	if err != nil {
-		return nil, figs, err
+		return nil, loadtest.ServerFigures{}, err
 	}
 	cfg.Room = waitroom.RoomConfig{Rate: c.run.Rate, MaxQueue: max(c.run.Users, waitroom.DefaultMaxQueue),
 		AbandonAfter: c.abandonAfter, FirstUseWithin: c.firstUseWithin}.WithDefaults()
@@ -354,67 +339,9 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 		cfg.Room.OpensAt = time.Now().Add(c.run.OpensIn)
 	}
 	if err := cfg.Room.Validate(); err != nil {
-		return nil, figs, usageErrorf("--rate, --abandon-after, --first-use-within: %s", waitroom.ErrorMessage(err))
+		return nil, loadtest.ServerFigures{}, usageErrorf("--rate, --abandon-after, --first-use-within: %s", waitroom.ErrorMessage(err))
 	}
-	cfg.Rooms = []string{c.run.Room}
-	cfg.Products = []shop.Product{{ID: c.run.ProductID, Name: c.run.ProductID, Stock: int64(c.run.Stock)}}
-	figs.Quota, figs.Slice = cfg.Room.TickQuota(), cfg.Room.Slice
-
-	var (
-		recorder loadtest.AdmissionRecorder
-		ticks    loadtest.TickLog
-	)
-	m := &instance.Instance{Config: cfg, AdmitEvery: c.tick, Hold: true, OnAdmit: func(room string, admitted []waitroom.Admission) {
-		recorder.OnAdmit(room, admitted)
-		if room == c.run.Room {
-			ticks.Add(time.Now(), len(admitted))
-		}
-	}}
-	if c.redisURL != "" {
-		client, err := redisstore.Open(c.redisURL)
-		if err != nil {
-			return nil, figs, err
-		}
-		defer client.Close()
-		// A fresh prefix: the run starts from an empty room and leaves
-		// nothing behind in a Redis that may serve others.
-		prefix := "wrlt-" + strings.ToLower(rand.Text()[:10])
-		defer func() {
-			cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			if err := redisstore.DeletePrefix(cleanCtx, client, prefix); err != nil {
-				fmt.Fprintf(stderr, "waitroom loadtest: deleting the run's Redis keys (%s:*): %v\n", prefix, err)
-			}
-		}()
-		m.Store = redisstore.New(client, redisstore.Options{Prefix: prefix})
-		if err := m.Store.Ping(ctx); err != nil {
-			return nil, figs, fmt.Errorf("redis at %s: %w", withoutPassword(c.redisURL), err)
-		}
-	}
-	if err := m.Run(ctx); err != nil {
-		_ = m.Close()
-		return nil, figs, err
-	}
-
-	run := c.run
-	run.URL = "http://" + m.Addr()
-	run.Admissions = &recorder
-	if c.checkPositions {
-		// Nobody is admitted before everyone has a place, so the places
-		// given are exactly 1..N and the queue peaks at N.
-		run.OnAllEntered = func() {
-			if st, err := m.Guarded().Stats(ctx, c.run.Room); err == nil {
-				figs.QueueAtAllEntered = st.Waiting
-			}
-			m.StartAdmitting()
-		}
-	} else {
-		m.StartAdmitting()
-	}
-	rep, err := loadtest.Run(ctx, run)
-	_ = m.Close() // the run's figures are in; a slow shutdown changes none
-	ticks.Summarize(&figs)
-	return rep, figs, err
+	return loadtest.RunInProcess(ctx, c.run, loadtest.InProcess{Server: cfg, RedisURL: c.redisURL, Tick: c.tick, Log: stderr})
 }
 
 // inprocConfig is serve's configuration with every flag at its default
