@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/waitroom/waitroom"
 )
@@ -117,4 +121,212 @@ func (c *AdminClient) Room(ctx context.Context, name string) (AdminRoom, error) 
 func (c *AdminClient) SetState(ctx context.Context, name string, state waitroom.RoomState) error {
 	_, err := c.Call(ctx, http.MethodPatch, "/admin/rooms/"+url.PathEscape(name), map[string]waitroom.RoomState{"state": state})
 	return err
+}
+
+// callFor is Call that also decodes the answer into a T; raw is the answer
+// as sent, for printing it as it is.
+func callFor[T any](ctx context.Context, c *AdminClient, method, path string, body any) (v T, raw []byte, err error) {
+	if raw, err = c.Call(ctx, method, path, body); err != nil {
+		return v, nil, err
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, raw, fmt.Errorf("reading the server's answer: %w", err)
+	}
+	return v, raw, nil
+}
+
+func roomPath(name string) string { return "/admin/rooms/" + url.PathEscape(name) }
+
+// ListRooms reads every room's settings: GET /admin/rooms.
+func (c *AdminClient) ListRooms(ctx context.Context) ([]AdminRoom, []byte, error) {
+	list, raw, err := callFor[struct {
+		Rooms []AdminRoom `json:"rooms"`
+	}](ctx, c, http.MethodGet, "/admin/rooms", nil)
+	return list.Rooms, raw, err
+}
+
+// ShowRoom reads a room's settings and figures, measuring admitted/s over
+// window; a negative window leaves it to the server (1 s).
+func (c *AdminClient) ShowRoom(ctx context.Context, name string, window time.Duration) (AdminRoom, []byte, error) {
+	path := roomPath(name)
+	if window >= 0 {
+		path += "?window=" + url.QueryEscape(window.String())
+	}
+	return callFor[AdminRoom](ctx, c, http.MethodGet, path, nil)
+}
+
+// CreateRoom creates a room with settings (JSON field → value); those left
+// out take their defaults.
+func (c *AdminClient) CreateRoom(ctx context.Context, name string, settings map[string]any) (AdminRoom, []byte, error) {
+	body := maps.Clone(settings)
+	if body == nil {
+		body = map[string]any{}
+	}
+	body["name"] = name
+	return callFor[AdminRoom](ctx, c, http.MethodPost, "/admin/rooms", body)
+}
+
+// ChangeRoom changes the given settings (JSON field → value) of a room.
+func (c *AdminClient) ChangeRoom(ctx context.Context, name string, settings map[string]any) (AdminRoom, []byte, error) {
+	return callFor[AdminRoom](ctx, c, http.MethodPatch, roomPath(name), settings)
+}
+
+// CreatePass mints a pass to room good for uses entries within lifetime.
+func (c *AdminClient) CreatePass(ctx context.Context, room string, uses int, lifetime time.Duration) (AdminPass, []byte, error) {
+	return callFor[AdminPass](ctx, c, http.MethodPost, roomPath(room)+"/passes", map[string]any{"uses": uses, "expires_in": lifetime.String()})
+}
+
+// Passes lists room's passes.
+func (c *AdminClient) Passes(ctx context.Context, room string) ([]AdminPass, []byte, error) {
+	list, raw, err := callFor[struct {
+		Passes []AdminPass `json:"passes"`
+	}](ctx, c, http.MethodGet, roomPath(room)+"/passes", nil)
+	return list.Passes, raw, err
+}
+
+// RevokePass ends one of room's passes at once.
+func (c *AdminClient) RevokePass(ctx context.Context, room, id string) (AdminPass, []byte, error) {
+	return callFor[AdminPass](ctx, c, http.MethodDelete, roomPath(room)+"/passes/"+url.PathEscape(id), nil)
+}
+
+// PassLink is the full link of p on this client's server.
+func (c *AdminClient) PassLink(p AdminPass) string {
+	return strings.TrimSuffix(c.BaseURL.String(), "/") + p.Link
+}
+
+// Entrants reads a scheduled room's draw record and entrants as sent
+// (AdminEntrants), to verify or to save for anyone to verify.
+func (c *AdminClient) Entrants(ctx context.Context, room string) ([]byte, error) {
+	return c.Call(ctx, http.MethodGet, roomPath(room)+"/entrants", nil)
+}
+
+// WriteIndented writes an answer of the operator API as indented JSON.
+func WriteIndented(w io.Writer, raw []byte) error {
+	var out bytes.Buffer
+	if err := json.Indent(&out, raw, "", "  "); err != nil {
+		return fmt.Errorf("the server answered something other than JSON: %w", err)
+	}
+	fmt.Fprintln(w, out.String())
+	return nil
+}
+
+// WriteRoomTable writes rooms as a table, one room a line.
+func WriteRoomTable(w io.Writer, rooms []AdminRoom) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tRATE\tSLICE\tMAX_QUEUE\tTOKEN_TTL\tLEASE\tMAX_ACTIVE")
+	for _, r := range rooms {
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%d\t%s\t%s\t%d\n", r.Name, r.State, r.Rate, r.Slice, r.MaxQueue, r.TokenTTL, r.Lease, r.MaxActive)
+	}
+	return tw.Flush()
+}
+
+// WriteText writes the room's settings and, if it has them, its figures,
+// one "name: value" a line.
+func (r AdminRoom) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintf(tw, "name:\t%s\n", r.Name)
+	fmt.Fprintf(tw, "state:\t%s\n", r.State)
+	fmt.Fprintf(tw, "rate:\t%g users/s\n", r.Rate)
+	fmt.Fprintf(tw, "slice:\t%s\n", r.Slice)
+	fmt.Fprintf(tw, "max queue:\t%d\n", r.MaxQueue)
+	fmt.Fprintf(tw, "token ttl:\t%s\n", r.TokenTTL)
+	fmt.Fprintf(tw, "lease:\t%s\n", r.Lease)
+	fmt.Fprintf(tw, "max active:\t%s\n", countOr(r.MaxActive, "no cap"))
+	fmt.Fprintf(tw, "stock:\t%s\n", countOr(r.Stock, "not tracked"))
+	if r.OneOrderPerUser {
+		fmt.Fprintf(tw, "one order:\tper user\n")
+	}
+	if r.InviteOnly {
+		fmt.Fprintf(tw, "entry:\tinvite only (passes)\n")
+	}
+	fmt.Fprintf(tw, "abandon:\t%s\n", r.AbandonAfter)
+	fmt.Fprintf(tw, "first use:\t%s\n", r.FirstUseWithin)
+	if r.OpensAt != "" {
+		fmt.Fprintf(tw, "opens at:\t%s (%s)\n", r.OpensAt, r.PrequeueOrder)
+	}
+	if r.ClosesAt != "" {
+		fmt.Fprintf(tw, "closes at:\t%s\n", r.ClosesAt)
+	}
+	if f := r.Figures; f != nil {
+		fmt.Fprintf(tw, "waiting:\t%d\n", f.Waiting)
+		fmt.Fprintf(tw, "live tokens:\t%d\n", f.LiveTokens)
+		if f.AdmittedPerSecond != nil {
+			fmt.Fprintf(tw, "admitted/s:\t%.1f (over %s)\n", *f.AdmittedPerSecond, f.Window)
+		}
+		fmt.Fprintf(tw, "entered:\t%d\n", f.Entered)
+		fmt.Fprintf(tw, "queue full:\t%d\n", f.QueueFull)
+		fmt.Fprintf(tw, "admitted:\t%d\n", f.Admitted)
+		fmt.Fprintf(tw, "completed:\t%d\n", f.Completed)
+		fmt.Fprintf(tw, "released:\t%d\n", f.Released)
+		fmt.Fprintf(tw, "expired:\t%d\n", f.Expired)
+		if f.UnitsLeft != nil {
+			fmt.Fprintf(tw, "units left:\t%d (sold out: %t)\n", *f.UnitsLeft, f.SoldOut)
+		}
+		fmt.Fprintf(tw, "no-shows:\t%d\n", f.NoShows)
+		fmt.Fprintf(tw, "abandoned:\t%d\n", f.Abandoned)
+	}
+	return tw.Flush()
+}
+
+// countOr is n, or what a setting of 0 means.
+func countOr(n int, zero string) string {
+	if n == 0 {
+		return zero
+	}
+	return strconv.Itoa(n)
+}
+
+// WritePassTable writes passes as a table, one pass a line, with each
+// one's link on c's server and its state at now.
+func (c *AdminClient) WritePassTable(w io.Writer, passes []AdminPass, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLEFT\tEXPIRES\tSTATE\tLINK")
+	for _, p := range passes {
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\n", p.ID, p.Left, p.Uses, p.ExpiresAt.Format(time.RFC3339), p.State(now), c.PassLink(p))
+	}
+	return tw.Flush()
+}
+
+// State says whether the pass still lets anyone in at now.
+func (p AdminPass) State(now time.Time) string {
+	switch {
+	case p.Revoked:
+		return "revoked"
+	case !p.ExpiresAt.After(now):
+		return "expired"
+	case p.Left == 0:
+		return "used up"
+	}
+	return "valid"
+}
+
+// VerifyDraw recomputes a scheduled room's draw from raw, an
+// AdminEntrants answer (from the server or saved), and writes what it
+// finds to w: the seed against the commitment, then every place that
+// differs. It fails when the draw cannot be checked or a place differs.
+func VerifyDraw(w io.Writer, raw []byte) error {
+	var export AdminEntrants
+	if err := json.Unmarshal(raw, &export); err != nil {
+		return fmt.Errorf("reading the draw: %w", err)
+	}
+	d := export.Draw
+	if d.State != string(waitroom.DrawDone) || d.Seed == "" {
+		return fmt.Errorf("room %q: the draw is not done; there is no seed to check yet", d.Room)
+	}
+	if d.Order == string(waitroom.PrequeueFIFO) {
+		return fmt.Errorf("room %q places by arrival (fifo): there is no draw to verify", d.Room)
+	}
+	diffs, err := waitroom.VerifyDraw(d.Seed, d.Commitment, export.Entrants)
+	if err != nil {
+		return fmt.Errorf("room %q: %s", d.Room, waitroom.ErrorMessage(err))
+	}
+	fmt.Fprintf(w, "room %s: seed %s matches commitment %s\n", d.Room, d.Seed, d.Commitment)
+	if len(diffs) == 0 {
+		fmt.Fprintf(w, "all %d places reproduced from the seed\n", len(export.Entrants))
+		return nil
+	}
+	for _, df := range diffs {
+		fmt.Fprintf(w, "%s: place %d, the seed gives %d\n", df.User, df.Recorded, df.Expected)
+	}
+	return fmt.Errorf("%d of %d places differ from what the seed gives", len(diffs), len(export.Entrants))
 }

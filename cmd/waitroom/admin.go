@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/waitroom/waitroom/server"
@@ -137,7 +134,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 
 	fs, baseURL, token, asJSON := adminFlags("admin")
-	window := fs.String("window", "", "")
+	windowText := fs.String("window", "", "")
 	settings := make(map[string]*string)
 	if cmd == "create" || cmd == "set" {
 		for _, s := range settingFlags {
@@ -178,50 +175,38 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 
+	window := time.Duration(-1) // the server's
+	if given["window"] {
+		if window, err = time.ParseDuration(*windowText); err != nil || window < 0 {
+			return usageErrorf("--window=%q: not a duration (such as 1s, 500ms; 0 skips)", *windowText)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	var raw []byte
+	var (
+		rooms []server.AdminRoom
+		room  server.AdminRoom
+		raw   []byte
+	)
 	switch cmd {
 	case "list":
-		raw, err = c.Call(ctx, "GET", "/admin/rooms", nil)
+		rooms, raw, err = c.ListRooms(ctx)
 	case "show":
-		path := "/admin/rooms/" + url.PathEscape(names[0])
-		if given["window"] {
-			d, err := time.ParseDuration(*window)
-			if err != nil || d < 0 {
-				return usageErrorf("--window=%q: not a duration (such as 1s, 500ms; 0 skips)", *window)
-			}
-			path += "?window=" + url.QueryEscape(d.String())
-		}
-		raw, err = c.Call(ctx, "GET", path, nil)
+		room, raw, err = c.ShowRoom(ctx, names[0], window)
 	case "create":
-		body["name"] = names[0]
-		raw, err = c.Call(ctx, "POST", "/admin/rooms", body)
+		room, raw, err = c.CreateRoom(ctx, names[0], body)
 	case "set":
-		raw, err = c.Call(ctx, "PATCH", "/admin/rooms/"+url.PathEscape(names[0]), body)
+		room, raw, err = c.ChangeRoom(ctx, names[0], body)
 	}
-	if err != nil {
+	switch {
+	case *asJSON && raw != nil: // printed as sent, even if it does not decode
+		return server.WriteIndented(stdout, raw)
+	case err != nil:
 		return adminHint(err)
+	case cmd == "list":
+		return server.WriteRoomTable(stdout, rooms)
 	}
-	if *asJSON {
-		return printJSON(stdout, raw)
-	}
-	if cmd == "list" {
-		var list struct {
-			Rooms []server.AdminRoom `json:"rooms"`
-		}
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return fmt.Errorf("reading the server's answer: %w", err)
-		}
-		printRooms(stdout, list.Rooms)
-		return nil
-	}
-	var room server.AdminRoom
-	if err := json.Unmarshal(raw, &room); err != nil {
-		return fmt.Errorf("reading the server's answer: %w", err)
-	}
-	printRoom(stdout, room)
-	return nil
+	return room.WriteText(stdout)
 }
 
 // adminFlags makes the flag set of an admin command with the flags every
@@ -231,16 +216,6 @@ func adminFlags(name string) (fs *flag.FlagSet, baseURL, token *string, asJSON *
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	return fs, fs.String("url", "", ""), fs.String("token", "", ""), fs.Bool("json", false, "")
-}
-
-// printJSON prints the server's JSON answer, indented.
-func printJSON(w io.Writer, raw []byte) error {
-	var out bytes.Buffer
-	if err := json.Indent(&out, raw, "", "  "); err != nil {
-		return fmt.Errorf("the server answered something other than JSON: %w", err)
-	}
-	fmt.Fprintln(w, out.String())
-	return nil
 }
 
 // parseInterleaved parses flags that may come before, between or after the
@@ -348,67 +323,4 @@ func adminHint(err error) error {
 		return fmt.Errorf("%w (is the admin API on? it needs 'serve --admin-token')", err)
 	}
 	return err
-}
-
-func printRooms(w io.Writer, rooms []server.AdminRoom) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tRATE\tSLICE\tMAX_QUEUE\tTOKEN_TTL\tLEASE\tMAX_ACTIVE")
-	for _, r := range rooms {
-		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%d\t%s\t%s\t%d\n", r.Name, r.State, r.Rate, r.Slice, r.MaxQueue, r.TokenTTL, r.Lease, r.MaxActive)
-	}
-	_ = tw.Flush()
-}
-
-func printRoom(w io.Writer, r server.AdminRoom) {
-	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-	fmt.Fprintf(tw, "name:\t%s\n", r.Name)
-	fmt.Fprintf(tw, "state:\t%s\n", r.State)
-	fmt.Fprintf(tw, "rate:\t%g users/s\n", r.Rate)
-	fmt.Fprintf(tw, "slice:\t%s\n", r.Slice)
-	fmt.Fprintf(tw, "max queue:\t%d\n", r.MaxQueue)
-	fmt.Fprintf(tw, "token ttl:\t%s\n", r.TokenTTL)
-	fmt.Fprintf(tw, "lease:\t%s\n", r.Lease)
-	fmt.Fprintf(tw, "max active:\t%s\n", countOr(r.MaxActive, "no cap"))
-	fmt.Fprintf(tw, "stock:\t%s\n", countOr(r.Stock, "not tracked"))
-	if r.OneOrderPerUser {
-		fmt.Fprintf(tw, "one order:\tper user\n")
-	}
-	if r.InviteOnly {
-		fmt.Fprintf(tw, "entry:\tinvite only (passes)\n")
-	}
-	fmt.Fprintf(tw, "abandon:\t%s\n", r.AbandonAfter)
-	fmt.Fprintf(tw, "first use:\t%s\n", r.FirstUseWithin)
-	if r.OpensAt != "" {
-		fmt.Fprintf(tw, "opens at:\t%s (%s)\n", r.OpensAt, r.PrequeueOrder)
-	}
-	if r.ClosesAt != "" {
-		fmt.Fprintf(tw, "closes at:\t%s\n", r.ClosesAt)
-	}
-	if f := r.Figures; f != nil {
-		fmt.Fprintf(tw, "waiting:\t%d\n", f.Waiting)
-		fmt.Fprintf(tw, "live tokens:\t%d\n", f.LiveTokens)
-		if f.AdmittedPerSecond != nil {
-			fmt.Fprintf(tw, "admitted/s:\t%.1f (over %s)\n", *f.AdmittedPerSecond, f.Window)
-		}
-		fmt.Fprintf(tw, "entered:\t%d\n", f.Entered)
-		fmt.Fprintf(tw, "queue full:\t%d\n", f.QueueFull)
-		fmt.Fprintf(tw, "admitted:\t%d\n", f.Admitted)
-		fmt.Fprintf(tw, "completed:\t%d\n", f.Completed)
-		fmt.Fprintf(tw, "released:\t%d\n", f.Released)
-		fmt.Fprintf(tw, "expired:\t%d\n", f.Expired)
-		if f.UnitsLeft != nil {
-			fmt.Fprintf(tw, "units left:\t%d (sold out: %t)\n", *f.UnitsLeft, f.SoldOut)
-		}
-		fmt.Fprintf(tw, "no-shows:\t%d\n", f.NoShows)
-		fmt.Fprintf(tw, "abandoned:\t%d\n", f.Abandoned)
-	}
-	_ = tw.Flush()
-}
-
-// countOr is n, or what a setting of 0 means.
-func countOr(n int, zero string) string {
-	if n == 0 {
-		return zero
-	}
-	return strconv.Itoa(n)
 }

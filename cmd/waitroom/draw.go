@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"net/url"
 	"os"
 
 	"github.com/waitroom/waitroom"
@@ -50,26 +46,20 @@ func drawVerify(ctx context.Context, args []string, getenv func(string) string, 
 	baseURL := fs.String("url", "", "")
 	token := fs.String("token", "", "")
 	file := fs.String("file", "", "")
+	names, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
 	var room string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return usageErrorf("%v", err)
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		if room != "" {
-			return usageErrorf("one room at a time; got %q and %q", room, fs.Arg(0))
-		}
-		room, rest = fs.Arg(0), fs.Args()[1:]
+	switch len(names) {
+	case 0:
+	case 1:
+		room = names[0]
+	default:
+		return usageErrorf("one room at a time; got %q and %q", names[0], names[1])
 	}
 
 	var raw []byte
-	var err error
 	switch {
 	case *file != "":
 		raw, err = os.ReadFile(*file)
@@ -88,32 +78,9 @@ func drawVerify(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 		defer cancel()
-		if raw, err = c.Call(ctx, "GET", "/admin/rooms/"+url.PathEscape(room)+"/entrants", nil); err != nil {
+		if raw, err = c.Entrants(ctx, room); err != nil {
 			return err
 		}
 	}
-	var export server.AdminEntrants
-	if err := json.Unmarshal(raw, &export); err != nil {
-		return fmt.Errorf("reading the draw: %w", err)
-	}
-	d := export.Draw
-	if d.State != string(waitroom.DrawDone) || d.Seed == "" {
-		return fmt.Errorf("room %q: the draw is not done; there is no seed to check yet", d.Room)
-	}
-	if d.Order == string(waitroom.PrequeueFIFO) {
-		return fmt.Errorf("room %q places by arrival (fifo): there is no draw to verify", d.Room)
-	}
-	diffs, err := waitroom.VerifyDraw(d.Seed, d.Commitment, export.Entrants)
-	if err != nil {
-		return fmt.Errorf("room %q: %s", d.Room, waitroom.ErrorMessage(err))
-	}
-	fmt.Fprintf(stdout, "room %s: seed %s matches commitment %s\n", d.Room, d.Seed, d.Commitment)
-	if len(diffs) == 0 {
-		fmt.Fprintf(stdout, "all %d places reproduced from the seed\n", len(export.Entrants))
-		return nil
-	}
-	for _, df := range diffs {
-		fmt.Fprintf(stdout, "%s: place %d, the seed gives %d\n", df.User, df.Recorded, df.Expected)
-	}
-	return fmt.Errorf("%d of %d places differ from what the seed gives", len(diffs), len(export.Entrants))
+	return server.VerifyDraw(stdout, raw)
 }

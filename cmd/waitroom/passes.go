@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/waitroom/waitroom"
@@ -85,58 +81,30 @@ func adminPasses(ctx context.Context, args []string, getenv func(string) string,
 	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	path := "/admin/rooms/" + url.PathEscape(*room) + "/passes"
-	var raw []byte
+	var (
+		pass   server.AdminPass
+		passes []server.AdminPass
+		raw    []byte
+	)
 	switch cmd {
 	case "create":
-		raw, err = c.Call(ctx, "POST", path, map[string]any{"uses": *uses, "expires_in": lifetime.String()})
+		pass, raw, err = c.CreatePass(ctx, *room, *uses, lifetime)
 	case "list":
-		raw, err = c.Call(ctx, "GET", path, nil)
+		passes, raw, err = c.Passes(ctx, *room)
 	case "revoke":
-		raw, err = c.Call(ctx, "DELETE", path+"/"+url.PathEscape(names[0]), nil)
+		pass, raw, err = c.RevokePass(ctx, *room, names[0])
 	}
-	if err != nil {
+	switch {
+	case *asJSON && raw != nil: // printed as sent, even if it does not decode
+		return server.WriteIndented(stdout, raw)
+	case err != nil:
 		return adminHint(err)
-	}
-	if *asJSON {
-		return printJSON(stdout, raw)
-	}
-	link := func(p server.AdminPass) string { return strings.TrimSuffix(c.BaseURL.String(), "/") + p.Link }
-	if cmd == "list" {
-		var list struct {
-			Passes []server.AdminPass `json:"passes"`
-		}
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return fmt.Errorf("reading the server's answer: %w", err)
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tLEFT\tEXPIRES\tSTATE\tLINK")
-		for _, p := range list.Passes {
-			fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\n", p.ID, p.Left, p.Uses, p.ExpiresAt.Format(time.RFC3339), passState(p), link(p))
-		}
-		return tw.Flush()
-	}
-	var p server.AdminPass
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("reading the server's answer: %w", err)
-	}
-	if cmd == "revoke" {
-		fmt.Fprintf(stdout, "pass %s revoked (%d of %d uses were left)\n", p.ID, p.Left, p.Uses)
+	case cmd == "list":
+		return c.WritePassTable(stdout, passes, time.Now())
+	case cmd == "revoke":
+		fmt.Fprintf(stdout, "pass %s revoked (%d of %d uses were left)\n", pass.ID, pass.Left, pass.Uses)
 		return nil
 	}
-	fmt.Fprintf(stdout, "pass %s: %d use(s), expires %s\n%s\n", p.ID, p.Uses, p.ExpiresAt.Format(time.RFC3339), link(p))
+	fmt.Fprintf(stdout, "pass %s: %d use(s), expires %s\n%s\n", pass.ID, pass.Uses, pass.ExpiresAt.Format(time.RFC3339), c.PassLink(pass))
 	return nil
-}
-
-// passState says whether a pass still lets anyone in.
-func passState(p server.AdminPass) string {
-	switch {
-	case p.Revoked:
-		return "revoked"
-	case !p.ExpiresAt.After(time.Now()):
-		return "expired"
-	case p.Left == 0:
-		return "used up"
-	}
-	return "valid"
 }
