@@ -74,9 +74,7 @@ func (f *adminFixture) tick(slice time.Duration) int {
 
 func TestAdminOffWithoutToken(t *testing.T) {
 	t.Parallel()
-	store := memstore.New(memstore.Options{})
-	_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{})
-	require.NoError(t, err)
+	store := memRoom(t, "default", waitroom.RoomConfig{})
 	var shopCalls atomic.Int64
 	srv := httptest.NewServer(mustServer(t, server.Config{
 		Store: store,
@@ -364,10 +362,8 @@ func TestAdminCloseKeepsTokens(t *testing.T) {
 // real clock with a running admitter.
 func TestAdminShowMeasuresAdmissionRate(t *testing.T) {
 	t.Parallel()
-	store := memstore.New(memstore.Options{})
 	room := uniqueRoom(t)
-	_, err := store.CreateRoom(t.Context(), room, waitroom.RoomConfig{Rate: 200})
-	require.NoError(t, err)
+	store := memRoom(t, room, waitroom.RoomConfig{Rate: 200})
 	for i := range 2000 {
 		_, err := store.Enter(t.Context(), room, fmt.Sprintf("u%d", i))
 		require.NoError(t, err)

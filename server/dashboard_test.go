@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
-	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -68,9 +67,7 @@ func TestDashboardShellWithoutToken(t *testing.T) {
 
 func TestDashboardOffWithoutToken(t *testing.T) {
 	t.Parallel()
-	store := memstore.New(memstore.Options{})
-	_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{})
-	require.NoError(t, err)
+	store := memRoom(t, "default", waitroom.RoomConfig{})
 	srv := httptest.NewServer(mustServer(t, server.Config{Store: store}))
 	t.Cleanup(srv.Close)
 	for _, path := range []string{"/admin/", "/admin/assets/admin.js", "/admin/dashboard"} {
@@ -150,10 +147,8 @@ func (tb *tab) number(room, field string) int64 {
 // the store then admitting nobody), changing the rate, signing out.
 func TestDashboardBrowser(t *testing.T) {
 	t.Parallel()
-	store := memstore.New(memstore.Options{})
 	room := uniqueRoom(t)
-	_, err := store.CreateRoom(t.Context(), room, waitroom.RoomConfig{Rate: 40})
-	require.NoError(t, err)
+	store := memRoom(t, room, waitroom.RoomConfig{Rate: 40})
 	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, DefaultRoom: room, AdminToken: adminToken}))
 	t.Cleanup(srv.Close)
 	ctx, stop := context.WithCancel(t.Context())

@@ -18,7 +18,6 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
-	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -310,10 +309,8 @@ func TestGateRenewsTheLeaseWhileTheOrderRuns(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const lease = time.Second
-		store := memstore.New(memstore.Options{}) // the bubble's clock
-		_, err := store.CreateRoom(t.Context(), "r", waitroom.RoomConfig{Lease: lease})
-		require.NoError(t, err)
-		_, err = store.Enter(t.Context(), "r", "u1")
+		store := memRoom(t, "r", waitroom.RoomConfig{Lease: lease}) // the bubble's clock
+		_, err := store.Enter(t.Context(), "r", "u1")
 		require.NoError(t, err)
 		var admitted []waitroom.Admission
 		for len(admitted) == 0 {

@@ -379,9 +379,7 @@ func TestPageStates(t *testing.T) {
 	})
 	t.Run("store unavailable", func(t *testing.T) {
 		t.Parallel()
-		store := memstore.New(memstore.Options{})
-		_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{})
-		require.NoError(t, err)
+		store := memRoom(t, "default", waitroom.RoomConfig{})
 		srv := httptest.NewServer(mustServer(t, server.Config{
 			Store: failingStore{Store: store, err: waitroom.ErrStoreUnavailable},
 		}))

@@ -43,6 +43,15 @@ type fixtureOptions struct {
 
 var roomSeq atomic.Int64
 
+// memRoom is an in-process store holding room, created with cfg.
+func memRoom(t *testing.T, room string, cfg waitroom.RoomConfig) *memstore.Store {
+	t.Helper()
+	store := memstore.New(memstore.Options{})
+	_, err := store.CreateRoom(t.Context(), room, cfg)
+	require.NoError(t, err)
+	return store
+}
+
 func uniqueRoom(t *testing.T) string {
 	return fmt.Sprintf("t%d-%d", time.Now().UnixNano()%1_000_000, roomSeq.Add(1))
 }
@@ -564,9 +573,7 @@ func TestHealth(t *testing.T) {
 func TestRequestsAreLoggedAtDebugOnly(t *testing.T) {
 	t.Parallel()
 	logs := &testenv.LogBuffer{}
-	store := memstore.New(memstore.Options{})
-	_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{})
-	require.NoError(t, err)
+	store := memRoom(t, "default", waitroom.RoomConfig{})
 	h := mustServer(t, server.Config{Store: store, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	for range 3 {
 		req := httptest.NewRequest("POST", "/queue/enter", nil)
