@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 )
 
@@ -17,6 +18,14 @@ func newTuner(t *testing.T, rate float64) (*waitroom.RateTuner, *memstore.Store)
 	_, err := store.CreateRoom(t.Context(), "drop", waitroom.RoomConfig{Rate: rate, State: waitroom.RoomPaused})
 	require.NoError(t, err)
 	return &waitroom.RateTuner{Store: store, Room: "drop", Pool: 40, Margin: 0.5}, store
+}
+
+// tune runs one interval of tuner and returns the rate it set.
+func tune(t *testing.T, tuner *waitroom.RateTuner) float64 {
+	t.Helper()
+	rate, err := tuner.Tune(t.Context())
+	require.NoError(t, err)
+	return rate
 }
 
 func observe(tuner *waitroom.RateTuner, n int, took time.Duration) {
@@ -34,13 +43,10 @@ func TestRateTunerConvergesInBoundedSteps(t *testing.T) {
 	var rates []float64
 	for range 6 {
 		observe(tuner, 50, 100*time.Millisecond)
-		rate, err := tuner.Tune(t.Context())
-		require.NoError(t, err)
-		rates = append(rates, rate)
+		rates = append(rates, tune(t, tuner))
 	}
 	require.Equal(t, []float64{125, 156.3, 195.4, 200, 200, 200}, rates)
-	cfg, err := store.RoomConfig(t.Context(), "drop")
-	require.NoError(t, err)
+	cfg := testenv.RoomConfig(t, store, "drop")
 	require.Equal(t, 200.0, cfg.Rate)
 	require.Equal(t, waitroom.RoomPaused, cfg.State, "only the rate changes")
 }
@@ -49,33 +55,25 @@ func TestRateTunerFallsWhenOrdersSlowDown(t *testing.T) {
 	t.Parallel()
 	tuner, _ := newTuner(t, 100)
 	observe(tuner, 30, 400*time.Millisecond) // 40 / 0.4 × 0.5 = 50
-	rate, err := tuner.Tune(t.Context())
-	require.NoError(t, err)
-	require.Equal(t, 75.0, rate)
+	require.Equal(t, 75.0, tune(t, tuner))
 }
 
 func TestRateTunerNeedsEnoughSamples(t *testing.T) {
 	t.Parallel()
 	tuner, _ := newTuner(t, 100)
 	observe(tuner, 19, time.Millisecond)
-	rate, err := tuner.Tune(t.Context())
-	require.NoError(t, err)
-	require.Equal(t, 100.0, rate, "19 orders do not steer the rate")
+	require.Equal(t, 100.0, tune(t, tuner), "19 orders do not steer the rate")
 
 	// The samples were taken: the next interval starts afresh.
 	observe(tuner, 1, time.Millisecond)
-	rate, err = tuner.Tune(t.Context())
-	require.NoError(t, err)
-	require.Equal(t, 100.0, rate)
+	require.Equal(t, 100.0, tune(t, tuner))
 }
 
 func TestRateTunerIgnoresNoise(t *testing.T) {
 	t.Parallel()
 	tuner, _ := newTuner(t, 100)
 	observe(tuner, 50, 198*time.Millisecond) // target 101: within 2%
-	rate, err := tuner.Tune(t.Context())
-	require.NoError(t, err)
-	require.Equal(t, 100.0, rate)
+	require.Equal(t, 100.0, tune(t, tuner))
 }
 
 func TestRateTunerStaysWithinBounds(t *testing.T) {
@@ -83,16 +81,12 @@ func TestRateTunerStaysWithinBounds(t *testing.T) {
 	tuner, _ := newTuner(t, 9_000)
 	tuner.MaxStep = 1
 	observe(tuner, 50, time.Millisecond) // target 20,000/s: above one tick's most
-	rate, err := tuner.Tune(t.Context())
-	require.NoError(t, err)
-	require.Equal(t, float64(waitroom.MaxTickQuota)/waitroom.DefaultSlice.Seconds(), rate)
+	require.Equal(t, float64(waitroom.MaxTickQuota)/waitroom.DefaultSlice.Seconds(), tune(t, tuner))
 
 	low, _ := newTuner(t, 2)
 	low.MaxStep, low.MinRate = 1, 1.5
 	observe(low, 50, time.Hour) // target ~0.006/s
-	rate, err = low.Tune(t.Context())
-	require.NoError(t, err)
-	require.Equal(t, 1.5, rate)
+	require.Equal(t, 1.5, tune(t, low))
 }
 
 // pausedMeanwhile is a store on which an operator pauses the room right
@@ -122,11 +116,8 @@ func TestRateTunerNeverUndoesAnOperator(t *testing.T) {
 	require.NoError(t, err)
 	tuner.Store = pausedMeanwhile{Store: store, t: t}
 	observe(tuner, 50, 100*time.Millisecond)
-	rate, err := tuner.Tune(t.Context())
-	require.NoError(t, err)
-	require.Equal(t, 100.0, rate, "this interval yields to the operator")
-	cfg, err := store.RoomConfig(t.Context(), "drop")
-	require.NoError(t, err)
+	require.Equal(t, 100.0, tune(t, tuner), "this interval yields to the operator")
+	cfg := testenv.RoomConfig(t, store, "drop")
 	require.Equal(t, waitroom.RoomPaused, cfg.State)
 	require.Equal(t, 100.0, cfg.Rate)
 }
