@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
-	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 )
 
@@ -46,7 +45,8 @@ func TestRateTunerConvergesInBoundedSteps(t *testing.T) {
 		rates = append(rates, tune(t, tuner))
 	}
 	require.Equal(t, []float64{125, 156.3, 195.4, 200, 200, 200}, rates)
-	cfg := testenv.RoomConfig(t, store, "drop")
+	cfg, err := store.RoomConfig(t.Context(), "drop")
+	require.NoError(t, err)
 	require.Equal(t, 200.0, cfg.Rate)
 	require.Equal(t, waitroom.RoomPaused, cfg.State, "only the rate changes")
 }
@@ -117,7 +117,8 @@ func TestRateTunerNeverUndoesAnOperator(t *testing.T) {
 	tuner.Store = pausedMeanwhile{Store: store, t: t}
 	observe(tuner, 50, 100*time.Millisecond)
 	require.Equal(t, 100.0, tune(t, tuner), "this interval yields to the operator")
-	cfg := testenv.RoomConfig(t, store, "drop")
+	cfg, err := store.RoomConfig(t.Context(), "drop")
+	require.NoError(t, err)
 	require.Equal(t, waitroom.RoomPaused, cfg.State)
 	require.Equal(t, 100.0, cfg.Rate)
 }
