@@ -286,6 +286,13 @@ type createBody struct {
 	roomSettings
 }
 
+// set copies a field the body gave onto its setting.
+func set[T any](v *T, into *T) {
+	if v != nil {
+		*into = *v
+	}
+}
+
 // apply merges the given fields onto cfg. Checks of range are left to
 // RoomConfig.Validate; here only what cannot be read is refused, naming the
 // field.
@@ -301,24 +308,12 @@ func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error
 		*into = d
 		return nil
 	}
-	if p.Rate != nil {
-		cfg.Rate = *p.Rate
-	}
-	if p.MaxQueue != nil {
-		cfg.MaxQueue = *p.MaxQueue
-	}
-	if p.MaxActive != nil {
-		cfg.MaxActive = *p.MaxActive
-	}
-	if p.Stock != nil {
-		cfg.Stock = *p.Stock
-	}
-	if p.InviteOnly != nil {
-		cfg.InviteOnly = *p.InviteOnly
-	}
-	if p.OneOrderPerUser != nil {
-		cfg.OneOrderPerUser = *p.OneOrderPerUser
-	}
+	set(p.Rate, &cfg.Rate)
+	set(p.MaxQueue, &cfg.MaxQueue)
+	set(p.MaxActive, &cfg.MaxActive)
+	set(p.Stock, &cfg.Stock)
+	set(p.InviteOnly, &cfg.InviteOnly)
+	set(p.OneOrderPerUser, &cfg.OneOrderPerUser)
 	if p.PrequeueOrder != nil {
 		cfg.PrequeueOrder = waitroom.PrequeueOrder(*p.PrequeueOrder)
 	}
