@@ -91,7 +91,7 @@ local drawn_key  = KEYS[9]
 local draw_key   = KEYS[10]
 local tokens     = ARGV
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock', 'one_order', 'abandon_ms', 'first_use_ms', 'opens_at_ms')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock', 'one_order', 'abandon_ms', 'first_use_ms', 'opens_at_ms', 'had_opening')
 local state = cfg[1]
 if not state then
   return {'ROOM_NOT_FOUND'}
@@ -137,7 +137,9 @@ if no_shows > 0 then
   redis.call('HINCRBY', stats_key, 'no_shows', no_shows)
 end
 
-local admitted_before = tonumber(redis.call('HGET', stats_key, 'admitted') or '0')
+-- The counters this call reads, in one command.
+local counts = redis.call('HMGET', stats_key, 'admitted', 'no_shows', 'completed')
+local admitted_before = tonumber(counts[1] or '0')
 local out = {'OK', quota, counter(seq_key), admitted_before, admitted_before, 0, 0, math.floor(rate * 1000000), 0, 0}
 local cap = rate * slice_ms / 1000 -- one slice's worth of users
 
@@ -147,9 +149,14 @@ local cap = rate * slice_ms / 1000 -- one slice's worth of users
 -- is nobody to make them up with: then nothing is owed.
 local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows')
 local made_up = tonumber(b[3] or '0')
--- The drawn early arrivals go first, then the queue.
-local waiting = redis.call('ZCARD', drawn_key) + redis.call('ZCARD', q_key)
-local no_shows_total = tonumber(redis.call('HGET', stats_key, 'no_shows') or '0')
+-- The drawn early arrivals go first, then the queue; a room that never
+-- had an opening has nobody drawn.
+local stage = draw_stage(cfg[12], opens_at, draw_key)
+local waiting = redis.call('ZCARD', q_key)
+if stage ~= 'none' then
+  waiting = waiting + redis.call('ZCARD', drawn_key)
+end
+local no_shows_total = tonumber(counts[2] or '0')
 if max_active > 0 or waiting == 0 then
   made_up = no_shows_total
 end
@@ -162,7 +169,7 @@ end
 
 -- A scheduled room admits nobody until its draw is done: before the
 -- opening it waits, after it the Store makes the draw (DRAW) first.
-local scheduled = opens_at > 0 and redis.call('HGET', draw_key, 'state') ~= 'done'
+local scheduled = opens_at > 0 and stage ~= 'done'
 if state == 'paused' or scheduled then
   -- Admit nobody and save nothing up, so resuming does not burst.
   redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', 0, 'made_up', made_up)
@@ -194,7 +201,7 @@ else
     if stock > 0 then
       -- Each live token reserves a unit: reservations + sales stay
       -- within the stock.
-      local sold = tonumber(redis.call('HGET', stats_key, 'completed') or '0')
+      local sold = tonumber(counts[3] or '0')
       n = math.min(n, math.max(0, stock - sold - live))
     end
   end
@@ -221,10 +228,14 @@ else
     local s = math.floor(now_us / 1000000)
     while #users < n and skipped < max_skips do
       local want = math.min(n - #users, max_skips - skipped)
-      local popped = redis.call('ZPOPMIN', drawn_key, want) -- user, score, …
+      local popped = {} -- user, score, …
+      if stage ~= 'none' then
+        popped = redis.call('ZPOPMIN', drawn_key, want)
+      end
       if #popped == 0 then
         popped = redis.call('ZPOPMIN', q_key, want)
       end
+      waiting = waiting - #popped / 2
       if #popped == 0 then
         break
       end
@@ -298,21 +309,24 @@ else
   -- admissions beyond the allowance made up no-shows.
   local regular = math.min(issued, math.floor(allow + 1e-9))
   local carry = math.min(allow - regular, cap)
-  redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry, 'made_up', made_up + issued - regular)
   out[7] = math.floor(carry * 1000000)
-  out[9] = redis.call('ZCARD', drawn_key) + redis.call('ZCARD', q_key)
+  -- Those waiting now: the count before, less those popped above.
+  out[9] = waiting
 
   -- The pace: sums decayed over the pace window of the time users waited
-  -- and what the ticks did meanwhile, as waitroom.PaceSums.Add.
-  if b[1] and out[9] > 0 then
+  -- and what the ticks did meanwhile, as waitroom.PaceSums.Add; in the
+  -- same write as the bucket.
+  if b[1] and waiting > 0 then
     local dt = math.min(math.max(0, now_us - tonumber(b[1])) / 1000000, max_pace_step_s)
     local d = math.exp(-dt / pace_window_s)
-    redis.call('HSET', bucket_key,
+    redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry, 'made_up', made_up + issued - regular,
       'p_time', tonumber(b[4] or '0') * d + dt,
       'p_regular', tonumber(b[5] or '0') * d + regular / rate,
       'p_admitted', tonumber(b[6] or '0') * d + issued,
       'p_abandoned', tonumber(b[7] or '0') * d + skipped,
       'p_no_shows', tonumber(b[8] or '0') * d + no_shows)
+  else
+    redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry, 'made_up', made_up + issued - regular)
   end
 end
 

@@ -55,7 +55,7 @@ local draw_key   = KEYS[10]
 local user       = ARGV[1]
 
 local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock', 'one_order', 'abandon_ms', 'invite_only',
-  'opens_at_ms', 'prequeue', 'closes_at_ms')
+  'opens_at_ms', 'prequeue', 'closes_at_ms', 'had_opening')
 local state, max_queue, stock = cfg[1], tonumber(cfg[2]), tonumber(cfg[3] or '0')
 local opens_at, closes_at = tonumber(cfg[7] or '0'), tonumber(cfg[9] or '0')
 if not state then
@@ -76,9 +76,9 @@ if e then
 end
 
 -- An early arrival waits for the draw: told when the room opens.
-local done = redis.call('HGET', draw_key, 'state') == 'done'
-local scheduled = opens_at > 0 and not done
-if early_arrival(pre_key, done, user) then
+local stage = draw_stage(cfg[10], opens_at, draw_key)
+local scheduled = opens_at > 0 and stage ~= 'done'
+if early_arrival(pre_key, stage, user) then
   local seq = counter(seq_key)
   return {'SCHEDULED', math.max(0, opens_at - now), early_position(cfg[8], pre_key, user), seq, seq}
 end
@@ -88,7 +88,7 @@ end
 -- past abandon_after has gone (the admitter would skip it): it is counted
 -- and queues anew at the back.
 local s = math.floor(now / 1000)
-local key, score, ahead = queued_in(q_key, pre_key, drawn_key, done, user)
+local key, score, ahead = queued_in(q_key, pre_key, drawn_key, stage, user)
 if score then
   if not is_gone(score, s, abandon_s) then
     redis.call('ZADD', key, 'XX', queue_score(math.floor(score), s), user)
@@ -120,7 +120,7 @@ if sold_out then
 end
 
 -- Full: say so honestly and write nothing but the counter.
-ahead = ahead_of_q(pre_key, drawn_key, done)
+ahead = ahead_of_q(pre_key, drawn_key, stage)
 local size = ahead + redis.call('ZCARD', q_key)
 if size >= max_queue then
   redis.call('HINCRBY', stats_key, 'full', 1)
@@ -262,7 +262,7 @@ local drawn_key  = KEYS[9]
 local draw_key   = KEYS[10]
 local user       = ARGV[1]
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'stock', 'one_order', 'abandon_ms', 'opens_at_ms', 'prequeue')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'stock', 'one_order', 'abandon_ms', 'opens_at_ms', 'prequeue', 'had_opening')
 if not cfg[1] then
   return {'ROOM_NOT_FOUND'}
 end
@@ -278,8 +278,8 @@ local s = math.floor(now / 1000)
 -- Admit pops whom it admits), so the common poll, a waiting user's, reads
 -- no token. ZSCORE is O(1), ZRANK and ZADD O(log N). The score is
 -- rewritten only when its second changed.
-local done = redis.call('HGET', draw_key, 'state') == 'done'
-local key, score, ahead = queued_in(q_key, pre_key, drawn_key, done, user)
+local stage = draw_stage(cfg[7], tonumber(cfg[5] or '0'), draw_key)
+local key, score, ahead = queued_in(q_key, pre_key, drawn_key, stage, user)
 if score then
   if not is_gone(score, s, abandon_secs(cfg[4])) then
     local fresh = queue_score(math.floor(score), s)
@@ -299,7 +299,7 @@ if score then
 end
 
 -- An early arrival waits for the draw.
-if early_arrival(pre_key, done, user) then
+if early_arrival(pre_key, stage, user) then
   return {'SCHEDULED', math.max(0, tonumber(cfg[5] or '0') - now), early_position(cfg[6], pre_key, user), seq}
 end
 

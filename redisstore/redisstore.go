@@ -12,7 +12,8 @@
 // Keys of a room:
 //
 //	wr:{ROOM}:cfg     hash   live settings: rate, slice_ms, quota, max_queue, ttl_ms, lease_ms, max_active, state, stock, one_order,
-//	                         abandon_ms, first_use_ms, invite_only, opens_at_ms, prequeue, closes_at_ms
+//	                         abandon_ms, first_use_ms, invite_only, opens_at_ms, prequeue, closes_at_ms,
+//	                         had_opening ("1" once the room had an opening time: its draw's keys matter)
 //	wr:{ROOM}:q       zset   user → arrival sequence + last seen second / 2^20: the queue
 //	wr:{ROOM}:seq     string INCR: the arrival sequence
 //	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens
@@ -463,31 +464,43 @@ local function is_gone(score, s, abandon_s)
   return silent_for(score, s) > abandon_s
 end
 
+-- draw_stage: where the room stands with an opening's draw: 'none' when
+-- it never had an opening time (cfg had_opening '0'), so nobody waits in
+-- pre or drawn and there is no draw to read; 'pending' until the draw is
+-- published; 'done' after it. A room written before had_opening existed
+-- reads its draw record, as one that may have had an opening.
+local function draw_stage(had_opening, opens_at, draw_key)
+  if had_opening == '0' and opens_at == 0 then return 'none' end
+  if redis.call('HGET', draw_key, 'state') == 'done' then return 'done' end
+  return 'pending'
+end
+
 -- early_arrival: whether user came before a scheduled opening and waits
 -- for the draw (in pre with a positive score; negative: left during it).
-local function early_arrival(pre_key, done, user)
-  if done then return false end
+local function early_arrival(pre_key, stage, user)
+  if stage ~= 'pending' then return false end
   local s = redis.call('ZSCORE', pre_key, user)
   return s ~= false and tonumber(s) > 0
 end
 
 -- ahead_of_q: how many wait ahead of everyone in q: before the draw is
 -- done every early arrival (pre), after it those still in drawn.
-local function ahead_of_q(pre_key, drawn_key, done)
-  if done then return redis.call('ZCARD', drawn_key) end
+local function ahead_of_q(pre_key, drawn_key, stage)
+  if stage == 'none' then return 0 end
+  if stage == 'done' then return redis.call('ZCARD', drawn_key) end
   return redis.call('ZCARD', pre_key)
 end
 
 -- queued_in: the zset user is queued in (drawn, after the draw, ahead of
 -- q; or q), its score, and how many wait ahead of that zset. nil when the
 -- user is not queued.
-local function queued_in(q_key, pre_key, drawn_key, done, user)
-  if done then
+local function queued_in(q_key, pre_key, drawn_key, stage, user)
+  if stage == 'done' then
     local score = redis.call('ZSCORE', drawn_key, user)
     if score then return drawn_key, tonumber(score), 0 end
   end
   local score = redis.call('ZSCORE', q_key, user)
-  if score then return q_key, tonumber(score), ahead_of_q(pre_key, drawn_key, done) end
+  if score then return q_key, tonumber(score), ahead_of_q(pre_key, drawn_key, stage) end
   return nil, nil, 0
 end
 
@@ -539,6 +552,21 @@ func configArgs(cfg waitroom.RoomConfig) []any {
 		args = append(args, roomConfigFields[i], v)
 	}
 	return args
+}
+
+// openingArgs is the had_opening field of the cfg hash, which tells the
+// scripts whether a room's draw keys (pre, drawn, draw) can hold anything:
+// "1" once the room had an opening time, and never cleared since, because
+// its drawn users still wait ahead of the queue after the time is gone.
+// CreateRoom writes it "0" or "1", UpdateRoom only ever "1".
+func openingArgs(cfg waitroom.RoomConfig, create bool) []any {
+	switch {
+	case !cfg.OpensAt.IsZero():
+		return []any{"had_opening", "1"}
+	case create:
+		return []any{"had_opening", "0"}
+	}
+	return nil
 }
 
 // unixMillis is how the cfg hash keeps a time: Unix milliseconds, "0"

@@ -14,7 +14,7 @@ import (
 // createRoomScript stores a room's settings unless it has some.
 //
 // KEYS[1] cfg
-// ARGV    field, value, … (configArgs)
+// ARGV    field, value, … (configArgs, then openingArgs)
 //
 // Returns "CREATED", or "EXISTS" (nothing written).
 var createRoomScript = newFunction("create_room", `
@@ -40,7 +40,7 @@ func (s *Store) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomCo
 		return false, err
 	}
 	k := s.keys(room)
-	res, err := s.call(ctx, s.client, createRoomScript, []string{k.cfg}, configArgs(cfg)...).Result()
+	res, err := s.call(ctx, s.client, createRoomScript, []string{k.cfg}, append(configArgs(cfg), openingArgs(cfg, true)...)...).Result()
 	if err != nil {
 		return false, s.fail("create room", err)
 	}
@@ -77,7 +77,7 @@ func (s *Store) seedDraw(ctx context.Context, room string, cfg waitroom.RoomConf
 // KEYS[1] cfg
 // ARGV[1] n: how many of the following values are the expected settings
 // ARGV[2 .. n+1]   field, value, … the settings the caller read (configArgs)
-// ARGV[n+2 ..]     field, value, … the new settings (configArgs)
+// ARGV[n+2 ..]     field, value, … the new settings (configArgs, openingArgs)
 //
 // Returns "OK", "ROOM_CHANGED" or "ROOM_NOT_FOUND" (nothing written).
 var updateRoomScript = newFunction("update_room", `
@@ -117,7 +117,7 @@ func (s *Store) UpdateRoom(ctx context.Context, room string, from, to waitroom.R
 		return err
 	}
 	expected := configArgs(from.WithDefaults())
-	args := append(append([]any{len(expected)}, expected...), configArgs(to)...)
+	args := append(append(append([]any{len(expected)}, expected...), configArgs(to)...), openingArgs(to, false)...)
 	res, err := s.call(ctx, s.client, updateRoomScript, []string{s.keys(room).cfg}, args...).Result()
 	if err != nil {
 		return s.fail("update room", err)

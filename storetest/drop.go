@@ -138,6 +138,22 @@ func scheduledOpening(t *testing.T, h Harness, order waitroom.PrequeueOrder) {
 		require.Empty(t, diffs)
 	}
 
+	// The operator clears the opening time after the draw: the drawn
+	// still wait ahead of the later arrival, in their places.
+	cfg, err := h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	cleared := cfg
+	cleared.OpensAt = time.Time{}
+	require.NoError(t, h.Store.UpdateRoom(ctx, room, cfg, cleared))
+	for _, s := range stores {
+		st, err := s.Status(ctx, room, byPlace[0])
+		require.NoError(t, err)
+		require.Equal(t, int64(1), st.Position, "the first drawn, opening time cleared")
+		st, err = s.Enter(ctx, room, "late")
+		require.NoError(t, err)
+		require.Equal(t, int64(early+1), st.Position, "the late arrival, opening time cleared")
+	}
+
 	// Admission follows the places.
 	var admitted []string
 	for i := 0; len(admitted) < 3 && i < 100; i++ {
