@@ -1,6 +1,7 @@
 package waitroom
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -122,30 +123,14 @@ type RoomConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c RoomConfig) WithDefaults() RoomConfig {
-	if c.Rate == 0 {
-		c.Rate = DefaultRate
-	}
-	if c.Slice == 0 {
-		c.Slice = DefaultSlice
-	}
-	if c.MaxQueue == 0 {
-		c.MaxQueue = DefaultMaxQueue
-	}
-	if c.TokenTTL == 0 {
-		c.TokenTTL = DefaultTokenTTL
-	}
-	if c.Lease == 0 {
-		c.Lease = DefaultLease
-	}
-	if c.State == "" {
-		c.State = RoomOpen
-	}
-	if c.AbandonAfter == 0 {
-		c.AbandonAfter = DefaultAbandonAfter
-	}
-	if c.FirstUseWithin == 0 {
-		c.FirstUseWithin = min(DefaultFirstUseWithin, c.TokenTTL)
-	}
+	c.Rate = cmp.Or(c.Rate, DefaultRate)
+	c.Slice = cmp.Or(c.Slice, DefaultSlice)
+	c.MaxQueue = cmp.Or(c.MaxQueue, DefaultMaxQueue)
+	c.TokenTTL = cmp.Or(c.TokenTTL, DefaultTokenTTL)
+	c.Lease = cmp.Or(c.Lease, DefaultLease)
+	c.State = cmp.Or(c.State, RoomOpen)
+	c.AbandonAfter = cmp.Or(c.AbandonAfter, DefaultAbandonAfter)
+	c.FirstUseWithin = cmp.Or(c.FirstUseWithin, min(DefaultFirstUseWithin, c.TokenTTL))
 	// Times as the store keeps them: UTC milliseconds.
 	c.OpensAt = storeTime(c.OpensAt)
 	c.ClosesAt = storeTime(c.ClosesAt)

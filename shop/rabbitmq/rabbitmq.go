@@ -9,6 +9,7 @@
 package rabbitmq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,27 +71,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BatchSize < 0 || c.Interval < 0 || c.ConfirmTimeout < 0 || c.DialTimeout < 0 || c.MaxBackoff < 0 {
 		return c, errors.New("rabbitmq: sizes and durations must not be negative")
 	}
-	if c.Exchange == "" {
-		c.Exchange = DefaultExchange
-	}
-	if c.RoutingKey == "" {
-		c.RoutingKey = shop.EventOrderPlaced
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.Interval == 0 {
-		c.Interval = DefaultInterval
-	}
-	if c.ConfirmTimeout == 0 {
-		c.ConfirmTimeout = DefaultConfirmTimeout
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultDialTimeout
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = DefaultMaxBackoff
-	}
+	c.Exchange = cmp.Or(c.Exchange, DefaultExchange)
+	c.RoutingKey = cmp.Or(c.RoutingKey, shop.EventOrderPlaced)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.Interval = cmp.Or(c.Interval, DefaultInterval)
+	c.ConfirmTimeout = cmp.Or(c.ConfirmTimeout, DefaultConfirmTimeout)
+	c.DialTimeout = cmp.Or(c.DialTimeout, DefaultDialTimeout)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
 	if c.MaxBackoff < c.Interval {
 		c.MaxBackoff = c.Interval
 	}
