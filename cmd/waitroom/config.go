@@ -64,7 +64,7 @@ var serveSettings = []setting{
 	{"rooms", "WAITROOM_ROOMS", "", "names", "comma-separated rooms to declare at start besides " + server.DefaultRoom},
 	{"failure-policy", "WAITROOM_FAILURE_POLICY", "closed", "policy", "what the gate does while Redis is unreachable: closed (refuse, 503) or open (let a bounded share of the rate through); per room as default=open,sale=closed"},
 	{"open-share", "WAITROOM_OPEN_SHARE", "0.5", "fraction", "failing open, the share of a room's last known rate that the instances together let through, in (0, 1]"},
-	{"instances", "WAITROOM_INSTANCES", "1", "n", "how many instances serve the rooms; failing open, each lets through its 1/n of the share"},
+	{"instances", "WAITROOM_INSTANCES", "1", "n", "how many instances serve the rooms; failing open, each lets through its 1/n of the share, and with Redis each answers its 1/n of --user-rate-limit and --visitor-rate-limit without asking Redis"},
 	{"store-timeout", "WAITROOM_STORE_TIMEOUT", "1s", "duration", "longest wait for Redis per request before answering by the failure policy"},
 	{"trusted-proxies", "WAITROOM_TRUSTED_PROXIES", "127.0.0.0/8,::1/128", "CIDRs", "comma-separated networks of the proxies in front (the shop's auth layer, the load balancer): only from them is the user header believed and an X-Forwarded-For hop counted; none: nobody"},
 	{"user-rate-limit", "WAITROOM_USER_RATE_LIMIT", "5", "requests/s", "most queue requests (enter, status, leave, page) per second per user, bursts of twice that; beyond it 429 RATE_LIMITED, the place is kept; 0: off"},
