@@ -73,7 +73,7 @@ type SharedLimiter interface {
 // Instances must be the number of instances sharing the limiter: a lower
 // figure gives every instance a bigger share.
 type LocalShare struct {
-	Shared    SharedLimiter
+	Shared    SharedLimiter // required
 	Instances int           // ≥ 1
 	Timeout   time.Duration // bounds each shared call; 0: none
 	// Now is the local clock; nil: time.Now. The shared count keeps its
