@@ -183,7 +183,13 @@ func noShowRound(t *testing.T, h Harness, rate float64) (int, time.Duration) {
 	}
 	elapsed := time.Since(start)
 	stats := testenv.Stats(t, h.Store, room)
-	require.Equal(t, int64(noShowsMadeUp), stats.NoShows)
+	if elapsed < time.Second {
+		require.Equal(t, int64(noShowsMadeUp), stats.NoShows)
+	} else {
+		// Ticks stretched past the first-use deadline: tokens they
+		// admitted early met it unconfirmed too.
+		require.GreaterOrEqual(t, stats.NoShows, int64(noShowsMadeUp))
+	}
 	return admitted, elapsed
 }
 

@@ -15,10 +15,44 @@ import (
 // every instance's ticks: the admitted rate over the configured one, and
 // the share of the head found gone.
 func testPaceIsMeasured(t *testing.T, h Harness) {
+	if h.FakeClock {
+		p, _, _ := paceRound(t, h)
+		// Admissions came at the rate for the whole span, but the first
+		// tick only starts the bucket.
+		require.InDelta(t, 1.0, p.Efficiency, 0.1, "%+v", p)
+		return
+	}
+	// Real time: the ticks may lag on a loaded machine, never lead. Ticks
+	// that lag past a slice lose their share, so the efficiency's lower
+	// line is judged only on a round that ran near its planned time.
+	for attempt := 1; ; attempt++ {
+		p, admitted, elapsed := paceRound(t, h)
+		require.LessOrEqual(t, float64(admitted), paceRate*elapsed.Seconds()+paceRate*0.1+1)
+		require.Less(t, p.Efficiency, 1.1, "%+v", p)
+		if p.Efficiency > 0.5 {
+			return
+		}
+		if elapsed < paceTicksPlanned*3/2 || attempt == 3 {
+			require.Fail(t, "the efficiency is too low", "%+v after %s (planned %s, attempt %d)", p, elapsed, paceTicksPlanned, attempt)
+		}
+		t.Logf("attempt %d ran %s instead of about %s on a loaded machine: again", attempt, elapsed, paceTicksPlanned)
+	}
+}
+
+const (
+	paceRate         = 30.0
+	paceTicks        = 75
+	paceTicksPlanned = paceTicks * 20 * time.Millisecond
+)
+
+// paceRound queues 100 users in a new paused room (every fifth silent),
+// opens it once the silent ones are gone, and has two instances tick it
+// for about a second and a half; it checks the abandoned share and returns
+// the measured pace, the admissions and how long the ticks took.
+func paceRound(t *testing.T, h Harness) (waitroom.Pace, int, time.Duration) {
 	ctx := ctxFor(t)
-	const rate = 30.0
 	// Paused while the silent users turn silent: a pause is not measured.
-	room := newRoom(t, h, waitroom.RoomConfig{Rate: rate, AbandonAfter: abandonAfter, State: waitroom.RoomPaused})
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: paceRate, AbandonAfter: abandonAfter, State: waitroom.RoomPaused})
 	var pollers []string
 	for i := range 100 {
 		_, err := h.Store.Enter(ctx, room, user(i))
@@ -36,11 +70,11 @@ func testPaceIsMeasured(t *testing.T, h Harness) {
 	})
 	require.NoError(t, err)
 
-	// Two instances tick for a second and a half; the pace is the room's.
+	// Two instances tick; the pace is the room's.
 	peer := h.Peer(t)
-	admitted, skipped := 0, 0
+	admitted := 0
 	start := time.Now()
-	for i := range 75 {
+	for i := range paceTicks {
 		s := h.Store
 		if i%2 == 1 {
 			s = peer
@@ -56,21 +90,12 @@ func testPaceIsMeasured(t *testing.T, h Harness) {
 			}
 		}
 	}
+	elapsed := time.Since(start)
 	stats = testenv.Stats(t, h.Store, room)
-	skipped = int(stats.Abandoned)
+	skipped := int(stats.Abandoned)
 	require.Positive(t, skipped)
 	p := stats.Pace
 	require.Greater(t, p.Measured, time.Second/2, "the waiting time of the ticks (decayed over the window)")
 	require.InDelta(t, float64(skipped)/float64(skipped+admitted), p.AbandonShare, 0.05, "%+v", p)
-	if h.FakeClock {
-		// Admissions came at the rate for the whole span, but the first
-		// tick only starts the bucket.
-		require.InDelta(t, 1.0, p.Efficiency, 0.1, "%+v", p)
-		return
-	}
-	// Real time: the ticks may lag on a loaded machine, never lead.
-	elapsed := time.Since(start).Seconds()
-	require.LessOrEqual(t, float64(admitted), rate*elapsed+rate*0.1+1)
-	require.Greater(t, p.Efficiency, 0.5, "%+v", p)
-	require.Less(t, p.Efficiency, 1.1, "%+v", p)
+	return p, admitted, elapsed
 }
