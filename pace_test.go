@@ -154,7 +154,41 @@ func TestEstimate(t *testing.T) {
 	}
 	require.Zero(t, cfg.Estimate(0, waitroom.Pace{}))
 
+	// A fifth of arrivals leave, 100 arrivals after their own: a newcomer
+	// has 20 of them ahead, a user with 50 behind 10, one with 100 behind
+	// none left to go.
+	leavers := waitroom.Pace{Efficiency: 1, Measured: time.Minute, LeaveShare: 0.2, LeaveAfter: 100}
+	require.Equal(t, 48100*time.Millisecond, cfg.Estimate(501, leavers).ETA, "480 of the 500 ahead stay")
+	leavers.Waiting = 551
+	require.Equal(t, 49100*time.Millisecond, cfg.Estimate(501, leavers).ETA)
+	leavers.Waiting = 601
+	require.Equal(t, 50100*time.Millisecond, cfg.Estimate(501, leavers).ETA)
+	leavers.Waiting, leavers.LeaveAfter = 0, 1e6
+	require.Equal(t, 25100*time.Millisecond, cfg.Estimate(501, leavers).ETA, "at most half of those ahead leave")
+
 	tiny := waitroom.RoomConfig{Rate: 1e-9}.WithDefaults().Estimate(waitroom.MaxMaxQueue, waitroom.Pace{})
 	require.Equal(t, waitroom.MaxETA, tiny.ETA)
 	require.Positive(t, tiny.High)
+}
+
+// TestEstimateNoShows: where no-shows are made up, the ETA counts on the
+// pace the room settles at, 1 ÷ (1 − the no-show share) times the rate;
+// right after admissions begin it corrects the share for the no-shows not
+// found yet, and before any admission is a first-use deadline old it
+// knows nothing of them.
+func TestEstimateNoShows(t *testing.T) {
+	t.Parallel()
+	cfg := waitroom.RoomConfig{Rate: 10, FirstUseWithin: 10 * time.Second}.WithDefaults()
+	settled := waitroom.Pace{Efficiency: 1, MakeUp: true, NoShowShare: 0.3, Measured: waitroom.PaceWindow}
+	require.InDelta(t, 7.07, cfg.Estimate(101, settled).ETA.Seconds(), 1e-6, "101 at 10 ÷ 0.7 a second")
+	settled.MakeUp = false // MaxActive: the slots are refilled within the rate
+	require.Equal(t, 10100*time.Millisecond, cfg.Estimate(101, settled).ETA)
+
+	young := waitroom.Pace{Efficiency: 1, MakeUp: true, NoShowShare: 0.2, Measured: waitroom.MinPaceMeasured}
+	require.Equal(t, 10100*time.Millisecond, cfg.Estimate(101, young).ETA, "no admission is a first-use deadline old yet")
+	// Measured over 80% of the window: the no-shows found belong to the
+	// admissions of the first part only, so the share is more than 0.2.
+	young.Measured = waitroom.PaceWindow * 8 / 10
+	require.Less(t, cfg.Estimate(101, young).ETA, 8080*time.Millisecond)
+	require.Greater(t, cfg.Estimate(101, young).ETA, 5050*time.Millisecond, "the make-up at most doubles the rate")
 }

@@ -55,6 +55,12 @@ type room struct {
 	bucket bucket
 	stats  waitroom.Stats // counters only; Waiting, Active and Pace are computed
 	pace   waitroom.PaceSums
+	// sinceTick gathers the arrivals and leaves between admission ticks
+	// for the pace.
+	sinceTick waitroom.PaceTick
+	// paceNoShows is stats.NoShows when the pace last took them: the
+	// no-shows found by any operation count.
+	paceNoShows int64
 	// buyers are the users whose order completed while OneOrderPerUser
 	// was on.
 	buyers map[string]struct{}
@@ -178,6 +184,7 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 	if r.scheduled() && now.Before(r.cfg.OpensAt) {
 		return r.early(r.pre.Push(user, now.UnixNano()), now), nil
 	}
+	r.sinceTick.Arrivals++
 	return r.waiting(r.ahead()+r.queue.Push(user, now.UnixNano()), now), nil
 }
 
@@ -271,7 +278,11 @@ func (s *Store) Leave(ctx context.Context, name, user string) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.queue.Remove(user)
+	if _, ok := r.queue.Seen(user); ok {
+		r.sinceTick.Left++
+		r.sinceTick.LeftAfter += r.queue.ArrivedAfter(user)
+		r.queue.Remove(user)
+	}
 	r.pre.Remove(user)
 	return nil
 }
@@ -351,8 +362,12 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 	r.stats.Abandoned += int64(skipped)
 	madeUp := r.bucket.settle(len(admitted), allow, r.cfg)
 	r.bucket.madeUp += int64(madeUp)
+	tick := r.sinceTick
+	tick.Admitted, tick.Regular, tick.Skipped = len(admitted), len(admitted)-madeUp, skipped
+	tick.NoShows = int(r.stats.NoShows - r.paceNoShows)
+	r.sinceTick, r.paceNoShows = waitroom.PaceTick{}, r.stats.NoShows
 	if measuring {
-		r.pace.Add(float64(now.UnixMicro()-since)/1e6, len(admitted), len(admitted)-madeUp, skipped, noShows, r.cfg.Rate, r.queue.Len() > 0)
+		r.pace.Add(float64(now.UnixMicro()-since)/1e6, tick, r.cfg.Rate, r.queue.Len() > 0)
 	}
 	if len(admitted) == 0 {
 		return nil, nil

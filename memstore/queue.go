@@ -18,9 +18,13 @@ type queue struct {
 	base  int            // sequence number of slot 0
 	users []string       // slot → user; "" once the user has gone
 	seen  []int64        // slot → the user's last enter or status, unix ns
-	tree  []int32        // Fenwick tree, 1-based: tree[i] counts occupied slots in (i−lowbit(i), i]
-	head  int            // no occupied slot lies before head
-	end   int            // the next free slot
+	// arrival is slot → how many pushes came before the user's: the
+	// arrivals after a user are pushed − its arrival.
+	arrival []int64
+	pushed  int64
+	tree    []int32 // Fenwick tree, 1-based: tree[i] counts occupied slots in (i−lowbit(i), i]
+	head    int     // no occupied slot lies before head
+	end     int     // the next free slot
 }
 
 // minQueueWindow keeps tiny queues from compacting on every few pushes.
@@ -28,10 +32,11 @@ const minQueueWindow = 64
 
 func newQueue() *queue {
 	return &queue{
-		seqOf: make(map[string]int),
-		users: make([]string, minQueueWindow),
-		seen:  make([]int64, minQueueWindow),
-		tree:  make([]int32, minQueueWindow+1),
+		seqOf:   make(map[string]int),
+		users:   make([]string, minQueueWindow),
+		seen:    make([]int64, minQueueWindow),
+		arrival: make([]int64, minQueueWindow),
+		tree:    make([]int32, minQueueWindow+1),
 	}
 }
 
@@ -61,6 +66,12 @@ func (q *queue) Touch(user string, now int64) {
 	q.seen[q.seqOf[user]-q.base] = now
 }
 
+// ArrivedAfter returns how many users were pushed after user, which must
+// be queued.
+func (q *queue) ArrivedAfter(user string) int64 {
+	return q.pushed - 1 - q.arrival[q.seqOf[user]-q.base]
+}
+
 // Head returns the user at the head of the queue and when it was last seen.
 func (q *queue) Head() (user string, seen int64, ok bool) {
 	if q.Len() == 0 {
@@ -79,6 +90,8 @@ func (q *queue) Push(user string, now int64) int {
 	q.end++
 	q.users[slot] = user
 	q.seen[slot] = now
+	q.arrival[slot] = q.pushed
+	q.pushed++
 	q.seqOf[user] = q.base + slot
 	q.add(slot, 1)
 	return len(q.seqOf)
@@ -151,9 +164,9 @@ func (q *queue) compact() {
 	// A queue of steady length slides into a window of the same size:
 	// reuse it rather than allocate, moving users down in place (each is
 	// written at or before where it is read).
-	users, seen, tree := q.users, q.seen, q.tree
+	users, seen, arrival, tree := q.users, q.seen, q.arrival, q.tree
 	if window != len(users) {
-		users, seen, tree = make([]string, window), make([]int64, window), make([]int32, window+1)
+		users, seen, arrival, tree = make([]string, window), make([]int64, window), make([]int64, window), make([]int32, window+1)
 	}
 	next := 0
 	for i := q.head; i < q.end; i++ {
@@ -166,6 +179,7 @@ func (q *queue) compact() {
 		}
 		users[next] = user
 		seen[next] = q.seen[i]
+		arrival[next] = q.arrival[i]
 		next++
 	}
 	clear(users[next:])
@@ -180,5 +194,5 @@ func (q *queue) compact() {
 		}
 	}
 	q.base += q.head
-	q.users, q.seen, q.tree, q.head, q.end = users, seen, tree, 0, next
+	q.users, q.seen, q.arrival, q.tree, q.head, q.end = users, seen, arrival, tree, 0, next
 }

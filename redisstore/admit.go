@@ -138,7 +138,7 @@ if no_shows > 0 then
 end
 
 -- The counters this call reads, in one command.
-local counts = redis.call('HMGET', stats_key, 'admitted', 'no_shows', 'completed')
+local counts = redis.call('HMGET', stats_key, 'admitted', 'no_shows', 'completed', 'left', 'left_after')
 local admitted_before = tonumber(counts[1] or '0')
 local out = {'OK', quota, counter(seq_key), admitted_before, admitted_before, 0, 0, math.floor(rate * 1000000), 0, 0}
 local cap = rate * slice_ms / 1000 -- one slice's worth of users
@@ -147,7 +147,8 @@ local cap = rate * slice_ms / 1000 -- one slice's worth of users
 -- as the rate (so never above 2 × rate). With max_active the slots they
 -- free are refilled within the rate instead, and with nobody waiting there
 -- is nobody to make them up with: then nothing is owed.
-local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows')
+local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows',
+  'p_arrivals', 'p_left', 'p_left_after', 'm_seq', 'm_left', 'm_left_after', 'm_no_shows')
 local made_up = tonumber(b[3] or '0')
 -- The drawn early arrivals go first, then the queue; a room that never
 -- had an opening has nobody drawn.
@@ -218,13 +219,12 @@ else
     n = #tokens
   end
 
-  local issued, skipped = 0, 0
+  local issued, skipped, late_no_shows = 0, 0, 0
   if n > 0 then
     -- Pop the head; users silent past abandon_after have gone: they are
     -- dropped and counted, and take no share of the rate. Each pop is
     -- O(log N); at most max_skips are skipped per call.
     local users = {}
-    local late_no_shows = 0
     local s = math.floor(now_us / 1000000)
     while #users < n and skipped < max_skips do
       local want = math.min(n - #users, max_skips - skipped)
@@ -309,6 +309,19 @@ else
   -- admissions beyond the allowance made up no-shows.
   local regular = math.min(issued, math.floor(allow + 1e-9))
   local carry = math.min(allow - regular, cap)
+  -- Arrivals, leaves and no-shows since the previous tick, for the pace:
+  -- the counters now less the marks the previous tick left (so that the
+  -- no-shows a MORE reply or another operation found count too).
+  local seq_now = out[3]
+  local left_now, left_after_now = tonumber(counts[4] or '0'), tonumber(counts[5] or '0')
+  local no_shows_now = no_shows_total + late_no_shows
+  local arrivals, left, left_after, found_no_shows = 0, 0, 0, 0
+  if b[12] then
+    arrivals = seq_now - tonumber(b[12])
+    left = left_now - tonumber(b[13])
+    left_after = left_after_now - tonumber(b[14])
+    found_no_shows = no_shows_now - tonumber(b[15] or no_shows_now)
+  end
   out[7] = math.floor(carry * 1000000)
   -- Those waiting now: the count before, less those popped above.
   out[9] = waiting
@@ -324,9 +337,14 @@ else
       'p_regular', tonumber(b[5] or '0') * d + regular / rate,
       'p_admitted', tonumber(b[6] or '0') * d + issued,
       'p_abandoned', tonumber(b[7] or '0') * d + skipped,
-      'p_no_shows', tonumber(b[8] or '0') * d + no_shows)
+      'p_no_shows', tonumber(b[8] or '0') * d + found_no_shows,
+      'p_arrivals', tonumber(b[9] or '0') * d + arrivals,
+      'p_left', tonumber(b[10] or '0') * d + left,
+      'p_left_after', tonumber(b[11] or '0') * d + left_after,
+      'm_seq', seq_now, 'm_left', left_now, 'm_left_after', left_after_now, 'm_no_shows', no_shows_now)
   else
-    redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry, 'made_up', made_up + issued - regular)
+    redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry, 'made_up', made_up + issued - regular,
+      'm_seq', seq_now, 'm_left', left_now, 'm_left_after', left_after_now, 'm_no_shows', no_shows_now)
   end
 end
 

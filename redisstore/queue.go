@@ -356,20 +356,30 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 	}
 }
 
-// leaveScript takes a user out of the queue.
+// leaveScript takes a user out of the queue. A user who leaves the queue
+// is counted (stats left) with the arrivals after it until it left (stats
+// left_after, from its score's sequence), for the ETA (admitScript).
 //
 // KEYS[1] q
 // KEYS[2] pre
 // KEYS[3] drawn
 // KEYS[4] draw
+// KEYS[5] stats
+// KEYS[6] seq
 // ARGV[1] user
 //
 // Returns "OK".
 var leaveScript = newFunction("leave", `
 local q_key, pre_key, drawn_key, draw_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local stats_key, seq_key = KEYS[5], KEYS[6]
 local user = ARGV[1]
 
-redis.call('ZREM', q_key, user)
+local queued = redis.call('ZSCORE', q_key, user)
+if queued then
+  redis.call('ZREM', q_key, user)
+  redis.call('HINCRBY', stats_key, 'left', 1)
+  redis.call('HINCRBY', stats_key, 'left_after', counter(seq_key) - math.floor(tonumber(queued)))
+end
 redis.call('ZREM', drawn_key, user)
 local s = redis.call('ZSCORE', pre_key, user)
 if s then
@@ -392,7 +402,7 @@ func (s *Store) Leave(ctx context.Context, room, user string) error {
 		return err
 	}
 	k := s.keys(room)
-	if err := s.call(ctx, s.client, leaveScript, []string{k.q, k.pre, k.drawn, k.draw}, user).Err(); err != nil {
+	if err := s.call(ctx, s.client, leaveScript, []string{k.q, k.pre, k.drawn, k.draw, k.stats, k.seq}, user).Err(); err != nil {
 		return s.fail("leave", err)
 	}
 	return nil

@@ -245,7 +245,8 @@ func (s *Store) Rooms(ctx context.Context) ([]string, error) {
 //
 // Returns {"OK", waiting, active, entered, full, admitted, completed,
 // released, expired, no_shows, abandoned, max_active, pace_time,
-// pace_regular, pace_admitted, pace_abandoned, pace_no_shows}, or
+// pace_regular, pace_admitted, pace_abandoned, pace_no_shows, pace_arrivals,
+// pace_left, pace_left_after}, or
 // {"ROOM_NOT_FOUND"}. The pace sums (admitScript) are strings, exact
 // floats.
 var statsScript = newFunction("stats", `
@@ -273,8 +274,8 @@ for i = 1, 7 do
   out[#out + 1] = tonumber(c[i] or '0')
 end
 out[#out + 1] = tonumber(redis.call('HGET', cfg_key, 'max_active') or '0')
-local p = redis.call('HMGET', KEYS[5], 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows')
-for i = 1, 5 do
+local p = redis.call('HMGET', KEYS[5], 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows', 'p_arrivals', 'p_left', 'p_left_after')
+for i = 1, 8 do
   out[#out + 1] = p[i] or '0'
 end
 return out
@@ -302,7 +303,7 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 				return waitroom.Stats{}, s.unexpected(ctx, "stats", res)
 			}
 		}
-		var p [5]float64
+		var p [8]float64
 		for i := range p {
 			str, ok := r.str(len(v) + 1 + i)
 			f, err := strconv.ParseFloat(str, 64)
@@ -316,7 +317,8 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 			Entered: v[2], Full: v[3], Admitted: v[4],
 			Completed: v[5], Released: v[6], Expired: v[7],
 			NoShows: v[8], Abandoned: v[9],
-			Pace: waitroom.PaceSums{Time: p[0], Regular: p[1], Admitted: p[2], Abandoned: p[3], NoShows: p[4]}.Pace(v[10] == 0),
+			Pace: waitroom.PaceSums{Time: p[0], Regular: p[1], Admitted: p[2], Abandoned: p[3], NoShows: p[4],
+				Arrivals: p[5], Left: p[6], LeftAfter: p[7]}.Pace(v[10] == 0),
 		}, nil
 	case "ROOM_NOT_FOUND":
 		return waitroom.Stats{}, waitroom.ErrRoomNotFound

@@ -47,8 +47,10 @@ func (s *Server) pace(ctx context.Context, room string) waitroom.Pace {
 		}
 		return snap.pace
 	}
-	c.current.Store(&paceSnapshot{pace: st.Pace, fetched: time.Now()})
-	return st.Pace
+	pace := st.Pace
+	pace.Waiting = st.Waiting
+	c.current.Store(&paceSnapshot{pace: pace, fetched: time.Now()})
+	return pace
 }
 
 // estimate is the waiting user's ETA and range under the room's measured

@@ -99,3 +99,79 @@ func paceRound(t *testing.T, h Harness) (waitroom.Pace, int, time.Duration) {
 	require.InDelta(t, float64(skipped)/float64(skipped+admitted), p.AbandonShare, 0.05, "%+v", p)
 	return p, admitted, elapsed
 }
+
+// testLeaversAreMeasured: users who leave the queue are counted for the
+// pace, with how many came after each before it left, from the ticks of
+// any instance; leaving twice, or leaving when admitted or never queued,
+// counts nothing.
+func testLeaversAreMeasured(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 10})
+	for i := range 100 {
+		_, err := h.Store.Enter(ctx, room, user(i))
+		require.NoError(t, err)
+	}
+	got, err := h.Store.Admit(ctx, room) // starts the bucket: admits nobody
+	require.NoError(t, err)
+	require.Empty(t, got)
+	for i := 100; i < 140; i++ { // 40 arrivals in the measured tick
+		_, err := h.Store.Enter(ctx, room, user(i))
+		require.NoError(t, err)
+	}
+	for i := 50; i < 60; i++ { // user i has 139 − i arrivals after it
+		require.NoError(t, h.Store.Leave(ctx, room, user(i)))
+		require.NoError(t, h.Store.Leave(ctx, room, user(i)))
+	}
+	require.NoError(t, h.Store.Leave(ctx, room, "never-queued"))
+	h.Advance(t, 100*time.Millisecond)
+	admitted, err := h.Peer(t).Admit(ctx, room)
+	require.NoError(t, err)
+	require.NotEmpty(t, admitted)
+	require.NoError(t, h.Store.Leave(ctx, room, admitted[0].User))
+
+	stats, err := h.Store.Stats(ctx, room)
+	require.NoError(t, err)
+	p := stats.Pace
+	require.InDelta(t, 10.0/40, p.LeaveShare, 1e-9, "%+v", p)
+	require.InDelta(t, 84.5, p.LeaveAfter, 1e-9, "%+v", p) // mean of 89 … 80
+}
+
+// testNoShowsAreMeasured: tokens found expired unconfirmed count in the
+// pace as no-shows, over the admissions, whichever operation found them
+// (here a late claim, not the admitter's cleanup); the
+// pace says whether the room makes them up (no MaxActive).
+func testNoShowsAreMeasured(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	for _, maxActive := range []int{0, 1000} {
+		room := newRoom(t, h, waitroom.RoomConfig{Rate: 50, FirstUseWithin: time.Second, MaxActive: maxActive})
+		for i := range 200 {
+			_, err := h.Store.Enter(ctx, room, user(i))
+			require.NoError(t, err)
+		}
+		got := admitAll(t, h, room, 2)
+		for i, a := range got {
+			if i%2 == 0 {
+				confirm(t, h.Store, room, a)
+			}
+		}
+		h.Advance(t, waitroom.MinFirstUseWithin+100*time.Millisecond)
+		// The holders come too late: their claims find the no-shows before
+		// the admitter's cleanup does.
+		for i, a := range got {
+			if i%2 == 1 {
+				_, err := h.Store.Claim(ctx, room, a.User, a.Token)
+				require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
+			}
+		}
+		_, err := h.Peer(t).Admit(ctx, room)
+		require.NoError(t, err)
+
+		stats, err := h.Store.Stats(ctx, room)
+		require.NoError(t, err)
+		require.Equal(t, int64(len(got)/2), stats.NoShows)
+		p := stats.Pace
+		require.Positive(t, p.NoShowShare, "%+v", p)
+		require.LessOrEqual(t, p.NoShowShare, float64(len(got)/2)/float64(len(got)), "no more than the unconfirmed share of the first admissions: %+v", p)
+		require.Equal(t, maxActive == 0, p.MakeUp, "%+v", p)
+	}
+}

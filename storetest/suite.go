@@ -68,6 +68,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"NoShowsAreMadeUp", testNoShowsAreMadeUp},
 		{"UnconfirmedTokenGivesItsUnitBack", testUnconfirmedTokenGivesItsUnitBack},
 		{"PaceIsMeasured", testPaceIsMeasured},
+		{"LeaversAreMeasured", testLeaversAreMeasured},
+		{"NoShowsAreMeasured", testNoShowsAreMeasured},
 		{"PassSkipsTheQueue", testPassSkipsTheQueue},
 		{"PassRefusals", testPassRefusals},
 		{"PassCountsAgainstMaxActiveAndStock", testPassCountsAgainstMaxActiveAndStock},
