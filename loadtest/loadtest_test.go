@@ -77,7 +77,9 @@ func newFixture(t *testing.T, opts fixtureOptions) *fixture {
 	if protected == nil {
 		protected = shop.NewHandler(f.shop, shop.Options{})
 	}
-	srv, err := server.New(server.Config{Store: f.store, Protected: protected})
+	// A long store timeout: these tests check the load test's figures, not
+	// the failure policy, and a loaded machine can hold a call past 1 s.
+	srv, err := server.New(server.Config{Store: f.store, Protected: protected, StoreTimeout: 30 * time.Second})
 	require.NoError(t, err)
 	var h http.Handler = srv
 	if opts.wrap != nil {

@@ -23,7 +23,11 @@ func TestDrawHalfMadeIsInvisible(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
 	const early = 30
-	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1, OpensAt: time.Now().Add(300 * time.Millisecond)})
+	// The steps between the opening and the lock's lapse take a few
+	// milliseconds alone; the bounds leave room for a loaded machine.
+	const lockMS = 2000
+	opensAt := time.Now().Add(2 * time.Second)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1, OpensAt: opensAt})
 	users := make([]string, early)
 	for i := range users {
 		users[i] = fmt.Sprintf("u%02d", i)
@@ -31,18 +35,18 @@ func TestDrawHalfMadeIsInvisible(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, waitroom.StateScheduled, st.State)
 	}
-	time.Sleep(350 * time.Millisecond)
+	time.Sleep(time.Until(opensAt) + 50*time.Millisecond)
 
-	// A drawer takes the draw for 300 ms, writes the first 10 places, dies.
+	// A drawer takes the draw for lockMS, writes the first 10 places, dies.
 	k := s.keys(room)
-	res, err := s.call(ctx, s.client, drawBeginScript, []string{k.cfg, k.draw, k.pre}, "dead", 300, waitroom.NewSeed()).Result()
+	res, err := s.call(ctx, s.client, drawBeginScript, []string{k.cfg, k.draw, k.pre}, "dead", lockMS, waitroom.NewSeed()).Result()
 	require.NoError(t, err)
 	r, _ := asReply(res)
 	require.Equal(t, "DRAW", r.code())
 	seed, _ := r.str(1)
 	placed, err := waitroom.DrawPlaces(waitroom.PrequeueRandom, seed, users)
 	require.NoError(t, err)
-	args := []any{"dead", 300}
+	args := []any{"dead", lockMS}
 	for i := range 10 {
 		args = append(args, placed[i], i+1)
 	}
@@ -63,7 +67,7 @@ func TestDrawHalfMadeIsInvisible(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, waitroom.DrawPending, d.State)
 
-	time.Sleep(350 * time.Millisecond) // the dead drawer's lock lapses
+	time.Sleep((lockMS + 50) * time.Millisecond) // the dead drawer's lock lapses
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
 	d, err = s.Draw(ctx, room)
