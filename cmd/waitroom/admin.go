@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/flagenv"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -72,7 +73,7 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 // exitFor reports the outcome of the client command name (admin, draw) and
 // returns its exit status: help prints usage, a usage error points at it.
 func exitFor(name, usageText string, err error, stdout, stderr io.Writer) int {
-	var usage usageError
+	var usage flagenv.UsageError
 	switch {
 	case err == nil:
 		return exitOK
@@ -110,7 +111,7 @@ var settingFlags = []struct{ flag, field, kind string }{
 
 func admin(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageErrorf("a command is needed: rooms list|show|create|set, or passes create|list|revoke")
+		return flagenv.Errorf("a command is needed: rooms list|show|create|set, or passes create|list|revoke")
 	}
 	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		return flag.ErrHelp
@@ -119,10 +120,10 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 		return adminPasses(ctx, args[1:], getenv, stdout)
 	}
 	if args[0] != "rooms" {
-		return usageErrorf("unknown command %q; try 'rooms' or 'passes'", args[0])
+		return flagenv.Errorf("unknown command %q; try 'rooms' or 'passes'", args[0])
 	}
 	if len(args) < 2 {
-		return usageErrorf("rooms needs a command: list, show, create or set")
+		return flagenv.Errorf("rooms needs a command: list, show, create or set")
 	}
 	cmd := args[1]
 	switch cmd {
@@ -130,7 +131,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	case "help", "-h", "--help", "-help":
 		return flag.ErrHelp
 	default:
-		return usageErrorf("unknown command rooms %q; try list, show, create or set", cmd)
+		return flagenv.Errorf("unknown command rooms %q; try list, show, create or set", cmd)
 	}
 
 	fs, baseURL, token, asJSON := adminFlags("admin")
@@ -141,7 +142,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 			settings[s.flag] = fs.String(s.flag, "", "")
 		}
 	}
-	names, err := parseInterleaved(fs, args[2:])
+	names, err := flagenv.ParseInterleaved(fs, args[2:])
 	if err != nil {
 		return err
 	}
@@ -150,11 +151,11 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	switch {
 	case cmd == "list" && len(names) > 0:
-		return usageErrorf("rooms list takes no arguments, got %q", names[0])
+		return flagenv.Errorf("rooms list takes no arguments, got %q", names[0])
 	case cmd != "list" && len(names) != 1:
-		return usageErrorf("rooms %s needs exactly one room name", cmd)
+		return flagenv.Errorf("rooms %s needs exactly one room name", cmd)
 	case given["window"] && cmd != "show":
-		return usageErrorf("--window is for rooms show")
+		return flagenv.Errorf("--window is for rooms show")
 	}
 	body := map[string]any{}
 	for _, s := range settingFlags {
@@ -168,7 +169,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 		body[s.field] = v
 	}
 	if cmd == "set" && len(body) == 0 {
-		return usageErrorf("rooms set needs at least one setting, such as --rate 200 or --state paused")
+		return flagenv.Errorf("rooms set needs at least one setting, such as --rate 200 or --state paused")
 	}
 	c, err := newAdminClient(*baseURL, *token, getenv)
 	if err != nil {
@@ -178,7 +179,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	window := time.Duration(-1) // the server's
 	if given["window"] {
 		if window, err = time.ParseDuration(*windowText); err != nil || window < 0 {
-			return usageErrorf("--window=%q: not a duration (such as 1s, 500ms; 0 skips)", *windowText)
+			return flagenv.Errorf("--window=%q: not a duration (such as 1s, 500ms; 0 skips)", *windowText)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
@@ -218,26 +219,6 @@ func adminFlags(name string) (fs *flag.FlagSet, baseURL, token *string, asJSON *
 	return fs, fs.String("url", "", ""), fs.String("token", "", ""), fs.Bool("json", false, "")
 }
 
-// parseInterleaved parses flags that may come before, between or after the
-// positional arguments ("rooms set sale --rate 200"), which flag.Parse
-// alone stops at, and returns the positional ones.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usageError{err}
-		}
-		if fs.NArg() == 0 {
-			return positional, nil
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
 // settingValue checks a setting's syntax and turns it into its JSON value;
 // ranges are the server's to check, so they are stated in one place.
 func settingValue(name, kind, text string) (any, error) {
@@ -246,19 +227,19 @@ func settingValue(name, kind, text string) (any, error) {
 	case "rate":
 		f, err := strconv.ParseFloat(text, 64)
 		if err != nil {
-			return nil, usageErrorf("--%s=%q: not a number of users per second", name, text)
+			return nil, flagenv.Errorf("--%s=%q: not a number of users per second", name, text)
 		}
 		return f, nil
 	case "int":
 		n, err := strconv.Atoi(text)
 		if err != nil {
-			return nil, usageErrorf("--%s=%q: not a whole number", name, text)
+			return nil, flagenv.Errorf("--%s=%q: not a whole number", name, text)
 		}
 		return n, nil
 	case "duration":
 		d, err := time.ParseDuration(text)
 		if err != nil {
-			return nil, usageErrorf("--%s=%q: not a duration (such as 100ms, 30s, 5m)", name, text)
+			return nil, flagenv.Errorf("--%s=%q: not a duration (such as 100ms, 30s, 5m)", name, text)
 		}
 		return d.String(), nil
 	case "time":
@@ -267,7 +248,7 @@ func settingValue(name, kind, text string) (any, error) {
 		}
 		t, err := time.Parse(time.RFC3339, text)
 		if err != nil {
-			return nil, usageErrorf("--%s=%q: not an RFC 3339 time (such as 2026-03-01T10:00:00+09:00)", name, text)
+			return nil, flagenv.Errorf("--%s=%q: not an RFC 3339 time (such as 2026-03-01T10:00:00+09:00)", name, text)
 		}
 		return t.Format(time.RFC3339Nano), nil
 	case "order":
@@ -275,11 +256,11 @@ func settingValue(name, kind, text string) (any, error) {
 		case "random", "fifo":
 			return text, nil
 		}
-		return nil, usageErrorf("--%s=%q: must be random or fifo", name, text)
+		return nil, flagenv.Errorf("--%s=%q: must be random or fifo", name, text)
 	case "bool":
 		b, err := strconv.ParseBool(text)
 		if err != nil {
-			return nil, usageErrorf("--%s=%q: must be true or false", name, text)
+			return nil, flagenv.Errorf("--%s=%q: must be true or false", name, text)
 		}
 		return b, nil
 	default: // state
@@ -287,7 +268,7 @@ func settingValue(name, kind, text string) (any, error) {
 		case "open", "paused", "closed":
 			return text, nil
 		}
-		return nil, usageErrorf("--%s=%q: must be open, paused or closed", name, text)
+		return nil, flagenv.Errorf("--%s=%q: must be open, paused or closed", name, text)
 	}
 }
 
@@ -300,13 +281,13 @@ func newAdminClient(rawURL, token string, getenv func(string) string) (*server.A
 	}
 	base, err := url.Parse(rawURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, usageErrorf("--url=%q: must be an absolute http:// or https:// URL", rawURL)
+		return nil, flagenv.Errorf("--url=%q: must be an absolute http:// or https:// URL", rawURL)
 	}
 	if token == "" {
 		token = getenv("WAITROOM_ADMIN_TOKEN")
 	}
 	if token == "" {
-		return nil, usageErrorf("no admin token: give --token or set WAITROOM_ADMIN_TOKEN")
+		return nil, flagenv.Errorf("no admin token: give --token or set WAITROOM_ADMIN_TOKEN")
 	}
 	return &server.AdminClient{BaseURL: base, Token: token}, nil
 }

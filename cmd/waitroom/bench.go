@@ -12,22 +12,26 @@ import (
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/bench"
 	"github.com/waitroom/waitroom/instance"
+	"github.com/waitroom/waitroom/internal/flagenv"
 )
 
-var benchSettings = []setting{
-	{"redis-url", "REDIS_URL", "redis://127.0.0.1:6379/0", "url", "Redis to measure (loopback only); its keys go under a fresh prefix, deleted afterwards. A Redis serving nobody else gives clean per-script and memory figures"},
-	{"stores", "WAITROOM_BENCH_STORES", "memstore,redis", "list", "stores to measure: memstore, redis or both"},
-	{"autopipeline", "WAITROOM_BENCH_AUTOPIPELINE", "both", "on|off|both", "Redis hot path through go-redis's automatic pipelining (on), on the plain client (off), or both in alternating slices of one run"},
-	{"rounds", "WAITROOM_BENCH_ROUNDS", "10", "n", "rounds; each measures every side once, in a rotating order, so machine noise falls on all sides alike"},
-	{"slice", "WAITROOM_BENCH_SLICE", "1s", "duration", "length of one measured slice"},
-	{"clients", "WAITROOM_BENCH_CLIENTS", "32", "n", "concurrent keep-alive HTTP clients of the load generator"},
-	{"waiting", "WAITROOM_BENCH_WAITING", "100000", "n", "users waiting in the room that STATUS and the memory figure use"},
-	{"rate", "WAITROOM_BENCH_RATE", "140", "users/s", "room rate for the poll load that PollLoad(waiting, rate) asks of the server"},
-	{"cpuprofile", "WAITROOM_BENCH_CPUPROFILE", "", "file", "write a CPU profile (pprof) of the HTTP slices to this file"},
-	{"idle-rooms", "WAITROOM_BENCH_IDLE_ROOMS", strconv.Itoa(bench.DefaultIdleRooms), "n", "rooms of the idle-cost measurement on Redis (0: skip it): admitters over rooms nobody is in, then with some busy, against redis-server's INFO cpu"},
-	{"idle-busy", "WAITROOM_BENCH_IDLE_BUSY", strconv.Itoa(bench.DefaultIdleBusy), "n", "of the idle-cost rooms, how many are busy in its last phase (their rate is checked exact)"},
-	{"idle-instances", "WAITROOM_BENCH_IDLE_INSTANCES", strconv.Itoa(bench.DefaultIdleInstances), "n", "admitters of the idle-cost measurement, each with its own Redis client, as separate servers"},
-	{"idle-for", "WAITROOM_BENCH_IDLE_FOR", bench.DefaultIdleFor.String(), "duration", "length of each idle-cost phase"},
+// benchSettings are bench's settings, read into c.
+func benchSettings(c *bench.Config) []flagenv.Setting {
+	return []flagenv.Setting{
+		flagenv.Var("redis-url", "REDIS_URL", "redis://127.0.0.1:6379/0", "url", "Redis to measure (loopback only); its keys go under a fresh prefix, deleted afterwards. A Redis serving nobody else gives clean per-script and memory figures", flagenv.Text(&c.RedisURL)),
+		flagenv.Var("stores", "WAITROOM_BENCH_STORES", "memstore,redis", "list", "stores to measure: memstore, redis or both", nil),
+		flagenv.Var("autopipeline", "WAITROOM_BENCH_AUTOPIPELINE", "both", "on|off|both", "Redis hot path through go-redis's automatic pipelining (on), on the plain client (off), or both in alternating slices of one run", flagenv.Func(func(t string) error { return benchAutopipeline(c, t) })),
+		flagenv.Var("rounds", "WAITROOM_BENCH_ROUNDS", "10", "n", "rounds; each measures every side once, in a rotating order, so machine noise falls on all sides alike", flagenv.IntIn(&c.Rounds, 1, 1000)),
+		flagenv.Var("slice", "WAITROOM_BENCH_SLICE", "1s", "duration", "length of one measured slice", flagenv.DurationIn(&c.Slice, 10*time.Millisecond, time.Minute)),
+		flagenv.Var("clients", "WAITROOM_BENCH_CLIENTS", "32", "n", "concurrent keep-alive HTTP clients of the load generator", flagenv.IntIn(&c.Clients, 1, 10_000)),
+		flagenv.Var("waiting", "WAITROOM_BENCH_WAITING", "100000", "n", "users waiting in the room that STATUS and the memory figure use", flagenv.IntIn(&c.Waiting, 1, 10_000_000)),
+		flagenv.Var("rate", "WAITROOM_BENCH_RATE", "140", "users/s", "room rate for the poll load that PollLoad(waiting, rate) asks of the server", flagenv.FloatIn(&c.Rate, 0, waitroom.MaxRate, true, " users/s")),
+		flagenv.Var("cpuprofile", "WAITROOM_BENCH_CPUPROFILE", "", "file", "write a CPU profile (pprof) of the HTTP slices to this file", flagenv.Text(&c.CPUProfile)),
+		flagenv.Var("idle-rooms", "WAITROOM_BENCH_IDLE_ROOMS", strconv.Itoa(bench.DefaultIdleRooms), "n", "rooms of the idle-cost measurement on Redis (0: skip it): admitters over rooms nobody is in, then with some busy, against redis-server's INFO cpu", flagenv.IntIn(&c.IdleRooms, 0, 100_000)),
+		flagenv.Var("idle-busy", "WAITROOM_BENCH_IDLE_BUSY", strconv.Itoa(bench.DefaultIdleBusy), "n", "of the idle-cost rooms, how many are busy in its last phase (their rate is checked exact)", flagenv.IntIn(&c.IdleBusy, 0, 1000)),
+		flagenv.Var("idle-instances", "WAITROOM_BENCH_IDLE_INSTANCES", strconv.Itoa(bench.DefaultIdleInstances), "n", "admitters of the idle-cost measurement, each with its own Redis client, as separate servers", flagenv.IntIn(&c.IdleInstances, 1, 100)),
+		flagenv.Var("idle-for", "WAITROOM_BENCH_IDLE_FOR", bench.DefaultIdleFor.String(), "duration", "length of each idle-cost phase", flagenv.DurationIn(&c.IdleFor, time.Second, time.Hour)),
+	}
 }
 
 const benchUsage = `Usage: waitroom bench [flags]
@@ -41,74 +45,51 @@ measured STATUS capacity. It prints Markdown tables for BENCHMARKS.md.
 Every flag may instead be set by its environment variable; a flag wins.`
 
 func parseBench(args []string, getenv func(string) string) (bench.Config, error) {
-	raw, err := readSettings("bench", benchSettings, args, getenv)
+	var c bench.Config
+	v, err := flagenv.Read("bench", benchSettings(&c), args, getenv)
 	if err != nil {
 		return bench.Config{}, err
 	}
-	var errs []error
-	check := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	c := bench.Config{RedisURL: raw["redis-url"].text, CPUProfile: raw["cpuprofile"].text}
-	for _, s := range splitList(raw["stores"].text) {
+	for _, s := range flagenv.SplitList(v.Raw["stores"].Text) {
 		switch s {
 		case "memstore":
 			c.Memstore = true
 		case "redis":
 			c.Redis = true
 		default:
-			check(raw["stores"].fail(fmt.Sprintf("unknown store %q; memstore or redis", s)))
+			v.Fail("stores", fmt.Sprintf("unknown store %q; memstore or redis", s))
 		}
 	}
 	if !c.Memstore && !c.Redis {
-		check(raw["stores"].fail("name at least one store"))
-	}
-	switch a := raw["autopipeline"].text; a {
-	case "on", "off", "both":
-		c.AutoPipeline, c.Plain = a != "off", a != "on"
-	default:
-		check(raw["autopipeline"].fail("on, off or both"))
+		v.Fail("stores", "name at least one store")
 	}
 	if c.Redis {
 		if err := bench.CheckRedisURL(c.RedisURL); err != nil {
-			check(raw["redis-url"].fail(err.Error()))
+			v.Fail("redis-url", err.Error())
 		}
 	}
-	c.Rounds, err = parseInt(raw["rounds"], 1, 1000)
-	check(err)
-	c.Slice, err = parseDuration(raw["slice"], 10*time.Millisecond, time.Minute)
-	check(err)
-	c.Clients, err = parseInt(raw["clients"], 1, 10_000)
-	check(err)
-	c.Waiting, err = parseInt(raw["waiting"], 1, 10_000_000)
-	check(err)
-	c.Rate, err = parseFloat(raw["rate"])
-	check(err)
-	if err == nil && (c.Rate <= 0 || c.Rate > waitroom.MaxRate) {
-		check(raw["rate"].fail(fmt.Sprintf("must be in (0, %g] users/s", waitroom.MaxRate)))
+	if !v.Failed("idle-busy") && c.IdleRooms > 0 && c.IdleBusy > c.IdleRooms {
+		v.Fail("idle-busy", fmt.Sprintf("at most --idle-rooms (%d)", c.IdleRooms))
 	}
-	c.IdleRooms, err = parseInt(raw["idle-rooms"], 0, 100_000)
-	check(err)
-	c.IdleBusy, err = parseInt(raw["idle-busy"], 0, 1000)
-	check(err)
-	if err == nil && c.IdleRooms > 0 && c.IdleBusy > c.IdleRooms {
-		check(raw["idle-busy"].fail(fmt.Sprintf("at most --idle-rooms (%d)", c.IdleRooms)))
-	}
-	c.IdleInstances, err = parseInt(raw["idle-instances"], 1, 100)
-	check(err)
-	c.IdleFor, err = parseDuration(raw["idle-for"], time.Second, time.Hour)
-	check(err)
-	if len(errs) > 0 {
-		return bench.Config{}, usageError{errors.Join(errs...)}
+	if err := v.Err(); err != nil {
+		return bench.Config{}, err
 	}
 	return c, nil
 }
 
+// benchAutopipeline reads --autopipeline: on, off or both.
+func benchAutopipeline(c *bench.Config, text string) error {
+	switch text {
+	case "on", "off", "both":
+		c.AutoPipeline, c.Plain = text != "off", text != "on"
+		return nil
+	}
+	return errors.New("on, off or both")
+}
+
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	c, err := parseBench(args, getenv)
-	if code, ok := parsed(err, "bench", func(w io.Writer) { printSettingsUsage(w, benchUsage, benchSettings) }, stdout, stderr); !ok {
+	if code, ok := parsed(err, "bench", func(w io.Writer) { flagenv.PrintUsage(w, benchUsage, benchSettings(new(bench.Config))) }, stdout, stderr); !ok {
 		return code
 	}
 	c.Progress, c.Serve = stderr, serveBench

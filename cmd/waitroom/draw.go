@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/flagenv"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -32,21 +33,21 @@ func runDraw(ctx context.Context, args []string, getenv func(string) string, std
 
 func drawVerify(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageErrorf("a command is needed: verify")
+		return flagenv.Errorf("a command is needed: verify")
 	}
 	switch args[0] {
 	case "verify":
 	case "help", "-h", "-help", "--help":
 		return flag.ErrHelp
 	default:
-		return usageErrorf("unknown command %q; try verify", args[0])
+		return flagenv.Errorf("unknown command %q; try verify", args[0])
 	}
 	fs := flag.NewFlagSet("draw", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	baseURL := fs.String("url", "", "")
 	token := fs.String("token", "", "")
 	file := fs.String("file", "", "")
-	names, err := parseInterleaved(fs, args[1:])
+	names, err := flagenv.ParseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func drawVerify(ctx context.Context, args []string, getenv func(string) string, 
 	case 1:
 		room = names[0]
 	default:
-		return usageErrorf("one room at a time; got %q and %q", names[0], names[1])
+		return flagenv.Errorf("one room at a time; got %q and %q", names[0], names[1])
 	}
 
 	var raw []byte
@@ -67,10 +68,10 @@ func drawVerify(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 	case room == "":
-		return usageErrorf("a room is needed (or --file)")
+		return flagenv.Errorf("a room is needed (or --file)")
 	default:
 		if !waitroom.ValidRoomName(room) {
-			return usageErrorf("%q is not a room name", room)
+			return flagenv.Errorf("%q is not a room name", room)
 		}
 		c, err := newAdminClient(*baseURL, *token, getenv)
 		if err != nil {

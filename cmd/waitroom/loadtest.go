@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -17,40 +18,43 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/instance"
+	"github.com/waitroom/waitroom/internal/flagenv"
 	"github.com/waitroom/waitroom/loadtest"
 	"github.com/waitroom/waitroom/server"
 	"github.com/waitroom/waitroom/shop"
 )
 
-// Settings of loadtest. They follow serve's pattern (flag, then
-// environment variable, then default) and its parse helpers; kind "bool"
-// makes a flag that needs no value.
-var loadtestSettings = []setting{
-	{"url", "WAITROOM_LOADTEST_URL", "", "url", "the running waiting room to load-test, e.g. http://127.0.0.1:8080"},
-	{"inproc", "WAITROOM_LOADTEST_INPROC", "false", "bool", "start the waiting room (server, store, admitter, reference shop) in this process instead of --url"},
-	{"redis-url", "REDIS_URL", "", "url", "with --inproc: keep the room in this Redis (under a fresh key prefix, deleted afterwards); empty: in-process memstore"},
-	{"admin-token", "WAITROOM_ADMIN_TOKEN", "", "token", "with --url: the server's admin token; loadtest then reads the room's rate, holds the room paused until everyone has entered (--check-positions) and times admissions from the store's counter"},
-	{"room", "WAITROOM_LOADTEST_ROOM", server.DefaultRoom, "name", "the room to queue in; its tokens must open POST /orders"},
-	{"users", "WAITROOM_LOADTEST_USERS", "100000", "n", "virtual users"},
-	{"arrival", "WAITROOM_LOADTEST_ARRIVAL", "0s", "duration", "spread the entries evenly over this span; 0: all at once"},
-	{"no-order", "WAITROOM_LOADTEST_NO_ORDER", "0", "share", "share of admitted users who never order, in [0, 1]"},
-	{"leave", "WAITROOM_LOADTEST_LEAVE", "0", "share", "share of users who leave the queue after their first status answer, in [0, 1]"},
-	{"vanish", "WAITROOM_LOADTEST_VANISH", "0", "share", "share of users who stop polling after their entry answer without leaving (a closed tab), in [0, 1 − leave]"},
-	{"abandon-after", "WAITROOM_LOADTEST_ABANDON_AFTER", "5m", "duration", "with --inproc: the room's abandon_after (a waiting user silent this long has left)"},
-	{"first-use-within", "WAITROOM_LOADTEST_FIRST_USE_WITHIN", "60s", "duration", "with --inproc: the room's first_use_within (an unconfirmed token expires then as a no-show)"},
-	{"rate", "WAITROOM_LOADTEST_RATE", "", "users/s", "with --inproc: the room's admission rate (default 1000); with --url: the rate to compare admissions with (default: the room's, read with --admin-token; else not compared)"},
-	{"tick", "WAITROOM_LOADTEST_TICK", "25ms", "duration", "with --inproc: the admitter's tick (serve ticks four times per slice too); the room's slice is 100 ms, and a faster tick splits its quota finer, leaving room under the per-tick cap to make up late ticks"},
-	{"stock", "WAITROOM_LOADTEST_STOCK", "", "n", "with --inproc: the product's stock (default 1000); with --url: the stock to check orders against (default unknown: not checked)"},
-	{"room-stock", "WAITROOM_LOADTEST_ROOM_STOCK", "false", "bool", "with --inproc: the room tracks the product's stock (a live token reserves a unit), so nobody is admitted to find nothing: the report's orders.admitted_without_stock"},
-	{"opens-in", "WAITROOM_LOADTEST_OPENS_IN", "", "duration", "the room opens this long after the start (opens_at; with --url it needs --admin-token and a room not yet drawn): everyone arrives before it (--arrival must be shorter), is told scheduled, and gets a place by the opening's draw; the report gives the draw's time"},
-	{"product", "WAITROOM_LOADTEST_PRODUCT", "drop", "id", "the product users order"},
-	{"concurrency", "WAITROOM_LOADTEST_CONCURRENCY", "256", "n", "requests in flight at most"},
-	{"duration", "WAITROOM_LOADTEST_DURATION", "30m", "duration", "bound of the whole run; users still on their way then are unfinished"},
-	{"check-positions", "WAITROOM_LOADTEST_CHECK_POSITIONS", "false", "bool", "check that the positions given at entry are exactly 1..N; admissions wait until everyone has entered"},
-	{"json", "WAITROOM_LOADTEST_JSON", "false", "bool", "print the report as JSON"},
-	{"html", "WAITROOM_LOADTEST_HTML", "", "file", "also write the report as one self-contained HTML page with charts (admissions/s against the rate, queue length, waits, ETA against the wait, outcomes) to this file"},
-	{"seed", "WAITROOM_LOADTEST_SEED", "1", "n", "picks who leaves and who never orders"},
-	{"allow-remote", "WAITROOM_LOADTEST_ALLOW_REMOTE", "false", "bool", "allow a --url whose host is not loopback"},
+// loadtestSettings are loadtest's settings, read into c. They follow
+// serve's rule: flag, then environment variable, then default.
+func loadtestSettings(c *loadtestConfig) []flagenv.Setting {
+	r := &c.run
+	return []flagenv.Setting{
+		flagenv.Var("url", "WAITROOM_LOADTEST_URL", "", "url", "the running waiting room to load-test, e.g. http://127.0.0.1:8080", flagenv.Checked(&r.URL, flagenv.OrEmpty(flagenv.URLOf("must be an absolute http:// or https:// URL", true, "http", "https")))),
+		flagenv.Var("inproc", "WAITROOM_LOADTEST_INPROC", "false", "", "start the waiting room (server, store, admitter, reference shop) in this process instead of --url", loadtestBool(&c.inproc)),
+		flagenv.Var("redis-url", "REDIS_URL", "", "url", "with --inproc: keep the room in this Redis (under a fresh key prefix, deleted afterwards); empty: in-process memstore", nil),
+		flagenv.Var("admin-token", "WAITROOM_ADMIN_TOKEN", "", "token", "with --url: the server's admin token; loadtest then reads the room's rate, holds the room paused until everyone has entered (--check-positions) and times admissions from the store's counter", flagenv.Text(&c.adminToken)),
+		flagenv.Var("room", "WAITROOM_LOADTEST_ROOM", server.DefaultRoom, "name", "the room to queue in; its tokens must open POST /orders", flagenv.Checked(&r.Room, roomName)),
+		flagenv.Var("users", "WAITROOM_LOADTEST_USERS", "100000", "n", "virtual users", flagenv.IntIn(&r.Users, 1, 10_000_000)),
+		flagenv.Var("arrival", "WAITROOM_LOADTEST_ARRIVAL", "0s", "duration", "spread the entries evenly over this span; 0: all at once", flagenv.DurationIn(&r.Arrival, 0, 24*time.Hour)),
+		flagenv.Var("no-order", "WAITROOM_LOADTEST_NO_ORDER", "0", "share", "share of admitted users who never order, in [0, 1]", flagenv.FloatIn(&r.NoOrderShare, 0, 1, false, "")),
+		flagenv.Var("leave", "WAITROOM_LOADTEST_LEAVE", "0", "share", "share of users who leave the queue after their first status answer, in [0, 1]", flagenv.FloatIn(&r.LeaveShare, 0, 1, false, "")),
+		flagenv.Var("vanish", "WAITROOM_LOADTEST_VANISH", "0", "share", "share of users who stop polling after their entry answer without leaving (a closed tab), in [0, 1 − leave]", flagenv.FloatIn(&r.VanishShare, 0, 1, false, "")),
+		flagenv.Var("abandon-after", "WAITROOM_LOADTEST_ABANDON_AFTER", "5m", "duration", "with --inproc: the room's abandon_after (a waiting user silent this long has left)", flagenv.DurationIn(&c.abandonAfter, waitroom.MinAbandonAfter, waitroom.MaxAbandonAfter)),
+		flagenv.Var("first-use-within", "WAITROOM_LOADTEST_FIRST_USE_WITHIN", "60s", "duration", "with --inproc: the room's first_use_within (an unconfirmed token expires then as a no-show)", flagenv.DurationIn(&c.firstUseWithin, waitroom.MinFirstUseWithin, waitroom.MaxTokenTTL)),
+		flagenv.Var("rate", "WAITROOM_LOADTEST_RATE", "", "users/s", "with --inproc: the room's admission rate (default 1000); with --url: the rate to compare admissions with (default: the room's, read with --admin-token; else not compared)", flagenv.Optional(flagenv.FloatIn(&r.Rate, 0, waitroom.MaxRate, true, " users/s"))),
+		flagenv.Var("tick", "WAITROOM_LOADTEST_TICK", "25ms", "duration", "with --inproc: the admitter's tick (serve ticks four times per slice too); the room's slice is 100 ms, and a faster tick splits its quota finer, leaving room under the per-tick cap to make up late ticks", flagenv.DurationIn(&c.tick, waitroom.MinSlice, waitroom.DefaultSlice)),
+		flagenv.Var("stock", "WAITROOM_LOADTEST_STOCK", "", "n", "with --inproc: the product's stock (default 1000); with --url: the stock to check orders against (default unknown: not checked)", flagenv.Optional(flagenv.IntIn(&r.Stock, 0, shop.MaxStock))),
+		flagenv.Var("room-stock", "WAITROOM_LOADTEST_ROOM_STOCK", "false", "", "with --inproc: the room tracks the product's stock (a live token reserves a unit), so nobody is admitted to find nothing: the report's orders.admitted_without_stock", loadtestBool(&c.roomStock)),
+		flagenv.Var("opens-in", "WAITROOM_LOADTEST_OPENS_IN", "", "duration", "the room opens this long after the start (opens_at; with --url it needs --admin-token and a room not yet drawn): everyone arrives before it (--arrival must be shorter), is told scheduled, and gets a place by the opening's draw; the report gives the draw's time", flagenv.Optional(flagenv.DurationIn(&r.OpensIn, time.Second, 24*time.Hour))),
+		flagenv.Var("product", "WAITROOM_LOADTEST_PRODUCT", "drop", "id", "the product users order", flagenv.Checked(&r.ProductID, productID)),
+		flagenv.Var("concurrency", "WAITROOM_LOADTEST_CONCURRENCY", "256", "n", "requests in flight at most", flagenv.IntIn(&r.Concurrency, 1, 100_000)),
+		flagenv.Var("duration", "WAITROOM_LOADTEST_DURATION", "30m", "duration", "bound of the whole run; users still on their way then are unfinished", flagenv.DurationIn(&r.Duration, time.Second, 24*time.Hour)),
+		flagenv.Var("check-positions", "WAITROOM_LOADTEST_CHECK_POSITIONS", "false", "", "check that the positions given at entry are exactly 1..N; admissions wait until everyone has entered", loadtestBool(&c.checkPositions)),
+		flagenv.Var("json", "WAITROOM_LOADTEST_JSON", "false", "", "print the report as JSON", loadtestBool(&c.jsonOut)),
+		flagenv.Var("html", "WAITROOM_LOADTEST_HTML", "", "file", "also write the report as one self-contained HTML page with charts (admissions/s against the rate, queue length, waits, ETA against the wait, outcomes) to this file", flagenv.Trimmed(&c.htmlFile)),
+		flagenv.Var("seed", "WAITROOM_LOADTEST_SEED", "1", "n", "picks who leaves and who never orders", readSeed(&r.Seed)),
+		flagenv.Var("allow-remote", "WAITROOM_LOADTEST_ALLOW_REMOTE", "false", "", "allow a --url whose host is not loopback", loadtestBool(&r.AllowNonLoopback)),
+	}
 }
 
 const loadtestUsage = `Usage: waitroom loadtest (--url URL | --inproc) [flags]
@@ -74,7 +78,6 @@ type loadtestConfig struct {
 	inproc         bool
 	redisURL       string
 	adminToken     string
-	rateGiven      bool
 	tick           time.Duration
 	abandonAfter   time.Duration // the in-process room's
 	firstUseWithin time.Duration
@@ -84,178 +87,94 @@ type loadtestConfig struct {
 	roomStock      bool // the in-process room tracks the product's stock
 }
 
-func printSettingsUsage(w io.Writer, head string, settings []setting) {
-	fmt.Fprintf(w, "%s\n\nFlags:\n", head)
-	for _, s := range settings {
-		def := s.def
-		if def == "" {
-			def = "none"
-		}
-		kind := " " + s.kind
-		if s.kind == "bool" {
-			kind = ""
-		}
-		fmt.Fprintf(w, "  --%s%s\n        %s\n        (default %s; env %s)\n", s.name, kind, s.help, def, s.env)
-	}
-}
-
-func parseBool(v rawValue) (bool, error) {
-	b, err := strconv.ParseBool(strings.TrimSpace(v.text))
-	if err != nil {
-		return false, v.fail("not true or false")
-	}
-	return b, nil
-}
-
-func parseShare(v rawValue) (float64, error) {
-	f, err := parseFloat(v)
-	if err == nil && (f < 0 || f > 1) {
-		return 0, v.fail("must be in [0, 1]")
-	}
-	return f, err
-}
-
 func parseLoadtest(args []string, getenv func(string) string) (loadtestConfig, error) {
-	raw, err := readSettings("loadtest", loadtestSettings, args, getenv)
+	var c loadtestConfig
+	v, err := flagenv.Read("loadtest", loadtestSettings(&c), args, getenv)
 	if err != nil {
 		return loadtestConfig{}, err
 	}
-	var errs []error
-	check := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	var c loadtestConfig
-	c.inproc, err = parseBool(raw["inproc"])
-	check(err)
-	c.jsonOut, err = parseBool(raw["json"])
-	check(err)
-	c.checkPositions, err = parseBool(raw["check-positions"])
-	check(err)
-	c.roomStock, err = parseBool(raw["room-stock"])
-	check(err)
-	if v := raw["opens-in"]; v.text != "" {
-		c.run.OpensIn, err = parseDuration(v, time.Second, 24*time.Hour)
-		check(err)
-	}
-	allowRemote, err := parseBool(raw["allow-remote"])
-	check(err)
-
-	c.htmlFile = strings.TrimSpace(raw["html"].text)
-
-	r := &c.run
-	r.URL = raw["url"].text
+	r, raw := &c.run, v.Raw
 	switch {
 	case c.inproc && r.URL != "":
-		check(usageErrorf("--url and --inproc exclude each other: test a running server or start one here"))
+		v.Check(flagenv.Errorf("--url and --inproc exclude each other: test a running server or start one here"))
 	case !c.inproc && r.URL == "":
-		check(usageErrorf("give --url of a running waiting room, or --inproc"))
+		v.Check(flagenv.Errorf("give --url of a running waiting room, or --inproc"))
 	}
-	c.redisURL = raw["redis-url"].text
-	if c.redisURL != "" {
+	if c.redisURL = raw["redis-url"].Text; c.redisURL != "" {
 		if _, err := redis.ParseURL(c.redisURL); err != nil {
-			check(raw["redis-url"].fail(err.Error()))
+			v.Fail("redis-url", err.Error())
 		}
 		if !c.inproc {
 			// REDIS_URL in the environment is meant for serve; only a
 			// flag given with --url is a mistake worth stopping for.
-			if raw["redis-url"].source == "--redis-url" {
-				check(usageErrorf("--redis-url goes with --inproc; with --url the server has its own store"))
+			if raw["redis-url"].Source == "--redis-url" {
+				v.Check(flagenv.Errorf("--redis-url goes with --inproc; with --url the server has its own store"))
 			}
 			c.redisURL = ""
 		}
 	}
-	c.adminToken = raw["admin-token"].text
-	if c.inproc && raw["admin-token"].source == "--admin-token" {
-		check(usageErrorf("--admin-token goes with --url; --inproc controls its own room"))
+	if c.inproc && raw["admin-token"].Source == "--admin-token" {
+		v.Check(flagenv.Errorf("--admin-token goes with --url; --inproc controls its own room"))
 	}
 	if c.checkPositions && !c.inproc && c.adminToken == "" {
-		check(usageErrorf("--check-positions with --url needs --admin-token, to hold admissions until every user has entered"))
+		v.Check(flagenv.Errorf("--check-positions with --url needs --admin-token, to hold admissions until every user has entered"))
 	}
-	if !c.inproc && c.run.OpensIn > 0 && c.adminToken == "" {
-		check(usageErrorf("--opens-in with --url needs --admin-token, to schedule the room's opening"))
+	if !c.inproc && r.OpensIn > 0 && c.adminToken == "" {
+		v.Check(flagenv.Errorf("--opens-in with --url needs --admin-token, to schedule the room's opening"))
 	}
-
-	r.Room = raw["room"].text
-	if !waitroom.ValidRoomName(r.Room) {
-		check(raw["room"].fail("names are 1–64 characters of a–z, 0–9, '-' and '_'"))
-	}
-	r.Users, err = parseInt(raw["users"], 1, 10_000_000)
-	check(err)
-	r.Arrival, err = parseDuration(raw["arrival"], 0, 24*time.Hour)
-	check(err)
-	r.NoOrderShare, err = parseShare(raw["no-order"])
-	check(err)
-	r.LeaveShare, err = parseShare(raw["leave"])
-	check(err)
-	r.VanishShare, err = parseShare(raw["vanish"])
-	check(err)
-	if err == nil && r.LeaveShare+r.VanishShare > 1 {
-		check(raw["vanish"].fail("--leave and --vanish together must be at most 1"))
+	if !v.Failed("leave") && !v.Failed("vanish") && r.LeaveShare+r.VanishShare > 1 {
+		v.Fail("vanish", "--leave and --vanish together must be at most 1")
 	}
 	if c.checkPositions && (r.LeaveShare > 0 || r.VanishShare > 0) {
-		check(usageErrorf("--check-positions needs --leave 0 and --vanish 0: a user who leaves shifts the positions of those behind"))
+		v.Check(flagenv.Errorf("--check-positions needs --leave 0 and --vanish 0: a user who leaves shifts the positions of those behind"))
 	}
-	c.abandonAfter, err = parseDuration(raw["abandon-after"], waitroom.MinAbandonAfter, waitroom.MaxAbandonAfter)
-	check(err)
-	c.firstUseWithin, err = parseDuration(raw["first-use-within"], waitroom.MinFirstUseWithin, waitroom.MaxTokenTTL)
-	check(err)
 	for _, name := range []string{"abandon-after", "first-use-within"} {
-		if raw[name].given && !c.inproc {
-			check(usageErrorf("--%s goes with --inproc; a running server's room has its own (waitroom admin rooms set)", name))
+		if raw[name].Given && !c.inproc {
+			v.Check(flagenv.Errorf("--%s goes with --inproc; a running server's room has its own (waitroom admin rooms set)", name))
 		}
+	}
+	if raw["tick"].Given && !c.inproc {
+		v.Check(flagenv.Errorf("--tick goes with --inproc; a running server ticks as it was started"))
 	}
 	r.CheckPositions = c.checkPositions
-	if v := raw["rate"]; v.text != "" {
-		r.Rate, err = parseFloat(v)
-		check(err)
-		if err == nil && (r.Rate <= 0 || r.Rate > waitroom.MaxRate) {
-			check(v.fail(fmt.Sprintf("must be in (0, %g] users/s", waitroom.MaxRate)))
-		}
-		c.rateGiven = true
-	} else if c.inproc {
+	if c.inproc && raw["rate"].Text == "" {
 		r.Rate = inprocDefaultRate
 	}
-	c.tick, err = parseDuration(raw["tick"], waitroom.MinSlice, waitroom.DefaultSlice)
-	check(err)
-	if raw["tick"].given && !c.inproc {
-		check(usageErrorf("--tick goes with --inproc; a running server ticks as it was started"))
-	}
-	if v := raw["stock"]; v.text != "" {
-		r.Stock, err = parseInt(v, 0, shop.MaxStock)
-		check(err)
-	} else if c.inproc {
+	if c.inproc && raw["stock"].Text == "" {
 		r.Stock = inprocDefaultStock
 	}
-	r.ProductID = raw["product"].text
-	if err := (shop.Product{ID: r.ProductID, Name: r.ProductID}).Validate(); err != nil {
-		check(raw["product"].fail(err.Error()))
-	}
-	r.Concurrency, err = parseInt(raw["concurrency"], 1, 100_000)
-	check(err)
-	r.Duration, err = parseDuration(raw["duration"], time.Second, 24*time.Hour)
-	check(err)
-	seed, err := strconv.ParseUint(strings.TrimSpace(raw["seed"].text), 10, 64)
-	if err != nil {
-		check(raw["seed"].fail("not a whole number ≥ 0"))
-	}
-	r.Seed = seed
-	r.AllowNonLoopback = allowRemote
-	if r.URL != "" {
-		if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			check(raw["url"].fail("must be an absolute http:// or https:// URL"))
-		}
-	}
-	if len(errs) > 0 {
-		return loadtestConfig{}, usageError{errors.Join(errs...)}
+	if err := v.Err(); err != nil {
+		return loadtestConfig{}, err
 	}
 	return c, nil
 }
 
+// loadtestBool reads one of loadtest's bools, which tell a mistake as
+// "not true or false".
+func loadtestBool(p *bool) flag.Value { return flagenv.BoolWhy(p, "not true or false") }
+
+func roomName(s string) error {
+	if !waitroom.ValidRoomName(s) {
+		return errors.New(roomNameRule)
+	}
+	return nil
+}
+
+func productID(s string) error { return shop.Product{ID: s, Name: s}.Validate() }
+
+// readSeed reads --seed, a whole number ≥ 0.
+func readSeed(p *uint64) flag.Value {
+	return flagenv.Func(func(s string) (err error) {
+		if *p, err = strconv.ParseUint(strings.TrimSpace(s), 10, 64); err != nil {
+			return errors.New("not a whole number ≥ 0")
+		}
+		return nil
+	})
+}
+
 func runLoadtest(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	c, err := parseLoadtest(args, getenv)
-	if code, ok := parsed(err, "loadtest", func(w io.Writer) { printSettingsUsage(w, loadtestUsage, loadtestSettings) }, stdout, stderr); !ok {
+	if code, ok := parsed(err, "loadtest", func(w io.Writer) { flagenv.PrintUsage(w, loadtestUsage, loadtestSettings(new(loadtestConfig))) }, stdout, stderr); !ok {
 		return code
 	}
 	c.run.Out = stderr
@@ -285,7 +204,7 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 		if html != nil {
 			_ = os.Remove(html.Name()) // no report to write
 		}
-		var usage usageError
+		var usage flagenv.UsageError
 		if errors.As(err, &usage) {
 			return exitUsage
 		}
@@ -339,7 +258,7 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 		cfg.Room.OpensAt = time.Now().Add(c.run.OpensIn)
 	}
 	if err := cfg.Room.Validate(); err != nil {
-		return nil, loadtest.ServerFigures{}, usageErrorf("--rate, --abandon-after, --first-use-within: %s", waitroom.ErrorMessage(err))
+		return nil, loadtest.ServerFigures{}, flagenv.Errorf("--rate, --abandon-after, --first-use-within: %s", waitroom.ErrorMessage(err))
 	}
 	return loadtest.RunInProcess(ctx, c.run, loadtest.InProcess{Server: cfg, RedisURL: c.redisURL, Tick: c.tick, Log: stderr})
 }
@@ -374,12 +293,12 @@ func loadtestURL(ctx context.Context, c loadtestConfig) (*loadtest.Report, loadt
 func checkLoopback(run loadtest.Config) error {
 	u, err := url.Parse(run.URL)
 	if err != nil {
-		return usageErrorf("--url: %v", err)
+		return flagenv.Errorf("--url: %v", err)
 	}
 	host := u.Hostname()
 	ip := net.ParseIP(host)
 	if !run.AllowNonLoopback && !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
-		return usageErrorf("refusing to load-test %q: its host is not loopback; add --allow-remote if you mean it", u.Host)
+		return flagenv.Errorf("refusing to load-test %q: its host is not loopback; add --allow-remote if you mean it", u.Host)
 	}
 	return nil
 }

@@ -19,6 +19,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/waitroom/waitroom/bench"
+	"github.com/waitroom/waitroom/internal/flagenv"
 )
 
 const usage = `waitroom is a virtual waiting room for flash sales.
@@ -80,11 +83,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return exitOK
 		}
 		if len(args) > 1 && args[1] == "loadtest" {
-			printSettingsUsage(stdout, loadtestUsage, loadtestSettings)
+			flagenv.PrintUsage(stdout, loadtestUsage, loadtestSettings(new(loadtestConfig)))
 			return exitOK
 		}
 		if len(args) > 1 && args[1] == "bench" {
-			printSettingsUsage(stdout, benchUsage, benchSettings)
+			flagenv.PrintUsage(stdout, benchUsage, benchSettings(new(bench.Config)))
 			return exitOK
 		}
 		fmt.Fprintln(stdout, usage)

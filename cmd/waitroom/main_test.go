@@ -160,9 +160,9 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	for _, args := range [][]string{{"serve", "--help"}, {"serve", "-h"}, {"help", "serve"}} {
 		var stdout, stderr bytes.Buffer
 		require.Equal(t, exitOK, run(t.Context(), args, envOf(), &stdout, &stderr), args)
-		for _, s := range serveSettings {
-			require.Contains(t, stdout.String(), "--"+s.name+" ", args)
-			require.Contains(t, stdout.String(), "env "+s.env, args)
+		for _, s := range serveSettings(new(serveFlags)) {
+			require.Contains(t, stdout.String(), "--"+s.Name+" ", args)
+			require.Contains(t, stdout.String(), "env "+s.Env, args)
 		}
 		for _, def := range []string{"127.0.0.1:8080", "40", "200ms", "0.7", "100ms", "100000", "300s", "30s", "POST /orders", "X-User-Id"} {
 			require.Contains(t, stdout.String(), "(default "+def+";", args)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/flagenv"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -39,7 +40,7 @@ const adminHelp = adminUsage + "\n\n" + passesUsage
 // adminPasses runs 'waitroom admin passes …'.
 func adminPasses(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageErrorf("passes needs a command: create, list or revoke")
+		return flagenv.Errorf("passes needs a command: create, list or revoke")
 	}
 	cmd := args[0]
 	switch cmd {
@@ -47,13 +48,13 @@ func adminPasses(ctx context.Context, args []string, getenv func(string) string,
 	case "help", "-h", "--help", "-help":
 		return flag.ErrHelp
 	default:
-		return usageErrorf("unknown command passes %q; try create, list or revoke", cmd)
+		return flagenv.Errorf("unknown command passes %q; try create, list or revoke", cmd)
 	}
 	fs, baseURL, token, asJSON := adminFlags("passes")
 	room := fs.String("room", "", "")
 	uses := fs.Int("uses", 1, "")
 	expires := fs.String("expires", "168h", "")
-	names, err := parseInterleaved(fs, args[1:])
+	names, err := flagenv.ParseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
 	}
@@ -61,19 +62,19 @@ func adminPasses(ctx context.Context, args []string, getenv func(string) string,
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	switch {
 	case !waitroom.ValidRoomName(*room):
-		return usageErrorf("--room=%q: give the room's name (1–64 characters of a–z, 0–9, '-' and '_')", *room)
+		return flagenv.Errorf("--room=%q: give the room's name (1–64 characters of a–z, 0–9, '-' and '_')", *room)
 	case cmd == "revoke" && len(names) != 1:
-		return usageErrorf("passes revoke needs exactly one pass id")
+		return flagenv.Errorf("passes revoke needs exactly one pass id")
 	case cmd != "revoke" && len(names) > 0:
-		return usageErrorf("passes %s takes no arguments, got %q", cmd, names[0])
+		return flagenv.Errorf("passes %s takes no arguments, got %q", cmd, names[0])
 	case cmd != "create" && (given["uses"] || given["expires"]):
-		return usageErrorf("--uses and --expires are for passes create")
+		return flagenv.Errorf("--uses and --expires are for passes create")
 	case *uses < 1 || *uses > waitroom.MaxPassUses:
-		return usageErrorf("--uses=%d: must be in [1, %d]", *uses, waitroom.MaxPassUses)
+		return flagenv.Errorf("--uses=%d: must be in [1, %d]", *uses, waitroom.MaxPassUses)
 	}
 	lifetime, err := time.ParseDuration(*expires)
 	if err != nil || lifetime < time.Minute || lifetime > waitroom.MaxPassLifetime {
-		return usageErrorf("--expires=%q: a duration in [1m, %s], such as 30m or 48h", *expires, waitroom.MaxPassLifetime)
+		return flagenv.Errorf("--expires=%q: a duration in [1m, %s], such as 30m or 48h", *expires, waitroom.MaxPassLifetime)
 	}
 	c, err := newAdminClient(*baseURL, *token, getenv)
 	if err != nil {
