@@ -14,13 +14,23 @@ import (
 )
 
 // TestETASteadyState: a room at a steady rate where every fifth user goes
-// silent after entering (and is skipped at the head), on a fake clock. The
-// ETA each user is given at entry, from the store's measured pace, is
-// within 10% of the wait it really had for most users, and its 10–90%
-// range holds most real waits. Then an operator doubles the rate: the ETA
-// halves at once, with no new measurement.
+// silent after entering (and is skipped at the head), on a fake clock; and
+// the same where another fifth leaves the queue at its first poll after
+// 10 s, with twice the arrivals. The ETA each user is given at entry, from the
+// store's measured pace, is within 10% of the wait it really had for most
+// users, and its 10–90% range holds most real waits. Then an operator
+// doubles the rate: the ETA halves at once, with no new measurement.
 func TestETASteadyState(t *testing.T) {
 	t.Parallel()
+	for _, leavers := range []bool{false, true} {
+		t.Run(fmt.Sprintf("leavers=%t", leavers), func(t *testing.T) {
+			t.Parallel()
+			testETASteadyState(t, leavers)
+		})
+	}
+}
+
+func testETASteadyState(t *testing.T, leavers bool) {
 	ctx := t.Context()
 	clock := memstore.NewManualClock(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
 	s := memstore.New(memstore.Options{Now: clock.Now})
@@ -30,6 +40,8 @@ func TestETASteadyState(t *testing.T) {
 
 	type waiter struct {
 		silent     bool
+		leaver     bool // leaves the queue at its first poll 10 s after entering
+		left       bool
 		entered    time.Time
 		est        waitroom.Estimate
 		measured   bool // the estimate came from a measured pace
@@ -46,7 +58,7 @@ func TestETASteadyState(t *testing.T) {
 		cfg, err := s.RoomConfig(ctx, room)
 		require.NoError(t, err)
 		users[u] = &waiter{
-			silent: i%5 == 0, entered: clock.Now(),
+			silent: i%5 == 0, leaver: leavers && i%5 == 2, entered: clock.Now(),
 			est:      cfg.Estimate(st.Position, stats.Pace),
 			measured: stats.Pace.Measured >= waitroom.MinPaceMeasured,
 		}
@@ -63,6 +75,10 @@ func TestETASteadyState(t *testing.T) {
 		clock.Advance(step)
 		enter(next) // 20 arrivals a second, as many as the rate
 		next++
+		if leavers { // and as many again, a fifth of whom leave
+			enter(next)
+			next++
+		}
 		got, err := s.Admit(ctx, room)
 		require.NoError(t, err)
 		for _, a := range got {
@@ -77,7 +93,13 @@ func TestETASteadyState(t *testing.T) {
 		}
 		if tick%40 == 0 { // every 2 s the open pages poll
 			for _, u := range order {
-				if w := users[u]; !w.silent && w.admittedAt.IsZero() {
+				w := users[u]
+				switch {
+				case w.silent || w.left || !w.admittedAt.IsZero():
+				case w.leaver && clock.Now().Sub(w.entered) >= 10*time.Second:
+					require.NoError(t, s.Leave(ctx, room, u))
+					w.left = true
+				default:
 					_, err := s.Status(ctx, room, u)
 					require.NoError(t, err)
 				}
@@ -91,7 +113,7 @@ func TestETASteadyState(t *testing.T) {
 		w := users[u]
 		// The steady state: after the first silent users were skipped and
 		// the pace window (30 s) has seen it.
-		if !w.measured || w.admittedAt.IsZero() || w.entered.Sub(start) < 45*time.Second {
+		if !w.measured || w.admittedAt.IsZero() || w.left || w.entered.Sub(start) < 45*time.Second {
 			continue
 		}
 		wait := w.admittedAt.Sub(w.entered)
@@ -117,7 +139,12 @@ func TestETASteadyState(t *testing.T) {
 	// The operator doubles the rate: the next answer's ETA halves.
 	stats, err := s.Stats(ctx, room)
 	require.NoError(t, err)
-	require.InDelta(t, 0.2, stats.Pace.AbandonShare, 0.05)
+	silentAtHead := 0.2 // of those who reach the head, leavers never do
+	if leavers {
+		silentAtHead = 0.25
+		require.InDelta(t, 0.2, stats.Pace.LeaveShare, 0.05)
+	}
+	require.InDelta(t, silentAtHead, stats.Pace.AbandonShare, 0.05)
 	require.InDelta(t, 1.0, stats.Pace.Efficiency, 0.05)
 	before, err := s.RoomConfig(ctx, room)
 	require.NoError(t, err)
@@ -127,7 +154,9 @@ func TestETASteadyState(t *testing.T) {
 	})
 	require.NoError(t, err)
 	const position = 200
-	was, now := before.Estimate(position, stats.Pace), after.Estimate(position, stats.Pace)
+	pace := stats.Pace
+	pace.Waiting = stats.Waiting // as the server reads it: a user with many behind
+	was, now := before.Estimate(position, pace), after.Estimate(position, pace)
 	require.InDelta(t, 0.5, now.ETA.Seconds()/was.ETA.Seconds(), 0.01, "%v → %v", was.ETA, now.ETA)
 	require.Less(t, now.High, was.Low)
 }

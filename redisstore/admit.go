@@ -38,6 +38,10 @@ import (
 // has passed; at most max(1000, 2 × quota) per call go, more
 // than a call can issue, so cleanup keeps up.
 //
+// The bucket also keeps the room's pace (waitroom.PaceSums, p_*) and the
+// counters the previous call saw (m_*: arrival sequence, leaves, no-shows),
+// so that each call adds what happened since, whichever operation did it.
+//
 // KEYS[1] cfg
 // KEYS[2] bucket
 // KEYS[3] q
