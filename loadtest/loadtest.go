@@ -153,7 +153,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("loadtest: URL: %w", err)
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
 		return fmt.Errorf("loadtest: URL %q must be an absolute http(s) URL", c.URL)
-	case !c.AllowNonLoopback && !isLoopback(u.Hostname()):
+	case !c.AllowNonLoopback && !IsLoopback(u.Hostname()):
 		return fmt.Errorf("loadtest: refusing to load-test %q: its host is not loopback (127.0.0.0/8, ::1, localhost); allow other hosts explicitly (AllowNonLoopback) if you mean it", u.Host)
 	case !waitroom.ValidRoomName(c.Room):
 		return fmt.Errorf("loadtest: room %q is not a valid room name", c.Room)
@@ -189,8 +189,8 @@ func (c Config) validate() error {
 
 func isShare(f float64) bool { return f >= 0 && f <= 1 } // false for NaN
 
-// isLoopback reports whether host (without port) names this machine.
-func isLoopback(host string) bool {
+// IsLoopback reports whether host (without port) names this machine.
+func IsLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}

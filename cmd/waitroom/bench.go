@@ -44,6 +44,10 @@ waiting user; and the poll load PollLoad asks of the server against the
 measured STATUS capacity. It prints Markdown tables for BENCHMARKS.md.
 Every flag may instead be set by its environment variable; a flag wins.`
 
+func printBenchUsage(w io.Writer) {
+	flagenv.PrintUsage(w, benchUsage, benchSettings(new(bench.Config)))
+}
+
 func parseBench(args []string, getenv func(string) string) (bench.Config, error) {
 	var c bench.Config
 	v, err := flagenv.Read("bench", benchSettings(&c), args, getenv)
@@ -89,7 +93,7 @@ func benchAutopipeline(c *bench.Config, text string) error {
 
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	c, err := parseBench(args, getenv)
-	if code, ok := parsed(err, "bench", func(w io.Writer) { flagenv.PrintUsage(w, benchUsage, benchSettings(new(bench.Config))) }, stdout, stderr); !ok {
+	if code, ok := parsed(err, "bench", printBenchUsage, stdout, stderr); !ok {
 		return code
 	}
 	c.Progress, c.Serve = stderr, serveBench

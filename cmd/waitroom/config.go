@@ -66,7 +66,7 @@ func serveSettings(f *serveFlags) []flagenv.Setting {
 		flagenv.Var("user-header", "WAITROOM_USER_HEADER", waitroom.DefaultUserHeader, "name", "request header with the user id, set by the shop's auth layer", flagenv.Checked(&c.UserHeader, headerName)),
 		flagenv.Var("cookie-secret", "WAITROOM_COOKIE_SECRET", "", "secret", "key of at least 32 bytes that signs the waiting page's visitor cookies; give every instance the same one; empty: a random one per start, so visitors lose their place on a restart", nil),
 		flagenv.Var("page-product", "WAITROOM_PAGE_PRODUCT", "", "id", "product the waiting page's order button orders; empty: the first of --products", flagenv.Trimmed(&c.PageProduct)),
-		flagenv.Var("rooms", "WAITROOM_ROOMS", "", "names", "comma-separated rooms to declare at start besides " + server.DefaultRoom, flagenv.Func(f.rooms)),
+		flagenv.Var("rooms", "WAITROOM_ROOMS", "", "names", "comma-separated rooms to declare at start besides "+server.DefaultRoom, flagenv.Func(f.rooms)),
 		flagenv.Var("failure-policy", "WAITROOM_FAILURE_POLICY", "closed", "policy", "what the gate does while Redis is unreachable: closed (refuse, 503) or open (let a bounded share of the rate through); per room as default=open,sale=closed", flagenv.Func(func(s string) (err error) { c.FailurePolicy, err = server.ParseFailurePolicy(s); return err })),
 		flagenv.Var("open-share", "WAITROOM_OPEN_SHARE", "0.5", "fraction", "failing open, the share of a room's last known rate that the instances together let through, in (0, 1]", flagenv.FloatIn(&c.FailurePolicy.OpenShare, 0, 1, true, "")),
 		flagenv.Var("instances", "WAITROOM_INSTANCES", "1", "n", "how many instances serve the rooms; failing open, each lets through its 1/n of the share, and with Redis each answers its 1/n of --user-rate-limit and --visitor-rate-limit without asking Redis", flagenv.IntIn(&c.FailurePolicy.Instances, 1, 10_000)),
@@ -132,7 +132,7 @@ func parseServe(args []string, getenv func(string) string) (instance.Config, err
 	}
 	c.Room.State = waitroom.RoomOpen
 	if rateOK {
-		settingFlagErrors(v, c.Room.Validate())
+		v.SettingErrors(c.Room.Validate())
 	}
 
 	if c.PageProduct == "" && len(c.Products) > 0 {
@@ -161,37 +161,6 @@ func parseServe(args []string, getenv func(string) string) (instance.Config, err
 		return instance.Config{}, err
 	}
 	return *c, nil
-}
-
-// settingFlagErrors records, for each error of RoomConfig.Validate, the
-// flag of the setting at fault instead of its admin API name; a setting
-// whose text did not read has said so already.
-func settingFlagErrors(v *flagenv.Values, err error) {
-	if err == nil {
-		return
-	}
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	for _, err := range errs {
-		var se *waitroom.SettingError
-		if !errors.As(err, &se) {
-			v.Check(flagenv.UsageError{Err: err})
-			continue
-		}
-		flags := make([]string, len(se.Fields))
-		for i, f := range se.Fields {
-			flags[i] = strings.ReplaceAll(f, "_", "-")
-		}
-		switch {
-		case slices.ContainsFunc(flags, func(f string) bool { return v.Failed(f) }):
-		case len(flags) == 1:
-			v.Fail(flags[0], se.Reason)
-		default:
-			v.Check(flagenv.Errorf("--%s together: %s", strings.Join(flags, " and --"), se.Reason))
-		}
-	}
 }
 
 // serve's settings that read more than one value, or check one against
@@ -270,14 +239,12 @@ func (f *serveFlags) logLevel(text string) error {
 // roomNameRule is what ValidRoomName accepts, for error messages.
 const roomNameRule = "names are 1–64 characters of a–z, 0–9, '-' and '_'"
 
+// prequeueOrder keeps --prequeue-order for RoomConfig.Validate to judge;
+// random is the zero value.
 func prequeueOrder(p *waitroom.PrequeueOrder) flag.Value {
 	return flagenv.Func(func(s string) error {
-		switch strings.TrimSpace(s) {
-		case "random": // the zero value
-		case "fifo":
-			*p = waitroom.PrequeueFIFO
-		default:
-			return errors.New("must be random or fifo")
+		if s = strings.TrimSpace(s); s != string(waitroom.PrequeueRandom) {
+			*p = waitroom.PrequeueOrder(s)
 		}
 		return nil
 	})

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -65,6 +64,10 @@ orders). A status line goes to stderr once a second, the report to stdout.
 The exit code is 1 when an invariant breaks (oversold, a user admitted twice,
 an unexpected error) or the run did not finish, 2 for a usage mistake.
 Every flag may instead be set by its environment variable; a flag wins.`
+
+func printLoadtestUsage(w io.Writer) {
+	flagenv.PrintUsage(w, loadtestUsage, loadtestSettings(new(loadtestConfig)))
+}
 
 // In-process defaults: 100,000 users at 1,000/s are admitted in 100 s.
 const (
@@ -174,7 +177,7 @@ func readSeed(p *uint64) flag.Value {
 
 func runLoadtest(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	c, err := parseLoadtest(args, getenv)
-	if code, ok := parsed(err, "loadtest", func(w io.Writer) { flagenv.PrintUsage(w, loadtestUsage, loadtestSettings(new(loadtestConfig))) }, stdout, stderr); !ok {
+	if code, ok := parsed(err, "loadtest", printLoadtestUsage, stdout, stderr); !ok {
 		return code
 	}
 	c.run.Out = stderr
@@ -277,28 +280,11 @@ func loadtestURL(ctx context.Context, c loadtestConfig) (*loadtest.Report, loadt
 		rep, err := loadtest.Run(ctx, c.run)
 		return rep, loadtest.ServerFigures{QueueAtAllEntered: -1, Rate: c.run.Rate}, err
 	}
-	if err := checkLoopback(c.run); err != nil {
-		return nil, loadtest.ServerFigures{}, err
+	// The library's loopback rule, applied before the admin API is called.
+	u, _ := url.Parse(c.run.URL) // checked by parseLoadtest
+	if !c.run.AllowNonLoopback && !loadtest.IsLoopback(u.Hostname()) {
+		return nil, loadtest.ServerFigures{}, flagenv.Errorf("refusing to load-test %q: its host is not loopback; add --allow-remote if you mean it", u.Host)
 	}
-	admin, err := newAdminClient(c.run.URL, c.adminToken, func(string) string { return "" })
-	if err != nil {
-		return nil, loadtest.ServerFigures{}, err
-	}
-	admin.HTTP = &http.Client{Timeout: 10 * time.Second}
+	admin := &server.AdminClient{BaseURL: u, Token: c.adminToken, HTTP: &http.Client{Timeout: 10 * time.Second}}
 	return loadtest.RunWatched(ctx, c.run, admin)
-}
-
-// checkLoopback applies the library's loopback rule before loadtest talks
-// to the admin API, which it does before the run.
-func checkLoopback(run loadtest.Config) error {
-	u, err := url.Parse(run.URL)
-	if err != nil {
-		return flagenv.Errorf("--url: %v", err)
-	}
-	host := u.Hostname()
-	ip := net.ParseIP(host)
-	if !run.AllowNonLoopback && !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
-		return flagenv.Errorf("refusing to load-test %q: its host is not loopback; add --allow-remote if you mean it", u.Host)
-	}
-	return nil
 }

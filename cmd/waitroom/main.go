@@ -19,9 +19,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/waitroom/waitroom/bench"
-	"github.com/waitroom/waitroom/internal/flagenv"
 )
 
 const usage = `waitroom is a virtual waiting room for flash sales.
@@ -70,24 +67,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "bench":
 		return runBench(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		if len(args) > 1 && args[1] == "serve" {
-			printServeUsage(stdout)
-			return exitOK
-		}
-		if len(args) > 1 && args[1] == "admin" {
-			fmt.Fprintln(stdout, adminHelp)
-			return exitOK
-		}
-		if len(args) > 1 && args[1] == "draw" {
-			fmt.Fprintln(stdout, drawUsage)
-			return exitOK
-		}
-		if len(args) > 1 && args[1] == "loadtest" {
-			flagenv.PrintUsage(stdout, loadtestUsage, loadtestSettings(new(loadtestConfig)))
-			return exitOK
-		}
-		if len(args) > 1 && args[1] == "bench" {
-			flagenv.PrintUsage(stdout, benchUsage, benchSettings(new(bench.Config)))
+		if len(args) > 1 && commandHelp[args[1]] != nil {
+			commandHelp[args[1]](stdout)
 			return exitOK
 		}
 		fmt.Fprintln(stdout, usage)
@@ -96,6 +77,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "waitroom: unknown command %q\n\n%s\n", args[0], usage)
 		return exitUsage
 	}
+}
+
+// commandHelp prints 'waitroom help COMMAND'.
+var commandHelp = map[string]func(io.Writer){
+	"serve":    printServeUsage,
+	"admin":    func(w io.Writer) { fmt.Fprintln(w, adminHelp) },
+	"draw":     func(w io.Writer) { fmt.Fprintln(w, drawUsage) },
+	"loadtest": printLoadtestUsage,
+	"bench":    printBenchUsage,
 }
 
 // parsed ends a command whose flags did not parse: --help prints help and

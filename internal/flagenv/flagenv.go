@@ -11,12 +11,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/waitroom/waitroom"
 )
 
 // Setting is one flag of a command, the environment variable that sets it
@@ -121,6 +124,39 @@ func (v *Values) Err() error {
 		return nil
 	}
 	return UsageError{Err: errors.Join(v.errs...)}
+}
+
+// SettingErrors records each error of a validation such as
+// RoomConfig.Validate, naming the flag of the setting at fault instead of
+// its field (max_queue: --max-queue); a setting whose text did not read
+// has said so already.
+func (v *Values) SettingErrors(err error) {
+	if err == nil {
+		return
+	}
+	unread := maps.Clone(v.failed)
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, err := range errs {
+		var se *waitroom.SettingError
+		if !errors.As(err, &se) {
+			v.Check(UsageError{Err: err})
+			continue
+		}
+		flags := make([]string, len(se.Fields))
+		for i, f := range se.Fields {
+			flags[i] = strings.ReplaceAll(f, "_", "-")
+		}
+		switch {
+		case slices.ContainsFunc(flags, func(f string) bool { return unread[f] }):
+		case len(flags) == 1:
+			v.Fail(flags[0], se.Reason)
+		default:
+			v.Check(Errorf("--%s together: %s", strings.Join(flags, " and --"), se.Reason))
+		}
+	}
 }
 
 // Read gives each setting its text: a flag wins over its environment

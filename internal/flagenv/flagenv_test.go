@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/flagenv"
 )
 
@@ -99,4 +100,22 @@ func TestParseInterleaved(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"set", "sale"}, names)
 	require.Equal(t, "5", *rate)
+}
+
+// A validation's field errors are told by flag: one setting by its source
+// and text, several together by their flags, and none for a setting whose
+// text did not read.
+func TestSettingErrors(t *testing.T) {
+	t.Parallel()
+	var c config
+	v, err := flagenv.Read("t", settings(&c), []string{"--users", "many"}, env("T_WAIT", "5s"))
+	require.NoError(t, err)
+	v.SettingErrors(errors.Join(
+		&waitroom.SettingError{Fields: []string{"wait"}, Reason: "must be at most 1s"},
+		&waitroom.SettingError{Fields: []string{"share", "wait"}, Reason: "too much together"},
+		&waitroom.SettingError{Fields: []string{"users"}, Reason: "must be even"},
+	))
+	require.EqualError(t, v.Err(), `--users="many": not a whole number`+"\n"+
+		`T_WAIT="5s": must be at most 1s`+"\n"+
+		`--share and --wait together: too much together`)
 }
