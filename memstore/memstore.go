@@ -347,13 +347,18 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 		if r.bought(user) {
 			continue // ordered already: leaves the queue without a token
 		}
+		if t, ok := r.tokens.byUser[user]; ok && t.expiresAt.After(now) {
+			// Let in by a pass while still waiting for the draw: it keeps
+			// that token and takes no share of the rate.
+			continue
+		}
 		// Until confirmed or claimed, a token lives to the first-use
 		// deadline only; a no-show's unit of stock comes back with it.
 		t := &entryToken{user: user, value: waitroom.NewToken(),
 			expiresAt: now.Add(r.cfg.FirstUseWithin), ttlEnd: now.Add(r.cfg.TokenTTL)}
-		// A user can only be queued without a live token, but an expired
-		// one may linger under a lease that outlives it; the new token
-		// supersedes it, and the old one counts as gone unused.
+		// An expired token may linger under a lease that outlives it;
+		// the new token supersedes it, and the old one counts as gone
+		// unused.
 		if old := r.tokens.put(t); old != nil {
 			r.countGone(old)
 		}

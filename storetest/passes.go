@@ -77,6 +77,44 @@ func testPassSkipsTheQueue(t *testing.T, h Harness) {
 	require.NoError(t, h.Store.Complete(ctx, hold))
 }
 
+// testPassBeforeTheOpening: a pass lets its holder in at once before a
+// scheduled opening too, also an early arrival already waiting for the
+// draw; the draw then places that holder like the others, and the
+// admitter passes over it: it keeps the pass's token, nobody is admitted
+// twice, and no token is counted gone.
+func testPassBeforeTheOpening(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1000, OpensAt: h.now().Add(time.Second)})
+	for _, u := range []string{"vip", "fan"} {
+		st, err := h.Store.Enter(ctx, room, u)
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateScheduled, st.State)
+	}
+	p := newPass(t, h.Store, room, 1)
+	vip, err := h.Store.EnterWithPass(ctx, room, "vip", p.ID)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateAdmitted, vip.State, "a pass does not wait for the opening")
+
+	h.Advance(t, 1100*time.Millisecond)
+	admitted := map[string]int{}
+	for i := 0; admitted["fan"] == 0 && i < 50; i++ {
+		got, err := h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		for _, a := range got {
+			admitted[a.User]++
+		}
+		h.Advance(t, 50*time.Millisecond)
+	}
+	require.Equal(t, map[string]int{"fan": 1}, admitted)
+	st, err := h.Store.Status(ctx, room, "vip")
+	require.NoError(t, err)
+	require.Equal(t, vip.Token, st.Token, "the holder keeps the pass's token")
+	stats := testenv.Stats(t, h.Store, room)
+	require.Equal(t, int64(2), stats.Admitted)
+	require.Equal(t, int64(2), stats.Active)
+	require.Zero(t, stats.NoShows+stats.Expired, "no token was superseded")
+}
+
 // testPassRefusals: unknown, expired, revoked, another room's pass and a
 // closed room are refused with their codes; bad passes are not stored;
 // passes list oldest first.

@@ -71,6 +71,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"LeaversAreMeasured", testLeaversAreMeasured},
 		{"NoShowsAreMeasured", testNoShowsAreMeasured},
 		{"PassSkipsTheQueue", testPassSkipsTheQueue},
+		{"PassBeforeTheOpening", testPassBeforeTheOpening},
 		{"PassRefusals", testPassRefusals},
 		{"PassCountsAgainstMaxActiveAndStock", testPassCountsAgainstMaxActiveAndStock},
 		{"ConcurrentPassUses", testConcurrentPassUses},
