@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -215,14 +216,26 @@ func vouch(r *http.Request, userHeader, user, key string) *http.Request {
 // Rewrite). Without a gate in front it removes those headers, so nothing a
 // client sent passes for what the gate vouches.
 func SetGateHeaders(ctx context.Context, h http.Header) {
-	h.Del(EntryTokenHeader)
 	v, ok := ctx.Value(gateHeadersKey{}).(gateHeaders)
+	delSpellings(h, EntryTokenHeader, IdempotencyKeyHeader, v.userHeader)
 	if !ok {
-		h.Del(IdempotencyKeyHeader)
 		return
 	}
 	h.Set(v.userHeader, v.user)
 	h.Set(IdempotencyKeyHeader, v.idempotencyKey)
+}
+
+// delSpellings removes from h every header that is one of names to a
+// CGI-style server (PHP, WSGI, Rack), which reads '_' as '-' and ignores
+// case: X_User_Id would be a second X-User-Id there.
+func delSpellings(h http.Header, names ...string) {
+	for key := range h {
+		for _, name := range names {
+			if name != "" && strings.EqualFold(strings.ReplaceAll(key, "_", "-"), name) {
+				delete(h, key)
+			}
+		}
+	}
 }
 
 // passUnclaimed serves a request StoreDown let through. There is no hold to

@@ -281,6 +281,23 @@ func TestGateHeadersReachTheUpstreamWhateverTheClientSends(t *testing.T) {
 	require.Equal(t, []string{waitroom.IdempotencyKey(f.room, token)}, got.Values("Idempotency-Key"))
 	require.Equal(t, []string{"u1"}, got.Values("X-User-Id"))
 	require.Empty(t, got.Values("X-Entry-Token"))
+
+	// CGI-style servers (PHP, WSGI, Rack) read X_User_Id as X-User-Id:
+	// a spelling with underscores would be a second user header there.
+	token = f.admit("u2")
+	a = f.do("POST", "/orders", `{}`, "X-User-Id", "u2", "X-Entry-Token", token,
+		"X_User_Id", "u1", "x-user_id", "u1", "Idempotency_Key", "chosen-by-client", "X_Entry_Token", token)
+	require.Equal(t, http.StatusCreated, a.status)
+	require.Len(t, up.headers, 2)
+	var names []string
+	for name := range up.headers[1] {
+		folded := strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+		if folded == "x-user-id" || folded == "idempotency-key" || folded == "x-entry-token" {
+			names = append(names, name)
+		}
+	}
+	require.ElementsMatch(t, []string{"X-User-Id", "Idempotency-Key"}, names, "each exactly once, in one spelling")
+	require.Equal(t, []string{"u2"}, up.headers[1].Values("X-User-Id"))
 }
 
 // Two user headers are ambiguous: the upstream might read the other one.
