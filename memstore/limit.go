@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -10,12 +11,33 @@ import (
 
 // Limiter is an in-process waitroom.Limiter: its counts are this
 // instance's only. The zero value is not usable; use NewLimiter.
+//
+// A crowd of one-off keys (every new visitor is one) must neither grow it
+// forever nor stall it: the keys are spread over shards, each with its own
+// lock, and each shard forgets by generations instead of sweeping. A shard
+// keeps the keys touched in its current generation and in the one before;
+// when a generation has lasted forgetAfter, the one before is dropped
+// whole. A key untouched for a whole generation has a tat at most its
+// horizon (burst × interval) past its last touch, so it is forgotten only
+// once that has passed, when forgetting it changes nothing (a new key
+// starts at now).
 type Limiter struct {
-	now func() time.Time
+	now    func() time.Time
+	seed   maphash.Seed
+	shards [limiterShards]limiterShard
+}
 
-	mu    sync.Mutex
-	tat   map[string]time.Time // key → theoretical arrival time
-	swept time.Time
+const limiterShards = 32
+
+// minGeneration is the shortest generation; a limit whose horizon is
+// longer lengthens the generations of the shards its keys fall in.
+const minGeneration = time.Minute
+
+type limiterShard struct {
+	mu          sync.Mutex
+	cur, prev   map[string]time.Time // key → theoretical arrival time
+	started     time.Time            // when cur began
+	forgetAfter time.Duration        // a generation's length: ≥ every horizon seen
 }
 
 var _ waitroom.Limiter = (*Limiter)(nil)
@@ -26,7 +48,11 @@ func NewLimiter(opts Options) *Limiter {
 	if now == nil {
 		now = time.Now
 	}
-	return &Limiter{now: now, tat: make(map[string]time.Time)}
+	lim := &Limiter{now: now, seed: maphash.MakeSeed()}
+	for i := range lim.shards {
+		lim.shards[i] = limiterShard{cur: map[string]time.Time{}, prev: map[string]time.Time{}, forgetAfter: minGeneration}
+	}
+	return lim
 }
 
 // Allow counts one request for key against l.
@@ -37,28 +63,36 @@ func (lim *Limiter) Allow(ctx context.Context, key string, l waitroom.Limit) (bo
 	if l.Rate <= 0 {
 		return false, 0, waitroom.BadRequest("limit rate must be > 0")
 	}
-	lim.mu.Lock()
-	defer lim.mu.Unlock()
+	sh := &lim.shards[maphash.String(lim.seed, key)%limiterShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	now := lim.now()
-	lim.sweep(now)
-	ok, tat, wait := waitroom.GCRA(lim.tat[key], now, l)
-	if ok {
-		lim.tat[key] = tat
+	sh.forgetAfter = max(sh.forgetAfter, horizon(l))
+	if now.Sub(sh.started) >= sh.forgetAfter {
+		sh.prev, sh.cur, sh.started = sh.cur, make(map[string]time.Time, len(sh.cur)), now
 	}
-	return ok, wait, nil
+	tat, ok := sh.cur[key]
+	if !ok {
+		tat = sh.prev[key]
+	}
+	allowed, tat, wait := waitroom.GCRA(tat, now, l)
+	sh.cur[key] = tat
+	return allowed, wait, nil
 }
 
-// sweep drops the keys whose tat has passed (forgetting them changes
-// nothing: a new key starts at now), at most once per minute, so that
-// one-off keys (a crowd of visitors) do not grow the map forever.
-func (lim *Limiter) sweep(now time.Time) {
-	if now.Sub(lim.swept) < time.Minute {
-		return
+// horizon is how far past now a key's tat can reach under l.
+func horizon(l waitroom.Limit) time.Duration {
+	return time.Duration(float64(max(l.Burst, 1)+1) * float64(time.Second) / l.Rate)
+}
+
+// keys is how many keys the limiter holds now (tests).
+func (lim *Limiter) keys() int {
+	n := 0
+	for i := range lim.shards {
+		sh := &lim.shards[i]
+		sh.mu.Lock()
+		n += len(sh.cur) + len(sh.prev)
+		sh.mu.Unlock()
 	}
-	lim.swept = now
-	for k, tat := range lim.tat {
-		if !tat.After(now) {
-			delete(lim.tat, k)
-		}
-	}
+	return n
 }
