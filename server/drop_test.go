@@ -125,6 +125,15 @@ func TestScheduledOverHTTP(t *testing.T) {
 	for _, u := range []string{"bob", "cy", "dee"} {
 		require.Equal(t, "scheduled", enter(u).str("state"))
 	}
+	// The page counts down and says places are drawn at the opening.
+	req, err := http.NewRequestWithContext(t.Context(), "GET", f.srv.URL+"/rooms/drop", nil)
+	require.NoError(t, err)
+	req.Header.Set("X-User-Id", "ann")
+	p := pageOf(t, f.srv.Client(), req)
+	p.requireShows(t, http.StatusOK, "scheduled")
+	require.Contains(t, p.body, `id="opens-in">0:01:00<`)
+	require.Contains(t, p.body, `<p id="drawn">`, "the draw is said, not hidden")
+	require.Contains(t, p.body, `<p id="by-arrival" hidden>`)
 	// Near the opening the hints land in the seconds after it, each user
 	// at its own moment.
 	f.clock.Advance(55 * time.Second)
@@ -149,7 +158,7 @@ func TestScheduledOverHTTP(t *testing.T) {
 	require.Equal(t, "NO_DRAW", f.do("GET", "/rooms/"+f.room+"/draw", "").code())
 
 	f.clock.Advance(6 * time.Second)
-	_, err := f.store.Admit(t.Context(), "drop")
+	_, err = f.store.Admit(t.Context(), "drop")
 	require.NoError(t, err)
 	after := f.do("GET", "/rooms/drop/draw", "")
 	require.Equal(t, "done", after.str("state"))
