@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -33,6 +34,17 @@ func TestBrowserJoin(t *testing.T) {
 		visitor.waitState("waiting")
 		require.Equal(t, "2", visitor.text("position"))
 		require.Equal(t, int64(2), f.waiting(), "one place, taken by the page's own join")
+	})
+
+	t.Run("before a scheduled opening", func(t *testing.T) {
+		opens := time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC) // an hour after the fixture's clock
+		f := newPageFixture(t, pageOptions{room: waitroom.RoomConfig{OpensAt: opens}})
+		visitor := newVisitor(t, browser)
+		visitor.open(f.srv.URL + "/")
+		visitor.waitState("scheduled")
+		require.Equal(t, "false", visitor.eval(`String(document.getElementById("drawn").hidden)`), "the draw is said")
+		require.Equal(t, "true", visitor.eval(`String(document.getElementById("join-note").hidden)`), "no error note")
+		require.Equal(t, int64(1), f.waiting(), "one early arrival, by the page's own join")
 	})
 
 	t.Run("join challenge on a phone's CPU", func(t *testing.T) {

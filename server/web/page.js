@@ -306,6 +306,8 @@
           renderWaiting(r.body);
         } else if (r.status === 200 && r.body.state === "admitted") {
           renderAdmitted(r.body);
+        } else if (r.status === 200 && r.body.state === "scheduled") {
+          renderScheduled(r.body);
         } else if (r.status === 200 && r.body.state === "sold_out" || code === "SOLD_OUT") {
           show("sold_out");
         } else if (code === "QUEUE_FULL") {
