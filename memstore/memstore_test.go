@@ -742,3 +742,38 @@ func TestLimiter(t *testing.T) {
 	lim := memstore.NewLimiter(memstore.Options{Now: c.Now})
 	storetest.RunLimiter(t, lim, lim, func(_ *testing.T, d time.Duration) { c.Advance(d) })
 }
+
+// TestPassTakesAnEarlyArrivalOutOfTheDraw: an early arrival who enters
+// with a pass before the opening leaves the line, as a queued user does:
+// nobody counts it ahead any more, the draw does not place it, and once it
+// has bought with the pass's token the queue does not admit it again.
+// (storetest's PassBeforeTheOpening checks what both stores share.)
+func TestPassTakesAnEarlyArrivalOutOfTheDraw(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, clock, room := newRoom(t, waitroom.RoomConfig{Rate: 1000, OpensAt: newFakeClock().Now().Add(time.Second), PrequeueOrder: waitroom.PrequeueFIFO})
+	enterAll(t, s, room, "vip", "fan")
+	pass := waitroom.Pass{ID: waitroom.NewToken(), Uses: 1, Left: 1, ExpiresAt: clock.Now().Add(time.Hour)}
+	require.NoError(t, s.CreatePass(ctx, room, pass))
+	vip, err := s.EnterWithPass(ctx, room, "vip", pass.ID)
+	require.NoError(t, err)
+	fan, err := s.Status(ctx, room, "fan")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), fan.Position, "the pass holder is no longer ahead")
+	hold, err := s.Claim(ctx, room, "vip", vip.Token)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, hold))
+
+	clock.Advance(1100 * time.Millisecond)
+	var admitted []string
+	for range 20 {
+		got, err := s.Admit(ctx, room)
+		require.NoError(t, err)
+		admitted = append(admitted, admittedUsers(got)...)
+		clock.Advance(50 * time.Millisecond)
+	}
+	require.Equal(t, []string{"fan"}, admitted, "bought with the pass: not admitted again")
+	entrants, err := s.Entrants(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, []waitroom.Entrant{{User: "fan", Place: 1}}, entrants)
+}

@@ -96,7 +96,9 @@ func (s *Store) EnterWithPass(ctx context.Context, name, user, id string) (waitr
 		return waitroom.Status{}, waitroom.ErrNoFreeSlot
 	}
 	p.Left--
+	// Out of the line, early arrivals waiting for the draw included.
 	r.queue.Remove(user)
+	r.pre.Remove(user)
 	// As Admit issues it; the holder is told of it in this answer.
 	t := &entryToken{user: user, value: waitroom.NewToken(), shown: true,
 		expiresAt: now.Add(r.cfg.FirstUseWithin), ttlEnd: now.Add(r.cfg.TokenTTL)}
