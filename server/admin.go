@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -452,6 +453,11 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 		if err := next.Validate(); err != nil {
 			return err
 		}
+		if !next.OpensAt.IsZero() && !next.OpensAt.Equal(c.OpensAt) {
+			if err := s.notOpenedYet(r.Context(), room); err != nil {
+				return err
+			}
+		}
 		*c = next
 		return nil
 	})
@@ -466,6 +472,23 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 			settingsDiff(old, cfg)...)...)
 	}
 	jsonhttp.Write(w, http.StatusOK, newAdminRoom(room, cfg))
+	return nil
+}
+
+// notOpenedYet refuses a new opening time for a room whose draw is done:
+// a room opens once, and the setting would change nothing but what the
+// operator reads.
+func (s *Server) notOpenedYet(ctx context.Context, room string) error {
+	d, err := s.store.Draw(ctx, room)
+	switch {
+	case errors.Is(err, waitroom.ErrNoDraw):
+		return nil
+	case err != nil:
+		return err
+	case d.State == waitroom.DrawDone:
+		return waitroom.BadRequest(fmt.Sprintf("opens_at: the room opened at %s and its draw is done; a room opens once (\"\" clears the time)",
+			d.DrawnAt.UTC().Format(time.RFC3339)))
+	}
 	return nil
 }
 

@@ -183,8 +183,17 @@ func TestScheduledOverHTTP(t *testing.T) {
 	_, err = waitroom.VerifyDraw(waitroom.NewSeed(), after.str("commitment"), entrants)
 	require.ErrorIs(t, err, waitroom.ErrBadRequest, "another seed does not match the commitment")
 
+	// A room opens once: a new opening after the draw is refused, and
+	// clearing the time is not.
+	reopen := f.admin("PATCH", "/admin/rooms/drop", `{"opens_at":"`+f.clock.Now().Add(time.Hour).Format(time.RFC3339)+`"}`)
+	reopen.requireError(t, http.StatusBadRequest, "BAD_REQUEST")
+	require.Contains(t, reopen.raw, "opens once")
+	require.Equal(t, "done", f.do("GET", "/rooms/drop/draw", "").str("state"))
+
 	for _, bad := range []string{`{"opens_at":"tomorrow"}`, `{"prequeue_order":"lottery"}`, `{"closes_at":"2000-01-01T00:00:00Z"}`} {
 		a := f.admin("PATCH", "/admin/rooms/drop", bad)
 		require.Equal(t, http.StatusBadRequest, a.status, bad)
 	}
+	cleared := f.admin("PATCH", "/admin/rooms/drop", `{"opens_at":""}`)
+	require.Equal(t, http.StatusOK, cleared.status, cleared.raw)
 }
