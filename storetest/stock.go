@@ -119,6 +119,42 @@ func testStockNoShowsGiveUnitsBack(t *testing.T, h Harness) {
 	requireWithinStock(t, h.Store, room, stock+5)
 }
 
+// testSoldOutHolderStillOrders: a room that is sold out (here the
+// operator lowered the stock to what is sold) refuses new entries and
+// tells the waiting so, yet a holder of a live token keeps it and can
+// still order: its unit was reserved.
+func testSoldOutHolderStillOrders(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1000, Stock: 2})
+	enterAll(t, h.Store, room, 3)
+	var admitted []waitroom.Admission
+	for i := 0; len(admitted) < 2 && i < 100; i++ {
+		got, err := h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		admitted = append(admitted, got...)
+		h.Advance(t, 20*time.Millisecond)
+	}
+	require.Len(t, admitted, 2, "two units, two holders")
+	require.NoError(t, buy(t, h.Store, room, admitted[0]))
+	_, err := waitroom.ChangeRoom(ctx, h.Store, room, func(c *waitroom.RoomConfig) error {
+		c.Stock = 1
+		return nil
+	})
+	require.NoError(t, err)
+
+	_, err = h.Store.Enter(ctx, room, "latecomer")
+	require.ErrorIs(t, err, waitroom.ErrSoldOut)
+	st, err := h.Store.Status(ctx, room, user(2))
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateSoldOut, st.State)
+	holder := admitted[1]
+	st, err = h.Store.Enter(ctx, room, holder.User)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.Status{State: waitroom.StateAdmitted, Token: holder.Token, ExpiresIn: st.ExpiresIn}, st, "the holder keeps its token")
+	require.NoError(t, buy(t, h.Store, room, holder), "and orders with it")
+	require.Equal(t, int64(2), testenv.Stats(t, h.Store, room).Completed)
+}
+
 // testUnitsLeft: a waiting answer carries the unreserved units when they
 // are fewer than the users up to this one, and only then.
 func testUnitsLeft(t *testing.T, h Harness) {

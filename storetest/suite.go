@@ -56,6 +56,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"HeldTokenOutlivesTTLUntilLeaseEnds", testHeldTokenOutlivesTTLUntilLeaseEnds},
 		{"Stats", testStats},
 		{"StockNoShowsGiveUnitsBack", testStockNoShowsGiveUnitsBack},
+		{"SoldOutHolderStillOrders", testSoldOutHolderStillOrders},
 		{"UnitsLeft", testUnitsLeft},
 		{"StockHoldsUnderConcurrency", testStockHoldsUnderConcurrency},
 		{"WorkFollowsUsersAndTokens", testWorkFollowsUsersAndTokens},
