@@ -196,6 +196,9 @@ func parsePass(id, v string) (n int64, p waitroom.Pass, ok bool) {
 // KEYS[5] stats
 // KEYS[6] buyers
 // KEYS[7] passes
+// KEYS[8] pre
+// KEYS[9] drawn
+// KEYS[10] draw
 // ARGV[1] user
 // ARGV[2] pass id
 // ARGV[3] a fresh token, used if the user gets one
@@ -213,6 +216,7 @@ func parsePass(id, v string) (n int64, p waitroom.Pass, ok bool) {
 var enterWithPassScript = newFunction("enter_with_pass", `
 local cfg_key, q_key, tok_key, active_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local stats_key, buyers_key, passes_key = KEYS[5], KEYS[6], KEYS[7]
+local pre_key, drawn_key, draw_key = KEYS[8], KEYS[9], KEYS[10]
 local user, id, token = ARGV[1], ARGV[2], ARGV[3]
 
 local cfg = redis.call('HMGET', cfg_key, 'state', 'ttl_ms', 'max_active', 'stock', 'one_order', 'first_use_ms')
@@ -267,10 +271,12 @@ if max_active > 0 and live >= max_active then
   return {'NO_FREE_SLOT'}
 end
 
--- One use; out of the queue; a token as Admit issues one, already told
+-- One use; out of the queue, and out of the draw's line for an early
+-- arrival; a token as Admit issues one, already told
 -- to its holder by this answer ('shown'): the next look confirms it.
 redis.call('HSET', passes_key, id, string.format('%s|%s|%d|%s|0', created, uses, left - 1, expires_ms))
 redis.call('ZREM', q_key, user)
+out_of_draw(pre_key, drawn_key, draw_key, user)
 local old = parse_entry(redis.call('HGET', tok_key, user))
 if old then
   -- A lingering expired entry cleanup had not reached: gone unused.
@@ -296,7 +302,7 @@ func (s *Store) EnterWithPass(ctx context.Context, room, user, id string) (waitr
 		return waitroom.Status{}, waitroom.BadRequest("user ids are 1–128 printable ASCII characters without spaces")
 	}
 	k := s.keys(room)
-	res, err := s.call(ctx, s.client, enterWithPassScript, []string{k.cfg, k.q, k.tok, k.active, k.stats, k.buyers, k.passes},
+	res, err := s.call(ctx, s.client, enterWithPassScript, []string{k.cfg, k.q, k.tok, k.active, k.stats, k.buyers, k.passes, k.pre, k.drawn, k.draw},
 		user, id, waitroom.NewToken()).Result()
 	if err != nil {
 		return waitroom.Status{}, s.fail("enter with pass", err)

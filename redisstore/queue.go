@@ -380,18 +380,7 @@ if queued then
   redis.call('HINCRBY', stats_key, 'left', 1)
   redis.call('HINCRBY', stats_key, 'left_after', counter(seq_key) - math.floor(tonumber(queued)))
 end
-redis.call('ZREM', drawn_key, user)
-local s = redis.call('ZSCORE', pre_key, user)
-if s then
-  if not redis.call('HGET', draw_key, 'state') then
-    -- Before the draw began: not an entrant at all.
-    redis.call('ZREM', pre_key, user)
-  elseif tonumber(s) > 0 then
-    -- During the draw: still an entrant (its place is recorded), but the
-    -- draw must not queue it (drawChunkScript skips negative scores).
-    redis.call('ZADD', pre_key, -tonumber(s), user)
-  end
-end
+out_of_draw(pre_key, drawn_key, draw_key, user)
 return 'OK'
 `)
 

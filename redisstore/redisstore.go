@@ -513,6 +513,21 @@ local function early_position(prequeue, pre_key, user)
   return redis.call('ZCOUNT', pre_key, '(0', s)
 end
 
+-- out_of_draw takes user out of the line of a scheduled opening: out of
+-- drawn, and out of pre (before the draw began: not an entrant at all;
+-- during it: still an entrant, its place recorded, but with a negative
+-- score the draw does not queue it).
+local function out_of_draw(pre_key, drawn_key, draw_key, user)
+  redis.call('ZREM', drawn_key, user)
+  local s = redis.call('ZSCORE', pre_key, user)
+  if not s then return end
+  if not redis.call('HGET', draw_key, 'state') then
+    redis.call('ZREM', pre_key, user)
+  elseif tonumber(s) > 0 then
+    redis.call('ZADD', pre_key, -tonumber(s), user)
+  end
+end
+
 -- active_score: cleanup may drop an entry only once both its expiry and
 -- any lease have passed, so a token cannot vanish mid-order.
 local function active_score(e)
