@@ -153,6 +153,9 @@ func (in *Instance) Run(ctx context.Context) error {
 	if in.Logger == nil {
 		in.Logger = slog.New(slog.DiscardHandler)
 	}
+	if err := in.Config.Validate(); err != nil {
+		return err
+	}
 	log := in.Logger
 	startCtx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()

@@ -67,26 +67,7 @@ const minAdminToken = 16
 const adminTimeout = 30 * time.Second
 
 func runAdmin(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	return exitFor("admin", adminHelp, admin(ctx, args, getenv, stdout), stdout, stderr)
-}
-
-// exitFor reports the outcome of the client command name (admin, draw) and
-// returns its exit status: help prints usage, a usage error points at it.
-func exitFor(name, usageText string, err error, stdout, stderr io.Writer) int {
-	var usage flagenv.UsageError
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintln(stdout, usageText)
-		return exitOK
-	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "waitroom %s: %v\n\nRun 'waitroom help %s' for usage.\n", name, err, name)
-		return exitUsage
-	default:
-		fmt.Fprintf(stderr, "waitroom %s: %v\n", name, err)
-		return exitFailure
-	}
+	return finish("admin", admin(ctx, args, getenv, stdout), printText(adminHelp), usageHint, stdout, stderr)
 }
 
 // settingFlags are the room settings create and set accept, in the order

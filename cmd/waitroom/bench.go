@@ -93,8 +93,8 @@ func benchAutopipeline(c *bench.Config, text string) error {
 
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	c, err := parseBench(args, getenv)
-	if code, ok := parsed(err, "bench", printBenchUsage, stdout, stderr); !ok {
-		return code
+	if err != nil {
+		return finish("bench", err, printBenchUsage, flagsHint, stdout, stderr)
 	}
 	c.Progress, c.Serve = stderr, serveBench
 	res, err := bench.Run(ctx, c)

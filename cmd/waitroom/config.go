@@ -1,14 +1,10 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
-	"net"
-	"net/http"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -35,7 +31,7 @@ func serveSettings(f *serveFlags) []flagenv.Setting {
 	return []flagenv.Setting{
 		flagenv.Var("addr", "WAITROOM_ADDR", "127.0.0.1:8080", "host:port", "address to listen on; port 0 picks a free one", flagenv.Text(&c.Addr)),
 		flagenv.Var("redis-url", "REDIS_URL", "", "url", "Redis that keeps the rooms: redis://host:port/db (also rediss://, unix://), redis+sentinel://s1:26379,s2:26379,s3:26379/MASTER, or redis+cluster://h1:6379,h2:6379,h3:6379; empty: in this process only, not durable, one instance", flagenv.Checked(&c.RedisURL, flagenv.OrEmpty(redisstore.CheckURL))),
-		flagenv.Var("redis-prefix", "WAITROOM_REDIS_PREFIX", "wr", "prefix", "start of every Redis key; waiting rooms with different prefixes share nothing", flagenv.Checked(&c.RedisPrefix, redisPrefix)),
+		flagenv.Var("redis-prefix", "WAITROOM_REDIS_PREFIX", "wr", "prefix", "start of every Redis key; waiting rooms with different prefixes share nothing", flagenv.Text(&c.RedisPrefix)),
 		flagenv.Var("rate", "WAITROOM_RATE", "", "users/s", "admission rate; empty: derived as pool / service-time × margin", nil),
 		flagenv.Var("pool", "WAITROOM_POOL", "", "n", "database connections of the protected order API; empty: --db-pool", flagenv.Optional(flagenv.IntIn(&c.Pool, 1, math.MaxInt32))),
 		flagenv.Var("service-time", "WAITROOM_SERVICE_TIME", "200ms", "duration", "how long one order holds a connection", flagenv.DurationIn(&f.serviceTime, time.Millisecond, time.Hour)),
@@ -62,8 +58,8 @@ func serveSettings(f *serveFlags) []flagenv.Setting {
 		flagenv.Var("db-pool", "WAITROOM_DB_POOL", "40", "n", "connection pool maximum of the built-in shop; also the default of --pool", flagenv.IntIn(&c.DBPool, 1, instance.MaxDBPool)),
 		flagenv.Var("amqp-url", "AMQP_URL", "", "url", "RabbitMQ that receives the built-in shop's order events (amqp://…); empty: events wait in the outbox", flagenv.Checked(&c.AMQPURL, flagenv.OrEmpty(flagenv.URLOf("must be an amqp:// or amqps:// URL", true, "amqp", "amqps")))),
 		flagenv.Var("products", "WAITROOM_PRODUCTS", "", "id:stock,…", "products the built-in shop creates at start unless they exist, e.g. drop:1000", flagenv.Func(func(s string) (err error) { c.Products, err = shop.ParseProducts(s); return err })),
-		flagenv.Var("gated-routes", "WAITROOM_GATED_ROUTES", "POST /orders", "patterns", "comma-separated routes (Go ServeMux patterns) that need an entry token", flagenv.Func(f.gatedRoutes)),
-		flagenv.Var("user-header", "WAITROOM_USER_HEADER", waitroom.DefaultUserHeader, "name", "request header with the user id, set by the shop's auth layer", flagenv.Checked(&c.UserHeader, headerName)),
+		flagenv.Var("gated-routes", "WAITROOM_GATED_ROUTES", "POST /orders", "patterns", "comma-separated routes (Go ServeMux patterns) that need an entry token", flagenv.List(&c.GatedRoutes)),
+		flagenv.Var("user-header", "WAITROOM_USER_HEADER", waitroom.DefaultUserHeader, "name", "request header with the user id, set by the shop's auth layer", flagenv.Text(&c.UserHeader)),
 		flagenv.Var("cookie-secret", "WAITROOM_COOKIE_SECRET", "", "secret", "key of at least 32 bytes that signs the waiting page's visitor cookies; give every instance the same one; empty: a random one per start, so visitors lose their place on a restart", nil),
 		flagenv.Var("page-product", "WAITROOM_PAGE_PRODUCT", "", "id", "product the waiting page's order button orders; empty: the first of --products", flagenv.Trimmed(&c.PageProduct)),
 		flagenv.Var("rooms", "WAITROOM_ROOMS", "", "names", "comma-separated rooms to declare at start besides "+server.DefaultRoom, flagenv.Func(f.rooms)),
@@ -71,14 +67,14 @@ func serveSettings(f *serveFlags) []flagenv.Setting {
 		flagenv.Var("open-share", "WAITROOM_OPEN_SHARE", "0.5", "fraction", "failing open, the share of a room's last known rate that the instances together let through, in (0, 1]", flagenv.FloatIn(&c.FailurePolicy.OpenShare, 0, 1, true, "")),
 		flagenv.Var("instances", "WAITROOM_INSTANCES", "1", "n", "how many instances serve the rooms; failing open, each lets through its 1/n of the share, and with Redis each answers its 1/n of --user-rate-limit and --visitor-rate-limit without asking Redis", flagenv.IntIn(&c.FailurePolicy.Instances, 1, 10_000)),
 		flagenv.Var("store-timeout", "WAITROOM_STORE_TIMEOUT", "1s", "duration", "longest wait for Redis per request before answering by the failure policy", flagenv.DurationIn(&c.StoreTimeout, 10*time.Millisecond, time.Minute)),
-		flagenv.Var("trusted-proxies", "WAITROOM_TRUSTED_PROXIES", "127.0.0.0/8,::1/128", "CIDRs", "comma-separated networks of the proxies in front (the shop's auth layer, the load balancer): only from them is the user header believed and an X-Forwarded-For hop counted; none: nobody", flagenv.Func(f.trustedProxies)),
+		flagenv.Var("trusted-proxies", "WAITROOM_TRUSTED_PROXIES", "127.0.0.0/8,::1/128", "CIDRs", "comma-separated networks of the proxies in front (the shop's auth layer, the load balancer): only from them is the user header believed and an X-Forwarded-For hop counted; none: nobody", flagenv.Networks(&c.TrustedProxies)),
 		flagenv.Var("user-rate-limit", "WAITROOM_USER_RATE_LIMIT", "5", "requests/s", "most queue requests (enter, status, leave, page) per second per user, bursts of twice that; beyond it 429 RATE_LIMITED, the place is kept; 0: off", flagenv.FloatIn(&c.UserRateLimit, 0, 1_000_000, false, " per second")),
 		flagenv.Var("visitor-rate-limit", "WAITROOM_VISITOR_RATE_LIMIT", "0", "visitors/s", "most new visitors (cookies) per second per client address, bursts of twice that (at least 1); 0: off", flagenv.FloatIn(&c.VisitorRateLimit, 0, 1_000_000, false, " per second")),
 		flagenv.Var("cookie-secure", "WAITROOM_COOKIE_SECURE", "false", "bool", "mark the visitor cookie Secure also on plain HTTP, when TLS ends at a proxy in front", flagenv.Bool(&c.CookieSecure)),
 		flagenv.Var("join-challenge", "WAITROOM_JOIN_CHALLENGE", "off", "off|on|bits", fmt.Sprintf("proof of work before a new place: the page solves a SHA-256 puzzle of this many leading zero bits, API clients get it in a 428 answer; on: %d bits; at most %d", server.DefaultJoinDifficulty, server.MaxJoinDifficulty), flagenv.Func(f.joinChallenge)),
-		flagenv.Var("metrics-addr", "WAITROOM_METRICS_ADDR", "", "host:port", "serve /metrics on this listener of its own (for the scraper, not the crowd); empty: /metrics is on --addr behind --admin-token, and not served without one", flagenv.Func(f.metricsAddr)),
+		flagenv.Var("metrics-addr", "WAITROOM_METRICS_ADDR", "", "host:port", "serve /metrics on this listener of its own (for the scraper, not the crowd); empty: /metrics is on --addr behind --admin-token, and not served without one", flagenv.HostPort(&c.MetricsAddr)),
 		flagenv.Var("log-format", "WAITROOM_LOG_FORMAT", "text", "text|json", "log format", flagenv.OneOf(&c.LogFormat, "must be text or json", "text", "json")),
-		flagenv.Var("log-level", "WAITROOM_LOG_LEVEL", "info", "level", "debug, info, warn or error; debug logs every request", flagenv.Func(f.logLevel)),
+		flagenv.Var("log-level", "WAITROOM_LOG_LEVEL", "info", "level", "debug, info, warn or error; debug logs every request", flagenv.Level(&c.LogLevel)),
 		flagenv.Var("admin-token", "WAITROOM_ADMIN_TOKEN", "", "token", fmt.Sprintf("bearer token of the operator API under /admin/ ('waitroom admin'), at least %d characters; empty: the admin API is off", minAdminToken), nil),
 	}
 }
@@ -157,6 +153,7 @@ func parseServe(args []string, getenv func(string) string) (instance.Config, err
 		}
 		c.AdminToken = t.Text
 	}
+	v.SettingErrors(c.Validate())
 	if err := v.Err(); err != nil {
 		return instance.Config{}, err
 	}
@@ -165,19 +162,6 @@ func parseServe(args []string, getenv func(string) string) (instance.Config, err
 
 // serve's settings that read more than one value, or check one against
 // what the server accepts.
-
-func (f *serveFlags) gatedRoutes(text string) error {
-	f.GatedRoutes = flagenv.SplitList(text)
-	for _, p := range f.GatedRoutes {
-		if err := checkPattern(p); err != nil {
-			return fmt.Errorf("route %q: %v", p, err)
-		}
-	}
-	if len(f.GatedRoutes) == 0 {
-		return errors.New("at least one route is required")
-	}
-	return nil
-}
 
 func (f *serveFlags) rooms(text string) error {
 	f.Rooms = []string{server.DefaultRoom}
@@ -188,24 +172,6 @@ func (f *serveFlags) rooms(text string) error {
 		if !slices.Contains(f.Rooms, room) {
 			f.Rooms = append(f.Rooms, room)
 		}
-	}
-	return nil
-}
-
-func (f *serveFlags) trustedProxies(text string) error {
-	f.TrustedProxies = []netip.Prefix{} // given empty or none: nobody
-	if strings.TrimSpace(text) == "none" {
-		return nil
-	}
-	for _, part := range flagenv.SplitList(text) {
-		p, err := netip.ParsePrefix(part)
-		if a, aerr := netip.ParseAddr(part); err != nil && aerr == nil {
-			p, err = netip.PrefixFrom(a, a.BitLen()), nil
-		}
-		if err != nil {
-			return fmt.Errorf("%q is not a network (CIDR such as 10.0.0.0/8) or address", part)
-		}
-		f.TrustedProxies = append(f.TrustedProxies, p.Masked())
 	}
 	return nil
 }
@@ -221,21 +187,6 @@ func (f *serveFlags) joinChallenge(text string) error {
 	return flagenv.IntIn(&f.JoinChallenge, 1, server.MaxJoinDifficulty).Set(text)
 }
 
-func (f *serveFlags) metricsAddr(text string) error {
-	f.MetricsAddr = strings.TrimSpace(text)
-	if _, _, err := net.SplitHostPort(f.MetricsAddr); f.MetricsAddr != "" && err != nil {
-		return errors.New("must be host:port")
-	}
-	return nil
-}
-
-func (f *serveFlags) logLevel(text string) error {
-	if f.LogLevel.UnmarshalText([]byte(text)) != nil {
-		return errors.New("must be debug, info, warn or error")
-	}
-	return nil
-}
-
 // roomNameRule is what ValidRoomName accepts, for error messages.
 const roomNameRule = "names are 1–64 characters of a–z, 0–9, '-' and '_'"
 
@@ -248,40 +199,4 @@ func prequeueOrder(p *waitroom.PrequeueOrder) flag.Value {
 		}
 		return nil
 	})
-}
-
-func redisPrefix(s string) error {
-	if s == "" || strings.ContainsAny(s, "{} \t\r\n") {
-		return errors.New("must be non-empty, without braces or spaces")
-	}
-	return nil
-}
-
-// checkPattern reports whether ServeMux accepts p, turning its panic into
-// an error.
-func checkPattern(p string) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	http.NewServeMux().Handle(p, http.NotFoundHandler())
-	return nil
-}
-
-// headerName checks s is an HTTP field name (RFC 9110 token).
-func headerName(s string) error {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return errors.New("not a valid header name")
-		}
-	}
-	if s == "" {
-		return errors.New("not a valid header name")
-	}
-	return nil
 }

@@ -28,7 +28,7 @@ Flags:
   --file path    a saved GET /admin/rooms/ROOM/entrants answer instead of the server`
 
 func runDraw(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	return exitFor("draw", drawUsage, drawVerify(ctx, args, getenv, stdout), stdout, stderr)
+	return finish("draw", drawVerify(ctx, args, getenv, stdout), printText(drawUsage), usageHint, stdout, stderr)
 }
 
 func drawVerify(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {

@@ -177,8 +177,8 @@ func readSeed(p *uint64) flag.Value {
 
 func runLoadtest(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	c, err := parseLoadtest(args, getenv)
-	if code, ok := parsed(err, "loadtest", printLoadtestUsage, stdout, stderr); !ok {
-		return code
+	if err != nil {
+		return finish("loadtest", err, printLoadtestUsage, flagsHint, stdout, stderr)
 	}
 	c.run.Out = stderr
 	// The HTML file is made before the run, so a path that cannot be

@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/waitroom/waitroom/internal/flagenv"
 )
 
 const usage = `waitroom is a virtual waiting room for flash sales.
@@ -82,23 +84,39 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // commandHelp prints 'waitroom help COMMAND'.
 var commandHelp = map[string]func(io.Writer){
 	"serve":    printServeUsage,
-	"admin":    func(w io.Writer) { fmt.Fprintln(w, adminHelp) },
-	"draw":     func(w io.Writer) { fmt.Fprintln(w, drawUsage) },
+	"admin":    printText(adminHelp),
+	"draw":     printText(drawUsage),
 	"loadtest": printLoadtestUsage,
 	"bench":    printBenchUsage,
 }
 
-// parsed ends a command whose flags did not parse: --help prints help and
-// exits 0, a mistake is reported with a pointer to the help and exits 2.
-// ok says the command goes on.
-func parsed(err error, name string, help func(io.Writer), stdout, stderr io.Writer) (code int, ok bool) {
+func printText(text string) func(io.Writer) {
+	return func(w io.Writer) { fmt.Fprintln(w, text) }
+}
+
+// finish ends command name with err and returns its exit status: none
+// is success; --help prints help; a usage mistake is reported with hint
+// (a format taking the command's name) pointing at the help; anything
+// else is a failure at run time.
+func finish(name string, err error, help func(io.Writer), hint string, stdout, stderr io.Writer) int {
+	var usage flagenv.UsageError
 	switch {
 	case err == nil:
-		return exitOK, true
+		return exitOK
 	case errors.Is(err, flag.ErrHelp):
 		help(stdout)
-		return exitOK, false
+		return exitOK
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "waitroom %s: %v\n\n"+hint+"\n", name, err, name)
+		return exitUsage
 	}
-	fmt.Fprintf(stderr, "waitroom %s: %v\n\nRun 'waitroom %s --help' for the flags.\n", name, err, name)
-	return exitUsage, false
+	fmt.Fprintf(stderr, "waitroom %s: %v\n", name, err)
+	return exitFailure
 }
+
+// The hints of finish: the settings commands' help is their --help, the
+// client commands' is 'waitroom help'.
+const (
+	flagsHint = "Run 'waitroom %s --help' for the flags."
+	usageHint = "Run 'waitroom help %s' for usage."
+)

@@ -10,8 +10,8 @@ import (
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	cfg, err := parseServe(args, getenv)
-	if code, ok := parsed(err, "serve", printServeUsage, stdout, stderr); !ok {
-		return code
+	if err != nil {
+		return finish("serve", err, printServeUsage, flagsHint, stdout, stderr)
 	}
 	m := &instance.Instance{Config: cfg, Logger: newLogger(cfg, stderr)}
 	if err := m.Run(ctx); err != nil {

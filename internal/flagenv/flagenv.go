@@ -11,8 +11,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
+	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -240,6 +243,11 @@ func Trimmed(p *string) flag.Value {
 	return Func(func(s string) error { *p = strings.TrimSpace(s); return nil })
 }
 
+// List keeps the items of a comma-separated list (SplitList).
+func List(p *[]string) flag.Value {
+	return Func(func(s string) error { *p = SplitList(s); return nil })
+}
+
 // Checked keeps the text, and check says what is wrong with it.
 func Checked(p *string, check func(string) error) flag.Value {
 	return Func(func(s string) error { *p = s; return check(s) })
@@ -383,6 +391,49 @@ func URLOf(why string, needHost bool, schemes ...string) func(string) error {
 		}
 		return nil
 	}
+}
+
+// Networks reads a comma-separated list of networks (CIDR) or addresses
+// (each its own network); none or empty: an empty list, not nil.
+func Networks(p *[]netip.Prefix) flag.Value {
+	return Func(func(s string) error {
+		*p = []netip.Prefix{}
+		if strings.TrimSpace(s) == "none" {
+			return nil
+		}
+		for _, part := range SplitList(s) {
+			n, err := netip.ParsePrefix(part)
+			if a, aerr := netip.ParseAddr(part); err != nil && aerr == nil {
+				n, err = netip.PrefixFrom(a, a.BitLen()), nil
+			}
+			if err != nil {
+				return fmt.Errorf("%q is not a network (CIDR such as 10.0.0.0/8) or address", part)
+			}
+			*p = append(*p, n.Masked())
+		}
+		return nil
+	})
+}
+
+// HostPort reads a listener's host:port, trimmed; empty: none.
+func HostPort(p *string) flag.Value {
+	return Func(func(s string) error {
+		*p = strings.TrimSpace(s)
+		if _, _, err := net.SplitHostPort(*p); *p != "" && err != nil {
+			return errors.New("must be host:port")
+		}
+		return nil
+	})
+}
+
+// Level reads a log level: debug, info, warn or error.
+func Level(p *slog.Level) flag.Value {
+	return Func(func(s string) error {
+		if p.UnmarshalText([]byte(s)) != nil {
+			return errors.New("must be debug, info, warn or error")
+		}
+		return nil
+	})
 }
 
 // SplitList is the items of a comma-separated list, trimmed, without

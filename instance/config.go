@@ -1,0 +1,65 @@
+package instance
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/waitroom/waitroom"
+)
+
+// Validate reports the settings of c that the server cannot run with,
+// each a *waitroom.SettingError named after its field as a flag would be
+// (redis_prefix: --redis-prefix), joined.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, reason string, args ...any) {
+		errs = append(errs, &waitroom.SettingError{Fields: []string{field}, Reason: fmt.Sprintf(reason, args...)})
+	}
+	if c.RedisPrefix == "" || strings.ContainsAny(c.RedisPrefix, "{} \t\r\n") {
+		bad("redis_prefix", "must be non-empty, without braces or spaces")
+	}
+	for _, p := range c.GatedRoutes {
+		if err := checkPattern(p); err != nil {
+			bad("gated_routes", "route %q: %v", p, err)
+			break
+		}
+	}
+	if len(c.GatedRoutes) == 0 {
+		bad("gated_routes", "at least one route is required")
+	}
+	if !validHeaderName(c.UserHeader) {
+		bad("user_header", "not a valid header name")
+	}
+	return errors.Join(errs...)
+}
+
+// checkPattern reports whether ServeMux accepts p, turning its panic into
+// an error.
+func checkPattern(p string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	http.NewServeMux().Handle(p, http.NotFoundHandler())
+	return nil
+}
+
+// validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
