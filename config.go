@@ -315,3 +315,9 @@ func ChangeRoom(ctx context.Context, s Store, room string, change func(*RoomConf
 	}
 	return RoomConfig{}, err
 }
+
+// ClosedAt reports whether the room refuses entries at now: closed by its
+// state, or past its closes_at.
+func (c RoomConfig) ClosedAt(now time.Time) bool {
+	return c.State == RoomClosed || (!c.ClosesAt.IsZero() && !now.Before(c.ClosesAt))
+}

@@ -167,7 +167,7 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 	if st, ok := r.standing(user, now); ok {
 		return st, nil
 	}
-	if r.cfg.State == waitroom.RoomClosed || (!r.cfg.ClosesAt.IsZero() && !now.Before(r.cfg.ClosesAt)) {
+	if r.cfg.ClosedAt(now) {
 		return waitroom.Status{}, waitroom.ErrRoomClosed
 	}
 	if r.cfg.InviteOnly {

@@ -84,7 +84,7 @@ func (s *Store) EnterWithPass(ctx context.Context, name, user, id string) (waitr
 		return waitroom.Status{}, waitroom.ErrPassInvalid
 	case p.Left <= 0:
 		return waitroom.Status{}, waitroom.ErrPassUsedUp
-	case r.cfg.State == waitroom.RoomClosed:
+	case r.cfg.ClosedAt(now):
 		return waitroom.Status{}, waitroom.ErrRoomClosed
 	}
 	live := r.tokens.liveCount(now)

@@ -219,7 +219,7 @@ local stats_key, buyers_key, passes_key = KEYS[5], KEYS[6], KEYS[7]
 local pre_key, drawn_key, draw_key = KEYS[8], KEYS[9], KEYS[10]
 local user, id, token = ARGV[1], ARGV[2], ARGV[3]
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'ttl_ms', 'max_active', 'stock', 'one_order', 'first_use_ms')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'ttl_ms', 'max_active', 'stock', 'one_order', 'first_use_ms', 'closes_at_ms')
 local state = cfg[1]
 if not state then
   return {'ROOM_NOT_FOUND'}
@@ -252,7 +252,8 @@ left = tonumber(left)
 if left <= 0 then
   return {'PASS_USED_UP'}
 end
-if state == 'closed' then
+local closes_at = tonumber(cfg[7] or '0')
+if state == 'closed' or (closes_at > 0 and now >= closes_at) then
   return {'ROOM_CLOSED'}
 end
 

@@ -163,6 +163,13 @@ func testPassRefusals(t *testing.T, h Harness) {
 	_, err = h.Store.EnterWithPass(ctx, closed, "u", p.ID)
 	require.ErrorIs(t, err, waitroom.ErrRoomClosed)
 	require.Equal(t, 1, passLeft(t, h.Store, closed, p.ID))
+	// Past its closes_at a room refuses a pass as it refuses an entry.
+	closing := newRoom(t, h, waitroom.RoomConfig{ClosesAt: h.now().Add(300 * time.Millisecond)})
+	p = newPass(t, h.Store, closing, 1)
+	h.Advance(t, 400*time.Millisecond)
+	_, err = h.Store.EnterWithPass(ctx, closing, "u", p.ID)
+	require.ErrorIs(t, err, waitroom.ErrRoomClosed)
+	require.Equal(t, 1, passLeft(t, h.Store, closing, p.ID))
 
 	// invite_only is a setting like the others: stored, read, changed.
 	invite := newRoom(t, h, waitroom.RoomConfig{InviteOnly: true})
