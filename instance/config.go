@@ -7,7 +7,12 @@ import (
 	"strings"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/server"
 )
+
+// MinAdminToken is the shortest Config.AdminToken: a bearer token is a
+// password, and a short one is guessed.
+const MinAdminToken = 16
 
 // Validate reports the settings of c that the server cannot run with,
 // each a *waitroom.SettingError named after its field as a flag would be
@@ -31,6 +36,21 @@ func (c Config) Validate() error {
 	}
 	if !validHeaderName(c.UserHeader) {
 		bad("user_header", "not a valid header name")
+	}
+	if len(c.Rooms) == 0 {
+		bad("rooms", "at least one room is required; the first is the default room")
+	}
+	for _, room := range c.Rooms {
+		if !waitroom.ValidRoomName(room) {
+			bad("rooms", "room %q: names are 1–64 characters of a–z, 0–9, '-' and '_'", room)
+			break
+		}
+	}
+	if n := len(c.CookieSecret); n > 0 && n < server.MinCookieSecret {
+		bad("cookie_secret", "must be at least %d bytes, got %d", server.MinCookieSecret, n)
+	}
+	if c.AdminToken != "" && (len(c.AdminToken) < MinAdminToken || strings.ContainsAny(c.AdminToken, " \t\r\n")) {
+		bad("admin_token", "must be at least %d characters without spaces", MinAdminToken)
 	}
 	return errors.Join(errs...)
 }

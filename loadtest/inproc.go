@@ -17,15 +17,20 @@ import (
 // InProcess is a waiting room that RunInProcess starts in this process for
 // one run: the same server as 'waitroom serve', on a loopback port.
 type InProcess struct {
-	// Server is the instance's configuration, with the room's settings
-	// (Room); its rooms and products are the run's: Config.Room, and
-	// Config.ProductID with Config.Stock.
+	// Server is the instance's configuration; its rooms, room settings
+	// and products are the run's: Config.Room at Config.Rate, holding
+	// every user, and Config.ProductID with Config.Stock.
 	Server instance.Config
 	// RedisURL keeps the room in this Redis, under a fresh key prefix
 	// deleted afterwards; empty: in this process (memstore).
 	RedisURL string
 	// Tick is the admitter's tick; 0: a quarter of the slice.
 	Tick time.Duration
+	// AbandonAfter and FirstUseWithin are the room's (0: their defaults);
+	// RoomStock has the room track Config.Stock, so a live token reserves
+	// a unit.
+	AbandonAfter, FirstUseWithin time.Duration
+	RoomStock                    bool
 	// Log receives what fails after the run (deleting its Redis keys).
 	Log io.Writer
 }
@@ -33,10 +38,22 @@ type InProcess struct {
 // RunInProcess starts the waiting room in, runs cfg's crowd against it and
 // stops it. The server-side figures are exact: every admission tick is
 // seen alone, through the admitter's hook. With cfg.CheckPositions the
-// admitter starts only once everyone has entered.
+// admitter starts only once everyone has entered. Room settings the room
+// cannot have are RoomConfig.Validate's error, before anything starts.
 func RunInProcess(ctx context.Context, cfg Config, in InProcess) (*Report, ServerFigures, error) {
 	if cfg.Room == "" {
 		cfg.Room = DefaultRoom
+	}
+	in.Server.Room = waitroom.RoomConfig{Rate: cfg.Rate, MaxQueue: max(cfg.Users, waitroom.DefaultMaxQueue),
+		AbandonAfter: in.AbandonAfter, FirstUseWithin: in.FirstUseWithin}.WithDefaults()
+	if in.RoomStock {
+		in.Server.Room.Stock = cfg.Stock
+	}
+	if cfg.OpensIn > 0 {
+		in.Server.Room.OpensAt = time.Now().Add(cfg.OpensIn)
+	}
+	if err := in.Server.Room.Validate(); err != nil {
+		return nil, ServerFigures{}, err
 	}
 	room := cfg.Room
 	in.Server.Rooms = []string{room}

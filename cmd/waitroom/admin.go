@@ -58,10 +58,6 @@ Flags:
 Example:
   waitroom admin rooms set default --rate 200 --state paused`
 
-// minAdminToken is the shortest admin token serve accepts: a bearer token
-// is a password, and a short one is guessed.
-const minAdminToken = 16
-
 // adminTimeout bounds one call; show waits its window (at most 10 s) on
 // the server.
 const adminTimeout = 30 * time.Second

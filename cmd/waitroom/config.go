@@ -60,7 +60,7 @@ func serveSettings(f *serveFlags) []flagenv.Setting {
 		flagenv.Var("products", "WAITROOM_PRODUCTS", "", "id:stock,…", "products the built-in shop creates at start unless they exist, e.g. drop:1000", flagenv.Func(func(s string) (err error) { c.Products, err = shop.ParseProducts(s); return err })),
 		flagenv.Var("gated-routes", "WAITROOM_GATED_ROUTES", "POST /orders", "patterns", "comma-separated routes (Go ServeMux patterns) that need an entry token", flagenv.List(&c.GatedRoutes)),
 		flagenv.Var("user-header", "WAITROOM_USER_HEADER", waitroom.DefaultUserHeader, "name", "request header with the user id, set by the shop's auth layer", flagenv.Text(&c.UserHeader)),
-		flagenv.Var("cookie-secret", "WAITROOM_COOKIE_SECRET", "", "secret", "key of at least 32 bytes that signs the waiting page's visitor cookies; give every instance the same one; empty: a random one per start, so visitors lose their place on a restart", nil),
+		flagenv.Var("cookie-secret", "WAITROOM_COOKIE_SECRET", "", "secret", "key of at least 32 bytes that signs the waiting page's visitor cookies; give every instance the same one; empty: a random one per start, so visitors lose their place on a restart", flagenv.Secret(&c.CookieSecret)),
 		flagenv.Var("page-product", "WAITROOM_PAGE_PRODUCT", "", "id", "product the waiting page's order button orders; empty: the first of --products", flagenv.Trimmed(&c.PageProduct)),
 		flagenv.Var("rooms", "WAITROOM_ROOMS", "", "names", "comma-separated rooms to declare at start besides "+server.DefaultRoom, flagenv.Func(f.rooms)),
 		flagenv.Var("failure-policy", "WAITROOM_FAILURE_POLICY", "closed", "policy", "what the gate does while Redis is unreachable: closed (refuse, 503) or open (let a bounded share of the rate through); per room as default=open,sale=closed", flagenv.Func(func(s string) (err error) { c.FailurePolicy, err = server.ParseFailurePolicy(s); return err })),
@@ -75,7 +75,7 @@ func serveSettings(f *serveFlags) []flagenv.Setting {
 		flagenv.Var("metrics-addr", "WAITROOM_METRICS_ADDR", "", "host:port", "serve /metrics on this listener of its own (for the scraper, not the crowd); empty: /metrics is on --addr behind --admin-token, and not served without one", flagenv.HostPort(&c.MetricsAddr)),
 		flagenv.Var("log-format", "WAITROOM_LOG_FORMAT", "text", "text|json", "log format", flagenv.OneOf(&c.LogFormat, "must be text or json", "text", "json")),
 		flagenv.Var("log-level", "WAITROOM_LOG_LEVEL", "info", "level", "debug, info, warn or error; debug logs every request", flagenv.Level(&c.LogLevel)),
-		flagenv.Var("admin-token", "WAITROOM_ADMIN_TOKEN", "", "token", fmt.Sprintf("bearer token of the operator API under /admin/ ('waitroom admin'), at least %d characters; empty: the admin API is off", minAdminToken), nil),
+		flagenv.Var("admin-token", "WAITROOM_ADMIN_TOKEN", "", "token", fmt.Sprintf("bearer token of the operator API under /admin/ ('waitroom admin'), at least %d characters; empty: the admin API is off", instance.MinAdminToken), flagenv.Secret(&c.AdminToken)),
 	}
 }
 
@@ -140,19 +140,6 @@ func parseServe(args []string, getenv func(string) string) (instance.Config, err
 	// Until the store has told this instance a room's live rate, the
 	// declared one bounds the open policy.
 	c.FailurePolicy.SeedRate = c.Room.Rate
-	// A secret and a token are named by their source, never echoed.
-	if secret := raw["cookie-secret"]; secret.Text != "" {
-		if len(secret.Text) < server.MinCookieSecret {
-			v.Check(flagenv.Errorf("%s: must be at least %d bytes, got %d", secret.Source, server.MinCookieSecret, len(secret.Text)))
-		}
-		c.CookieSecret = []byte(secret.Text)
-	}
-	if t := raw["admin-token"]; t.Text != "" {
-		if len(t.Text) < minAdminToken || strings.ContainsAny(t.Text, " \t\r\n") {
-			v.Check(flagenv.Errorf("%s: must be at least %d characters without spaces", t.Source, minAdminToken))
-		}
-		c.AdminToken = t.Text
-	}
 	v.SettingErrors(c.Validate())
 	if err := v.Err(); err != nil {
 		return instance.Config{}, err
@@ -166,9 +153,6 @@ func parseServe(args []string, getenv func(string) string) (instance.Config, err
 func (f *serveFlags) rooms(text string) error {
 	f.Rooms = []string{server.DefaultRoom}
 	for _, room := range flagenv.SplitList(text) {
-		if !waitroom.ValidRoomName(room) {
-			return fmt.Errorf("room %q: %s", room, roomNameRule)
-		}
 		if !slices.Contains(f.Rooms, room) {
 			f.Rooms = append(f.Rooms, room)
 		}

@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -51,7 +49,7 @@ func loadtestSettings(c *loadtestConfig) []flagenv.Setting {
 		flagenv.Var("check-positions", "WAITROOM_LOADTEST_CHECK_POSITIONS", "false", "", "check that the positions given at entry are exactly 1..N; admissions wait until everyone has entered", loadtestBool(&c.checkPositions)),
 		flagenv.Var("json", "WAITROOM_LOADTEST_JSON", "false", "", "print the report as JSON", loadtestBool(&c.jsonOut)),
 		flagenv.Var("html", "WAITROOM_LOADTEST_HTML", "", "file", "also write the report as one self-contained HTML page with charts (admissions/s against the rate, queue length, waits, ETA against the wait, outcomes) to this file", flagenv.Trimmed(&c.htmlFile)),
-		flagenv.Var("seed", "WAITROOM_LOADTEST_SEED", "1", "n", "picks who leaves and who never orders", readSeed(&r.Seed)),
+		flagenv.Var("seed", "WAITROOM_LOADTEST_SEED", "1", "n", "picks who leaves and who never orders", flagenv.Uint(&r.Seed)),
 		flagenv.Var("allow-remote", "WAITROOM_LOADTEST_ALLOW_REMOTE", "false", "", "allow a --url whose host is not loopback", loadtestBool(&r.AllowNonLoopback)),
 	}
 }
@@ -165,16 +163,6 @@ func roomName(s string) error {
 
 func productID(s string) error { return shop.Product{ID: s, Name: s}.Validate() }
 
-// readSeed reads --seed, a whole number ≥ 0.
-func readSeed(p *uint64) flag.Value {
-	return flagenv.Func(func(s string) (err error) {
-		if *p, err = strconv.ParseUint(strings.TrimSpace(s), 10, 64); err != nil {
-			return errors.New("not a whole number ≥ 0")
-		}
-		return nil
-	})
-}
-
 func runLoadtest(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	c, err := parseLoadtest(args, getenv)
 	if err != nil {
@@ -252,18 +240,12 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 	if err != nil {
 		return nil, loadtest.ServerFigures{}, err
 	}
-	cfg.Room = waitroom.RoomConfig{Rate: c.run.Rate, MaxQueue: max(c.run.Users, waitroom.DefaultMaxQueue),
-		AbandonAfter: c.abandonAfter, FirstUseWithin: c.firstUseWithin}.WithDefaults()
-	if c.roomStock {
-		cfg.Room.Stock = c.run.Stock
+	rep, figs, err := loadtest.RunInProcess(ctx, c.run, loadtest.InProcess{Server: cfg, RedisURL: c.redisURL, Tick: c.tick,
+		AbandonAfter: c.abandonAfter, FirstUseWithin: c.firstUseWithin, RoomStock: c.roomStock, Log: stderr})
+	if se := (*waitroom.SettingError)(nil); rep == nil && errors.As(err, &se) {
+		err = flagenv.Errorf("--rate, --abandon-after, --first-use-within: %s", waitroom.ErrorMessage(err))
 	}
-	if c.run.OpensIn > 0 {
-		cfg.Room.OpensAt = time.Now().Add(c.run.OpensIn)
-	}
-	if err := cfg.Room.Validate(); err != nil {
-		return nil, loadtest.ServerFigures{}, flagenv.Errorf("--rate, --abandon-after, --first-use-within: %s", waitroom.ErrorMessage(err))
-	}
-	return loadtest.RunInProcess(ctx, c.run, loadtest.InProcess{Server: cfg, RedisURL: c.redisURL, Tick: c.tick, Log: stderr})
+	return rep, figs, err
 }
 
 // inprocConfig is serve's configuration with every flag at its default

@@ -70,11 +70,15 @@ type Raw struct {
 	Text   string
 	Source string // "--rate", "WAITROOM_RATE" or "default of --rate"
 	Given  bool   // by flag or environment, not the default
+	Secret bool   // read by Secret: its text is never echoed
 }
 
 // Fail is the mistake why in v, naming its source and its text (a URL's
-// without the password).
+// without the password; a secret's not at all).
 func (v Raw) Fail(why string) error {
+	if v.Secret {
+		return Errorf("%s: %s", v.Source, why)
+	}
 	return Errorf("%s=%q: %s", v.Source, withoutPassword(v.Text), why)
 }
 
@@ -201,11 +205,16 @@ func Read(name string, settings []Setting, args []string, getenv func(string) st
 	for _, s := range settings {
 		switch env := getenv(s.Env); {
 		case onCommandLine[s.Name]:
-			v.Raw[s.Name] = Raw{*flags[s.Name], "--" + s.Name, true}
+			v.Raw[s.Name] = Raw{Text: *flags[s.Name], Source: "--" + s.Name, Given: true}
 		case env != "":
-			v.Raw[s.Name] = Raw{env, s.Env, true}
+			v.Raw[s.Name] = Raw{Text: env, Source: s.Env, Given: true}
 		default:
-			v.Raw[s.Name] = Raw{s.Def, "default of --" + s.Name, false}
+			v.Raw[s.Name] = Raw{Text: s.Def, Source: "default of --" + s.Name}
+		}
+		if _, ok := s.Into.(secret); ok {
+			raw := v.Raw[s.Name]
+			raw.Secret = true
+			v.Raw[s.Name] = raw
 		}
 		if s.Into != nil {
 			if err := s.Into.Set(v.Raw[s.Name].Text); err != nil {
@@ -247,6 +256,22 @@ func Trimmed(p *string) flag.Value {
 func List(p *[]string) flag.Value {
 	return Func(func(s string) error { *p = SplitList(s); return nil })
 }
+
+// Secret keeps a password, key or token; a mistake in it is told by its
+// source alone. Empty leaves *p as it is.
+func Secret[T string | []byte](p *T) flag.Value {
+	return secret(func(s string) error {
+		if s != "" {
+			*p = T(s)
+		}
+		return nil
+	})
+}
+
+type secret Func
+
+func (f secret) Set(s string) error { return f(s) }
+func (f secret) String() string     { return "" }
 
 // Checked keeps the text, and check says what is wrong with it.
 func Checked(p *string, check func(string) error) flag.Value {
@@ -308,6 +333,16 @@ func IntIn[T int | int64](p *T, lo, hi T) flag.Value {
 		n, err := strconv.ParseInt(s, 10, 64)
 		return T(n), err
 	}, "not a whole number", lo, hi)
+}
+
+// Uint reads a whole number ≥ 0 of up to 64 bits.
+func Uint(p *uint64) flag.Value {
+	return Func(func(s string) (err error) {
+		if *p, err = strconv.ParseUint(strings.TrimSpace(s), 10, 64); err != nil {
+			return errors.New("not a whole number ≥ 0")
+		}
+		return nil
+	})
 }
 
 // DurationIn reads a duration in [lo, hi].

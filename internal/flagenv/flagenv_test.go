@@ -74,6 +74,13 @@ func TestReadNamesEveryMistake(t *testing.T) {
 	require.NoError(t, err)
 	v.Fail("addr", "wrong")
 	require.NotContains(t, v.Err().Error(), "hunter2", "a URL's password is never echoed")
+
+	var token string
+	v, err = flagenv.Read("t", []flagenv.Setting{flagenv.Var("token", "T_TOKEN", "", "token", "token", flagenv.Secret(&token))}, nil, env("T_TOKEN", "hunter2"))
+	require.NoError(t, err)
+	require.Equal(t, "hunter2", token)
+	v.Fail("token", "too short")
+	require.EqualError(t, v.Err(), "T_TOKEN: too short", "a secret is named by its source alone")
 }
 
 func TestReadCommandLine(t *testing.T) {
