@@ -342,6 +342,18 @@ func (in *Instance) Run(ctx context.Context) error {
 	return nil
 }
 
+// ServeStore serves store with cfg's server (on cfg.Addr, routes beside
+// its own) and neither admitter nor room keeper, so a benchmark's rooms
+// stay as it fills them. It returns the base URL and what stops it.
+func ServeStore(ctx context.Context, cfg Config, store waitroom.Store, routes map[string]http.Handler) (baseURL string, stop func(), err error) {
+	in := &Instance{Config: cfg, Store: store, Routes: routes, Hold: true}
+	if err := in.Run(ctx); err != nil {
+		_ = in.Close()
+		return "", nil, err
+	}
+	return "http://" + in.Addr(), func() { _ = in.Close() }, nil
+}
+
 // StartAdmitting starts the admitter and the room keeper that Hold kept
 // back; a second call does nothing.
 func (in *Instance) StartAdmitting() { in.startAdmit() }

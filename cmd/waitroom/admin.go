@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +18,7 @@ import (
 	"github.com/waitroom/waitroom/server"
 )
 
-const adminUsage = `Usage: waitroom admin rooms <command> [flags]
+var adminUsage = `Usage: waitroom admin rooms <command> [flags]
 
 Calls the operator API (/admin/…) of a running waiting room.
 
@@ -29,26 +31,7 @@ Commands:
                              instance on the same Redis follows within a slice
 
 Settings (create, set):
-  --rate users/s             admission rate
-  --slice duration           admission tick, e.g. 100ms
-  --max-queue n              longest queue; further entries get QUEUE_FULL
-  --token-ttl duration       how long an entry token lives, e.g. 5m
-  --lease duration           how long an order may hold a token, e.g. 30s
-  --max-active n             most live entry tokens at once; 0: no cap
-  --stock n                  units the room sells in all, sold ones included;
-                             0: not tracked; raising it is a restock
-  --one-order-per-user bool  a buyer whose order completed cannot enter again
-                             (ALREADY_ORDERED), and orders are keyed by buyer
-  --invite-only bool         only pass holders get in (see passes create)
-  --abandon-after duration   a waiting user silent this long has left, e.g. 5m
-  --first-use-within duration  an unconfirmed token expires this soon, e.g. 60s
-  --opens-at time            RFC 3339 opening; before it users are "scheduled"
-                             and get places at the opening; "" clears it
-  --prequeue-order random|fifo  how the early arrivals are placed (default random:
-                             a draw with a published commitment)
-  --closes-at time           RFC 3339; new entries get ROOM_CLOSED from then on
-  --state open|paused|closed paused admits nobody; closed refuses new entries
-
+` + settingsHelp() + `
 Flags:
   --url url                  the server (default http://127.0.0.1:8080; env WAITROOM_ADMIN_URL)
   --token token              the admin bearer token (env WAITROOM_ADMIN_TOKEN)
@@ -57,6 +40,20 @@ Flags:
 
 Example:
   waitroom admin rooms set default --rate 200 --state paused`
+
+// settingsHelp lists settingFlags as help does: the flag and its kind,
+// then its help in a column.
+func settingsHelp() string {
+	var b strings.Builder
+	for _, s := range settingFlags {
+		name, gap := "--"+s.flag+" "+s.kind, " "
+		if len(name) > 26 {
+			gap = "  "
+		}
+		fmt.Fprintf(&b, "  %-26s%s%s\n", name, gap, strings.ReplaceAll(s.help, "\n", "\n"+strings.Repeat(" ", 29)))
+	}
+	return b.String()
+}
 
 // adminTimeout bounds one call; show waits its window (at most 10 s) on
 // the server.
@@ -67,48 +64,39 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // settingFlags are the room settings create and set accept, in the order
-// help lists them, with the JSON field each sets.
-var settingFlags = []struct{ flag, field, kind string }{
-	{"rate", "rate", "rate"},
-	{"slice", "slice", "duration"},
-	{"max-queue", "max_queue", "int"},
-	{"token-ttl", "token_ttl", "duration"},
-	{"lease", "lease", "duration"},
-	{"max-active", "max_active", "int"},
-	{"stock", "stock", "int"},
-	{"one-order-per-user", "one_order_per_user", "bool"},
-	{"invite-only", "invite_only", "bool"},
-	{"abandon-after", "abandon_after", "duration"},
-	{"first-use-within", "first_use_within", "duration"},
-	{"opens-at", "opens_at", "time"},
-	{"prequeue-order", "prequeue_order", "order"},
-	{"closes-at", "closes_at", "time"},
-	{"state", "state", "state"},
+// help lists them: each one's flag (its JSON field with '_' for '-'), the
+// kind of value settingValue reads, and its help.
+var settingFlags = []struct{ flag, kind, help string }{
+	{"rate", "users/s", "admission rate"},
+	{"slice", "duration", "admission tick, e.g. 100ms"},
+	{"max-queue", "n", "longest queue; further entries get QUEUE_FULL"},
+	{"token-ttl", "duration", "how long an entry token lives, e.g. 5m"},
+	{"lease", "duration", "how long an order may hold a token, e.g. 30s"},
+	{"max-active", "n", "most live entry tokens at once; 0: no cap"},
+	{"stock", "n", "units the room sells in all, sold ones included;\n0: not tracked; raising it is a restock"},
+	{"one-order-per-user", "bool", "a buyer whose order completed cannot enter again\n(ALREADY_ORDERED), and orders are keyed by buyer"},
+	{"invite-only", "bool", "only pass holders get in (see passes create)"},
+	{"abandon-after", "duration", "a waiting user silent this long has left, e.g. 5m"},
+	{"first-use-within", "duration", "an unconfirmed token expires this soon, e.g. 60s"},
+	{"opens-at", "time", "RFC 3339 opening; before it users are \"scheduled\"\nand get places at the opening; \"\" clears it"},
+	{"prequeue-order", "random|fifo", "how the early arrivals are placed (default random:\na draw with a published commitment)"},
+	{"closes-at", "time", "RFC 3339; new entries get ROOM_CLOSED from then on"},
+	{"state", "open|paused|closed", "paused admits nobody; closed refuses new entries"},
 }
 
 func admin(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return flagenv.Errorf("a command is needed: rooms list|show|create|set, or passes create|list|revoke")
+	group, err := command(args, "a command is needed: rooms list|show|create|set, or passes create|list|revoke",
+		"unknown command %q; try 'rooms' or 'passes'", "rooms", "passes")
+	if err != nil {
+		return err
 	}
-	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-		return flag.ErrHelp
-	}
-	if args[0] == "passes" {
+	if group == "passes" {
 		return adminPasses(ctx, args[1:], getenv, stdout)
 	}
-	if args[0] != "rooms" {
-		return flagenv.Errorf("unknown command %q; try 'rooms' or 'passes'", args[0])
-	}
-	if len(args) < 2 {
-		return flagenv.Errorf("rooms needs a command: list, show, create or set")
-	}
-	cmd := args[1]
-	switch cmd {
-	case "list", "show", "create", "set":
-	case "help", "-h", "--help", "-help":
-		return flag.ErrHelp
-	default:
-		return flagenv.Errorf("unknown command rooms %q; try list, show, create or set", cmd)
+	cmd, err := command(args[1:], "rooms needs a command: list, show, create or set",
+		"unknown command rooms %q; try list, show, create or set", "list", "show", "create", "set")
+	if err != nil {
+		return err
 	}
 
 	fs, baseURL, token, asJSON := adminFlags("admin")
@@ -143,7 +131,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 		if err != nil {
 			return err
 		}
-		body[s.field] = v
+		body[strings.ReplaceAll(s.flag, "-", "_")] = v
 	}
 	if cmd == "set" && len(body) == 0 {
 		return flagenv.Errorf("rooms set needs at least one setting, such as --rate 200 or --state paused")
@@ -187,6 +175,20 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	return room.WriteText(stdout)
 }
 
+// command is args[0] when it is one of choices; none says what to give
+// when there is no command, unknown (a format of it) when it is another.
+func command(args []string, none, unknown string, choices ...string) (string, error) {
+	switch {
+	case len(args) == 0:
+		return "", flagenv.Errorf("%s", none)
+	case slices.Contains(choices, args[0]):
+		return args[0], nil
+	case slices.Contains([]string{"help", "-h", "-help", "--help"}, args[0]):
+		return "", flag.ErrHelp
+	}
+	return "", flagenv.Errorf(unknown, args[0])
+}
+
 // adminFlags makes the flag set of an admin command with the flags every
 // one takes: --url, --token and --json.
 func adminFlags(name string) (fs *flag.FlagSet, baseURL, token *string, asJSON *bool) {
@@ -201,13 +203,13 @@ func adminFlags(name string) (fs *flag.FlagSet, baseURL, token *string, asJSON *
 func settingValue(name, kind, text string) (any, error) {
 	text = strings.TrimSpace(text)
 	switch kind {
-	case "rate":
+	case "users/s":
 		f, err := strconv.ParseFloat(text, 64)
 		if err != nil {
 			return nil, flagenv.Errorf("--%s=%q: not a number of users per second", name, text)
 		}
 		return f, nil
-	case "int":
+	case "n":
 		n, err := strconv.Atoi(text)
 		if err != nil {
 			return nil, flagenv.Errorf("--%s=%q: not a whole number", name, text)
@@ -228,7 +230,7 @@ func settingValue(name, kind, text string) (any, error) {
 			return nil, flagenv.Errorf("--%s=%q: not an RFC 3339 time (such as 2026-03-01T10:00:00+09:00)", name, text)
 		}
 		return t.Format(time.RFC3339Nano), nil
-	case "order":
+	case "random|fifo":
 		switch text {
 		case "random", "fifo":
 			return text, nil
@@ -250,20 +252,12 @@ func settingValue(name, kind, text string) (any, error) {
 }
 
 func newAdminClient(rawURL, token string, getenv func(string) string) (*server.AdminClient, error) {
-	if rawURL == "" {
-		rawURL = getenv("WAITROOM_ADMIN_URL")
-	}
-	if rawURL == "" {
-		rawURL = "http://127.0.0.1:8080"
-	}
+	rawURL = cmp.Or(rawURL, getenv("WAITROOM_ADMIN_URL"), "http://127.0.0.1:8080")
 	base, err := url.Parse(rawURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, flagenv.Errorf("--url=%q: must be an absolute http:// or https:// URL", rawURL)
 	}
-	if token == "" {
-		token = getenv("WAITROOM_ADMIN_TOKEN")
-	}
-	if token == "" {
+	if token = cmp.Or(token, getenv("WAITROOM_ADMIN_TOKEN")); token == "" {
 		return nil, flagenv.Errorf("no admin token: give --token or set WAITROOM_ADMIN_TOKEN")
 	}
 	return &server.AdminClient{BaseURL: base, Token: token}, nil

@@ -106,17 +106,12 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	return exitOK
 }
 
-// serveBench serves a benchmark's store on a loopback port, with neither
-// admitter nor room keeper: the benchmark's rooms stay as it fills them.
+// serveBench serves a benchmark's store with serve's defaults on a
+// loopback port.
 func serveBench(ctx context.Context, store waitroom.Store, routes map[string]http.Handler) (string, func(), error) {
 	cfg, err := inprocConfig()
 	if err != nil {
 		return "", nil, err
 	}
-	m := &instance.Instance{Config: cfg, Store: store, Routes: routes, Hold: true}
-	if err := m.Run(ctx); err != nil {
-		_ = m.Close()
-		return "", nil, err
-	}
-	return "http://" + m.Addr(), func() { _ = m.Close() }, nil
+	return instance.ServeStore(ctx, cfg, store, routes)
 }

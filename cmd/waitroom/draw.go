@@ -32,15 +32,8 @@ func runDraw(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 func drawVerify(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return flagenv.Errorf("a command is needed: verify")
-	}
-	switch args[0] {
-	case "verify":
-	case "help", "-h", "-help", "--help":
-		return flag.ErrHelp
-	default:
-		return flagenv.Errorf("unknown command %q; try verify", args[0])
+	if _, err := command(args, "a command is needed: verify", "unknown command %q; try verify", "verify"); err != nil {
+		return err
 	}
 	fs := flag.NewFlagSet("draw", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -51,35 +44,26 @@ func drawVerify(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	var room string
-	switch len(names) {
-	case 0:
-	case 1:
-		room = names[0]
-	default:
-		return flagenv.Errorf("one room at a time; got %q and %q", names[0], names[1])
-	}
-
 	var raw []byte
 	switch {
+	case len(names) > 1:
+		return flagenv.Errorf("one room at a time; got %q and %q", names[0], names[1])
 	case *file != "":
-		raw, err = os.ReadFile(*file)
-		if err != nil {
+		if raw, err = os.ReadFile(*file); err != nil {
 			return err
 		}
-	case room == "":
+	case len(names) == 0:
 		return flagenv.Errorf("a room is needed (or --file)")
+	case !waitroom.ValidRoomName(names[0]):
+		return flagenv.Errorf("%q is not a room name", names[0])
 	default:
-		if !waitroom.ValidRoomName(room) {
-			return flagenv.Errorf("%q is not a room name", room)
-		}
 		c, err := newAdminClient(*baseURL, *token, getenv)
 		if err != nil {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 		defer cancel()
-		if raw, err = c.Entrants(ctx, room); err != nil {
+		if raw, err = c.Entrants(ctx, names[0]); err != nil {
 			return err
 		}
 	}

@@ -35,20 +35,14 @@ Example:
   waitroom admin passes create --room drop --uses 5 --expires 48h`
 
 // adminHelp is 'waitroom help admin': rooms, then passes.
-const adminHelp = adminUsage + "\n\n" + passesUsage
+var adminHelp = adminUsage + "\n\n" + passesUsage
 
 // adminPasses runs 'waitroom admin passes …'.
 func adminPasses(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return flagenv.Errorf("passes needs a command: create, list or revoke")
-	}
-	cmd := args[0]
-	switch cmd {
-	case "create", "list", "revoke":
-	case "help", "-h", "--help", "-help":
-		return flag.ErrHelp
-	default:
-		return flagenv.Errorf("unknown command passes %q; try create, list or revoke", cmd)
+	cmd, err := command(args, "passes needs a command: create, list or revoke",
+		"unknown command passes %q; try create, list or revoke", "create", "list", "revoke")
+	if err != nil {
+		return err
 	}
 	fs, baseURL, token, asJSON := adminFlags("passes")
 	room := fs.String("room", "", "")
