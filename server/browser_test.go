@@ -353,6 +353,15 @@ func TestBrowser(t *testing.T) {
 		visitor.screenshot("11-closed")
 	})
 
+	t.Run("invite only", func(t *testing.T) {
+		f := newPageFixture(t, pageOptions{room: waitroom.RoomConfig{InviteOnly: true}})
+		visitor := newVisitor(t, browser)
+		visitor.open(f.srv.URL + "/")
+		visitor.waitState("invitation")
+		require.Equal(t, waitroom.ErrInviteOnly.Message, visitor.text("invitation-message"))
+		visitor.screenshot("11-invitation")
+	})
+
 	t.Run("sold out", func(t *testing.T) {
 		f := newPageFixture(t, pageOptions{soldOut: true})
 		visitor := newVisitor(t, browser)

@@ -58,6 +58,7 @@ const (
 	pageOrdered     = "already_ordered"
 	pageQueueFull   = "queue_full"
 	pageClosed      = "closed"
+	pageInvitation  = "invitation"
 	pageNoRoom      = "no_room"
 	pageUnavailable = "unavailable"
 	pageError       = "error"
@@ -384,6 +385,10 @@ func (s *Server) errorView(w http.ResponseWriter, r *http.Request, room string, 
 		v.Boot.RetryAfter = v.RetryAfter
 	case waitroom.ErrRoomClosed.Code:
 		v = s.baseView(r, room, pageClosed)
+	case waitroom.ErrInviteOnly.Code, waitroom.ErrPassInvalid.Code, waitroom.ErrPassUsedUp.Code:
+		// Nothing a retry changes: the way in is a (valid) invitation.
+		v = s.baseView(r, room, pageInvitation)
+		v.Message = a.Message
 	case waitroom.ErrSoldOut.Code:
 		v = s.baseView(r, room, pageSoldOut)
 	case waitroom.ErrAlreadyOrdered.Code:

@@ -363,6 +363,15 @@ func TestPageStates(t *testing.T) {
 		require.Equal(t, http.StatusOK, p.status)
 		require.Equal(t, "1", text(t, p.body, "position"))
 	})
+	t.Run("invite only", func(t *testing.T) {
+		t.Parallel()
+		f := newPageFixture(t, pageOptions{room: waitroom.RoomConfig{InviteOnly: true}})
+		p := f.visit("/")
+		p.requireShows(t, http.StatusForbidden, "invitation")
+		require.False(t, shown(t, p.body, "error"), "not an error to try again")
+		require.Equal(t, waitroom.ErrInviteOnly.Message, text(t, p.body, "invitation-message"))
+		require.Equal(t, int64(0), f.waiting())
+	})
 	t.Run("no such room", func(t *testing.T) {
 		t.Parallel()
 		f := newPageFixture(t, pageOptions{})

@@ -6,7 +6,7 @@
 
   var boot = JSON.parse(document.getElementById("boot").textContent);
   var sections = ["join", "waiting", "scheduled", "admitted", "ordered", "sold_out", "already_ordered", "expired", "left",
-    "queue_full", "closed", "no_room", "unavailable", "error"];
+    "queue_full", "closed", "invitation", "no_room", "unavailable", "error"];
   var fromKey = "waitroom:" + boot.room + ":from";
   var pollTimer = 0, clockTimer = 0, failures = 0;
   var token = "", deadline = 0;
@@ -317,6 +317,12 @@
           show("closed");
         } else if (code === "ROOM_NOT_FOUND") {
           show("no_room");
+        } else if (code === "ALREADY_ORDERED") {
+          show("already_ordered");
+        } else if (code === "INVITE_ONLY" || code === "PASS_INVALID" || code === "PASS_USED_UP") {
+          // Trying again changes nothing: the way in is a (valid) invitation.
+          $("invitation-message").textContent = messageOf(r.body);
+          show("invitation");
         } else {
           $("join-note").textContent = "We couldn't add you to the line: " + messageOf(r.body) + ". Try again in a moment.";
           $("join-note").hidden = false;
