@@ -147,9 +147,9 @@ func parseServe(args []string, getenv func(string) string) (instance.Config, err
 	return *c, nil
 }
 
-// serve's settings that read more than one value, or check one against
-// what the server accepts.
+// serve's settings read by a function of their own.
 
+// rooms reads --rooms: the default room first, then each other once.
 func (f *serveFlags) rooms(text string) error {
 	f.Rooms = []string{server.DefaultRoom}
 	for _, room := range flagenv.SplitList(text) {
@@ -160,6 +160,7 @@ func (f *serveFlags) rooms(text string) error {
 	return nil
 }
 
+// joinChallenge reads --join-challenge: off, on or a number of bits.
 func (f *serveFlags) joinChallenge(text string) error {
 	switch strings.TrimSpace(text) {
 	case "off", "0":
@@ -170,9 +171,6 @@ func (f *serveFlags) joinChallenge(text string) error {
 	}
 	return flagenv.IntIn(&f.JoinChallenge, 1, server.MaxJoinDifficulty).Set(text)
 }
-
-// roomNameRule is what ValidRoomName accepts, for error messages.
-const roomNameRule = "names are 1–64 characters of a–z, 0–9, '-' and '_'"
 
 // prequeueOrder keeps --prequeue-order for RoomConfig.Validate to judge;
 // random is the zero value.
