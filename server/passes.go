@@ -158,7 +158,7 @@ func (s *Server) adminCreatePass(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The expiry is this instance's clock plus the lifetime; the store
 	// judges it on its own clock, which the instances share.
-	p := waitroom.Pass{ID: waitroom.NewToken(), Uses: uses, Left: uses, ExpiresAt: time.Now().Add(lifetime).Truncate(time.Millisecond)}
+	p := waitroom.Pass{ID: newPassID(), Uses: uses, Left: uses, ExpiresAt: time.Now().Add(lifetime).Truncate(time.Millisecond)}
 	if err := s.store.CreatePass(r.Context(), room, p); err != nil {
 		return err
 	}
@@ -211,4 +211,15 @@ func (s *Server) adminRevokePass(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return waitroom.ErrPassInvalid
+}
+
+// newPassID mints a pass id. Never one that starts with '-' (1 in 64 of
+// tokens): an operator passes it to 'waitroom admin passes revoke', where
+// it would read as a flag.
+func newPassID() string {
+	for {
+		if id := waitroom.NewToken(); id[0] != '-' {
+			return id
+		}
+	}
 }
