@@ -48,11 +48,28 @@ func (h Harness) now() time.Time {
 // moves the limiter's clock as Harness.Advance does.
 func RunLimiter(t *testing.T, lim, peer waitroom.Limiter, advance func(t *testing.T, d time.Duration)) {
 	t.Helper()
+	// On a real clock a loaded machine can stretch the half second past a
+	// whole one, when a second request is rightly allowed: such a round is
+	// run again on a new key, not judged.
+	for attempt := 1; ; attempt++ {
+		if limiterRound(t, lim, peer, advance) {
+			return
+		}
+		require.Less(t, attempt, 3, "every round took over a second: the limit could not be judged")
+		t.Logf("attempt %d: the half second took over a second on a loaded machine; again", attempt)
+	}
+}
+
+// limiterRound runs RunLimiter's checks on a new key; false when the last
+// one could not be judged because more than a second had passed.
+func limiterRound(t *testing.T, lim, peer waitroom.Limiter, advance func(t *testing.T, d time.Duration)) bool {
+	t.Helper()
 	ctx := t.Context()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	key := "limit-" + hex.EncodeToString(b[:])
 	l := waitroom.Limit{Rate: 2, Burst: 4}
+	start := time.Now()
 	// A burst of 4 at once, alternating instances: the count is shared.
 	for i := range 4 {
 		who := lim
@@ -70,16 +87,21 @@ func RunLimiter(t *testing.T, lim, peer waitroom.Limiter, advance func(t *testin
 		require.Greater(t, wait, time.Duration(0))
 		require.LessOrEqual(t, wait, 500*time.Millisecond, "one interval at 2/s")
 	}
-	// Half a second later one more request is allowed, and only one.
+	// Other keys are not touched.
+	ok, _, err := lim.Allow(ctx, key+"-other", l)
+	require.NoError(t, err)
+	require.True(t, ok)
+	// Half a second later one more request is allowed, and only one
+	// (within a second of the burst; a fake clock takes no wall time).
 	advance(t, 520*time.Millisecond)
-	ok, _, err := peer.Allow(ctx, key, l)
+	ok, _, err = peer.Allow(ctx, key, l)
 	require.NoError(t, err)
 	require.True(t, ok)
 	ok, _, err = lim.Allow(ctx, key, l)
 	require.NoError(t, err)
+	if ok && time.Since(start) >= time.Second {
+		return false
+	}
 	require.False(t, ok)
-	// Other keys are not touched.
-	ok, _, err = lim.Allow(ctx, key+"-other", l)
-	require.NoError(t, err)
-	require.True(t, ok)
+	return true
 }
