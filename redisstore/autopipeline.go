@@ -64,12 +64,22 @@ func newAutoPipeliner(client redis.UniversalClient) (*redis.AutoPipeliner, error
 	return nil, errors.New("redisstore: automatic pipelining needs a *redis.Client or *redis.ClusterClient")
 }
 
-// run runs a hot-path function: FCALL through the autopipeliner when the
-// Store has one, waiting no longer than ctx allows, and again after
-// loading the library when Redis did not have it; without an
-// autopipeliner, call on the plain client.
+// hotPath are the functions every request calls (Enter, Status, Claim,
+// Complete, Release, Renew and the per-client limit): run sends them
+// through the autopipeliner. The others, the operator's and the ticks',
+// go to the plain client.
+var hotPath = map[*function]bool{
+	enterScript: true, statusScript: true,
+	claimScript: true, completeScript: true, releaseScript: true, renewScript: true,
+	allowScript: true,
+}
+
+// run runs f: a hot-path function with FCALL through the autopipeliner
+// when the Store has one, waiting no longer than ctx allows, and again
+// after loading the library when Redis did not have it; any other, or
+// without an autopipeliner, call on the plain client.
 func (s *Store) run(ctx context.Context, f *function, keys []string, args ...any) (any, error) {
-	if s.ap == nil {
+	if s.ap == nil || !hotPath[f] {
 		return s.call(ctx, s.client, f, keys, args...).Result()
 	}
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))

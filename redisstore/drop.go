@@ -183,14 +183,10 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 	defer cancel()
 	began := time.Now()
 	k := s.keys(room)
-	res, err := s.call(ctx, s.client, drawBeginScript, []string{k.cfg, k.draw, k.pre},
-		s.id, drawLease.Milliseconds(), waitroom.NewSeed()).Result()
+	r, err := s.do(ctx, "draw", drawBeginScript, []string{k.cfg, k.draw, k.pre},
+		s.id, drawLease.Milliseconds(), waitroom.NewSeed())
 	if err != nil {
-		return false, s.fail("draw", err)
-	}
-	r, ok := asReply(res)
-	if !ok {
-		return false, s.unexpected(ctx, "draw", res)
+		return false, err
 	}
 	switch r.code() {
 	case "DRAW":
@@ -199,13 +195,13 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 	case "BUSY", "NOT_YET", "NO_DRAW":
 		return false, nil
 	default:
-		return false, s.unexpected(ctx, "draw", res)
+		return false, s.unexpected(ctx, "draw", r)
 	}
 	seed, ok1 := r.str(1)
 	order, ok2 := r.str(2)
 	n, ok3 := r.int(3)
 	if !ok1 || !ok2 || !ok3 {
-		return false, s.unexpected(ctx, "draw", res)
+		return false, s.unexpected(ctx, "draw", r)
 	}
 
 	// The snapshot: nobody joins pre after the opening; leavers only turn
@@ -239,32 +235,32 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 		for i := from; i < min(from+drawChunk, len(placed)); i++ {
 			args = append(args, placed[i], i+1)
 		}
-		res, err := s.call(ctx, s.client, drawChunkScript, []string{k.draw, k.pre, k.drawn, k.places}, args...).Result()
+		r, err := s.do(ctx, "draw", drawChunkScript, []string{k.draw, k.pre, k.drawn, k.places}, args...)
 		if err != nil {
-			return false, s.fail("draw", err)
+			return false, err
 		}
-		switch res {
+		switch r.code() {
 		case "OK":
 		case "DONE":
 			return true, nil
 		case "LOST":
 			return false, nil
 		default:
-			return false, s.unexpected(ctx, "draw", res)
+			return false, s.unexpected(ctx, "draw", r)
 		}
 	}
-	res, err = s.call(ctx, s.client, drawDoneScript, []string{k.draw, k.pre, k.ent}, s.id, time.Since(began).Milliseconds()).Result()
+	r, err = s.do(ctx, "draw", drawDoneScript, []string{k.draw, k.pre, k.ent}, s.id, time.Since(began).Milliseconds())
 	if err != nil {
-		return false, s.fail("draw", err)
+		return false, err
 	}
-	switch res {
+	switch r.code() {
 	case "DONE":
 		s.log.InfoContext(ctx, "redisstore: the opening is drawn", "room", room, "order", order, "entrants", len(placed), "took", time.Since(began))
 		return true, nil
 	case "LOST":
 		return false, nil
 	default:
-		return false, s.unexpected(ctx, "draw", res)
+		return false, s.unexpected(ctx, "draw", r)
 	}
 }
 
@@ -301,32 +297,26 @@ func (s *Store) Draw(ctx context.Context, room string) (waitroom.Draw, error) {
 		return waitroom.Draw{}, err
 	}
 	k := s.keys(room)
-	res, err := s.call(ctx, s.client, drawInfoScript, []string{k.cfg, k.draw}, waitroom.NewSeed()).Result()
+	r, err := s.do(ctx, "draw", drawInfoScript, []string{k.cfg, k.draw}, waitroom.NewSeed())
 	if err != nil {
-		return waitroom.Draw{}, s.fail("draw", err)
+		return waitroom.Draw{}, err
 	}
-	r, ok := asReply(res)
-	if !ok {
-		return waitroom.Draw{}, s.unexpected(ctx, "draw", res)
-	}
-	switch r.code() {
-	case "OK":
-	case "NO_DRAW":
+	if r.code() == "NO_DRAW" {
 		return waitroom.Draw{}, waitroom.ErrNoDraw
-	case "ROOM_NOT_FOUND":
-		return waitroom.Draw{}, waitroom.ErrRoomNotFound
-	default:
-		return waitroom.Draw{}, s.unexpected(ctx, "draw", res)
+	}
+	if r.code() != "OK" {
+		return waitroom.Draw{}, s.unexpected(ctx, "draw", r)
 	}
 	var f [7]string
+	var ok bool
 	for i := range f {
 		if f[i], ok = r.str(i + 1); !ok {
-			return waitroom.Draw{}, s.unexpected(ctx, "draw", res)
+			return waitroom.Draw{}, s.unexpected(ctx, "draw", r)
 		}
 	}
 	commitment, err := waitroom.Commitment(f[1])
 	if err != nil {
-		return waitroom.Draw{}, s.unexpected(ctx, "draw", res)
+		return waitroom.Draw{}, s.unexpected(ctx, "draw", r)
 	}
 	cfg := waitroom.RoomConfig{PrequeueOrder: waitroom.PrequeueOrder(f[2])}
 	d := waitroom.Draw{Order: cfg.Order(), State: waitroom.DrawPending, Commitment: commitment}

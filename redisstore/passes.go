@@ -52,22 +52,18 @@ func (s *Store) CreatePass(ctx context.Context, room string, p waitroom.Pass) er
 		return err
 	}
 	k := s.keys(room)
-	res, err := s.call(ctx, s.client, createPassScript, []string{k.cfg, k.passes},
-		p.ID, p.Uses, p.Left, p.ExpiresAt.UnixMilli(), waitroom.MaxPasses).Result()
+	r, err := s.do(ctx, "create pass", createPassScript, []string{k.cfg, k.passes},
+		p.ID, p.Uses, p.Left, p.ExpiresAt.UnixMilli(), waitroom.MaxPasses)
 	if err != nil {
-		return s.fail("create pass", err)
+		return err
 	}
-	switch res {
+	switch r.code() {
 	case "OK":
 		return nil
 	case "EXISTS":
 		return waitroom.BadRequest("a pass with this id exists")
-	case "TOO_MANY_PASSES":
-		return waitroom.ErrTooManyPasses
-	case "ROOM_NOT_FOUND":
-		return waitroom.ErrRoomNotFound
 	default:
-		return s.unexpected(ctx, "create pass", res)
+		return s.unexpected(ctx, "create pass", r)
 	}
 }
 
@@ -93,18 +89,14 @@ func (s *Store) RevokePass(ctx context.Context, room, id string) error {
 	if err := checkRoom(room); err != nil {
 		return err
 	}
-	res, err := s.call(ctx, s.client, revokePassScript, []string{s.keys(room).passes}, id).Result()
+	r, err := s.do(ctx, "revoke pass", revokePassScript, []string{s.keys(room).passes}, id)
 	if err != nil {
-		return s.fail("revoke pass", err)
+		return err
 	}
-	switch res {
-	case "OK":
-		return nil
-	case "PASS_INVALID":
-		return waitroom.ErrPassInvalid
-	default:
-		return s.unexpected(ctx, "revoke pass", res)
+	if r.code() != "OK" {
+		return s.unexpected(ctx, "revoke pass", r)
 	}
+	return nil
 }
 
 // listPassesScript reads a room's passes.
@@ -130,20 +122,12 @@ func (s *Store) Passes(ctx context.Context, room string) ([]waitroom.Pass, error
 		return nil, err
 	}
 	k := s.keys(room)
-	res, err := s.call(ctx, s.client, listPassesScript, []string{k.cfg, k.passes}).Result()
+	r, err := s.do(ctx, "passes", listPassesScript, []string{k.cfg, k.passes})
 	if err != nil {
-		return nil, s.fail("passes", err)
+		return nil, err
 	}
-	r, ok := asReply(res)
-	if !ok || len(r) == 0 || len(r)%2 != 1 {
-		return nil, s.unexpected(ctx, "passes", res)
-	}
-	switch r.code() {
-	case "OK":
-	case "ROOM_NOT_FOUND":
-		return nil, waitroom.ErrRoomNotFound
-	default:
-		return nil, s.unexpected(ctx, "passes", res)
+	if r.code() != "OK" || len(r)%2 != 1 {
+		return nil, s.unexpected(ctx, "passes", r)
 	}
 	type created struct {
 		n int64
@@ -155,7 +139,7 @@ func (s *Store) Passes(ctx context.Context, room string) ([]waitroom.Pass, error
 		v, ok2 := r.str(i + 1)
 		n, p, ok3 := parsePass(id, v)
 		if !ok1 || !ok2 || !ok3 {
-			return nil, s.unexpected(ctx, "passes", res)
+			return nil, s.unexpected(ctx, "passes", r)
 		}
 		list = append(list, created{n, p})
 	}
@@ -303,38 +287,15 @@ func (s *Store) EnterWithPass(ctx context.Context, room, user, id string) (waitr
 		return waitroom.Status{}, waitroom.BadRequest("user ids are 1–128 printable ASCII characters without spaces")
 	}
 	k := s.keys(room)
-	res, err := s.call(ctx, s.client, enterWithPassScript, []string{k.cfg, k.q, k.tok, k.active, k.stats, k.buyers, k.passes, k.pre, k.drawn, k.draw},
-		user, id, waitroom.NewToken()).Result()
+	r, err := s.do(ctx, "enter with pass", enterWithPassScript, []string{k.cfg, k.q, k.tok, k.active, k.stats, k.buyers, k.passes, k.pre, k.drawn, k.draw},
+		user, id, waitroom.NewToken())
 	if err != nil {
-		return waitroom.Status{}, s.fail("enter with pass", err)
+		return waitroom.Status{}, err
 	}
-	r, ok := asReply(res)
-	if !ok {
-		return waitroom.Status{}, s.unexpected(ctx, "enter with pass", res)
+	// {"ADMITTED", token, ms_left}: as Enter's, without the sequence.
+	st, _, ok := standing(r)
+	if r.code() != "ADMITTED" || !ok {
+		return waitroom.Status{}, s.unexpected(ctx, "enter with pass", r)
 	}
-	switch r.code() {
-	case "ADMITTED":
-		token, ok1 := r.str(1)
-		ms, ok2 := r.int(2)
-		if !ok1 || !ok2 {
-			return waitroom.Status{}, s.unexpected(ctx, "enter with pass", res)
-		}
-		return waitroom.Status{State: waitroom.StateAdmitted, Token: token, ExpiresIn: time.Duration(ms) * time.Millisecond}, nil
-	case "ALREADY_ORDERED":
-		return waitroom.Status{}, waitroom.ErrAlreadyOrdered
-	case "PASS_INVALID":
-		return waitroom.Status{}, waitroom.ErrPassInvalid
-	case "PASS_USED_UP":
-		return waitroom.Status{}, waitroom.ErrPassUsedUp
-	case "ROOM_CLOSED":
-		return waitroom.Status{}, waitroom.ErrRoomClosed
-	case "SOLD_OUT":
-		return waitroom.Status{}, waitroom.ErrSoldOut
-	case "NO_FREE_SLOT":
-		return waitroom.Status{}, waitroom.ErrNoFreeSlot
-	case "ROOM_NOT_FOUND":
-		return waitroom.Status{}, waitroom.ErrRoomNotFound
-	default:
-		return waitroom.Status{}, s.unexpected(ctx, "enter with pass", res)
-	}
+	return st, nil
 }

@@ -154,43 +154,23 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 	k := s.keys(room)
 	w := s.watch(room)
 	at := w.marks()
-	res, err := s.run(ctx, enterScript, k.enter, user)
+	r, err := s.do(ctx, "enter", enterScript, k.enter, user)
 	if err != nil {
-		return waitroom.Status{}, s.fail("enter", err)
+		return waitroom.Status{}, err
 	}
-	r, ok := asReply(res)
-	if !ok {
-		return waitroom.Status{}, s.unexpected(ctx, "enter", res)
+	st, next, ok := standing(r)
+	seq, ok2 := r.reading(next)
+	if !ok || !ok2 {
+		return waitroom.Status{}, s.unexpected(ctx, "enter", r)
 	}
-	switch r.code() {
-	case "ADMITTED", "WAITING", "QUEUED_SOLD_OUT", "SCHEDULED":
-		st, next, ok := standing(r)
-		seq, ok2 := r.reading(next)
-		if !ok || !ok2 {
-			return waitroom.Status{}, s.unexpected(ctx, "enter", res)
-		}
-		s.observe(ctx, room, w, at, seq, nil)
-		return st, nil
-	case "ROOM_CLOSED":
-		return waitroom.Status{}, waitroom.ErrRoomClosed
-	case "INVITE_ONLY":
-		return waitroom.Status{}, waitroom.ErrInviteOnly
-	case "SOLD_OUT":
-		return waitroom.Status{}, waitroom.ErrSoldOut
-	case "ALREADY_ORDERED":
-		return waitroom.Status{}, waitroom.ErrAlreadyOrdered
-	case "QUEUE_FULL":
-		return waitroom.Status{}, waitroom.ErrQueueFull
-	case "ROOM_NOT_FOUND":
-		return waitroom.Status{}, waitroom.ErrRoomNotFound
-	default:
-		return waitroom.Status{}, s.unexpected(ctx, "enter", res)
-	}
+	s.observe(ctx, room, w, at, seq, nil)
+	return st, nil
 }
 
 // standing decodes {"ADMITTED", token, ms_left, …}, {"WAITING",
-// position, units_left, …} and {"QUEUED_SOLD_OUT", …}; next is the index
-// of the first element after them.
+// position, units_left, …}, {"QUEUED_SOLD_OUT", …} and {"SCHEDULED",
+// opens_in_ms, position, …}; next is the index of the first element after
+// them. Any other code is not ok.
 func standing(r reply) (st waitroom.Status, next int, ok bool) {
 	switch r.code() {
 	case "ADMITTED":
@@ -319,41 +299,20 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 	k := s.keys(room)
 	w := s.watch(room)
 	at := w.marks()
-	res, err := s.run(ctx, statusScript, k.status, user)
+	r, err := s.do(ctx, "status", statusScript, k.status, user)
 	if err != nil {
-		return waitroom.Status{}, s.fail("status", err)
+		return waitroom.Status{}, err
 	}
-	r, ok := asReply(res)
-	if !ok {
-		return waitroom.Status{}, s.unexpected(ctx, "status", res)
+	st, next, ok := standing(r)
+	if r.code() == "NOT_IN_QUEUE" {
+		st, next, ok, err = waitroom.Status{}, 1, true, waitroom.ErrNotInQueue
 	}
-	// seqAt reads the sequence at i and checks it for a loss.
-	seqAt := func(i int) bool {
-		seq, ok := r.int(i)
-		if ok {
-			s.observe(ctx, room, w, at, reading{seq, seq}, nil)
-		}
-		return ok
+	seq, ok2 := r.int(next)
+	if !ok || !ok2 {
+		return waitroom.Status{}, s.unexpected(ctx, "status", r)
 	}
-	switch r.code() {
-	case "ADMITTED", "WAITING", "QUEUED_SOLD_OUT", "SCHEDULED":
-		st, next, ok := standing(r)
-		if !ok || !seqAt(next) {
-			return waitroom.Status{}, s.unexpected(ctx, "status", res)
-		}
-		return st, nil
-	case "ALREADY_ORDERED":
-		return waitroom.Status{}, waitroom.ErrAlreadyOrdered
-	case "NOT_IN_QUEUE":
-		if !seqAt(1) {
-			return waitroom.Status{}, s.unexpected(ctx, "status", res)
-		}
-		return waitroom.Status{}, waitroom.ErrNotInQueue
-	case "ROOM_NOT_FOUND":
-		return waitroom.Status{}, waitroom.ErrRoomNotFound
-	default:
-		return waitroom.Status{}, s.unexpected(ctx, "status", res)
-	}
+	s.observe(ctx, room, w, at, reading{seq, seq}, nil)
+	return st, err
 }
 
 // leaveScript takes a user out of the queue. A user who leaves the queue

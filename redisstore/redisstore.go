@@ -304,10 +304,50 @@ func (s *Store) unexpected(ctx context.Context, op string, reply any) error {
 	return fmt.Errorf("redisstore %s: unexpected script reply %v", op, reply)
 }
 
-// reply is a script's array reply: a code string followed by values.
+// do runs f for op and reads its reply: a failed call is fail's error, a
+// code that stands for one of waitroom's errors (refusals) is that error,
+// a reply with no code is unexpected. Any other code, with its values, is
+// the caller's to decode.
+func (s *Store) do(ctx context.Context, op string, f *function, keys []string, args ...any) (reply, error) {
+	res, err := s.run(ctx, f, keys, args...)
+	if err != nil {
+		return nil, s.fail(op, err)
+	}
+	r, ok := asReply(res)
+	if !ok {
+		return nil, s.unexpected(ctx, op, res)
+	}
+	if err, ok := refusals[r.code()]; ok {
+		return nil, err
+	}
+	return r, nil
+}
+
+// refusals are the errors a function answers with their code alone: a
+// code means the same error in every function. Not here: NOT_IN_QUEUE
+// (Status reads the arrival sequence that follows it) and NO_DRAW (no
+// error to a tick; Draw decides).
+var refusals = func() map[string]error {
+	m := make(map[string]error)
+	for _, err := range []*waitroom.Error{
+		waitroom.ErrRoomNotFound, waitroom.ErrRoomClosed, waitroom.ErrRoomChanged, waitroom.ErrInviteOnly,
+		waitroom.ErrQueueFull, waitroom.ErrSoldOut, waitroom.ErrAlreadyOrdered, waitroom.ErrNoFreeSlot,
+		waitroom.ErrTokenNotFound, waitroom.ErrTokenInvalid, waitroom.ErrTokenInUse,
+		waitroom.ErrPassInvalid, waitroom.ErrPassUsedUp, waitroom.ErrTooManyPasses,
+	} {
+		m[err.Code] = err
+	}
+	return m
+}()
+
+// reply is a function's reply: a code string followed by values; a bare
+// string reply is its code alone.
 type reply []any
 
 func asReply(v any) (reply, bool) {
+	if code, ok := v.(string); ok {
+		return reply{code}, true
+	}
 	r, ok := v.([]any)
 	if !ok || len(r) == 0 {
 		return nil, false

@@ -40,17 +40,13 @@ func (s *Store) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomCo
 		return false, err
 	}
 	k := s.keys(room)
-	res, err := s.call(ctx, s.client, createRoomScript, []string{k.cfg}, append(configArgs(cfg), openingArgs(cfg, true)...)...).Result()
+	r, err := s.do(ctx, "create room", createRoomScript, []string{k.cfg}, append(configArgs(cfg), openingArgs(cfg, true)...)...)
 	if err != nil {
-		return false, s.fail("create room", err)
+		return false, err
 	}
-	var created bool
-	switch res {
-	case "CREATED":
-		created = true
-	case "EXISTS":
-	default:
-		return false, s.unexpected(ctx, "create room", res)
+	created := r.code() == "CREATED"
+	if !created && r.code() != "EXISTS" {
+		return false, s.unexpected(ctx, "create room", r)
 	}
 	// The rooms set spans rooms (no hash tag), so it is a separate command.
 	if err := s.client.SAdd(ctx, s.roomsKey(), room).Err(); err != nil {
@@ -118,20 +114,14 @@ func (s *Store) UpdateRoom(ctx context.Context, room string, from, to waitroom.R
 	}
 	expected := configArgs(from.WithDefaults())
 	args := append(append(append([]any{len(expected)}, expected...), configArgs(to)...), openingArgs(to, false)...)
-	res, err := s.call(ctx, s.client, updateRoomScript, []string{s.keys(room).cfg}, args...).Result()
+	r, err := s.do(ctx, "update room", updateRoomScript, []string{s.keys(room).cfg}, args...)
 	if err != nil {
-		return s.fail("update room", err)
+		return err
 	}
-	switch res {
-	case "OK":
-		return s.seedDraw(ctx, room, to)
-	case "ROOM_CHANGED":
-		return waitroom.ErrRoomChanged
-	case "ROOM_NOT_FOUND":
-		return waitroom.ErrRoomNotFound
-	default:
-		return s.unexpected(ctx, "update room", res)
+	if r.code() != "OK" {
+		return s.unexpected(ctx, "update room", r)
 	}
+	return s.seedDraw(ctx, room, to)
 }
 
 // RoomConfig returns a room's live settings. One HGETALL is atomic, so it
@@ -287,42 +277,35 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 		return waitroom.Stats{}, err
 	}
 	k := s.keys(room)
-	res, err := s.call(ctx, s.client, statsScript, []string{k.cfg, k.q, k.active, k.stats, k.bucket, k.seq, k.pre, k.drawn}).Result()
+	r, err := s.do(ctx, "stats", statsScript, []string{k.cfg, k.q, k.active, k.stats, k.bucket, k.seq, k.pre, k.drawn})
 	if err != nil {
-		return waitroom.Stats{}, s.fail("stats", err)
+		return waitroom.Stats{}, err
 	}
-	r, ok := asReply(res)
-	if !ok {
-		return waitroom.Stats{}, s.unexpected(ctx, "stats", res)
+	if r.code() != "OK" {
+		return waitroom.Stats{}, s.unexpected(ctx, "stats", r)
 	}
-	switch r.code() {
-	case "OK":
-		var v [11]int64 // … abandoned, max_active
-		for i := range v {
-			if v[i], ok = r.int(i + 1); !ok {
-				return waitroom.Stats{}, s.unexpected(ctx, "stats", res)
-			}
+	var v [11]int64 // … abandoned, max_active
+	var ok bool
+	for i := range v {
+		if v[i], ok = r.int(i + 1); !ok {
+			return waitroom.Stats{}, s.unexpected(ctx, "stats", r)
 		}
-		var p [8]float64
-		for i := range p {
-			str, ok := r.str(len(v) + 1 + i)
-			f, err := strconv.ParseFloat(str, 64)
-			if !ok || err != nil {
-				return waitroom.Stats{}, s.unexpected(ctx, "stats", res)
-			}
-			p[i] = f
-		}
-		return waitroom.Stats{
-			Waiting: v[0], Active: v[1],
-			Entered: v[2], Full: v[3], Admitted: v[4],
-			Completed: v[5], Released: v[6], Expired: v[7],
-			NoShows: v[8], Abandoned: v[9],
-			Pace: waitroom.PaceSums{Time: p[0], Regular: p[1], Admitted: p[2], Abandoned: p[3], NoShows: p[4],
-				Arrivals: p[5], Left: p[6], LeftAfter: p[7]}.Pace(v[10] == 0),
-		}, nil
-	case "ROOM_NOT_FOUND":
-		return waitroom.Stats{}, waitroom.ErrRoomNotFound
-	default:
-		return waitroom.Stats{}, s.unexpected(ctx, "stats", res)
 	}
+	var p [8]float64
+	for i := range p {
+		str, ok := r.str(len(v) + 1 + i)
+		f, err := strconv.ParseFloat(str, 64)
+		if !ok || err != nil {
+			return waitroom.Stats{}, s.unexpected(ctx, "stats", r)
+		}
+		p[i] = f
+	}
+	return waitroom.Stats{
+		Waiting: v[0], Active: v[1],
+		Entered: v[2], Full: v[3], Admitted: v[4],
+		Completed: v[5], Released: v[6], Expired: v[7],
+		NoShows: v[8], Abandoned: v[9],
+		Pace: waitroom.PaceSums{Time: p[0], Regular: p[1], Admitted: p[2], Abandoned: p[3], NoShows: p[4],
+			Arrivals: p[5], Left: p[6], LeftAfter: p[7]}.Pace(v[10] == 0),
+	}, nil
 }

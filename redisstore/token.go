@@ -105,30 +105,17 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 	}
 	lease := waitroom.NewToken()
 	k := s.keys(room)
-	res, err := s.run(ctx, claimScript, []string{k.cfg, k.tok, k.active, k.stats}, user, token, lease)
+	r, err := s.do(ctx, "claim", claimScript, []string{k.cfg, k.tok, k.active, k.stats}, user, token, lease)
 	if err != nil {
-		return waitroom.Hold{}, s.fail("claim", err)
+		return waitroom.Hold{}, err
 	}
-	if held, ok := res.([]any); ok && len(held) == 3 && held[0] == "OK" {
-		ms, ok1 := held[1].(int64)
-		one, ok2 := held[2].(int64)
-		if ok1 && ok2 {
-			return waitroom.Hold{Room: room, User: user, Token: token, Lease: lease,
-				LeaseFor: time.Duration(ms) * time.Millisecond, OneOrderPerUser: one == 1}, nil
-		}
+	ms, ok1 := r.int(1)
+	one, ok2 := r.int(2)
+	if r.code() != "OK" || len(r) != 3 || !ok1 || !ok2 {
+		return waitroom.Hold{}, s.unexpected(ctx, "claim", r)
 	}
-	switch res {
-	case "ENTRY_TOKEN_NOT_FOUND":
-		return waitroom.Hold{}, waitroom.ErrTokenNotFound
-	case "ENTRY_TOKEN_INVALID":
-		return waitroom.Hold{}, waitroom.ErrTokenInvalid
-	case "TOKEN_IN_USE":
-		return waitroom.Hold{}, waitroom.ErrTokenInUse
-	case "ROOM_NOT_FOUND":
-		return waitroom.Hold{}, waitroom.ErrRoomNotFound
-	default:
-		return waitroom.Hold{}, s.unexpected(ctx, "claim", res)
-	}
+	return waitroom.Hold{Room: room, User: user, Token: token, Lease: lease,
+		LeaseFor: time.Duration(ms) * time.Millisecond, OneOrderPerUser: one == 1}, nil
 }
 
 // completeScript spends a token: the order succeeded. With one order per
@@ -178,22 +165,16 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 		return err
 	}
 	k := s.keys(h.Room)
-	res, err := s.run(ctx, completeScript, []string{k.tok, k.active, k.stats, k.cfg, k.buyers}, h.User, h.Token)
+	r, err := s.do(ctx, "complete", completeScript, []string{k.tok, k.active, k.stats, k.cfg, k.buyers}, h.User, h.Token)
 	if err != nil {
-		return s.fail("complete", err)
+		return err
 	}
-	switch res {
-	case "OK":
-		// A spent token lost in a failover is not a lost token (lost.go).
-		s.watch(h.Room).spend(h.Token)
-		return nil
-	case "ENTRY_TOKEN_NOT_FOUND":
-		return waitroom.ErrTokenNotFound
-	case "ENTRY_TOKEN_INVALID":
-		return waitroom.ErrTokenInvalid
-	default:
-		return s.unexpected(ctx, "complete", res)
+	if r.code() != "OK" {
+		return s.unexpected(ctx, "complete", r)
 	}
+	// A spent token lost in a failover is not a lost token (lost.go).
+	s.watch(h.Room).spend(h.Token)
+	return nil
 }
 
 // releaseScript gives a held token back: the order failed.
@@ -248,18 +229,18 @@ func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
 		return err
 	}
 	k := s.keys(h.Room)
-	res, err := s.run(ctx, releaseScript, []string{k.tok, k.active, k.stats}, h.User, h.Token, h.Lease)
+	r, err := s.do(ctx, "release", releaseScript, []string{k.tok, k.active, k.stats}, h.User, h.Token, h.Lease)
 	if err != nil {
-		return s.fail("release", err)
+		return err
 	}
-	switch res {
+	switch r.code() {
 	case "RELEASED":
 		return nil
 	case "EXPIRED", "LOST":
-		s.log.DebugContext(ctx, "redisstore: release found no live hold", "room", h.Room, "user", h.User, "result", res)
+		s.log.DebugContext(ctx, "redisstore: release found no live hold", "room", h.Room, "user", h.User, "result", r.code())
 		return nil
 	default:
-		return s.unexpected(ctx, "release", res)
+		return s.unexpected(ctx, "release", r)
 	}
 }
 
@@ -310,18 +291,16 @@ func (s *Store) Renew(ctx context.Context, h waitroom.Hold) error {
 		return err
 	}
 	k := s.keys(h.Room)
-	res, err := s.run(ctx, renewScript, []string{k.cfg, k.tok, k.active}, h.User, h.Token, h.Lease)
+	r, err := s.do(ctx, "renew", renewScript, []string{k.cfg, k.tok, k.active}, h.User, h.Token, h.Lease)
 	if err != nil {
-		return s.fail("renew", err)
+		return err
 	}
-	switch res {
+	switch r.code() {
 	case "OK":
 		return nil
 	case "LOST":
 		return waitroom.ErrTokenNotFound
-	case "ROOM_NOT_FOUND":
-		return waitroom.ErrRoomNotFound
 	default:
-		return s.unexpected(ctx, "renew", res)
+		return s.unexpected(ctx, "renew", r)
 	}
 }
