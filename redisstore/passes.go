@@ -265,11 +265,7 @@ out_of_draw(pre_key, drawn_key, draw_key, user)
 local old = parse_entry(redis.call('HGET', tok_key, user))
 if old then
   -- A lingering expired entry cleanup had not reached: gone unused.
-  if old.state == 'new' or old.state == 'shown' then
-    redis.call('HINCRBY', stats_key, 'no_shows', 1)
-  else
-    redis.call('HINCRBY', stats_key, 'expired', 1)
-  end
+  count_gone(stats_key, old)
 end
 local expires_at = now + first_ms
 redis.call('HSET', tok_key, user, format_entry({token = token, state = 'shown', lease = '', lease_until = now + ttl_ms, expires_at = expires_at}))

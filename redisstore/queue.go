@@ -87,21 +87,13 @@ end
 -- seen now. In a sold-out room it keeps the place for a restock. One silent
 -- past abandon_after has gone (the admitter would skip it): it is counted
 -- and queues anew at the back.
-local s = math.floor(now / 1000)
-local key, score, ahead = queued_in(q_key, pre_key, drawn_key, stage, user)
-if score then
-  if not is_gone(score, s, abandon_s) then
-    redis.call('ZADD', key, 'XX', queue_score(math.floor(score), s), user)
-    local position = ahead + redis.call('ZRANK', key, user) + 1
-    local sold_out, left = units(stock, stats_key, active_key, now, position)
-    local seq = counter(seq_key)
-    if sold_out then
-      return {'QUEUED_SOLD_OUT', seq, seq}
-    end
-    return {'WAITING', position, left, seq, seq}
+local position, sold_out, left = queued_standing(q_key, pre_key, drawn_key, stats_key, active_key, stage, stock, user, now, abandon_s)
+if position then
+  local seq = counter(seq_key)
+  if sold_out then
+    return {'QUEUED_SOLD_OUT', seq, seq}
   end
-  redis.call('ZREM', key, user)
-  redis.call('HINCRBY', stats_key, 'abandoned', 1)
+  return {'WAITING', position, left, seq, seq}
 end
 
 -- Closed rooms refuse new entries; paused rooms still accept them.
@@ -120,8 +112,7 @@ if sold_out then
 end
 
 -- Full: say so honestly and write nothing but the counter.
-ahead = ahead_of_q(pre_key, drawn_key, stage)
-local size = ahead + redis.call('ZCARD', q_key)
+local size = ahead_of_q(pre_key, drawn_key, stage) + redis.call('ZCARD', q_key)
 if size >= max_queue then
   redis.call('HINCRBY', stats_key, 'full', 1)
   return {'QUEUE_FULL'}
@@ -139,7 +130,7 @@ if scheduled and now < opens_at then
   redis.call('ZADD', pre_key, next_seq, user)
   return {'SCHEDULED', opens_at - now, early_position(cfg[8], pre_key, user), next_seq - 1, next_seq}
 end
-redis.call('ZADD', q_key, queue_score(next_seq, s), user)
+redis.call('ZADD', q_key, queue_score(next_seq, math.floor(now / 1000)), user)
 local position = size + 1
 local _, left = units(stock, stats_key, active_key, now, position)
 return {'WAITING', position, left, next_seq - 1, next_seq}
@@ -252,30 +243,18 @@ if cfg[3] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
 end
 local seq = counter(seq_key)
 local now = now_ms()
-local s = math.floor(now / 1000)
 
 -- A queued user holds no live token (Enter never queues a token holder,
 -- Admit pops whom it admits), so the common poll, a waiting user's, reads
--- no token. ZSCORE is O(1), ZRANK and ZADD O(log N). The score is
--- rewritten only when its second changed.
+-- no token. ZSCORE is O(1), ZRANK and ZADD O(log N). One silent past
+-- abandon_after has gone.
 local stage = draw_stage(cfg[7], tonumber(cfg[5] or '0'), draw_key)
-local key, score, ahead = queued_in(q_key, pre_key, drawn_key, stage, user)
-if score then
-  if not is_gone(score, s, abandon_secs(cfg[4])) then
-    local fresh = queue_score(math.floor(score), s)
-    if fresh ~= score then
-      redis.call('ZADD', key, 'XX', fresh, user)
-    end
-    local position = ahead + redis.call('ZRANK', key, user) + 1
-    local sold_out, left = units(stock, stats_key, active_key, now, position)
-    if sold_out then
-      return {'QUEUED_SOLD_OUT', seq}
-    end
-    return {'WAITING', position, left, seq}
+local position, sold_out, left = queued_standing(q_key, pre_key, drawn_key, stats_key, active_key, stage, stock, user, now, abandon_secs(cfg[4]))
+if position then
+  if sold_out then
+    return {'QUEUED_SOLD_OUT', seq}
   end
-  -- Silent past abandon_after: gone, as the admitter would find it.
-  redis.call('ZREM', key, user)
-  redis.call('HINCRBY', stats_key, 'abandoned', 1)
+  return {'WAITING', position, left, seq}
 end
 
 -- An early arrival waits for the draw.

@@ -463,6 +463,28 @@ local function holder_sees(tok_key, active_key, user, now)
   return e
 end
 
+-- held_entry: user's entry while the hold of token under lease still
+-- holds it; nil once it does not (spent, gone, or claimed again after the
+-- lease ran out). A lease that ran out but was not claimed again is still
+-- this holder's: nobody took the token meanwhile.
+local function held_entry(tok_key, user, token, lease)
+  local e = parse_entry(redis.call('HGET', tok_key, user))
+  if not e or e.token ~= token or e.state ~= 'held' or e.lease ~= lease then
+    return nil
+  end
+  return e
+end
+
+-- count_gone counts an expired entry as it is cleaned up: a no-show when
+-- its holder never confirmed it, else expired.
+local function count_gone(stats_key, e)
+  if e.state == 'new' or e.state == 'shown' then
+    redis.call('HINCRBY', stats_key, 'no_shows', 1)
+  else
+    redis.call('HINCRBY', stats_key, 'expired', 1)
+  end
+end
+
 -- time_left: what the holder is told its token has: the full TTL, also
 -- before it confirms (its page confirms as it shows it).
 local function time_left(e, now)
@@ -542,6 +564,29 @@ local function queued_in(q_key, pre_key, drawn_key, stage, user)
   local score = redis.call('ZSCORE', q_key, user)
   if score then return q_key, tonumber(score), ahead_of_q(pre_key, drawn_key, stage) end
   return nil, nil, 0
+end
+
+-- queued_standing: where a queued user stands, marked seen now
+-- (its score's fraction, rewritten only when the second changed: the
+-- place is the same): its position, and units' sold_out and left. nil
+-- when it is not queued, or was silent past abandon_s: then it has gone,
+-- out of the queue and counted abandoned, as the admitter would find it.
+local function queued_standing(q_key, pre_key, drawn_key, stats_key, active_key, stage, stock, user, now, abandon_s)
+  local s = math.floor(now / 1000)
+  local key, score, ahead = queued_in(q_key, pre_key, drawn_key, stage, user)
+  if not score then return nil end
+  if is_gone(score, s, abandon_s) then
+    redis.call('ZREM', key, user)
+    redis.call('HINCRBY', stats_key, 'abandoned', 1)
+    return nil
+  end
+  local fresh = queue_score(math.floor(score), s)
+  if fresh ~= score then
+    redis.call('ZADD', key, 'XX', fresh, user)
+  end
+  local position = ahead + redis.call('ZRANK', key, user) + 1
+  local sold_out, left = units(stock, stats_key, active_key, now, position)
+  return position, sold_out, left
 end
 
 -- early_position: a fifo early arrival's place among those in pre, by

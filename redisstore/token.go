@@ -57,11 +57,7 @@ if e.expires_at <= now then
   if not (e.state == 'held' and e.lease_until > now) then
     redis.call('HDEL', tok_key, user)
     redis.call('ZREM', active_key, user)
-    if e.state == 'new' or e.state == 'shown' then
-      redis.call('HINCRBY', stats_key, 'no_shows', 1)
-    else
-      redis.call('HINCRBY', stats_key, 'expired', 1)
-    end
+    count_gone(stats_key, e)
   end
   return 'ENTRY_TOKEN_NOT_FOUND'
 end
@@ -201,8 +197,8 @@ local user       = ARGV[1]
 local token      = ARGV[2]
 local lease      = ARGV[3]
 
-local e = parse_entry(redis.call('HGET', tok_key, user))
-if not e or e.token ~= token or e.state ~= 'held' or e.lease ~= lease then
+local e = held_entry(tok_key, user, token, lease)
+if not e then
   return 'LOST'
 end
 
@@ -267,10 +263,9 @@ local user       = ARGV[1]
 local token      = ARGV[2]
 local lease      = ARGV[3]
 
-local e = parse_entry(redis.call('HGET', tok_key, user))
--- A lease that ran out but was not claimed again is still this holder's:
--- nobody took the token meanwhile, so it may go on.
-if not e or e.token ~= token or e.state ~= 'held' or e.lease ~= lease then
+-- A lease that ran out but was not claimed again may go on (held_entry).
+local e = held_entry(tok_key, user, token, lease)
+if not e then
   return 'LOST'
 end
 local lease_ms = redis.call('HGET', cfg_key, 'lease_ms')
