@@ -144,63 +144,45 @@ func (s *Store) RoomConfig(ctx context.Context, room string) (waitroom.RoomConfi
 	return cfg, nil
 }
 
-// parseConfig reads the cfg hash that configArgs wrote.
+// parseConfig reads the cfg hash that configArgs wrote. The first field
+// that is no number is the error.
 func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
-	var cfg waitroom.RoomConfig
-	num := func(field string) (float64, error) {
+	var bad error
+	num := func(field string) float64 {
 		v, err := strconv.ParseFloat(m[field], 64)
-		if err != nil {
-			return 0, fmt.Errorf("field %s: %w", field, err)
+		if err != nil && bad == nil {
+			bad = fmt.Errorf("field %s: %w", field, err)
 		}
-		return v, nil
+		return v
 	}
-	millis := func(field string) (time.Duration, error) {
-		v, err := num(field)
-		return time.Duration(math.Round(v * 1e6)), err
+	millis := func(field string) time.Duration {
+		return time.Duration(math.Round(num(field) * 1e6))
 	}
-	var err error
-	var n float64
-	if cfg.Rate, err = num("rate"); err != nil {
-		return cfg, err
+	cfg := waitroom.RoomConfig{
+		Rate:            num("rate"),
+		Slice:           millis("slice_ms"),
+		MaxQueue:        int(num("max_queue")),
+		TokenTTL:        millis("ttl_ms"),
+		Lease:           millis("lease_ms"),
+		MaxActive:       int(num("max_active")),
+		State:           waitroom.RoomState(m["state"]),
+		OneOrderPerUser: m["one_order"] == "1",
+		InviteOnly:      m["invite_only"] == "1",
+		PrequeueOrder:   waitroom.PrequeueOrder(m["prequeue"]),
 	}
-	if cfg.Slice, err = millis("slice_ms"); err != nil {
-		return cfg, err
-	}
-	if n, err = num("max_queue"); err != nil {
-		return cfg, err
-	}
-	cfg.MaxQueue = int(n)
-	if cfg.TokenTTL, err = millis("ttl_ms"); err != nil {
-		return cfg, err
-	}
-	if cfg.Lease, err = millis("lease_ms"); err != nil {
-		return cfg, err
-	}
-	if n, err = num("max_active"); err != nil {
-		return cfg, err
-	}
-	cfg.MaxActive = int(n)
-	cfg.State = waitroom.RoomState(m["state"])
 	// Settings added since a room was made are absent: their zero value.
 	if m["stock"] != "" {
-		if n, err = num("stock"); err != nil {
-			return cfg, err
-		}
-		cfg.Stock = int(n)
+		cfg.Stock = int(num("stock"))
 	}
-	cfg.OneOrderPerUser = m["one_order"] == "1"
-	cfg.InviteOnly = m["invite_only"] == "1"
 	if m["abandon_ms"] != "" {
-		if cfg.AbandonAfter, err = millis("abandon_ms"); err != nil {
-			return cfg, err
-		}
+		cfg.AbandonAfter = millis("abandon_ms")
 	}
 	if m["first_use_ms"] != "" {
-		if cfg.FirstUseWithin, err = millis("first_use_ms"); err != nil {
-			return cfg, err
-		}
+		cfg.FirstUseWithin = millis("first_use_ms")
 	}
-	cfg.PrequeueOrder = waitroom.PrequeueOrder(m["prequeue"])
+	if bad != nil {
+		return cfg, bad
+	}
 	for _, f := range []struct {
 		field string
 		into  *time.Time
