@@ -147,6 +147,14 @@ func VerifyDraw(seedHex, commitment string, entrants []Entrant) ([]DrawDifferenc
 	users := make([]string, len(entrants))
 	recorded := make(map[string]int64, len(entrants))
 	for i, e := range entrants {
+		// A list that was edited or cut short cannot be judged place by
+		// place: say what is wrong with it instead.
+		if !ValidUserID(e.User) {
+			return nil, BadRequest(fmt.Sprintf("entrant %d: %q is not a user id", i+1, e.User))
+		}
+		if _, twice := recorded[e.User]; twice {
+			return nil, BadRequest(fmt.Sprintf("entrant %d: %s is listed twice", i+1, e.User))
+		}
 		users[i] = e.User
 		recorded[e.User] = e.Place
 	}

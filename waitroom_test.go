@@ -2,6 +2,7 @@ package waitroom_test
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -138,5 +139,33 @@ func TestETASaturatesAtExtremes(t *testing.T) {
 		require.GreaterOrEqual(t, eta, waitroom.ETA(waitroom.MaxMaxQueue/2, rate))
 		poll := waitroom.PollAfter(waitroom.MaxMaxQueue, rate)
 		require.GreaterOrEqual(t, poll, waitroom.MaxPoll*9/10, "rate %g", rate)
+	}
+}
+
+// VerifyDraw judges a whole, well-formed entrant list: an empty or bad
+// user id, or a user listed twice, is said, not compared place by place.
+func TestVerifyDrawChecksTheList(t *testing.T) {
+	seed := waitroom.NewSeed()
+	commitment, err := waitroom.Commitment(seed)
+	require.NoError(t, err)
+	users := []string{"ann", "bob", "cy"}
+	order, err := waitroom.DrawPlaces(waitroom.PrequeueRandom, seed, users)
+	require.NoError(t, err)
+	var entrants []waitroom.Entrant
+	for i, u := range order {
+		entrants = append(entrants, waitroom.Entrant{User: u, Place: int64(i + 1)})
+	}
+	diffs, err := waitroom.VerifyDraw(seed, commitment, entrants)
+	require.NoError(t, err)
+	require.Empty(t, diffs)
+
+	for name, bad := range map[string][]waitroom.Entrant{
+		"empty user":  append(slices.Clone(entrants), waitroom.Entrant{User: "", Place: 4}),
+		"spaced user": append(slices.Clone(entrants), waitroom.Entrant{User: "a b", Place: 4}),
+		"twice":       append(slices.Clone(entrants), waitroom.Entrant{User: entrants[0].User, Place: 4}),
+	} {
+		_, err := waitroom.VerifyDraw(seed, commitment, bad)
+		require.ErrorIs(t, err, waitroom.ErrBadRequest, name)
+		require.Contains(t, waitroom.ErrorMessage(err), "entrant 4", name)
 	}
 }
