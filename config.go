@@ -121,6 +121,13 @@ type RoomConfig struct {
 	ClosesAt time.Time
 }
 
+// Stored returns c as a store keeps it: with its defaults, and only if
+// they are valid (Validate's error otherwise).
+func (c RoomConfig) Stored() (RoomConfig, error) {
+	c = c.WithDefaults()
+	return c, c.Validate()
+}
+
 // WithDefaults returns c with every zero field set to its default.
 func (c RoomConfig) WithDefaults() RoomConfig {
 	c.Rate = cmp.Or(c.Rate, DefaultRate)

@@ -91,8 +91,8 @@ func (s *Store) CreateRoom(ctx context.Context, name string, cfg waitroom.RoomCo
 	if err := checkRoomName(name); err != nil {
 		return false, err
 	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.Stored()
+	if err != nil {
 		return false, err
 	}
 	s.mu.Lock()
@@ -112,8 +112,8 @@ func (s *Store) UpdateRoom(ctx context.Context, name string, from, to waitroom.R
 	if err := checkRoomName(name); err != nil {
 		return err
 	}
-	to = to.WithDefaults()
-	if err := to.Validate(); err != nil {
+	to, err := to.Stored()
+	if err != nil {
 		return err
 	}
 	r, err := s.lockedRoom(ctx, name)

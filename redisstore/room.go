@@ -35,8 +35,8 @@ func (s *Store) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomCo
 	if err := checkRoom(room); err != nil {
 		return false, err
 	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.Stored()
+	if err != nil {
 		return false, err
 	}
 	k := s.keys(room)
@@ -108,8 +108,8 @@ func (s *Store) UpdateRoom(ctx context.Context, room string, from, to waitroom.R
 	if err := checkRoom(room); err != nil {
 		return err
 	}
-	to = to.WithDefaults()
-	if err := to.Validate(); err != nil {
+	to, err := to.Stored()
+	if err != nil {
 		return err
 	}
 	expected := configArgs(from.WithDefaults())
