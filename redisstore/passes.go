@@ -236,8 +236,7 @@ left = tonumber(left)
 if left <= 0 then
   return {'PASS_USED_UP'}
 end
-local closes_at = tonumber(cfg[7] or '0')
-if state == 'closed' or (closes_at > 0 and now >= closes_at) then
+if refuses_entries(state, cfg[7], now) then
   return {'ROOM_CLOSED'}
 end
 

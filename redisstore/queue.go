@@ -57,7 +57,7 @@ local user       = ARGV[1]
 local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock', 'one_order', 'abandon_ms', 'invite_only',
   'opens_at_ms', 'prequeue', 'closes_at_ms', 'had_opening')
 local state, max_queue, stock = cfg[1], tonumber(cfg[2]), tonumber(cfg[3] or '0')
-local opens_at, closes_at = tonumber(cfg[7] or '0'), tonumber(cfg[9] or '0')
+local opens_at = tonumber(cfg[7] or '0')
 if not state then
   return {'ROOM_NOT_FOUND'}
 end
@@ -97,7 +97,7 @@ if position then
 end
 
 -- Closed rooms refuse new entries; paused rooms still accept them.
-if state == 'closed' or (closes_at > 0 and now >= closes_at) then
+if refuses_entries(state, cfg[9], now) then
   return {'ROOM_CLOSED'}
 end
 -- Invite-only rooms take pass holders only (EnterWithPass).

@@ -598,6 +598,13 @@ local function early_position(prequeue, pre_key, user)
   return redis.call('ZCOUNT', pre_key, '(0', s)
 end
 
+-- refuses_entries: whether the room takes no new entry at now (its state
+-- closed, or past its closes_at); RoomConfig.ClosedAt is the same rule.
+local function refuses_entries(state, closes_at_ms, now)
+  local closes_at = tonumber(closes_at_ms or '0')
+  return state == 'closed' or (closes_at > 0 and now >= closes_at)
+end
+
 -- out_of_draw takes user out of the line of a scheduled opening: out of
 -- drawn, and out of pre (before the draw began: not an entrant at all;
 -- during it: still an entrant, its place recorded, but with a negative
