@@ -21,24 +21,16 @@ func TestStatusRecorderFinalStatus(t *testing.T) {
 		want     int
 		answered bool
 	}{
-		{"nothing", func(http.ResponseWriter) {}, http.StatusOK, false},
-		{"early hints only", func(w http.ResponseWriter) { w.WriteHeader(http.StatusEarlyHints) }, http.StatusOK, false},
-		{"early hints then 409", func(w http.ResponseWriter) {
-			w.WriteHeader(http.StatusEarlyHints)
-			w.WriteHeader(http.StatusConflict)
-		}, http.StatusConflict, true},
+		{"nothing", statuses(), http.StatusOK, false},
+		{"early hints only", statuses(http.StatusEarlyHints), http.StatusOK, false},
+		{"early hints then 409", statuses(http.StatusEarlyHints, http.StatusConflict), http.StatusConflict, true},
 		{"early hints then a body", func(w http.ResponseWriter) {
 			w.WriteHeader(http.StatusEarlyHints)
 			_, _ = w.Write([]byte("ok"))
 		}, http.StatusOK, true},
-		{"100 continue then 201", func(w http.ResponseWriter) {
-			w.WriteHeader(http.StatusContinue)
-			w.WriteHeader(http.StatusCreated)
-		}, http.StatusCreated, true},
-		{"first final stays", func(w http.ResponseWriter) {
-			w.WriteHeader(http.StatusBadGateway)
-			w.WriteHeader(http.StatusOK) // ignored by net/http as well
-		}, http.StatusBadGateway, true},
+		{"100 continue then 201", statuses(http.StatusContinue, http.StatusCreated), http.StatusCreated, true},
+		// net/http ignores the second final status as well.
+		{"first final stays", statuses(http.StatusBadGateway, http.StatusOK), http.StatusBadGateway, true},
 		{"body then a status", func(w http.ResponseWriter) {
 			_, _ = w.Write([]byte("ok"))
 			w.WriteHeader(http.StatusInternalServerError)
@@ -53,5 +45,14 @@ func TestStatusRecorderFinalStatus(t *testing.T) {
 			require.Equal(t, tt.answered, sr.Answered())
 			require.Same(t, rec, http.ResponseWriter(sr.Unwrap()).(*httptest.ResponseRecorder))
 		})
+	}
+}
+
+// statuses writes each status in turn, and nothing else.
+func statuses(codes ...int) func(http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		for _, c := range codes {
+			w.WriteHeader(c)
+		}
 	}
 }
