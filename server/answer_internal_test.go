@@ -18,10 +18,12 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		require.NoError(t, json.NewEncoder(&buf).Encode(v))
 		return buf.Bytes()
 	}
+	units := int64(3)
 	for _, b := range []waitingBody{
-		{State: waitroom.StateWaiting, Room: "default", Position: 1, Ahead: 0, ETASeconds: 1, PollAfterMS: 1000},
-		{State: waitroom.StateWaiting, Room: "sale_2-b", Position: 100_000, Ahead: 99_999, ETASeconds: 715, PollAfterMS: 60_000, Paused: true},
-		{State: waitroom.StateWaiting, Room: "r", Position: -1, Ahead: 0, ETASeconds: 0, PollAfterMS: 0},
+		{waitroom.StateWaiting, "default", waitingPlace{Position: 1, Ahead: 0, ETASeconds: 1, PollAfterMS: 1000}},
+		{waitroom.StateWaiting, "sale_2-b", waitingPlace{Position: 100_000, Ahead: 99_999, ETASeconds: 715, PollAfterMS: 60_000, Paused: true}},
+		{waitroom.StateWaiting, "r", waitingPlace{Position: -1, Ahead: 0, ETASeconds: 0, PollAfterMS: 0}},
+		{waitroom.StateWaiting, "few", waitingPlace{Position: 5, Ahead: 4, ETASeconds: 2, ETALowSeconds: 1, ETAHighSeconds: 4, UnitsLeft: &units}},
 	} {
 		require.Equal(t, string(encode(b)), string(b.appendJSON(nil)))
 	}

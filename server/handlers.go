@@ -17,12 +17,18 @@ import (
 
 // waitingBody is the answer to a user in the queue.
 type waitingBody struct {
-	State       waitroom.State `json:"state"`
-	Room        string         `json:"room"`
-	Position    int64          `json:"position"`
-	Ahead       int64          `json:"ahead"`
-	ETASeconds  int64          `json:"eta_seconds"`
-	PollAfterMS int64          `json:"poll_after_ms"`
+	State waitroom.State `json:"state"`
+	Room  string         `json:"room"`
+	waitingPlace
+}
+
+// waitingPlace is where a queued user stands and how long the wait looks:
+// the status answer and the page's boot state (page.go) carry it alike.
+type waitingPlace struct {
+	Position    int64 `json:"position"`
+	Ahead       int64 `json:"ahead"`
+	ETASeconds  int64 `json:"eta_seconds"`
+	PollAfterMS int64 `json:"poll_after_ms"`
 	// ETALowSeconds and ETAHighSeconds bound about 80% of outcomes.
 	ETALowSeconds  int64 `json:"eta_low_seconds"`
 	ETAHighSeconds int64 `json:"eta_high_seconds"`
@@ -31,6 +37,26 @@ type waitingBody struct {
 	// UnitsLeft is set when the room's unreserved units are fewer than
 	// the users up to this one (waitroom.Status.FewLeft).
 	UnitsLeft *int64 `json:"units_left,omitempty"`
+}
+
+// waitingPlace reads the room's settings and pace for st, a waiting user.
+func (s *Server) waitingPlace(ctx context.Context, room string, st waitroom.Status) (waitingPlace, error) {
+	cfg, err := s.roomConfig(ctx, room)
+	if err != nil {
+		return waitingPlace{}, err
+	}
+	est, poll := s.estimate(ctx, room, cfg, st.Position)
+	p := waitingPlace{
+		Position:    st.Position,
+		Ahead:       st.Ahead(),
+		PollAfterMS: poll.Milliseconds(),
+		Paused:      cfg.State == waitroom.RoomPaused,
+	}
+	p.ETASeconds, p.ETALowSeconds, p.ETAHighSeconds = etaSeconds(est)
+	if st.FewLeft {
+		p.UnitsLeft = &st.UnitsLeft
+	}
+	return p, nil
 }
 
 // scheduledBody is the answer to an early arrival of a scheduled room.
@@ -159,23 +185,11 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, room string, st 
 		writeJSONBytes(w, body.appendJSON(make([]byte, 0, 160)))
 		return nil
 	case waitroom.StateWaiting:
-		cfg, err := s.roomConfig(r.Context(), room)
+		place, err := s.waitingPlace(r.Context(), room, st)
 		if err != nil {
 			return err
 		}
-		body := waitingBody{
-			State:    st.State,
-			Room:     room,
-			Position: st.Position,
-			Ahead:    st.Ahead(),
-			Paused:   cfg.State == waitroom.RoomPaused,
-		}
-		est, poll := s.estimate(r.Context(), room, cfg, st.Position)
-		body.ETASeconds, body.ETALowSeconds, body.ETAHighSeconds = etaSeconds(est)
-		body.PollAfterMS = poll.Milliseconds()
-		if st.FewLeft {
-			body.UnitsLeft = &st.UnitsLeft
-		}
+		body := waitingBody{State: st.State, Room: room, waitingPlace: place}
 		if !plainJSONString(room) {
 			jsonhttp.Write(w, http.StatusOK, body)
 			return nil
@@ -215,11 +229,16 @@ func plainJSONString(s string) bool {
 	return true
 }
 
-func (b waitingBody) appendJSON(buf []byte) []byte {
+// appendStateRoom opens an answer: its state and room, then a field follows.
+func appendStateRoom(buf []byte, state waitroom.State, room string) []byte {
 	buf = append(buf, `{"state":"`...)
-	buf = append(buf, b.State...)
+	buf = append(buf, state...)
 	buf = append(buf, `","room":"`...)
-	buf = append(buf, b.Room...)
+	return append(buf, room...)
+}
+
+func (b waitingBody) appendJSON(buf []byte) []byte {
+	buf = appendStateRoom(buf, b.State, b.Room)
 	buf = append(buf, `","position":`...)
 	buf = strconv.AppendInt(buf, b.Position, 10)
 	buf = append(buf, `,"ahead":`...)
@@ -243,10 +262,7 @@ func (b waitingBody) appendJSON(buf []byte) []byte {
 }
 
 func (b admittedBody) appendJSON(buf []byte) []byte {
-	buf = append(buf, `{"state":"`...)
-	buf = append(buf, b.State...)
-	buf = append(buf, `","room":"`...)
-	buf = append(buf, b.Room...)
+	buf = appendStateRoom(buf, b.State, b.Room)
 	buf = append(buf, `","token":"`...)
 	buf = append(buf, b.Token...)
 	buf = append(buf, `","expires_in":`...)

@@ -96,30 +96,22 @@ type pageView struct {
 // pageBoot is the state handed to the script, in the shapes of the status
 // API so that the script reads both the same way.
 type pageBoot struct {
-	Room        string `json:"room"`
-	State       string `json:"state"`
-	PageURL     string `json:"page_url"`
-	StatusURL   string `json:"status_url"`
-	OrderURL    string `json:"order_url,omitempty"`
-	ProductID   string `json:"product_id,omitempty"`
-	Position    int64  `json:"position"`
-	Ahead       int64  `json:"ahead"`
-	ETASeconds  int64  `json:"eta_seconds"`
-	PollAfterMS int64  `json:"poll_after_ms"`
-
-	ETALowSeconds  int64  `json:"eta_low_seconds"`
-	ETAHighSeconds int64  `json:"eta_high_seconds"`
-	Paused         bool   `json:"paused,omitempty"`
-	UnitsLeft      *int64 `json:"units_left,omitempty"`
-	Token          string `json:"token,omitempty"`
-	ExpiresInMS    int64  `json:"expires_in_ms,omitempty"`
-	RetryAfter     int    `json:"retry_after,omitempty"`
-	Visitor        string `json:"visitor,omitempty"`
-	Pass           string `json:"pass,omitempty"`
-	Challenge      string `json:"challenge,omitempty"`
-	Difficulty     int    `json:"difficulty,omitempty"`
-	OpensInMS      int64  `json:"opens_in_ms,omitempty"`
-	Order          string `json:"prequeue_order,omitempty"`
+	Room      string `json:"room"`
+	State     string `json:"state"`
+	PageURL   string `json:"page_url"`
+	StatusURL string `json:"status_url"`
+	OrderURL  string `json:"order_url,omitempty"`
+	ProductID string `json:"product_id,omitempty"`
+	waitingPlace
+	Token       string `json:"token,omitempty"`
+	ExpiresInMS int64  `json:"expires_in_ms,omitempty"`
+	RetryAfter  int    `json:"retry_after,omitempty"`
+	Visitor     string `json:"visitor,omitempty"`
+	Pass        string `json:"pass,omitempty"`
+	Challenge   string `json:"challenge,omitempty"`
+	Difficulty  int    `json:"difficulty,omitempty"`
+	OpensInMS   int64  `json:"opens_in_ms,omitempty"`
+	Order       string `json:"prequeue_order,omitempty"`
 }
 
 // page: GET / (the default room) and GET /rooms/{room}. Browsers get the
@@ -306,24 +298,18 @@ func (s *Server) statusView(r *http.Request, room string, st waitroom.Status) (p
 		v.Boot.Token, v.Boot.ExpiresInMS = st.Token, st.ExpiresIn.Milliseconds()
 		return v, nil
 	case waitroom.StateWaiting:
-		cfg, err := s.roomConfig(r.Context(), room)
+		place, err := s.waitingPlace(r.Context(), room, st)
 		if err != nil {
 			return pageView{}, err
 		}
 		v := s.baseView(r, room, pageWaiting)
-		est, poll := s.estimate(r.Context(), room, cfg, st.Position)
-		eta, low, high := etaSeconds(est)
-		v.Boot.Position, v.Boot.Ahead = st.Position, st.Ahead()
-		v.Boot.ETASeconds, v.Boot.PollAfterMS = eta, poll.Milliseconds()
-		v.Boot.ETALowSeconds, v.Boot.ETAHighSeconds = low, high
-		v.Boot.Paused = cfg.State == waitroom.RoomPaused
-		v.Position, v.Ahead = groupDigits(st.Position), groupDigits(st.Ahead())
-		v.Paused = v.Boot.Paused
-		if st.FewLeft {
-			v.Boot.UnitsLeft = &st.UnitsLeft
-			v.UnitsLeft = groupDigits(st.UnitsLeft)
+		v.Boot.waitingPlace = place
+		v.Position, v.Ahead = groupDigits(place.Position), groupDigits(place.Ahead)
+		v.Paused = place.Paused
+		if place.UnitsLeft != nil {
+			v.UnitsLeft = groupDigits(*place.UnitsLeft)
 		}
-		v.Wait = waitText(eta, low, high)
+		v.Wait = waitText(place.ETASeconds, place.ETALowSeconds, place.ETAHighSeconds)
 		if v.Paused {
 			v.Wait = "on hold while the sale is paused"
 		}
@@ -339,7 +325,7 @@ func (s *Server) statusView(r *http.Request, room string, st waitroom.Status) (p
 		if st.Ahead() == 0 {
 			v.ProgressText = "You're next"
 		}
-		refresh := max(int64(1), (poll.Milliseconds()+999)/1000)
+		refresh := max(int64(1), (place.PollAfterMS+999)/1000)
 		v.Refresh = fmt.Sprintf("%d; url=%s?from=%d", refresh, v.PageURL, from)
 		return v, nil
 	case waitroom.StateSoldOut:
