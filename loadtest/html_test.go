@@ -20,29 +20,14 @@ import (
 	"github.com/waitroom/waitroom/loadtest"
 )
 
-// reportCharts is the data the HTML report's script draws.
-type reportCharts struct {
-	StepSeconds    float64   `json:"step_seconds"`
-	Seconds        []float64 `json:"seconds"`
-	Admitted       []float64 `json:"admitted"`
-	Queue          []int     `json:"queue"`
-	Rate           float64   `json:"rate"`
-	WaitBinSeconds float64   `json:"wait_bin_seconds"`
-	WaitCounts     []int     `json:"wait_counts"`
-	ETA            []float64 `json:"eta"`
-	ETALow         []float64 `json:"eta_low"`
-	ETAHigh        []float64 `json:"eta_high"`
-	Wait           []float64 `json:"wait"`
-	ETASampled     int       `json:"eta_sampled"`
-}
-
 var chartData = regexp.MustCompile(`(?m)^\s*const d = (\{.*\});$`)
 
-func chartsOf(t *testing.T, page string) reportCharts {
+// chartsOf reads the data the HTML report's script draws.
+func chartsOf(t *testing.T, page string) loadtest.Charts {
 	t.Helper()
 	m := chartData.FindStringSubmatch(page)
 	require.NotNil(t, m, "the page carries its data")
-	var c reportCharts
+	var c loadtest.Charts
 	require.NoError(t, json.Unmarshal([]byte(m[1]), &c))
 	return c
 }
