@@ -1,6 +1,7 @@
 package shop
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -50,11 +51,10 @@ type handler struct {
 //
 // Mount it behind the waiting room's gate for POST /orders.
 func NewHandler(store Store, opts Options) http.Handler {
-	h := &handler{store: store, opts: opts.withDefaults()}
-	mux := http.NewServeMux()
-	mux.Handle("POST /orders", h.serve(h.placeOrder))
-	mux.Handle("GET /orders/{id}", h.serve(h.order))
-	return mux
+	return newMux(store, opts, map[string]route{
+		"POST /orders":     (*handler).placeOrder,
+		"GET /orders/{id}": (*handler).order,
+	})
 }
 
 // NewAdminHandler serves stock and coupon administration; mount it behind
@@ -65,12 +65,24 @@ func NewHandler(store Store, opts Options) http.Handler {
 //	POST /admin/coupons        {"id", "owner", "discount"} → 201
 //	GET  /admin/coupons/{id}   the coupon, with whether it was used
 func NewAdminHandler(store Store, opts Options) http.Handler {
+	return newMux(store, opts, map[string]route{
+		"POST /admin/products":     (*handler).createProduct,
+		"GET /admin/products/{id}": (*handler).product,
+		"POST /admin/coupons":      (*handler).createCoupon,
+		"GET /admin/coupons/{id}":  (*handler).coupon,
+	})
+}
+
+// A route is a handler method that returns its error for serve to answer.
+type route = func(h *handler, w http.ResponseWriter, r *http.Request) error
+
+// newMux serves each pattern with its route on one handler over store.
+func newMux(store Store, opts Options, routes map[string]route) http.Handler {
 	h := &handler{store: store, opts: opts.withDefaults()}
 	mux := http.NewServeMux()
-	mux.Handle("POST /admin/products", h.serve(h.createProduct))
-	mux.Handle("GET /admin/products/{id}", h.serve(h.product))
-	mux.Handle("POST /admin/coupons", h.serve(h.createCoupon))
-	mux.Handle("GET /admin/coupons/{id}", h.serve(h.coupon))
+	for pattern, fn := range routes {
+		mux.Handle(pattern, h.serve(func(w http.ResponseWriter, r *http.Request) error { return fn(h, w, r) }))
+	}
 	return mux
 }
 
@@ -179,15 +191,7 @@ func (h *handler) createProduct(w http.ResponseWriter, r *http.Request) error {
 	if err := jsonhttp.Decode(r, &p); err != nil {
 		return badRequest("%s", err.Error())
 	}
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	if err := h.store.CreateProduct(r.Context(), p); err != nil {
-		return err
-	}
-	w.Header().Set("Location", "/admin/products/"+p.ID)
-	jsonhttp.Write(w, http.StatusCreated, p)
-	return nil
+	return create(w, r, p, h.store.CreateProduct, "/admin/products/"+p.ID)
 }
 
 func (h *handler) product(w http.ResponseWriter, r *http.Request) error {
@@ -216,14 +220,20 @@ func (h *handler) createCoupon(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("%s", err.Error())
 	}
 	c := Coupon{ID: body.ID, Owner: body.Owner, DiscountPercent: body.Discount}
-	if err := c.Validate(); err != nil {
+	return create(w, r, c, h.store.CreateCoupon, "/admin/coupons/"+c.ID)
+}
+
+// create validates v, has the store create it and answers 201 with v at
+// location.
+func create[T interface{ Validate() error }](w http.ResponseWriter, r *http.Request, v T, store func(context.Context, T) error, location string) error {
+	if err := v.Validate(); err != nil {
 		return err
 	}
-	if err := h.store.CreateCoupon(r.Context(), c); err != nil {
+	if err := store(r.Context(), v); err != nil {
 		return err
 	}
-	w.Header().Set("Location", "/admin/coupons/"+c.ID)
-	jsonhttp.Write(w, http.StatusCreated, c)
+	w.Header().Set("Location", location)
+	jsonhttp.Write(w, http.StatusCreated, v)
 	return nil
 }
 
