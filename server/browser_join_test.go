@@ -19,6 +19,12 @@ import (
 // "mid-tier mobile".
 const phoneCPUSlowdown = 4
 
+// solveWait bounds one throttled solve. The hashes a solve needs are
+// geometric: at 2^14 expected and ~2,000–3,000 a second throttled, one
+// round in thirty needs over 20 s (browserWait); 120 s is fifteen times
+// the mean, which one round in millions exceeds.
+const solveWait = 120 * time.Second
+
 // TestBrowserJoin: with scripts the page joins by itself (no click), also
 // when it has to solve the join challenge at the default difficulty on a
 // CPU throttled to a phone's; the solve times are logged for BENCHMARKS.md.
@@ -59,7 +65,7 @@ func TestBrowserJoin(t *testing.T) {
 				return chromedp.Void{}, err
 			})
 			visitor.open(f.srv.URL + "/")
-			visitor.waitState("waiting")
+			visitor.waitStateWithin("waiting", solveWait)
 			require.Equal(t, strconv.Itoa(i+1), visitor.text("position"))
 			ms, err := strconv.Atoi(visitor.eval(`document.body.getAttribute("data-solve-ms") || ""`))
 			require.NoError(t, err, "the page recorded its solve time")

@@ -134,7 +134,12 @@ func openTab(t *testing.T, parent context.Context, opts ...chromedp.ContextOptio
 // showed.
 func (tb *tab) do(actions ...chromedp.Action[chromedp.Void]) {
 	tb.t.Helper()
-	ctx, cancel := context.WithTimeout(tb.ctx, browserWait)
+	tb.doWithin(browserWait, actions...)
+}
+
+func (tb *tab) doWithin(wait time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, wait)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		tb.t.Fatalf("%v; the page shows: %s", err, tb.describe())
@@ -160,7 +165,12 @@ func (tb *tab) open(url string) {
 // waitState waits until the page shows state's section.
 func (tb *tab) waitState(state string) {
 	tb.t.Helper()
-	tb.do(chromedp.WaitVisible(chromedp.ID(state)))
+	tb.waitStateWithin(state, browserWait)
+}
+
+func (tb *tab) waitStateWithin(state string, wait time.Duration) {
+	tb.t.Helper()
+	tb.doWithin(wait, chromedp.WaitVisible(chromedp.ID(state)))
 }
 
 // waitText waits until the element's text is want: the page updates by
