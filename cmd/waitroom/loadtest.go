@@ -40,6 +40,7 @@ func loadtestSettings(c *loadtestConfig) []flagenv.Setting {
 		flagenv.Var("first-use-within", "WAITROOM_LOADTEST_FIRST_USE_WITHIN", "60s", "duration", "with --inproc: the room's first_use_within (an unconfirmed token expires then as a no-show)", flagenv.DurationIn(&c.firstUseWithin, waitroom.MinFirstUseWithin, waitroom.MaxTokenTTL)),
 		flagenv.Var("rate", "WAITROOM_LOADTEST_RATE", "", "users/s", "with --inproc: the room's admission rate (default 1000); with --url: the rate to compare admissions with (default: the room's, read with --admin-token; else not compared)", flagenv.Optional(flagenv.FloatIn(&r.Rate, 0, waitroom.MaxRate, true, " users/s"))),
 		flagenv.Var("tick", "WAITROOM_LOADTEST_TICK", "25ms", "duration", "with --inproc: the admitter's tick (serve ticks four times per slice too); the room's slice is 100 ms, and a faster tick splits its quota finer, leaving room under the per-tick cap to make up late ticks", flagenv.DurationIn(&c.tick, waitroom.MinSlice, waitroom.DefaultSlice)),
+		flagenv.Var("store-timeout", "WAITROOM_LOADTEST_STORE_TIMEOUT", "1s", "duration", "with --inproc: the server's longest wait for its store per request before it answers 503 STORE_UNAVAILABLE (serve's --store-timeout); a run on a starved machine may want more", flagenv.DurationIn(&c.storeTimeout, 10*time.Millisecond, time.Minute)),
 		flagenv.Var("stock", "WAITROOM_LOADTEST_STOCK", "", "n", "with --inproc: the product's stock (default 1000); with --url: the stock to check orders against (default unknown: not checked)", flagenv.Optional(flagenv.IntIn(&r.Stock, 0, shop.MaxStock))),
 		flagenv.Var("room-stock", "WAITROOM_LOADTEST_ROOM_STOCK", "false", "", "with --inproc: the room tracks the product's stock (a live token reserves a unit), so nobody is admitted to find nothing: the report's orders.admitted_without_stock", loadtestBool(&c.roomStock)),
 		flagenv.Var("opens-in", "WAITROOM_LOADTEST_OPENS_IN", "", "duration", "the room opens this long after the start (opens_at; with --url it needs --admin-token and a room not yet drawn): everyone arrives before it (--arrival must be shorter), is told scheduled, and gets a place by the opening's draw; the report gives the draw's time", flagenv.Optional(flagenv.DurationIn(&r.OpensIn, time.Second, 24*time.Hour))),
@@ -80,6 +81,7 @@ type loadtestConfig struct {
 	redisURL       string
 	adminToken     string
 	tick           time.Duration
+	storeTimeout   time.Duration // the in-process server's
 	abandonAfter   time.Duration // the in-process room's
 	firstUseWithin time.Duration
 	jsonOut        bool
@@ -136,6 +138,9 @@ func parseLoadtest(args []string, getenv func(string) string) (loadtestConfig, e
 	}
 	if raw["tick"].Given && !c.inproc {
 		v.Check(flagenv.Errorf("--tick goes with --inproc; a running server ticks as it was started"))
+	}
+	if raw["store-timeout"].Given && !c.inproc {
+		v.Check(flagenv.Errorf("--store-timeout goes with --inproc; a running server has its own (serve --store-timeout)"))
 	}
 	r.CheckPositions = c.checkPositions
 	if c.inproc && raw["rate"].Text == "" {
@@ -243,6 +248,7 @@ func loadtestInproc(ctx context.Context, c loadtestConfig, stderr io.Writer) (*l
 	if err != nil {
 		return nil, loadtest.ServerFigures{}, err
 	}
+	cfg.StoreTimeout = c.storeTimeout
 	rep, figs, err := loadtest.RunInProcess(ctx, c.run, loadtest.InProcess{Server: cfg, RedisURL: c.redisURL, Tick: c.tick,
 		AbandonAfter: c.abandonAfter, FirstUseWithin: c.firstUseWithin, RoomStock: c.roomStock, Log: stderr})
 	if se := (*waitroom.SettingError)(nil); rep == nil && errors.As(err, &se) {

@@ -17,8 +17,10 @@ import (
 func TestLoadtestInproc(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
+	// A long store timeout: this checks the load test's figures, not the
+	// failure policy, and a starved machine can hold a call past 1 s.
 	code := run(t.Context(), []string{"loadtest", "--inproc", "--users", "2000", "--rate", "4000", "--stock", "500",
-		"--no-order", "0.1", "--check-positions", "--json"}, envOf(), &stdout, &stderr)
+		"--no-order", "0.1", "--check-positions", "--json", "--store-timeout", "30s"}, envOf(), &stdout, &stderr)
 	require.Equal(t, exitOK, code, "stderr:\n%s\nstdout:\n%s", stderr.String(), stdout.String())
 	require.Contains(t, stderr.String(), "loadtest ", "a status line")
 
@@ -58,7 +60,7 @@ func TestLoadtestInproc(t *testing.T) {
 func TestLoadtestTextReport(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{"loadtest", "--inproc", "--users", "200", "--rate", "2000"},
+	code := run(t.Context(), []string{"loadtest", "--inproc", "--users", "200", "--rate", "2000", "--store-timeout", "30s"},
 		envOf("WAITROOM_LOADTEST_STOCK", "50"), &stdout, &stderr)
 	require.Equal(t, exitOK, code, "stderr:\n%s", stderr.String())
 	require.Contains(t, stdout.String(), "orders     50 placed")
@@ -72,7 +74,7 @@ func TestLoadtestHTMLReport(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "report.html")
 	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{"loadtest", "--inproc", "--users", "200", "--rate", "2000", "--html", file}, envOf(), &stdout, &stderr)
+	code := run(t.Context(), []string{"loadtest", "--inproc", "--users", "200", "--rate", "2000", "--html", file, "--store-timeout", "30s"}, envOf(), &stdout, &stderr)
 	require.Equal(t, exitOK, code, "stderr:\n%s", stderr.String())
 	require.Contains(t, stdout.String(), "violations: none", "the text report stays")
 	require.Contains(t, stderr.String(), "HTML report in "+file)
@@ -106,6 +108,8 @@ func TestLoadtestUsageErrors(t *testing.T) {
 		{[]string{"--url", "http://127.0.0.1:1", "--check-positions"}, nil, "needs --admin-token"},
 		{[]string{"--inproc"}, []string{"WAITROOM_LOADTEST_NO_ORDER", "2"}, `WAITROOM_LOADTEST_NO_ORDER="2": must be in [0, 1]`},
 		{[]string{"--inproc", "--json=maybe"}, nil, `--json="maybe": not true or false`},
+		{[]string{"--url", "http://127.0.0.1:1", "--store-timeout", "5s"}, nil, "--store-timeout goes with --inproc"},
+		{[]string{"--inproc", "--store-timeout", "1ms"}, nil, `--store-timeout="1ms": must be`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
@@ -177,7 +181,7 @@ func TestLoadtestDrop(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
 	code := run(t.Context(), []string{"loadtest", "--inproc", "--users", "600", "--rate", "400", "--stock", "60",
-		"--room-stock", "--opens-in", "4s", "--arrival", "1s", "--duration", "2m", "--json"}, envOf(), &stdout, &stderr)
+		"--room-stock", "--opens-in", "4s", "--arrival", "1s", "--duration", "2m", "--json", "--store-timeout", "30s"}, envOf(), &stdout, &stderr)
 	require.Equal(t, exitOK, code, "stderr:\n%s\nstdout:\n%s", stderr.String(), stdout.String())
 	var rep struct {
 		Complete bool `json:"complete"`
