@@ -109,7 +109,7 @@ type Instance struct {
 	Config Config
 	Logger *slog.Logger
 
-	limiter waitroom.Limiter // Redis's with --redis-url; nil: in process
+	limiter waitroom.Limiter // Redis's on a Redis store; nil: in process
 
 	// What a server started in process (loadtest --inproc, bench) sets
 	// besides the flags; serve sets none of them.
@@ -430,7 +430,9 @@ func (in *Instance) openStore(ctx context.Context) error {
 	if in.Store != nil {
 		in.store = in.Store
 		if rs, ok := in.Store.(*redisstore.Store); ok {
-			in.lostWrites = lostWritesOf(rs)
+			// Counted where serve counts them, so that bench and
+			// loadtest --inproc measure the server serve runs.
+			in.limiter, in.lostWrites = rs, lostWritesOf(rs)
 		}
 		return nil
 	}

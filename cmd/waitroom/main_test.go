@@ -325,3 +325,36 @@ func deleteKeys(t *testing.T, redisURL, prefix string) {
 	// t.Context is done during cleanup.
 	require.NoError(t, redisstore.DeletePrefix(context.Background(), client, prefix))
 }
+
+// TestGivenRedisStoreCountsLimitsInRedis: a server handed a Redis store
+// (bench, loadtest --inproc) counts the per-user limit in Redis as serve
+// does, so two instances share it. At 0.1/s a user's burst is one request
+// and a share of half of it answers nothing locally: the first instance
+// lets one through, and the second refuses the next; two in-process
+// counts would let one through on each.
+func TestGivenRedisStoreCountsLimitsInRedis(t *testing.T) {
+	t.Parallel()
+	redisURL := testenv.RedisURL()
+	prefix := fmt.Sprintf("wrtest-cmd-limit-%d", time.Now().UnixNano())
+	t.Cleanup(func() { deleteKeys(t, redisURL, prefix) })
+	client, err := redisstore.Open(redisURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { client.Close() })
+	store := redisstore.New(client, redisstore.Options{Prefix: prefix})
+
+	var bases []string
+	for range 2 {
+		cfg, err := parseServe([]string{"--addr", "127.0.0.1:0", "--instances", "2", "--user-rate-limit", "0.1", "--store-timeout", "30s"}, envOf())
+		require.NoError(t, err)
+		m := &instance.Instance{Config: cfg, Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		require.NoError(t, m.Run(t.Context()))
+		t.Cleanup(func() { require.NoError(t, m.Close()) })
+		bases = append(bases, "http://"+m.Addr())
+	}
+	first := mustDo(t, "POST", bases[0]+"/queue/enter", "limited", "", "")
+	require.Equal(t, http.StatusOK, first.status, first.body)
+	for _, base := range bases {
+		r := mustDo(t, "POST", base+"/queue/enter", "limited", "", "")
+		require.Equal(t, "RATE_LIMITED", r.code(), "%s: %v", base, r.body)
+	}
+}
