@@ -75,6 +75,13 @@ func annAdmitted(t *testing.T) (*memstore.Store, *memstore.ManualClock, string, 
 	return s, clock, room, admitOne(t, s, clock, room, "ann")
 }
 
+// annClaimed is annAdmitted with ann's token claimed: h holds it.
+func annClaimed(t *testing.T) (s *memstore.Store, clock *memstore.ManualClock, room, token string, h waitroom.Hold) {
+	t.Helper()
+	s, clock, room, token = annAdmitted(t)
+	return s, clock, room, token, claim(t, s, room, "ann", token)
+}
+
 func admitOne(t *testing.T, s *memstore.Store, clock *memstore.ManualClock, room, user string) string {
 	t.Helper()
 	enterAll(t, s, room, user)
@@ -410,8 +417,7 @@ func TestAdmitMaxActive(t *testing.T) {
 	require.Empty(t, adm, "the cap is reached")
 
 	// A spent token frees a place.
-	h, err := s.Claim(ctx, room, "u0", tokenOf(t, s, room, "u0"))
-	require.NoError(t, err)
+	h := claim(t, s, room, "u0", tokenOf(t, s, room, "u0"))
 	require.NoError(t, s.Complete(ctx, h))
 	clock.Advance(100 * time.Millisecond)
 	adm, err = s.Admit(ctx, room)
@@ -427,6 +433,14 @@ func TestAdmitMaxActive(t *testing.T) {
 	require.Less(t, st.Pace.Efficiency, 0.1, "the cap, not the rate, held admissions back")
 	st.Pace = waitroom.Pace{}
 	require.Equal(t, waitroom.Stats{Waiting: 3, Active: 3, Entered: 10, Admitted: 7, Completed: 1, NoShows: 3}, st, "never confirmed: no-shows")
+}
+
+// claim claims user's token and fails the test if the store refuses.
+func claim(t *testing.T, s *memstore.Store, room, user, token string) waitroom.Hold {
+	t.Helper()
+	h, err := s.Claim(t.Context(), room, user, token)
+	require.NoError(t, err)
+	return h
 }
 
 func tokenOf(t *testing.T, s *memstore.Store, room, user string) string {
@@ -484,8 +498,7 @@ func TestClaimCompleteRelease(t *testing.T) {
 	_, err = s.Claim(ctx, room, "ann", waitroom.NewToken())
 	require.ErrorIs(t, err, waitroom.ErrTokenInvalid)
 
-	h, err := s.Claim(ctx, room, "ann", token)
-	require.NoError(t, err)
+	h := claim(t, s, room, "ann", token)
 	require.Equal(t, waitroom.Hold{Room: room, User: "ann", Token: token, Lease: h.Lease, LeaseFor: 5 * time.Second}, h)
 	require.NotEmpty(t, h.Lease)
 	_, err = s.Claim(ctx, room, "ann", token)
@@ -499,8 +512,7 @@ func TestClaimCompleteRelease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 58*time.Second, st.ExpiresIn)
 
-	h2, err := s.Claim(ctx, room, "ann", token)
-	require.NoError(t, err)
+	h2 := claim(t, s, room, "ann", token)
 	require.NotEqual(t, h.Lease, h2.Lease)
 	require.NoError(t, s.Release(ctx, h), "an old hold releases nothing")
 	_, err = s.Claim(ctx, room, "ann", token)
@@ -521,17 +533,13 @@ func TestClaimCompleteRelease(t *testing.T) {
 func TestLeaseRunsOut(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, clock, room, token := annAdmitted(t)
-
-	h, err := s.Claim(ctx, room, "ann", token)
-	require.NoError(t, err)
+	s, clock, room, token, h := annClaimed(t)
 	clock.Advance(5 * time.Second)
 	// The holder died: the token is usable again by itself, and the dead
 	// holder's late release cannot undo the new claim.
-	h2, err := s.Claim(ctx, room, "ann", token)
-	require.NoError(t, err)
+	h2 := claim(t, s, room, "ann", token)
 	require.NoError(t, s.Release(ctx, h))
-	_, err = s.Claim(ctx, room, "ann", token)
+	_, err := s.Claim(ctx, room, "ann", token)
 	require.ErrorIs(t, err, waitroom.ErrTokenInUse)
 
 	// A late completion by the dead holder still spends the token: its
@@ -548,9 +556,7 @@ func TestLeaseRunsOut(t *testing.T) {
 func TestReleaseAfterLapsedLease(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, clock, room, token := annAdmitted(t)
-	h, err := s.Claim(ctx, room, "ann", token)
-	require.NoError(t, err)
+	s, clock, room, token, h := annClaimed(t)
 	clock.Advance(6 * time.Second)
 	require.NoError(t, s.Release(ctx, h))
 	st, err := s.Status(ctx, room, "ann")
@@ -571,8 +577,7 @@ func TestReadmittedWhileExpiredTokenIsHeld(t *testing.T) {
 	ctx := t.Context()
 	s, clock, room := newRoom(t, waitroom.RoomConfig{Rate: 1, Slice: time.Second, TokenTTL: 10 * time.Second, Lease: 30 * time.Second})
 	old := admitOne(t, s, clock, room, "ann")
-	h, err := s.Claim(ctx, room, "ann", old)
-	require.NoError(t, err)
+	h := claim(t, s, room, "ann", old)
 	clock.Advance(11 * time.Second)
 
 	st, err := s.Enter(ctx, room, "ann")
@@ -598,14 +603,12 @@ func TestLeaseOutlivesExpiry(t *testing.T) {
 	clock.Advance(time.Second)
 	bob := tokenOfAdmitted(t, s, room)
 
-	hAnn, err := s.Claim(ctx, room, "ann", ann)
-	require.NoError(t, err)
-	hBob, err := s.Claim(ctx, room, "bob", bob)
-	require.NoError(t, err)
+	hAnn := claim(t, s, room, "ann", ann)
+	hBob := claim(t, s, room, "bob", bob)
 
 	// Both tokens expire while their orders run; Admit must not drop them.
 	clock.Advance(20 * time.Second)
-	_, err = s.Admit(ctx, room)
+	_, err := s.Admit(ctx, room)
 	require.NoError(t, err)
 	st := testenv.Stats(t, s, room)
 	require.Equal(t, int64(2), st.Active)
@@ -760,8 +763,7 @@ func TestPassTakesAnEarlyArrivalOutOfTheDraw(t *testing.T) {
 	fan, err := s.Status(ctx, room, "fan")
 	require.NoError(t, err)
 	require.Equal(t, int64(1), fan.Position, "the pass holder is no longer ahead")
-	hold, err := s.Claim(ctx, room, "vip", vip.Token)
-	require.NoError(t, err)
+	hold := claim(t, s, room, "vip", vip.Token)
 	require.NoError(t, s.Complete(ctx, hold))
 
 	clock.Advance(1100 * time.Millisecond)
