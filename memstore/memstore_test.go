@@ -358,16 +358,13 @@ func TestAdmitNoBurstAfterIdleOrPause(t *testing.T) {
 
 	// An idle hour with nobody queued saves up at most one slice.
 	clock.Advance(time.Hour)
-	_, err := s.Admit(ctx, room)
-	require.NoError(t, err)
+	admit(t, s, room)
 	enterAll(t, s, room, users("u", 1000)...)
 	clock.Advance(100 * time.Millisecond)
-	adm, err := s.Admit(ctx, room)
-	require.NoError(t, err)
+	adm := admit(t, s, room)
 	require.Len(t, adm, 10, "capped by the tick quota")
 	clock.Advance(100 * time.Millisecond)
-	adm, err = s.Admit(ctx, room)
-	require.NoError(t, err)
+	adm = admit(t, s, room)
 	require.Len(t, adm, 10)
 
 	// A pause admits nobody and saves up nothing.
@@ -376,14 +373,12 @@ func TestAdmitNoBurstAfterIdleOrPause(t *testing.T) {
 	require.NoError(t, s.UpdateRoom(ctx, room, testenv.RoomConfig(t, s, room), paused))
 	for range 50 {
 		clock.Advance(100 * time.Millisecond)
-		adm, err = s.Admit(ctx, room)
-		require.NoError(t, err)
+		adm = admit(t, s, room)
 		require.Empty(t, adm)
 	}
 	require.NoError(t, s.UpdateRoom(ctx, room, testenv.RoomConfig(t, s, room), cfg))
 	clock.Advance(50 * time.Millisecond)
-	adm, err = s.Admit(ctx, room)
-	require.NoError(t, err)
+	adm = admit(t, s, room)
 	require.Len(t, adm, 5, "only the time since the pause ended counts")
 }
 
@@ -395,8 +390,7 @@ func TestAdmitClosedRoomDrainsQueue(t *testing.T) {
 	require.NoError(t, s.UpdateRoom(ctx, room, testenv.RoomConfig(t, s, room), waitroom.RoomConfig{Rate: 1, Slice: time.Second, State: waitroom.RoomClosed}))
 	startBucket(t, s, room)
 	clock.Advance(time.Second)
-	adm, err := s.Admit(ctx, room)
-	require.NoError(t, err)
+	adm := admit(t, s, room)
 	require.Equal(t, []string{"ann"}, admittedUsers(adm))
 }
 
@@ -407,32 +401,36 @@ func TestAdmitMaxActive(t *testing.T) {
 	enterAll(t, s, room, users("u", 10)...)
 	startBucket(t, s, room)
 	clock.Advance(100 * time.Millisecond)
-	adm, err := s.Admit(ctx, room)
-	require.NoError(t, err)
+	adm := admit(t, s, room)
 	require.Len(t, adm, 3)
 
 	clock.Advance(100 * time.Millisecond)
-	adm, err = s.Admit(ctx, room)
-	require.NoError(t, err)
+	adm = admit(t, s, room)
 	require.Empty(t, adm, "the cap is reached")
 
 	// A spent token frees a place.
 	h := claim(t, s, room, "u0", tokenOf(t, s, room, "u0"))
 	require.NoError(t, s.Complete(ctx, h))
 	clock.Advance(100 * time.Millisecond)
-	adm, err = s.Admit(ctx, room)
-	require.NoError(t, err)
+	adm = admit(t, s, room)
 	require.Equal(t, []string{"u3"}, admittedUsers(adm))
 
 	// Expired tokens free theirs.
 	clock.Advance(10 * time.Second)
-	adm, err = s.Admit(ctx, room)
-	require.NoError(t, err)
+	adm = admit(t, s, room)
 	require.Len(t, adm, 3)
 	st := testenv.Stats(t, s, room)
 	require.Less(t, st.Pace.Efficiency, 0.1, "the cap, not the rate, held admissions back")
 	st.Pace = waitroom.Pace{}
 	require.Equal(t, waitroom.Stats{Waiting: 3, Active: 3, Entered: 10, Admitted: 7, Completed: 1, NoShows: 3}, st, "never confirmed: no-shows")
+}
+
+// admit runs one Admit and fails the test if the store refuses.
+func admit(t *testing.T, s *memstore.Store, room string) []waitroom.Admission {
+	t.Helper()
+	adm, err := s.Admit(t.Context(), room)
+	require.NoError(t, err)
+	return adm
 }
 
 // claim claims user's token and fails the test if the store refuses.
@@ -471,8 +469,7 @@ func TestExpiry(t *testing.T) {
 	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
 	st = testenv.Stats(t, s, room)
 	require.Equal(t, int64(1), st.NoShows)
-	_, err = s.Admit(ctx, room)
-	require.NoError(t, err)
+	admit(t, s, room)
 	st = testenv.Stats(t, s, room)
 	require.Equal(t, int64(2), st.NoShows)
 	_, err = s.Claim(ctx, room, "bob", bob)
@@ -608,12 +605,11 @@ func TestLeaseOutlivesExpiry(t *testing.T) {
 
 	// Both tokens expire while their orders run; Admit must not drop them.
 	clock.Advance(20 * time.Second)
-	_, err := s.Admit(ctx, room)
-	require.NoError(t, err)
+	admit(t, s, room)
 	st := testenv.Stats(t, s, room)
 	require.Equal(t, int64(2), st.Active)
 	require.Zero(t, st.Expired)
-	_, err = s.Claim(ctx, room, "ann", ann)
+	_, err := s.Claim(ctx, room, "ann", ann)
 	require.ErrorIs(t, err, waitroom.ErrTokenNotFound, "expired tokens cannot be claimed")
 
 	require.NoError(t, s.Complete(ctx, hAnn), "the order succeeded")
@@ -658,13 +654,7 @@ func TestConcurrentEnters(t *testing.T) {
 	const n, maxQueue = 400, 300
 	s, _, room := newRoom(t, waitroom.RoomConfig{MaxQueue: maxQueue})
 
-	positions := make([]int64, n)
-	errs := make([]error, n)
-	testenv.AtOnce(n, func(i int) {
-		var st waitroom.Status
-		st, errs[i] = s.Enter(ctx, room, fmt.Sprintf("u%d", i))
-		positions[i] = st.Position
-	})
+	positions, errs := testenv.EntersAtOnce(ctx, s, room, n)
 	seen := make(map[int64]bool)
 	full := 0
 	for i, err := range errs {
@@ -769,8 +759,7 @@ func TestPassTakesAnEarlyArrivalOutOfTheDraw(t *testing.T) {
 	clock.Advance(1100 * time.Millisecond)
 	var admitted []string
 	for range 20 {
-		got, err := s.Admit(ctx, room)
-		require.NoError(t, err)
+		got := admit(t, s, room)
 		admitted = append(admitted, admittedUsers(got)...)
 		clock.Advance(50 * time.Millisecond)
 	}

@@ -242,13 +242,7 @@ func TestLibraryReload(t *testing.T) {
 			rec.mu.Unlock()
 
 			const callers = 32
-			positions := make([]int64, callers)
-			errs := make([]error, callers)
-			testenv.AtOnce(callers, func(i int) {
-				var st waitroom.Status
-				st, errs[i] = s.Enter(ctx, room, fmt.Sprintf("u%02d", i))
-				positions[i] = st.Position
-			})
+			positions, errs := testenv.EntersAtOnce(ctx, s, room, callers)
 			seen := map[int64]bool{}
 			for i, err := range errs {
 				require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -145,4 +146,16 @@ func AtOnce(n int, fn func(i int)) {
 	}
 	close(start)
 	wg.Wait()
+}
+
+// EntersAtOnce has users u0 … u(n-1) enter room at once (AtOnce) and
+// returns the place each one got and each one's error.
+func EntersAtOnce(ctx context.Context, s waitroom.Store, room string, n int) (positions []int64, errs []error) {
+	positions, errs = make([]int64, n), make([]error, n)
+	AtOnce(n, func(i int) {
+		var st waitroom.Status
+		st, errs[i] = s.Enter(ctx, room, fmt.Sprintf("u%d", i))
+		positions[i] = st.Position
+	})
+	return positions, errs
 }
