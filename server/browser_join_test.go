@@ -1,13 +1,11 @@
 package server_test
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
-	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
@@ -60,10 +58,7 @@ func TestBrowserJoin(t *testing.T) {
 		var hashes int
 		for i := range rounds {
 			visitor := newVisitor(t, browser)
-			visitor.do(func(ctx context.Context, target *chromedp.Target) (chromedp.Void, error) {
-				_, err := chromedp.Call(ctx, emulation.SetCPUThrottlingRate, emulation.SetCPUThrottlingRateParams{Rate: phoneCPUSlowdown})
-				return chromedp.Void{}, err
-			})
+			sendCDP(visitor, emulation.SetCPUThrottlingRate, emulation.SetCPUThrottlingRateParams{Rate: phoneCPUSlowdown})
 			visitor.open(f.srv.URL + "/")
 			visitor.waitStateWithin("waiting", solveWait)
 			require.Equal(t, strconv.Itoa(i+1), visitor.text("position"))

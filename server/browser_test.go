@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -144,6 +145,16 @@ func (tb *tab) doWithin(wait time.Duration, actions ...chromedp.Action[chromedp.
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		tb.t.Fatalf("%v; the page shows: %s", err, tb.describe())
 	}
+}
+
+// sendCDP runs one protocol command on tb's page, its answer unread: an
+// emulation setting, say.
+func sendCDP[P, R any](tb *tab, cmd cdp.Command[P, R], params P) {
+	tb.t.Helper()
+	tb.do(func(ctx context.Context, _ *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Call(ctx, cmd, params)
+		return chromedp.Void{}, err
+	})
 }
 
 func (tb *tab) describe() string {
@@ -417,10 +428,7 @@ func TestBrowser(t *testing.T) {
 		f := newPageFixture(t, pageOptions{})
 		f.enterUsers("u1")
 		visitor := newVisitor(t, browser)
-		visitor.do(func(ctx context.Context, target *chromedp.Target) (chromedp.Void, error) {
-			_, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
-			return chromedp.Void{}, err
-		})
+		sendCDP(visitor, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
 		visitor.open(f.srv.URL + "/")
 		visitor.waitState("join")
 		require.Equal(t, int64(1), f.waiting(), "loading the page queued nobody")
