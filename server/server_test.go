@@ -187,6 +187,14 @@ func newGatedFixture(t *testing.T) (*fixture, *upstream) {
 	return newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)}), up
 }
 
+// requireOrderRefused: the gate answers u1's order with token by status
+// and code, and the protected handler behind it never sees the order.
+func requireOrderRefused(t *testing.T, f *fixture, up *upstream, token string, status int, code string) {
+	t.Helper()
+	f.order("u1", token).requireError(t, status, code)
+	require.Zero(t, up.calls.Load(), "the protected handler was called")
+}
+
 func newUpstream(t *testing.T) *upstream {
 	u := &upstream{}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -253,18 +261,14 @@ func TestErrorTable(t *testing.T) {
 		t.Parallel()
 		f, up := newGatedFixture(t)
 		for _, token := range []string{"", waitroom.NewToken()} {
-			a := f.order("u1", token)
-			a.requireError(t, http.StatusForbidden, "ENTRY_TOKEN_NOT_FOUND")
+			requireOrderRefused(t, f, up, token, http.StatusForbidden, "ENTRY_TOKEN_NOT_FOUND")
 		}
-		require.Zero(t, up.calls.Load())
 	})
 	t.Run("ENTRY_TOKEN_INVALID", func(t *testing.T) {
 		t.Parallel()
 		f, up := newGatedFixture(t)
 		f.admit("u1")
-		a := f.order("u1", waitroom.NewToken())
-		a.requireError(t, http.StatusForbidden, "ENTRY_TOKEN_INVALID")
-		require.Zero(t, up.calls.Load())
+		requireOrderRefused(t, f, up, waitroom.NewToken(), http.StatusForbidden, "ENTRY_TOKEN_INVALID")
 	})
 	t.Run("TOKEN_IN_USE", func(t *testing.T) {
 		t.Parallel()
@@ -272,9 +276,7 @@ func TestErrorTable(t *testing.T) {
 		token := f.admit("u1")
 		_, err := f.store.Claim(t.Context(), f.room, "u1", token) // another request holds it
 		require.NoError(t, err)
-		a := f.order("u1", token)
-		a.requireError(t, http.StatusConflict, "TOKEN_IN_USE")
-		require.Zero(t, up.calls.Load())
+		requireOrderRefused(t, f, up, token, http.StatusConflict, "TOKEN_IN_USE")
 	})
 	t.Run("BAD_REQUEST", func(t *testing.T) {
 		t.Parallel()
