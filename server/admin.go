@@ -33,12 +33,6 @@ import (
 //	GET   /admin/dashboard        every room with figures and samples, for the dashboard (dashboard.go)
 //	GET   /admin/                 the dashboard's page, without the token (it asks for it)
 
-// Codes of the operator API.
-var (
-	errUnauthorized = &waitroom.Error{Code: "UNAUTHORIZED", Message: "a valid admin bearer token is required", Status: http.StatusUnauthorized}
-	errRoomExists   = &waitroom.Error{Code: "ROOM_EXISTS", Message: "the room exists already", Status: http.StatusConflict}
-)
-
 // Bounds of ?window= on GET /admin/rooms/{room}.
 const (
 	defaultFiguresWindow = time.Second

@@ -9,18 +9,11 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom"
-)
-
-// What the door adds to the store's codes.
-var (
-	errRateLimited       = &waitroom.Error{Code: "RATE_LIMITED", Message: "too many requests; slow down (your place is kept)", Status: http.StatusTooManyRequests}
-	errChallengeRequired = &waitroom.Error{Code: "CHALLENGE_REQUIRED", Message: "solve the join challenge first", Status: http.StatusPreconditionRequired}
 )
 
 // rateLimited is a RATE_LIMITED refusal with the wait its Retry-After says.

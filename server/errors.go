@@ -9,12 +9,19 @@ import (
 	"github.com/waitroom/waitroom/jsonhttp"
 )
 
-// Codes the server adds to the store's.
+// Codes the server adds to the store's, all in one place: routing and the
+// gate's upstream; the door (door.go); the operator API (admin.go).
 var (
 	errNotFound            = &waitroom.Error{Code: "NOT_FOUND", Message: "no such endpoint", Status: http.StatusNotFound}
 	errMethodNotAllowed    = &waitroom.Error{Code: "METHOD_NOT_ALLOWED", Message: "method not allowed", Status: http.StatusMethodNotAllowed}
 	errNotConfigured       = &waitroom.Error{Code: "NOT_CONFIGURED", Message: "no protected service is configured", Status: http.StatusNotFound}
 	errUpstreamUnavailable = &waitroom.Error{Code: "UPSTREAM_UNAVAILABLE", Message: "the protected service is unavailable; your entry token is kept", Status: http.StatusBadGateway}
+
+	errRateLimited       = &waitroom.Error{Code: "RATE_LIMITED", Message: "too many requests; slow down (your place is kept)", Status: http.StatusTooManyRequests}
+	errChallengeRequired = &waitroom.Error{Code: "CHALLENGE_REQUIRED", Message: "solve the join challenge first", Status: http.StatusPreconditionRequired}
+
+	errUnauthorized = &waitroom.Error{Code: "UNAUTHORIZED", Message: "a valid admin bearer token is required", Status: http.StatusUnauthorized}
+	errRoomExists   = &waitroom.Error{Code: "ROOM_EXISTS", Message: "the room exists already", Status: http.StatusConflict}
 )
 
 // classify is waitroom.Classify with the log line the error deserves: the
