@@ -29,7 +29,11 @@ type paceSnapshot struct {
 // store cannot say, the previous one (or none: the configured rate) stands,
 // and the answer is still given. Called only for rooms roomConfig knows.
 func (s *Server) pace(ctx context.Context, room string) waitroom.Pace {
-	v, _ := s.paces.LoadOrStore(room, &cachedPace{})
+	v, ok := s.paces.Load(room)
+	if !ok {
+		// LoadOrStore alone would make a cachedPace on every call.
+		v, _ = s.paces.LoadOrStore(room, &cachedPace{})
+	}
 	c := v.(*cachedPace)
 	snap := c.current.Load()
 	if snap != nil && time.Since(snap.fetched) < paceRefresh || !c.refreshing.CompareAndSwap(false, true) {

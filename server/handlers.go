@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/waitroom/waitroom"
@@ -54,7 +55,10 @@ func (s *Server) waitingPlace(ctx context.Context, room string, st waitroom.Stat
 	}
 	p.ETASeconds, p.ETALowSeconds, p.ETAHighSeconds = etaSeconds(est)
 	if st.FewLeft {
-		p.UnitsLeft = &st.UnitsLeft
+		// A copy: the address of st's field would put all of st on the
+		// heap for every answer.
+		left := st.UnitsLeft
+		p.UnitsLeft = &left
 	}
 	return p, nil
 }
@@ -182,7 +186,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, room string, st 
 			jsonhttp.Write(w, http.StatusOK, body)
 			return nil
 		}
-		writeJSONBytes(w, body.appendJSON(make([]byte, 0, 160)))
+		writeJSONAppended(w, body.appendJSON)
 		return nil
 	case waitroom.StateWaiting:
 		place, err := s.waitingPlace(r.Context(), room, st)
@@ -194,7 +198,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, room string, st 
 			jsonhttp.Write(w, http.StatusOK, body)
 			return nil
 		}
-		writeJSONBytes(w, body.appendJSON(make([]byte, 0, 160)))
+		writeJSONAppended(w, body.appendJSON)
 		return nil
 	case waitroom.StateSoldOut:
 		jsonhttp.Write(w, http.StatusOK, soldOutBody{State: st.State, Room: room})
@@ -281,13 +285,22 @@ var (
 	noStore         = []string{"no-store"}
 )
 
-// writeJSONBytes answers 200 with body and jsonhttp.Write's headers.
-func writeJSONBytes(w http.ResponseWriter, body []byte) {
+// answerBuffers hold the bytes of the hand-appended answers between
+// requests: a Writer must not keep what it is given, so the buffer is free
+// again once Write returns.
+var answerBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// writeJSONAppended answers 200 with what appendJSON appends and
+// jsonhttp.Write's headers.
+func writeJSONAppended(w http.ResponseWriter, appendJSON func([]byte) []byte) {
+	buf := answerBuffers.Get().(*[]byte)
+	*buf = appendJSON((*buf)[:0])
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	h["Cache-Control"] = noStore
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	_, _ = w.Write(*buf)
+	answerBuffers.Put(buf)
 }
 
 // enterBody is what an enter may carry: the solution of the join
@@ -302,10 +315,17 @@ type enterBody struct {
 // JSON object with at most the fields of enterBody; anything else is a
 // client mistake worth telling about, not something to ignore.
 func readEnterBody(r *http.Request) (enterBody, error) {
-	var req enterBody
 	if r.Body == nil || r.Body == http.NoBody {
-		return req, nil
+		return enterBody{}, nil
 	}
+	return readEnterJSON(r)
+}
+
+// readEnterJSON is readEnterBody's part for a body. Apart, so that req,
+// which the decoder's reflection moves to the heap, is not made for the
+// usual enter without one.
+func readEnterJSON(r *http.Request) (enterBody, error) {
+	var req enterBody
 	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, jsonhttp.MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
