@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -74,20 +75,47 @@ var hotPath = map[*function]bool{
 	allowScript: true,
 }
 
-// run runs f: a hot-path function with FCALL through the autopipeliner
+// fcall is a function and the keys it runs on. head, when set, is FCALL's
+// command line up to the arguments ("fcall", name, number of keys, keys),
+// made once (prepare): each key boxed into an interface is an allocation,
+// ten of them per Enter or Status otherwise.
+type fcall struct {
+	f    *function
+	keys []string
+	head []any
+}
+
+// prepare returns the call of f on keys with its head made.
+func prepare(f *function, keys ...string) fcall {
+	return fcall{f: f, keys: keys, head: fcallHead(f, keys, 0)}
+}
+
+// fcallHead is FCALL's command line for f on keys, with room for extra
+// arguments.
+func fcallHead(f *function, keys []string, extra int) []any {
+	head := make([]any, 0, 3+len(keys)+extra)
+	head = append(head, "fcall", f.Name(), len(keys))
+	for _, k := range keys {
+		head = append(head, k)
+	}
+	return head
+}
+
+// run runs c: a hot-path function with FCALL through the autopipeliner
 // when the Store has one, waiting no longer than ctx allows, and again
 // after loading the library when Redis did not have it; any other, or
 // without an autopipeliner, call on the plain client.
-func (s *Store) run(ctx context.Context, f *function, keys []string, args ...any) (any, error) {
+func (s *Store) run(ctx context.Context, c fcall, args ...any) (any, error) {
+	f := c.f
 	if s.ap == nil || !hotPath[f] {
-		return s.call(ctx, s.client, f, keys, args...).Result()
+		return s.call(ctx, s.client, f, c.keys, args...).Result()
 	}
-	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-	cmdArgs = append(cmdArgs, "fcall", f.Name(), len(keys))
-	for _, k := range keys {
-		cmdArgs = append(cmdArgs, k)
+	var cmdArgs []any
+	if c.head != nil {
+		cmdArgs = slices.Concat(c.head, args) // a copy: the head is shared
+	} else {
+		cmdArgs = append(fcallHead(f, c.keys, len(args)), args...)
 	}
-	cmdArgs = append(cmdArgs, args...)
 	loads := s.loads.Load()
 	for try := 0; ; try++ {
 		cmd := redis.NewCmd(ctx, cmdArgs...)

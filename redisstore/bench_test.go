@@ -34,9 +34,11 @@ func fcallStats(b testing.TB, c redis.UniversalClient) (calls, usec int64) {
 	return stats["fcall"].Calls, stats["fcall"].Usec
 }
 
-// measure runs the timed part and reports the server's µs per FCALL.
+// measure runs the timed part and reports the server's µs per FCALL, and
+// the allocations per call of the client side.
 func measure(b *testing.B, s *Store, timed func()) {
 	b.Helper()
+	b.ReportAllocs()
 	calls0, usec0 := fcallStats(b, s.client)
 	b.ResetTimer()
 	timed()

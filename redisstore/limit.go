@@ -65,7 +65,7 @@ func (s *Store) AllowAfter(ctx context.Context, key string, l waitroom.Limit, pa
 	}
 	interval := int64(float64(time.Second/time.Microsecond) / l.Rate)
 	burst := int64(max(l.Burst, 1)) * interval
-	res, err := s.run(ctx, allowScript, []string{s.prefix + ":{rl:" + key + "}"}, interval, burst, passed)
+	res, err := s.run(ctx, fcall{f: allowScript, keys: []string{s.prefix + ":{rl:" + key + "}"}}, interval, burst, passed)
 	if err != nil {
 		return false, 0, s.fail("allow", err)
 	}

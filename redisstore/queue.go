@@ -145,7 +145,7 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 	k := s.keys(room)
 	w := s.watch(room)
 	at := w.marks()
-	r, err := s.do(ctx, "enter", enterScript, k.enter, user)
+	r, err := s.doCall(ctx, "enter", k.enter, user)
 	if err != nil {
 		return waitroom.Status{}, err
 	}
@@ -278,7 +278,7 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 	k := s.keys(room)
 	w := s.watch(room)
 	at := w.marks()
-	r, err := s.do(ctx, "status", statusScript, k.status, user)
+	r, err := s.doCall(ctx, "status", k.status, user)
 	if err != nil {
 		return waitroom.Status{}, err
 	}

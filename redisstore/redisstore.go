@@ -197,7 +197,8 @@ func (s *Store) AutoPipelined() bool { return s.ap != nil }
 type roomKeys struct {
 	cfg, q, seq, tok, active, bucket, stats, buyers, passes string
 	pre, drawn, ent, places, draw                           string
-	enter, status                                           []string
+	// The calls of Enter and Status, their command lines made once.
+	enter, status fcall
 }
 
 // maxCachedRooms bounds the rooms whose keys a Store keeps: far more than
@@ -228,8 +229,8 @@ func (s *Store) keys(room string) *roomKeys {
 		places: p + "places",
 		draw:   p + "draw",
 	}
-	k.enter = []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw}
-	k.status = []string{k.cfg, k.q, k.tok, k.seq, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw}
+	k.enter = prepare(enterScript, k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw)
+	k.status = prepare(statusScript, k.cfg, k.q, k.tok, k.seq, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw)
 	if s.keysCached.Add(1) <= maxCachedRooms {
 		if prev, loaded := s.keyCache.LoadOrStore(room, k); loaded {
 			s.keysCached.Add(-1)
@@ -309,7 +310,12 @@ func (s *Store) unexpected(ctx context.Context, op string, reply any) error {
 // a reply with no code is unexpected. Any other code, with its values, is
 // the caller's to decode.
 func (s *Store) do(ctx context.Context, op string, f *function, keys []string, args ...any) (reply, error) {
-	res, err := s.run(ctx, f, keys, args...)
+	return s.doCall(ctx, op, fcall{f: f, keys: keys}, args...)
+}
+
+// doCall is do for a call already made up (prepare).
+func (s *Store) doCall(ctx context.Context, op string, c fcall, args ...any) (reply, error) {
+	res, err := s.run(ctx, c, args...)
 	if err != nil {
 		return nil, s.fail(op, err)
 	}
