@@ -96,8 +96,16 @@ func (g *GuardedStore) Timeout() time.Duration { return g.timeout }
 // room's re-creation brings back; "" for calls that are not retried.
 func guarded[T any](ctx context.Context, g *GuardedStore, room string, call func(context.Context) (T, error)) (T, error) {
 	epoch := g.outage.begin()
-	bounded, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
+	bounded := ctx
+	// A caller whose own deadline comes first has bounded the call already
+	// (the admitter's ticks): WithTimeout would only add a context that
+	// ends with it. Otherwise the call gets a context and a timer of its
+	// own.
+	if d, ok := ctx.Deadline(); !ok || !d.Before(time.Now().Add(g.timeout)) {
+		var cancel context.CancelFunc
+		bounded, cancel = context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+	}
 	v, err := call(bounded)
 	if room != "" && g.keeper.retry(bounded, room, err) {
 		v, err = call(bounded)
@@ -253,12 +261,12 @@ func (o *storeOutage) observe(ctx context.Context, log *slog.Logger, epoch uint6
 	default:
 		return // a bug or a cancelled caller says nothing about the store
 	}
-	now := time.Now()
 	o.mu.Lock()
 	if failed == o.down || epoch != o.epoch {
 		o.mu.Unlock()
 		return
 	}
+	now := time.Now() // only for a change of state: a clock read is not free
 	o.down, o.epoch = failed, o.epoch+1
 	quiet := o.relapse
 	switch {

@@ -239,3 +239,38 @@ func (c *logCounter) count(prefix string) int {
 func onEvery(fault func(ctx context.Context) error) func(context.Context, string) error {
 	return func(ctx context.Context, _ string) error { return fault(ctx) }
 }
+
+// BenchmarkGuardedStoreCall: what the guard adds to a store call: a context
+// and timer of its own unless the caller's deadline comes first.
+func BenchmarkGuardedStoreCall(b *testing.B) {
+	inner := memstore.New(memstore.Options{})
+	if _, err := inner.CreateRoom(b.Context(), "sale", waitroom.RoomConfig{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := inner.Enter(b.Context(), "sale", "u1"); err != nil {
+		b.Fatal(err)
+	}
+	g := waitroom.Guard(inner, waitroom.GuardOptions{})
+	run := func(b *testing.B, ctx context.Context) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := g.Status(ctx, "sale", "u1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("unguarded", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := inner.Status(b.Context(), "sale", "u1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("caller without deadline", func(b *testing.B) { run(b, b.Context()) })
+	b.Run("caller deadline first", func(b *testing.B) {
+		ctx, cancel := context.WithTimeout(b.Context(), waitroom.DefaultStoreTimeout/2)
+		defer cancel()
+		run(b, ctx)
+	})
+}
