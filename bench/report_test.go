@@ -31,14 +31,15 @@ func TestWriteSeedShardCapacity(t *testing.T) {
 	t.Parallel()
 	r := &Result{seed: []seedFigure{
 		{op: "enter", ours: []float64{10, 12}, seed: []float64{5, 6}, oursCPU: []float64{20, 25}, seedCPU: []float64{10, 10}},
-		{op: "status", ours: []float64{8, 8}, seed: []float64{4, 4}, oursCPU: []float64{10, 40}, seedCPU: []float64{5, 5}},
+		{op: "status", ours: []float64{8, 8}, seed: []float64{4, 4}, oursCPU: []float64{10, 40}},
 		{op: "admit", ours: []float64{3}, seed: []float64{2}},
-		{op: "seen", ours: []float64{8, 8}, seed: []float64{8, 8}, oursCPU: []float64{10, 40}, seedCPU: []float64{10, 10}},
+		{op: "seen", ours: []float64{8, 8}, seed: []float64{8, 8}, oursCPU: []float64{10, 40}},
 	}}
 	var out strings.Builder
 	r.writeSeed(&out)
 	require.Contains(t, out.String(), "about 44k ENTERs/s (each round, thousands: 50.00, 40.00) or 40k STATUS polls/s (each round: 100.00, 25.00)")
-	// Only ENTER's CPU ratio has a target.
+	// Only ENTER's CPU has a seed to be compared with, and a target.
 	require.Contains(t, out.String(), "| enter | 11.00 | 5.50 |")
 	require.Equal(t, 1, strings.Count(out.String(), "(≤ 1.25)"))
+	require.Contains(t, out.String(), "| status | 8.00 | 4.00 | **2.00** (2.00–2.00) (≤ 1.0 + last-seen) | 25.00 | | |")
 }
