@@ -331,6 +331,9 @@ func ValidToken(s string) bool {
 	return err == nil
 }
 
+// RoomNameRule says which names ValidRoomName accepts, for messages.
+const RoomNameRule = "1–64 characters of a–z, 0–9, '-' and '_', starting with a letter or digit"
+
 // ValidRoomName reports whether name is 1–64 characters of a–z, 0–9, '-'
 // and '_', starting with a letter or digit.
 func ValidRoomName(name string) bool {

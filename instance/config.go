@@ -42,7 +42,7 @@ func (c Config) Validate() error {
 	}
 	for _, room := range c.Rooms {
 		if !waitroom.ValidRoomName(room) {
-			bad("rooms", "room %q: names are 1–64 characters of a–z, 0–9, '-' and '_'", room)
+			bad("rooms", "room %q: names are %s", room, waitroom.RoomNameRule)
 			break
 		}
 	}

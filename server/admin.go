@@ -127,7 +127,7 @@ func (s *Server) requireAdmin(want [sha256.Size]byte, next http.Handler) http.Ha
 func pathRoom(r *http.Request) (string, error) {
 	room := r.PathValue("room")
 	if !waitroom.ValidRoomName(room) {
-		return "", waitroom.BadRequest("room names are 1–64 characters of a–z, 0–9, '-' and '_'")
+		return "", waitroom.BadRequest("room names are " + waitroom.RoomNameRule)
 	}
 	return room, nil
 }
@@ -355,7 +355,7 @@ func (s *Server) adminCreateRoom(w http.ResponseWriter, r *http.Request) error {
 		return waitroom.BadRequest(err.Error())
 	}
 	if !waitroom.ValidRoomName(body.Name) {
-		return waitroom.BadRequest(fmt.Sprintf("name: %q is not a room name (1–64 characters of a–z, 0–9, '-' and '_')", body.Name))
+		return waitroom.BadRequest(fmt.Sprintf("name: %q is not a room name (%s)", body.Name, waitroom.RoomNameRule))
 	}
 	cfg, err := body.apply(waitroom.RoomConfig{}.WithDefaults())
 	if err != nil {

@@ -423,7 +423,7 @@ func (s *Server) room(r *http.Request) (string, error) {
 	}
 	room := r.PathValue("room")
 	if !waitroom.ValidRoomName(room) {
-		return "", waitroom.BadRequest("room names are 1–64 characters of a–z, 0–9, '-' and '_'")
+		return "", waitroom.BadRequest("room names are " + waitroom.RoomNameRule)
 	}
 	return room, nil
 }

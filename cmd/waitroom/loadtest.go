@@ -159,12 +159,10 @@ func parseLoadtest(args []string, getenv func(string) string) (loadtestConfig, e
 // "not true or false".
 func loadtestBool(p *bool) flag.Value { return flagenv.BoolWhy(p, "not true or false") }
 
-// roomNameRule is what ValidRoomName accepts, for error messages.
-const roomNameRule = "names are 1–64 characters of a–z, 0–9, '-' and '_'"
 
 func roomName(s string) error {
 	if !waitroom.ValidRoomName(s) {
-		return errors.New(roomNameRule)
+		return errors.New("names are " + waitroom.RoomNameRule)
 	}
 	return nil
 }

@@ -134,6 +134,7 @@ func TestParseServeRejectsBadValues(t *testing.T) {
 		{[]string{"--gated-routes", "POST"}, nil, `--gated-routes="POST": route "POST"`},
 		{[]string{"--gated-routes", " , "}, nil, `--gated-routes=" , ": at least one route`},
 		{[]string{"--rooms", "sale,Big Sale"}, nil, `--rooms="sale,Big Sale": room "Big Sale"`},
+		{[]string{"--rooms", "-sale"}, nil, `room "-sale": names are 1–64 characters of a–z, 0–9, '-' and '_', starting with a letter or digit`},
 		{[]string{"--user-header", "X User"}, nil, `--user-header="X User": not a valid header name`},
 		{[]string{"--log-format", "xml"}, nil, `--log-format="xml": must be text or json`},
 		{nil, []string{"WAITROOM_LOG_LEVEL", "loud"}, `WAITROOM_LOG_LEVEL="loud"`},

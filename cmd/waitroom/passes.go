@@ -56,7 +56,7 @@ func adminPasses(ctx context.Context, args []string, getenv func(string) string,
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	switch {
 	case !waitroom.ValidRoomName(*room):
-		return flagenv.Errorf("--room=%q: give the room's name (1–64 characters of a–z, 0–9, '-' and '_')", *room)
+		return flagenv.Errorf("--room=%q: give the room's name (%s)", *room, waitroom.RoomNameRule)
 	case cmd == "revoke" && len(names) != 1:
 		return flagenv.Errorf("passes revoke needs exactly one pass id")
 	case cmd != "revoke" && len(names) > 0:
