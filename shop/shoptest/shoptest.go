@@ -110,6 +110,13 @@ func coupon(t *testing.T, s Store, id, owner string) {
 	require.NoError(t, s.CreateCoupon(t.Context(), shop.Coupon{ID: id, Owner: owner, DiscountPercent: 10}))
 }
 
+// requireRefused requires the store to refuse order with want.
+func requireRefused(t *testing.T, s Store, order shop.PlaceOrder, want error) {
+	t.Helper()
+	_, _, err := s.PlaceOrder(t.Context(), order)
+	require.ErrorIs(t, err, want)
+}
+
 func stock(t *testing.T, s Store, id string) int64 {
 	t.Helper()
 	p, err := s.Product(t.Context(), id)
@@ -288,22 +295,19 @@ func testReplayOtherUser(t *testing.T, s Store) {
 	product(t, s, "p", 10)
 	_, _, err := s.PlaceOrder(ctx, shop.PlaceOrder{User: "alice", IdempotencyKey: "shared", ProductID: "p", Quantity: 1})
 	require.NoError(t, err)
-	_, _, err = s.PlaceOrder(ctx, shop.PlaceOrder{User: "bob", IdempotencyKey: "shared", ProductID: "p", Quantity: 1})
-	require.ErrorIs(t, err, shop.ErrIdempotencyConflict)
+	requireRefused(t, s, shop.PlaceOrder{User: "bob", IdempotencyKey: "shared", ProductID: "p", Quantity: 1}, shop.ErrIdempotencyConflict)
 	require.Equal(t, int64(9), stock(t, s, "p"))
 }
 
 func testUnknownProduct(t *testing.T, s Store) {
-	_, _, err := s.PlaceOrder(t.Context(), shop.PlaceOrder{User: "u", IdempotencyKey: "k", ProductID: "ghost", Quantity: 1})
-	require.ErrorIs(t, err, shop.ErrProductNotFound)
+	requireRefused(t, s, shop.PlaceOrder{User: "u", IdempotencyKey: "k", ProductID: "ghost", Quantity: 1}, shop.ErrProductNotFound)
 }
 
 func testSoldOut(t *testing.T, s Store) {
 	ctx := t.Context()
 	product(t, s, "p", 3)
 	coupon(t, s, "c", "u")
-	_, _, err := s.PlaceOrder(ctx, shop.PlaceOrder{User: "u", IdempotencyKey: "k1", ProductID: "p", Quantity: 4, CouponID: "c"})
-	require.ErrorIs(t, err, shop.ErrSoldOut)
+	requireRefused(t, s, shop.PlaceOrder{User: "u", IdempotencyKey: "k1", ProductID: "p", Quantity: 4, CouponID: "c"}, shop.ErrSoldOut)
 	c, err := s.Coupon(ctx, "c")
 	require.NoError(t, err)
 	require.False(t, c.Used, "a failed order leaves the coupon unused")
@@ -314,8 +318,7 @@ func testSoldOut(t *testing.T, s Store) {
 	require.True(t, created)
 	require.Equal(t, int64(0), stock(t, s, "p"))
 
-	_, _, err = s.PlaceOrder(ctx, shop.PlaceOrder{User: "u", IdempotencyKey: "k2", ProductID: "p", Quantity: 1})
-	require.ErrorIs(t, err, shop.ErrSoldOut)
+	requireRefused(t, s, shop.PlaceOrder{User: "u", IdempotencyKey: "k2", ProductID: "p", Quantity: 1}, shop.ErrSoldOut)
 	require.Equal(t, int64(0), stock(t, s, "p"))
 }
 
@@ -324,19 +327,16 @@ func testCouponErrors(t *testing.T, s Store) {
 	product(t, s, "p", 10)
 	coupon(t, s, "alices", "alice")
 
-	_, _, err := s.PlaceOrder(ctx, shop.PlaceOrder{User: "alice", IdempotencyKey: "k1", ProductID: "p", Quantity: 1, CouponID: "missing"})
-	require.ErrorIs(t, err, shop.ErrCouponNotFound)
+	requireRefused(t, s, shop.PlaceOrder{User: "alice", IdempotencyKey: "k1", ProductID: "p", Quantity: 1, CouponID: "missing"}, shop.ErrCouponNotFound)
 
-	_, _, err = s.PlaceOrder(ctx, shop.PlaceOrder{User: "bob", IdempotencyKey: "k2", ProductID: "p", Quantity: 1, CouponID: "alices"})
-	require.ErrorIs(t, err, shop.ErrCouponNotOwned)
+	requireRefused(t, s, shop.PlaceOrder{User: "bob", IdempotencyKey: "k2", ProductID: "p", Quantity: 1, CouponID: "alices"}, shop.ErrCouponNotOwned)
 	require.Equal(t, int64(10), stock(t, s, "p"), "a failed order takes no stock")
 
 	_, created, err := s.PlaceOrder(ctx, shop.PlaceOrder{User: "alice", IdempotencyKey: "k3", ProductID: "p", Quantity: 1, CouponID: "alices"})
 	require.NoError(t, err)
 	require.True(t, created)
 
-	_, _, err = s.PlaceOrder(ctx, shop.PlaceOrder{User: "alice", IdempotencyKey: "k4", ProductID: "p", Quantity: 1, CouponID: "alices"})
-	require.ErrorIs(t, err, shop.ErrCouponUsed)
+	requireRefused(t, s, shop.PlaceOrder{User: "alice", IdempotencyKey: "k4", ProductID: "p", Quantity: 1, CouponID: "alices"}, shop.ErrCouponUsed)
 	require.Equal(t, int64(9), stock(t, s, "p"))
 
 	pending, err := s.PendingEvents(ctx)
