@@ -2,8 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -24,14 +22,6 @@ func openURL(tb testing.TB, url string) redis.UniversalClient {
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// randomPrefix is a key prefix no other test uses. Topologies started by
-// a test die with it, so nothing needs deleting.
-func randomPrefix() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "wrtest:" + hex.EncodeToString(b[:])
 }
 
 // suiteTimeouts loosen the 1 s client defaults for the conformance suite:

@@ -2,8 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -33,12 +31,14 @@ func newClient(tb testing.TB) redis.UniversalClient {
 	return c
 }
 
+// randomPrefix is a key prefix no other test uses. Topologies started by
+// a test die with it, so nothing needs deleting.
+func randomPrefix() string { return testenv.Unique("wrtest:") }
+
 // testPrefix is a key prefix no other test uses; its keys are deleted when
 // tb ends, so parallel tests and runs share the Redis without meeting.
 func testPrefix(tb testing.TB, c redis.UniversalClient) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	prefix := "wrtest:" + hex.EncodeToString(b[:])
+	prefix := randomPrefix()
 	tb.Cleanup(func() {
 		_ = DeletePrefix(context.Background(), c, prefix) // the test's context is done by now
 	})
@@ -53,9 +53,7 @@ func newStore(tb testing.TB) *Store {
 
 func newRoom(t *testing.T, s *Store, cfg waitroom.RoomConfig) string {
 	t.Helper()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	room := "r-" + hex.EncodeToString(b[:])
+	room := testenv.Unique("r-")
 	created, err := s.CreateRoom(t.Context(), room, cfg)
 	require.NoError(t, err)
 	require.True(t, created)

@@ -3,14 +3,13 @@
 package storetest
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // Harness gives the suite one store under test.
@@ -65,9 +64,7 @@ func RunLimiter(t *testing.T, lim, peer waitroom.Limiter, advance func(t *testin
 func limiterRound(t *testing.T, lim, peer waitroom.Limiter, advance func(t *testing.T, d time.Duration)) bool {
 	t.Helper()
 	ctx := t.Context()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	key := "limit-" + hex.EncodeToString(b[:])
+	key := testenv.Unique("limit-")
 	l := waitroom.Limit{Rate: 2, Burst: 4}
 	start := time.Now()
 	// A burst of 4 at once, alternating instances: the count is shared.

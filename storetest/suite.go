@@ -2,8 +2,6 @@ package storetest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"sort"
@@ -92,9 +90,7 @@ func ctxFor(t *testing.T) context.Context { return t.Context() }
 // newRoom creates a room with a name no other test uses.
 func newRoom(t *testing.T, h Harness, cfg waitroom.RoomConfig) string {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	room := "t-" + hex.EncodeToString(b[:])
+	room := testenv.Unique("t-")
 	created, err := h.Store.CreateRoom(ctxFor(t), room, cfg)
 	require.NoError(t, err)
 	require.True(t, created)
@@ -986,9 +982,7 @@ func testWorkFollowsUsersAndTokens(t *testing.T, h Harness) {
 // may share the backend, so only this test's ids are looked at.
 func testAdmittersLiveForTheirTTL(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	prefix := "adm-" + hex.EncodeToString(b[:]) + "-"
+	prefix := testenv.Unique("adm-") + "-"
 	short, long := prefix+"b-short", prefix+"a-long"
 	mine := func(ids []string) []string {
 		require.True(t, sort.StringsAreSorted(ids), "%v", ids)

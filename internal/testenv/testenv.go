@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -130,6 +131,14 @@ func Stats(tb testing.TB, s waitroom.Store, room string) waitroom.Stats {
 	stats, err := s.Stats(tb.Context(), room)
 	require.NoError(tb, err)
 	return stats
+}
+
+// Unique is prefix and 12 random hex digits: a room, key or key prefix
+// that no other test, nor another run, uses.
+func Unique(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
 }
 
 // AtOnce runs fn(0) … fn(n-1) on n goroutines released at one signal, so
