@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -35,11 +35,7 @@ func TestDashboardShellWithoutToken(t *testing.T) {
 		"/admin/assets/uPlot.min.css":     "text/css; charset=utf-8",
 		"/admin/assets/uPlot.LICENSE.txt": "text/plain; charset=utf-8",
 	} {
-		resp, err := f.srv.Client().Get(f.srv.URL + path)
-		require.NoError(t, err)
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
+		resp, body := testenv.Get(t, f.srv.Client(), f.srv.URL+path)
 		require.Equal(t, http.StatusOK, resp.StatusCode, path)
 		require.Equal(t, contentType, resp.Header.Get("Content-Type"), path)
 		require.Contains(t, resp.Header.Get("Content-Security-Policy"), "script-src 'self'", path)

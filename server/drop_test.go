@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // TestStockOverHTTP: the stock's answers as a client sees them: units_left
@@ -90,12 +90,8 @@ func (f *fixture) page(user string) (int, string) {
 	req, err := http.NewRequestWithContext(f.t.Context(), "GET", f.srv.URL+"/rooms/"+f.room, nil)
 	require.NoError(f.t, err)
 	req.Header.Set("X-User-Id", user)
-	resp, err := f.srv.Client().Do(req)
-	require.NoError(f.t, err)
-	defer resp.Body.Close()
-	html, err := io.ReadAll(resp.Body)
-	require.NoError(f.t, err)
-	return resp.StatusCode, string(html)
+	resp, html := testenv.Do(f.t, f.srv.Client(), req)
+	return resp.StatusCode, html
 }
 
 // TestScheduledOverHTTP: before the opening, enter and status answer

@@ -256,13 +256,9 @@ func TestGateJudgesTheFinalStatusNotEarlyHints(t *testing.T) {
 	require.Equal(t, []int{http.StatusCreated}, served, "the service time is measured on the final status")
 	mu.Unlock()
 
-	resp, err := f.srv.Client().Get(f.srv.URL + "/metrics")
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.Contains(t, string(body), `waitroom_http_request_duration_seconds_count{code="201",route="POST /orders"} 1`)
-	require.NotContains(t, string(body), `code="103"`)
+	_, body := testenv.Get(t, f.srv.Client(), f.srv.URL+"/metrics")
+	require.Contains(t, body, `waitroom_http_request_duration_seconds_count{code="201",route="POST /orders"} 1`)
+	require.NotContains(t, body, `code="103"`)
 }
 
 // A client that names the gate's headers in Connection, or sends its own

@@ -169,12 +169,8 @@ func (f *pageFixture) request(method, path string, cookies []*http.Cookie, heade
 // pageOf sends req with client and keeps its answer as text.
 func pageOf(t *testing.T, client *http.Client, req *http.Request) page {
 	t.Helper()
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return page{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	resp, body := testenv.Do(t, client, req)
+	return page{status: resp.StatusCode, header: resp.Header, body: body}
 }
 
 func (f *pageFixture) get(path string, cookies ...*http.Cookie) page {

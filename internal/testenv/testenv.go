@@ -117,6 +117,26 @@ func Request(tb testing.TB, method, url, user, token, body string) (int, map[str
 	return resp.StatusCode, answer
 }
 
+// Do sends req with client and returns the answer, its body read whole
+// (and closed).
+func Do(tb testing.TB, client *http.Client, req *http.Request) (*http.Response, string) {
+	tb.Helper()
+	resp, err := client.Do(req)
+	require.NoError(tb, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(tb, err)
+	return resp, string(body)
+}
+
+// Get is Do of a plain GET of url.
+func Get(tb testing.TB, client *http.Client, url string) (*http.Response, string) {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(tb.Context(), "GET", url, nil)
+	require.NoError(tb, err)
+	return Do(tb, client, req)
+}
+
 // RoomConfig reads room's live settings, the "from" of an UpdateRoom.
 func RoomConfig(tb testing.TB, s waitroom.Store, room string) waitroom.RoomConfig {
 	tb.Helper()
