@@ -93,13 +93,12 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	if group == "passes" {
 		return adminPasses(ctx, args[1:], getenv, stdout)
 	}
-	cmd, err := command(args[1:], "rooms needs a command: list, show, create or set",
-		"unknown command rooms %q; try list, show, create or set", "list", "show", "create", "set")
+	cmd, err := subcommand(args[1:], "rooms", "list", "show", "create", "set")
 	if err != nil {
 		return err
 	}
 
-	fs, baseURL, token, asJSON := adminFlags("admin")
+	fs := newAdminFlags("admin")
 	windowText := fs.String("window", "", "")
 	settings := make(map[string]*string)
 	if cmd == "create" || cmd == "set" {
@@ -107,13 +106,10 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 			settings[s.flag] = fs.String(s.flag, "", "")
 		}
 	}
-	names, err := flagenv.ParseInterleaved(fs, args[2:])
+	names, given, err := fs.parse(args[2:])
 	if err != nil {
 		return err
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-
 	switch {
 	case cmd == "list" && len(names) > 0:
 		return flagenv.Errorf("rooms list takes no arguments, got %q", names[0])
@@ -136,7 +132,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	if cmd == "set" && len(body) == 0 {
 		return flagenv.Errorf("rooms set needs at least one setting, such as --rate 200 or --state paused")
 	}
-	c, err := newAdminClient(*baseURL, *token, getenv)
+	c, err := newAdminClient(*fs.baseURL, *fs.token, getenv)
 	if err != nil {
 		return err
 	}
@@ -164,15 +160,12 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	case "set":
 		room, raw, err = c.ChangeRoom(ctx, names[0], body)
 	}
-	switch {
-	case *asJSON && raw != nil: // printed as sent, even if it does not decode
-		return server.WriteIndented(stdout, raw)
-	case err != nil:
-		return adminHint(err)
-	case cmd == "list":
-		return server.WriteRoomTable(stdout, rooms)
-	}
-	return room.WriteText(stdout)
+	return fs.answer(stdout, raw, err, func() error {
+		if cmd == "list" {
+			return server.WriteRoomTable(stdout, rooms)
+		}
+		return room.WriteText(stdout)
+	})
 }
 
 // command is args[0] when it is one of choices; none says what to give
@@ -189,13 +182,49 @@ func command(args []string, none, unknown string, choices ...string) (string, er
 	return "", flagenv.Errorf(unknown, args[0])
 }
 
-// adminFlags makes the flag set of an admin command with the flags every
+// subcommand is command for the commands of group (rooms, passes), with
+// the messages made from the choices.
+func subcommand(args []string, group string, choices ...string) (string, error) {
+	list := strings.Join(choices[:len(choices)-1], ", ") + " or " + choices[len(choices)-1]
+	return command(args, group+" needs a command: "+list, "unknown command "+group+" %q; try "+list, choices...)
+}
+
+// adminFlags is the flag set of an admin command, with the flags every
 // one takes: --url, --token and --json.
-func adminFlags(name string) (fs *flag.FlagSet, baseURL, token *string, asJSON *bool) {
-	fs = flag.NewFlagSet(name, flag.ContinueOnError)
+type adminFlags struct {
+	*flag.FlagSet
+	baseURL, token *string
+	asJSON         *bool
+}
+
+func newAdminFlags(name string) adminFlags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	return fs, fs.String("url", "", ""), fs.String("token", "", ""), fs.Bool("json", false, "")
+	return adminFlags{FlagSet: fs, baseURL: fs.String("url", "", ""), token: fs.String("token", "", ""), asJSON: fs.Bool("json", false, "")}
+}
+
+// answer prints the server's answer: under --json raw as sent, even if it
+// does not decode; else err's hint, or text's rendering.
+func (fs adminFlags) answer(stdout io.Writer, raw []byte, err error, text func() error) error {
+	switch {
+	case *fs.asJSON && raw != nil:
+		return server.WriteIndented(stdout, raw)
+	case err != nil:
+		return adminHint(err)
+	}
+	return text()
+}
+
+// parse parses args, flags between the names as well, and returns the
+// names and which flags were given.
+func (fs adminFlags) parse(args []string) (names []string, given map[string]bool, err error) {
+	if names, err = flagenv.ParseInterleaved(fs.FlagSet, args); err != nil {
+		return nil, nil, err
+	}
+	given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return names, given, nil
 }
 
 // settingValue checks a setting's syntax and turns it into its JSON value;

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -39,21 +38,18 @@ var adminHelp = adminUsage + "\n\n" + passesUsage
 
 // adminPasses runs 'waitroom admin passes …'.
 func adminPasses(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cmd, err := command(args, "passes needs a command: create, list or revoke",
-		"unknown command passes %q; try create, list or revoke", "create", "list", "revoke")
+	cmd, err := subcommand(args, "passes", "create", "list", "revoke")
 	if err != nil {
 		return err
 	}
-	fs, baseURL, token, asJSON := adminFlags("passes")
+	fs := newAdminFlags("passes")
 	room := fs.String("room", "", "")
 	uses := fs.Int("uses", 1, "")
 	expires := fs.String("expires", "168h", "")
-	names, err := flagenv.ParseInterleaved(fs, args[1:])
+	names, given, err := fs.parse(args[1:])
 	if err != nil {
 		return err
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	switch {
 	case !waitroom.ValidRoomName(*room):
 		return flagenv.Errorf("--room=%q: give the room's name (%s)", *room, waitroom.RoomNameRule)
@@ -70,7 +66,7 @@ func adminPasses(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil || lifetime < time.Minute || lifetime > waitroom.MaxPassLifetime {
 		return flagenv.Errorf("--expires=%q: a duration in [1m, %s], such as 30m or 48h", *expires, waitroom.MaxPassLifetime)
 	}
-	c, err := newAdminClient(*baseURL, *token, getenv)
+	c, err := newAdminClient(*fs.baseURL, *fs.token, getenv)
 	if err != nil {
 		return err
 	}
@@ -89,17 +85,15 @@ func adminPasses(ctx context.Context, args []string, getenv func(string) string,
 	case "revoke":
 		pass, raw, err = c.RevokePass(ctx, *room, names[0])
 	}
-	switch {
-	case *asJSON && raw != nil: // printed as sent, even if it does not decode
-		return server.WriteIndented(stdout, raw)
-	case err != nil:
-		return adminHint(err)
-	case cmd == "list":
-		return c.WritePassTable(stdout, passes, time.Now())
-	case cmd == "revoke":
-		fmt.Fprintf(stdout, "pass %s revoked (%d of %d uses were left)\n", pass.ID, pass.Left, pass.Uses)
+	return fs.answer(stdout, raw, err, func() error {
+		switch cmd {
+		case "list":
+			return c.WritePassTable(stdout, passes, time.Now())
+		case "revoke":
+			fmt.Fprintf(stdout, "pass %s revoked (%d of %d uses were left)\n", pass.ID, pass.Left, pass.Uses)
+			return nil
+		}
+		fmt.Fprintf(stdout, "pass %s: %d use(s), expires %s\n%s\n", pass.ID, pass.Uses, pass.ExpiresAt.Format(time.RFC3339), c.PassLink(pass))
 		return nil
-	}
-	fmt.Fprintf(stdout, "pass %s: %d use(s), expires %s\n%s\n", pass.ID, pass.Uses, pass.ExpiresAt.Format(time.RFC3339), c.PassLink(pass))
-	return nil
+	})
 }
