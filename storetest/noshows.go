@@ -44,6 +44,17 @@ func admitAll(t *testing.T, h Harness, room string, n int) []waitroom.Admission 
 	return nil
 }
 
+// holding makes a room with cfg, enters users and admits them until n
+// hold tokens; cfg's cap (MaxActive or Stock) must stop it at n.
+func holding(t *testing.T, h Harness, cfg waitroom.RoomConfig, users, n int) (string, []waitroom.Admission) {
+	t.Helper()
+	room := newRoom(t, h, cfg)
+	enterAll(t, h.Store, room, users)
+	adm := admitAll(t, h, room, n)
+	require.Len(t, adm, n, "the cap holds")
+	return room, adm
+}
+
 // testUnconfirmedTokenExpiresAtFirstUse: of four holders under a cap of
 // four, the one never told and the one told once but never back expire at
 // FirstUseWithin as no-shows, and the users behind take their slots; the
@@ -51,10 +62,7 @@ func admitAll(t *testing.T, h Harness, room string, n int) []waitroom.Admission 
 func testUnconfirmedTokenExpiresAtFirstUse(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
 	const ttl, firstUse = 10 * time.Second, time.Second
-	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1000, MaxActive: 4, TokenTTL: ttl, FirstUseWithin: firstUse})
-	enterAll(t, h.Store, room, 6)
-	adm := admitAll(t, h, room, 4)
-	require.Len(t, adm, 4, "the cap")
+	room, adm := holding(t, h, waitroom.RoomConfig{Rate: 1000, MaxActive: 4, TokenTTL: ttl, FirstUseWithin: firstUse}, 6, 4)
 	never, once, confirmed, claimed := adm[0], adm[1], adm[2], adm[3]
 
 	st, err := h.Store.Status(ctx, room, once.User)
@@ -96,10 +104,7 @@ func testUnconfirmedTokenExpiresAtFirstUse(t *testing.T, h Harness) {
 func testUnconfirmedTokenGivesItsUnitBack(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
 	const ttl, firstUse = 30 * time.Second, time.Second
-	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1000, Stock: 3, TokenTTL: ttl, FirstUseWithin: firstUse})
-	enterAll(t, h.Store, room, 5)
-	adm := admitAll(t, h, room, 3)
-	require.Len(t, adm, 3, "three units, three reservations")
+	room, adm := holding(t, h, waitroom.RoomConfig{Rate: 1000, Stock: 3, TokenTTL: ttl, FirstUseWithin: firstUse}, 5, 3)
 	confirm(t, h.Store, room, adm[0])
 	h.Advance(t, 100*time.Millisecond)
 	got, err := h.Store.Admit(ctx, room)
