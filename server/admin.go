@@ -132,6 +132,18 @@ func pathRoom(r *http.Request) (string, error) {
 	return room, nil
 }
 
+// pathRoomAndBody reads an operator call on one room: the room from the
+// path, then the JSON body.
+func pathRoomAndBody[T any](r *http.Request) (room string, body T, err error) {
+	if room, err = pathRoom(r); err != nil {
+		return "", body, err
+	}
+	if err := jsonhttp.Decode(r, &body); err != nil {
+		return "", body, waitroom.BadRequest(err.Error())
+	}
+	return room, body, nil
+}
+
 // AdminRoom is the operator API's answer about a room: its settings, and on
 // GET /admin/rooms/{room} its figures. 'waitroom admin' decodes it too.
 type AdminRoom struct {
@@ -429,13 +441,9 @@ func (s *Server) adminShowRoom(w http.ResponseWriter, r *http.Request) error {
 // undo each other. Every instance follows within one admission slice: the
 // store's Admit and Enter read the settings from the store on every call.
 func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
-	room, err := pathRoom(r)
+	room, patch, err := pathRoomAndBody[roomSettings](r)
 	if err != nil {
 		return err
-	}
-	var patch roomSettings
-	if err := jsonhttp.Decode(r, &patch); err != nil {
-		return waitroom.BadRequest(err.Error())
 	}
 	var old waitroom.RoomConfig
 	cfg, err := waitroom.ChangeRoom(r.Context(), s.store, room, func(c *waitroom.RoomConfig) error {

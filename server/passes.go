@@ -132,13 +132,9 @@ type passRequest struct {
 
 // adminCreatePass: POST /admin/rooms/{room}/passes.
 func (s *Server) adminCreatePass(w http.ResponseWriter, r *http.Request) error {
-	room, err := pathRoom(r)
+	room, req, err := pathRoomAndBody[passRequest](r)
 	if err != nil {
 		return err
-	}
-	var req passRequest
-	if err := jsonhttp.Decode(r, &req); err != nil {
-		return waitroom.BadRequest(err.Error())
 	}
 	uses, lifetime := defaultPassUses, defaultPassLifetime
 	if req.Uses != nil {
