@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -33,17 +32,10 @@ type adminFixture struct {
 
 func newAdminFixture(t *testing.T, opts fixtureOptions) *adminFixture {
 	t.Helper()
-	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	store := memstore.New(memstore.Options{Now: c.Now})
-	f := &adminFixture{fixture: &fixture{t: t, clock: c, store: store, room: uniqueRoom(t), logs: &testenv.LogBuffer{}}}
-	_, err := store.CreateRoom(t.Context(), f.room, opts.room)
-	require.NoError(t, err)
-	s := mustServer(t, server.Config{
-		Store:       store,
-		Logger:      slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		DefaultRoom: f.room,
-		Protected:   opts.protected,
-		AdminToken:  adminToken,
+	f := &adminFixture{fixture: newStoreFixture(t, opts.room)}
+	s := f.serve(server.Config{
+		Protected:  opts.protected,
+		AdminToken: adminToken,
 		AdminRoutes: map[string]http.Handler{
 			"GET /admin/products": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				f.shopCalls.Add(1)
@@ -51,9 +43,7 @@ func newAdminFixture(t *testing.T, opts fixtureOptions) *adminFixture {
 			}),
 		},
 	})
-	f.srv = httptest.NewServer(s)
-	t.Cleanup(f.srv.Close)
-	f.admitter = &waitroom.Admitter{Store: store, OnAdmit: s.OnAdmit}
+	f.admitter = &waitroom.Admitter{Store: f.store, OnAdmit: s.OnAdmit}
 	return f
 }
 

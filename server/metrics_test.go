@@ -231,22 +231,18 @@ func TestMetricsScriptedScenario(t *testing.T) {
 // sold out, the last place's wait, and what the store lost.
 func TestMetricsStockWaitAndLostWrites(t *testing.T) {
 	t.Parallel()
-	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	store := memstore.New(memstore.Options{Now: c.Now})
-	_, err := store.CreateRoom(t.Context(), "drop", waitroom.RoomConfig{Rate: 4, Stock: 3})
-	require.NoError(t, err)
-	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, DefaultRoom: "drop", PublicMetrics: true,
-		LostWrites: func() (int64, int64, int64) { return 7, 5, 2 }}))
-	t.Cleanup(srv.Close)
+	f := newStoreFixture(t, waitroom.RoomConfig{Rate: 4, Stock: 3})
+	f.serve(server.Config{PublicMetrics: true, LostWrites: func() (int64, int64, int64) { return 7, 5, 2 }})
+	store, room, srv := f.store, f.room, f.srv
 	for i := range 6 {
-		_, err := store.Enter(t.Context(), "drop", fmt.Sprint("u", i))
+		_, err := store.Enter(t.Context(), room, fmt.Sprint("u", i))
 		require.NoError(t, err)
 	}
 	m := scrape(t, srv.URL)
-	require.EqualValues(t, 3, m.value("waitroom_room_stock", "room", "drop"))
-	require.EqualValues(t, 3, m.value("waitroom_room_units_left", "room", "drop"))
-	require.EqualValues(t, 0, m.value("waitroom_room_sold_out", "room", "drop"))
-	require.EqualValues(t, 1.5, m.value("waitroom_room_last_place_wait_seconds", "room", "drop"), "6 waiting at 4/s")
+	require.EqualValues(t, 3, m.value("waitroom_room_stock", "room", room))
+	require.EqualValues(t, 3, m.value("waitroom_room_units_left", "room", room))
+	require.EqualValues(t, 0, m.value("waitroom_room_sold_out", "room", room))
+	require.EqualValues(t, 1.5, m.value("waitroom_room_last_place_wait_seconds", "room", room), "6 waiting at 4/s")
 	require.EqualValues(t, 7, m.value("waitroom_store_lost_places_total"))
 	require.EqualValues(t, 5, m.value("waitroom_store_lost_tokens_total"))
 	require.EqualValues(t, 2, m.value("waitroom_store_lost_spent_tokens_total"))
@@ -255,30 +251,30 @@ func TestMetricsStockWaitAndLostWrites(t *testing.T) {
 	admitter := &waitroom.Admitter{Store: store}
 	admitted := 0
 	for admitted < 3 {
-		c.Advance(time.Second)
+		f.clock.Advance(time.Second)
 		n, err := admitter.Tick(t.Context())
 		require.NoError(t, err)
 		admitted += n
 	}
 	for i := range 3 {
-		st, err := store.Status(t.Context(), "drop", fmt.Sprint("u", i))
+		st, err := store.Status(t.Context(), room, fmt.Sprint("u", i))
 		require.NoError(t, err)
-		h, err := store.Claim(t.Context(), "drop", fmt.Sprint("u", i), st.Token)
+		h, err := store.Claim(t.Context(), room, fmt.Sprint("u", i), st.Token)
 		require.NoError(t, err)
 		require.NoError(t, store.Complete(t.Context(), h))
 	}
 	m = scrape(t, srv.URL)
-	require.EqualValues(t, 0, m.value("waitroom_room_units_left", "room", "drop"))
-	require.EqualValues(t, 1, m.value("waitroom_room_sold_out", "room", "drop"))
-	require.EqualValues(t, 3, m.value("waitroom_room_tokens_total", "room", "drop", "outcome", "completed"), "units sold")
+	require.EqualValues(t, 0, m.value("waitroom_room_units_left", "room", room))
+	require.EqualValues(t, 1, m.value("waitroom_room_sold_out", "room", room))
+	require.EqualValues(t, 3, m.value("waitroom_room_tokens_total", "room", room, "outcome", "completed"), "units sold")
 
 	// Paused: nobody is admitted, so the last place has no wait to tell.
-	cfg := testenv.RoomConfig(t, store, "drop")
+	cfg := testenv.RoomConfig(t, store, room)
 	paused := cfg
 	paused.State = waitroom.RoomPaused
-	require.NoError(t, store.UpdateRoom(t.Context(), "drop", cfg, paused))
+	require.NoError(t, store.UpdateRoom(t.Context(), room, cfg, paused))
 	m = scrape(t, srv.URL)
-	_, ok := m.lookup("waitroom_room_last_place_wait_seconds", "room", "drop")
+	_, ok := m.lookup("waitroom_room_last_place_wait_seconds", "room", room)
 	require.False(t, ok)
 }
 

@@ -60,17 +60,9 @@ func newPageFixture(t *testing.T, opts pageOptions) *pageFixture {
 	if opts.secret == nil {
 		opts.secret = testSecret
 	}
-	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	f := &pageFixture{
-		t:     t,
-		clock: c,
-		store: memstore.New(memstore.Options{Now: c.Now}),
-		shop:  inmem.New(),
-		room:  uniqueRoom(t),
-	}
+	base := newStoreFixture(t, opts.room)
+	f := &pageFixture{t: t, clock: base.clock, store: base.store, shop: inmem.New(), room: base.room}
 	f.admitter = &waitroom.Admitter{Store: f.store}
-	_, err := f.store.CreateRoom(t.Context(), f.room, opts.room)
-	require.NoError(t, err)
 	require.NoError(t, f.shop.CreateProduct(t.Context(), shop.Product{ID: testProduct, Name: "TV 55\"", Stock: stock}))
 	orders := shop.NewHandler(f.shop, shop.Options{})
 	cfg := server.Config{
@@ -88,7 +80,7 @@ func newPageFixture(t *testing.T, opts pageOptions) *pageFixture {
 	f.srv = httptest.NewServer(f.handler)
 	t.Cleanup(f.srv.Close)
 	// The first tick starts the room's bucket; each later second admits one.
-	_, err = f.admitter.Tick(t.Context())
+	_, err := f.admitter.Tick(t.Context())
 	require.NoError(t, err)
 	return f
 }

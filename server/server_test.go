@@ -58,24 +58,37 @@ func uniqueRoom(t *testing.T) string {
 
 func newFixture(t *testing.T, opts fixtureOptions) *fixture {
 	t.Helper()
-	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	store := memstore.New(memstore.Options{Now: c.Now})
-	f := &fixture{t: t, clock: c, store: store, room: uniqueRoom(t), logs: &testenv.LogBuffer{}}
-	_, err := store.CreateRoom(t.Context(), f.room, opts.room)
-	require.NoError(t, err)
-	s, err := server.New(server.Config{
-		Store:        store,
-		Logger:       slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		DefaultRoom:  f.room,
+	f := newStoreFixture(t, opts.room)
+	f.serve(server.Config{
 		Protected:    opts.protected,
 		OnGateServed: opts.onServed,
 		// These tests read the metrics; who may is TestMetricsAccess's.
 		PublicMetrics: true,
 	})
-	require.NoError(t, err)
-	f.srv = httptest.NewServer(s)
-	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// newStoreFixture is a fixture's store side: memstore on a fake clock,
+// holding a new room with cfg. serve starts its server.
+func newStoreFixture(t *testing.T, cfg waitroom.RoomConfig) *fixture {
+	t.Helper()
+	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	f := &fixture{t: t, clock: c, store: memstore.New(memstore.Options{Now: c.Now}), room: uniqueRoom(t), logs: &testenv.LogBuffer{}}
+	_, err := f.store.CreateRoom(t.Context(), f.room, cfg)
+	require.NoError(t, err)
+	return f
+}
+
+// serve starts a server with cfg on f's store, room (the default one) and
+// log, behind a real listener.
+func (f *fixture) serve(cfg server.Config) *server.Server {
+	f.t.Helper()
+	cfg.Store, cfg.DefaultRoom = f.store, f.room
+	cfg.Logger = slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := mustServer(f.t, cfg)
+	f.srv = httptest.NewServer(s)
+	f.t.Cleanup(f.srv.Close)
+	return s
 }
 
 // answer is a decoded response: the status, the headers and the JSON body.
