@@ -59,7 +59,8 @@ func TestBrowserJoin(t *testing.T) {
 		for i := range rounds {
 			visitor := newVisitor(t, browser)
 			sendCDP(visitor, emulation.SetCPUThrottlingRate, emulation.SetCPUThrottlingRateParams{Rate: phoneCPUSlowdown})
-			visitor.open(f.srv.URL + "/")
+			// Loading the page may wait for the solve too.
+			visitor.openWithin(f.srv.URL+"/", solveWait)
 			visitor.waitStateWithin("waiting", solveWait)
 			require.Equal(t, strconv.Itoa(i+1), visitor.text("position"))
 			ms, err := strconv.Atoi(visitor.eval(`document.body.getAttribute("data-solve-ms") || ""`))

@@ -170,7 +170,12 @@ func (tb *tab) describe() string {
 
 func (tb *tab) open(url string) {
 	tb.t.Helper()
-	tb.do(chromedp.Navigate(url))
+	tb.openWithin(url, browserWait)
+}
+
+func (tb *tab) openWithin(url string, wait time.Duration) {
+	tb.t.Helper()
+	tb.doWithin(wait, chromedp.Navigate(url))
 }
 
 // waitState waits until the page shows state's section.
