@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -85,7 +84,7 @@ var settingFlags = []struct{ flag, kind, help string }{
 }
 
 func admin(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	group, err := command(args, "a command is needed: rooms list|show|create|set, or passes create|list|revoke",
+	group, err := flagenv.Command(args, "a command is needed: rooms list|show|create|set, or passes create|list|revoke",
 		"unknown command %q; try 'rooms' or 'passes'", "rooms", "passes")
 	if err != nil {
 		return err
@@ -93,7 +92,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	if group == "passes" {
 		return adminPasses(ctx, args[1:], getenv, stdout)
 	}
-	cmd, err := subcommand(args[1:], "rooms", "list", "show", "create", "set")
+	cmd, err := flagenv.Subcommand(args[1:], "rooms", "list", "show", "create", "set")
 	if err != nil {
 		return err
 	}
@@ -168,27 +167,6 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	})
 }
 
-// command is args[0] when it is one of choices; none says what to give
-// when there is no command, unknown (a format of it) when it is another.
-func command(args []string, none, unknown string, choices ...string) (string, error) {
-	switch {
-	case len(args) == 0:
-		return "", flagenv.Errorf("%s", none)
-	case slices.Contains(choices, args[0]):
-		return args[0], nil
-	case slices.Contains([]string{"help", "-h", "-help", "--help"}, args[0]):
-		return "", flag.ErrHelp
-	}
-	return "", flagenv.Errorf(unknown, args[0])
-}
-
-// subcommand is command for the commands of group (rooms, passes), with
-// the messages made from the choices.
-func subcommand(args []string, group string, choices ...string) (string, error) {
-	list := strings.Join(choices[:len(choices)-1], ", ") + " or " + choices[len(choices)-1]
-	return command(args, group+" needs a command: "+list, "unknown command "+group+" %q; try "+list, choices...)
-}
-
 // adminFlags is the flag set of an admin command, with the flags every
 // one takes: --url, --token and --json.
 type adminFlags struct {
@@ -219,12 +197,8 @@ func (fs adminFlags) answer(stdout io.Writer, raw []byte, err error, text func()
 // parse parses args, flags between the names as well, and returns the
 // names and which flags were given.
 func (fs adminFlags) parse(args []string) (names []string, given map[string]bool, err error) {
-	if names, err = flagenv.ParseInterleaved(fs.FlagSet, args); err != nil {
-		return nil, nil, err
-	}
-	given = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	return names, given, nil
+	names, err = flagenv.ParseInterleaved(fs.FlagSet, args)
+	return names, flagenv.Given(fs.FlagSet), err
 }
 
 // settingValue checks a setting's syntax and turns it into its JSON value;

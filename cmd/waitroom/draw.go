@@ -32,7 +32,7 @@ func runDraw(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 func drawVerify(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if _, err := command(args, "a command is needed: verify", "unknown command %q; try verify", "verify"); err != nil {
+	if _, err := flagenv.Command(args, "a command is needed: verify", "unknown command %q; try verify", "verify"); err != nil {
 		return err
 	}
 	fs := flag.NewFlagSet("draw", flag.ContinueOnError)

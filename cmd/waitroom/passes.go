@@ -38,7 +38,7 @@ var adminHelp = adminUsage + "\n\n" + passesUsage
 
 // adminPasses runs 'waitroom admin passes …'.
 func adminPasses(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cmd, err := subcommand(args, "passes", "create", "list", "revoke")
+	cmd, err := flagenv.Subcommand(args, "passes", "create", "list", "revoke")
 	if err != nil {
 		return err
 	}

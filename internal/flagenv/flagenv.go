@@ -483,6 +483,37 @@ func SplitList(s string) []string {
 	return out
 }
 
+// Command is args[0] when it is one of choices; none says what to give
+// when there is no command, unknown (a format of it) when it is another.
+func Command(args []string, none, unknown string, choices ...string) (string, error) {
+	switch {
+	case len(args) == 0:
+		return "", Errorf("%s", none)
+	case slices.Contains(choices, args[0]):
+		return args[0], nil
+	case slices.Contains([]string{"help", "-h", "-help", "--help"}, args[0]):
+		return "", flag.ErrHelp
+	}
+	return "", Errorf(unknown, args[0])
+}
+
+// Subcommand is Command for the commands of group (a word such as
+// "rooms"), with the messages made from the choices (at least one).
+func Subcommand(args []string, group string, choices ...string) (string, error) {
+	list := choices[len(choices)-1]
+	if len(choices) > 1 {
+		list = strings.Join(choices[:len(choices)-1], ", ") + " or " + list
+	}
+	return Command(args, group+" needs a command: "+list, "unknown command "+group+" %q; try "+list, choices...)
+}
+
+// Given is which flags of fs were set by its last parse.
+func Given(fs *flag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return given
+}
+
 // ParseInterleaved parses flags that may come before, between or after the
 // positional arguments ("rooms set sale --rate 200"), which flag.Parse
 // alone stops at, and returns the positional ones.

@@ -126,3 +126,34 @@ func TestSettingErrors(t *testing.T) {
 		`T_WAIT="5s": must be at most 1s`+"\n"+
 		`--share and --wait together: too much together`)
 }
+
+func TestSubcommand(t *testing.T) {
+	t.Parallel()
+	got, err := flagenv.Subcommand([]string{"set", "sale"}, "rooms", "list", "show", "set")
+	require.NoError(t, err)
+	require.Equal(t, "set", got)
+
+	_, err = flagenv.Subcommand(nil, "rooms", "list", "show", "set")
+	require.EqualError(t, err, "rooms needs a command: list, show or set")
+	var usage flagenv.UsageError
+	require.ErrorAs(t, err, &usage, "a usage mistake (exit 2)")
+	_, err = flagenv.Subcommand([]string{"drop"}, "rooms", "list", "show", "set")
+	require.EqualError(t, err, `unknown command rooms "drop"; try list, show or set`)
+	_, err = flagenv.Subcommand([]string{"x"}, "draw", "verify")
+	require.EqualError(t, err, `unknown command draw "x"; try verify`)
+	for _, help := range []string{"help", "-h", "--help"} {
+		_, err = flagenv.Subcommand([]string{help}, "rooms", "list")
+		require.ErrorIs(t, err, flag.ErrHelp, help)
+	}
+}
+
+func TestGiven(t *testing.T) {
+	t.Parallel()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.String("url", "", "")
+	fs.Int("uses", 1, "")
+	names, err := flagenv.ParseInterleaved(fs, []string{"a", "--uses", "1", "b"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, names)
+	require.Equal(t, map[string]bool{"uses": true}, flagenv.Given(fs), "given at its default still counts; never given does not")
+}
