@@ -159,7 +159,6 @@ func parseLoadtest(args []string, getenv func(string) string) (loadtestConfig, e
 // "not true or false".
 func loadtestBool(p *bool) flag.Value { return flagenv.BoolWhy(p, "not true or false") }
 
-
 func roomName(s string) error {
 	if !waitroom.ValidRoomName(s) {
 		return errors.New("names are " + waitroom.RoomNameRule)
