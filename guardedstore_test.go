@@ -84,6 +84,16 @@ func TestGuardedStoreTimeoutIsUnavailable(t *testing.T) {
 			require.ErrorIs(t, err, context.DeadlineExceeded, name)
 			require.NotErrorIs(t, err, waitroom.ErrStoreUnavailable, "%s: the caller's deadline, not the store's fault", name)
 		}
+		// A caller's deadline later than the guard's does not lift the
+		// guard's: the call still ends at the timeout, the store's fault.
+		for name, call := range calls {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			start := time.Now()
+			err := call(ctx)
+			cancel()
+			require.ErrorIs(t, err, waitroom.ErrStoreUnavailable, name)
+			require.Equal(t, 300*time.Millisecond, time.Since(start), name)
+		}
 		require.Equal(t, 1, strings.Count(logs.String(), "store unavailable"), logs.String())
 	})
 }
