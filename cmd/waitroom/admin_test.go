@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/internal/testenv"
@@ -156,7 +157,7 @@ func TestServeMetrics(t *testing.T) {
 	base := "http://" + m.Addr()
 	scraper := "http://" + m.MetricsAddr()
 	enter(t, base, "u1")
-	waitFor(t, func() bool {
+	eventually(t, 10*time.Second, "the admission counted", func() bool {
 		return strings.Contains(get(t, scraper+"/metrics"), `waitroom_admitted_total{room="default"} 1`)
 	})
 	// The crowd's listener does not tell them (no admin token here).

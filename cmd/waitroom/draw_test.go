@@ -33,7 +33,7 @@ func TestDrawVerify(t *testing.T) {
 	require.Equal(t, exitFailure, code)
 	require.Contains(t, errOut, "DRAW_PENDING")
 
-	waitFor(t, func() bool {
+	eventually(t, 10*time.Second, "early-00 placed by the draw", func() bool {
 		return call(t, "GET", base+"/queue/position", "early-00", "")["state"] == "waiting"
 	})
 	code, out, errOut := runCmd(t, env, "draw", "verify", "default")

@@ -84,7 +84,9 @@ func mustDo(t *testing.T, method, url, user, token, body string) reply {
 	return r
 }
 
-// eventually polls cond every 20 ms until it holds or d passes.
+// eventually polls cond every pollEvery until it holds or d passes: for
+// what runs on the real clock (the admitter's ticker, a server starting,
+// a failover).
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -92,9 +94,14 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %s", what, d)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(pollEvery)
 	}
 }
+
+// pollEvery paces the tests' polling loops within --user-rate-limit's
+// default (5/s): a loop that polls a user's standing faster runs that user
+// into debt, and the test's next request for the user is RATE_LIMITED.
+const pollEvery = 220 * time.Millisecond
 
 // requireUnavailable asserts the store-outage answer: 503 STORE_UNAVAILABLE
 // with a Retry-After the client can follow.

@@ -191,7 +191,7 @@ func TestRunServeStopsOnSignal(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, envOf(), io.Discard, stderr)
 	}()
-	waitFor(t, func() bool { return strings.Contains(stderr.String(), "waiting room listening") })
+	eventually(t, 10*time.Second, "serve listening", func() bool { return strings.Contains(stderr.String(), "waiting room listening") })
 	cancel()
 	require.Equal(t, exitOK, <-done)
 	require.Contains(t, stderr.String(), "not shared with other instances", "memstore's lack of durability is logged")
@@ -282,7 +282,7 @@ func testEndToEnd(t *testing.T, args []string, getenv func(string) string) {
 
 	// The admitter runs on the real clock: ask until admitted, within a bound.
 	var token string
-	waitFor(t, func() bool {
+	eventually(t, 10*time.Second, user+" admitted", func() bool {
 		body = call(t, "GET", base+"/queue/position", user, "")
 		token, _ = body["token"].(string)
 		return body["state"] == "admitted"
@@ -303,19 +303,6 @@ func call(t *testing.T, method, url, user, token string) map[string]any {
 	t.Helper()
 	_, body := testenv.Request(t, method, url, user, token, "")
 	return body
-}
-
-// waitFor polls cond until it holds, failing after a bound: for what runs on
-// the real clock (the admitter's ticker, a server starting).
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // deleteKeys removes what a test left under prefix in the shared Redis.

@@ -19,10 +19,6 @@ func admitted(t *testing.T, base, user string) string {
 	t.Helper()
 	body := call(t, "POST", base+"/queue/enter", user, "")
 	require.Contains(t, []any{"waiting", "admitted"}, body["state"], body)
-	// Polled within --user-rate-limit's default (5/s): a client polling
-	// faster runs its user into debt, and a test's next single request for
-	// that user (a fault test's after a Redis restart) would be told
-	// RATE_LIMITED.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		body = call(t, "GET", base+"/queue/position", user, "")
@@ -31,7 +27,7 @@ func admitted(t *testing.T, base, user string) string {
 			return token
 		}
 		require.True(t, time.Now().Before(deadline), "%s not admitted within 10s: %v", user, body)
-		time.Sleep(220 * time.Millisecond)
+		time.Sleep(pollEvery)
 	}
 }
 
