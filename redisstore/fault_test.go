@@ -446,13 +446,7 @@ func TestFaultClusterShardDown(t *testing.T) {
 	// on the same connection: the replica then has everything before it).
 	node, err := s.client.(*redis.ClusterClient).MasterForKey(ctx, s.keys(deadRoom).cfg)
 	require.NoError(t, err)
-	cmds, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, "{"+deadRoom+"}:replicated", 1, time.Minute)
-		p.Do(ctx, "WAIT", 1, 10_000)
-		return nil
-	})
-	require.NoError(t, err)
-	require.EqualValues(t, 1, cmds[1].(*redis.Cmd).Val(), "the replica acknowledged the writes")
+	require.NoError(t, redistest.WaitReplicated(ctx, node, "{"+deadRoom+"}:replicated", 1))
 
 	c.Kill(dead)
 	killed := time.Now()

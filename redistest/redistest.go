@@ -323,3 +323,26 @@ func infoField(info, field string) string {
 	}
 	return ""
 }
+
+// WaitReplicated returns once replicas replicas of primary have everything
+// primary had when it was called. It writes probeKey (name it in the slot
+// whose writes matter, on a Cluster) and WAITs on the same connection:
+// WAIT counts acknowledgements of that connection's last write, and a
+// replica that has the probe has every write before it. Comparing
+// master_repl_offset with a replica's acknowledged offset instead never
+// settles while anything else writes, since replicas acknowledge once a
+// second.
+func WaitReplicated(ctx context.Context, primary redis.Cmdable, probeKey string, replicas int) error {
+	cmds, err := primary.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, probeKey, 1, time.Minute)
+		p.Do(ctx, "WAIT", replicas, 10_000)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d replica(s): %w", replicas, err)
+	}
+	if got, _ := cmds[1].(*redis.Cmd).Int(); got < replicas {
+		return fmt.Errorf("%d of %d replica(s) acknowledged the writes within 10s", got, replicas)
+	}
+	return nil
+}

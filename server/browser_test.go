@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -69,6 +70,11 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("hide-scrollbars", true),
+		// Headless Chromium draws no frames for a tab it keeps in the
+		// background, and a screenshot of one waits for a frame forever.
+		chromedp.Flag("disable-backgrounding-occluded-windows", true),
+		chromedp.Flag("disable-renderer-backgrounding", true),
+		chromedp.Flag("disable-background-timer-throttling", true),
 		chromedp.UserDataDir(t.TempDir()),
 	)
 	t.Cleanup(cancelAlloc)
@@ -238,6 +244,9 @@ func (tb *tab) screenshot(name string) {
 		dir = filepath.Join("..", "artifacts", "screenshots")
 	}
 	require.NoError(tb.t, os.MkdirAll(dir, 0o755))
+	// The tab must be in front to be drawn (see newBrowser): a closed
+	// tab's neighbour, the browser's first blank tab say, may be instead.
+	sendCDP(tb, cdppage.BringToFront, cdp.Empty{})
 	for i := len(viewports) - 1; i >= 0; i-- { // the phone last: the tests go on as a phone
 		vp := viewports[i]
 		opts := []chromedp.EmulateViewportOption{chromedp.EmulateScale(vp.scale)}

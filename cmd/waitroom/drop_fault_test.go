@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -61,7 +60,7 @@ func TestFaultOneOrderPerUserAcrossLossyFailover(t *testing.T) {
 	require.NoError(t, err)
 	primary := redis.NewClient(&redis.Options{Addr: old, DisableIdentity: true})
 	t.Cleanup(func() { primary.Close() })
-	waitReplicated(ctx, t, primary)
+	require.NoError(t, redistest.WaitReplicated(ctx, primary, "replicated-probe", 1))
 
 	// The link is cut: from here on nothing reaches the replica.
 	require.NoError(t, primary.ConfigSet(ctx, "maxclients", "1").Err())
@@ -110,26 +109,4 @@ func TestFaultOneOrderPerUserAcrossLossyFailover(t *testing.T) {
 	require.Equal(t, buyers, orders, "one order per buyer in the shop")
 	require.Equal(t, buyers, users)
 	require.Contains(t, logs.String(), "lost", "the failover's loss is reported")
-}
-
-// waitReplicated waits until every replica of primary has acknowledged
-// its whole replication stream.
-func waitReplicated(ctx context.Context, t *testing.T, primary *redis.Client) {
-	t.Helper()
-	eventually(t, 10*time.Second, "replica in sync", func() bool {
-		info, err := primary.Info(ctx, "replication").Result()
-		if err != nil {
-			return false
-		}
-		var offset, replica string
-		for _, line := range strings.Split(info, "\r\n") {
-			if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
-				offset = v
-			}
-			if v, ok := strings.CutPrefix(line, "slave0:"); ok {
-				replica = v
-			}
-		}
-		return offset != "" && strings.Contains(replica, "offset="+offset+",")
-	})
 }
