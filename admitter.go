@@ -19,9 +19,11 @@ import (
 // Owner): each room is ticked by one of them, and when that one falls
 // silent another takes its rooms over within about a default slice. A room
 // whose ticks admitted nobody for a slice is parked: no store call per
-// tick, only a share of one batched Store.Work probe per slice, which
-// wakes it when users wait (and once a second while it holds tokens, for
-// Admit to clean up those past their time).
+// tick. A parked room with users (paused, or at MaxActive) has a share of
+// one batched Store.Work probe per slice, which wakes it when it can admit
+// again. A parked room nobody waits in is woken by Store.Wakes when a user
+// enters it, and probed only once a second, in case a wake was lost (and
+// for Admit to clean up tokens past their time).
 type Admitter struct {
 	Store Store
 	// Every is the tick; default DefaultTick, a quarter of the default
@@ -51,9 +53,14 @@ const (
 	// A room is parked after this many ticks in a row admitted nobody:
 	// at the default tick, one slice.
 	parkAfter = 4
-	// probeTicks: parked rooms are probed every probeTicks ticks, so a
-	// user entering an idle room waits at most about a slice longer.
+	// probeTicks: parked rooms with users are probed every probeTicks
+	// ticks, so a paused room that opens again waits at most about a
+	// slice longer.
 	probeTicks = 4
+	// emptyProbeEvery: parked rooms nobody waits in are probed this often;
+	// a user entering one wakes it at once (Store.Wakes), unless the wake
+	// is lost, when it waits at most this much longer.
+	emptyProbeEvery = time.Second
 	// An admitter is taken for gone once it has not renewed its place for
 	// leaseTicks ticks.
 	leaseTicks = 2
@@ -85,6 +92,8 @@ func (a *Admitter) Run(ctx context.Context) error {
 	ttl := min(max(leaseTicks*every, MinAdmitterTTL), MaxAdmitterTTL)
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
+	wakes := a.Store.Wakes(ctx)
+	emptyProbeTicks := max(probeTicks, int(emptyProbeEvery/every))
 
 	rooms := map[string]*roomTicker{}
 	var names []string
@@ -129,26 +138,37 @@ func (a *Admitter) Run(ctx context.Context) error {
 		}
 
 		if gained || tick%probeTicks == probeTicks-1 {
-			probing.note(ctx, a.logger(), a.probe(ctx, rooms, names), "probing idle rooms failed; ticking them", "probing idle rooms recovered")
+			withEmpty := tick%emptyProbeTicks == emptyProbeTicks-1
+			probing.note(ctx, a.logger(), a.probe(ctx, rooms, names, withEmpty), "probing idle rooms failed; ticking them", "probing idle rooms recovered")
 		}
 
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticker.C:
+		for ticked := false; !ticked; {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case room := <-wakes:
+				// A user entered an empty room: tick it now, if it is ours.
+				if r := rooms[room]; r != nil && r.owned.Load() {
+					r.empty = false
+					r.unpark(parkAfter)
+				}
+			case <-ticker.C:
+				ticked = true
+			}
 		}
 	}
 }
 
-// probe asks the store what the owned parked rooms hold and wakes those
-// with work; it returns the store's error. When the store fails, it wakes
-// them all: their own ticks then find out, room by room, so rooms on
-// a healthy cluster shard go on when another shard fails.
-func (a *Admitter) probe(ctx context.Context, rooms map[string]*roomTicker, names []string) error {
+// probe asks the store what the owned parked rooms hold (those nobody
+// waited in at their last probe only withEmpty) and wakes those with
+// work; it returns the store's error. When the store fails, it wakes
+// them all: their own ticks then find out, room by room, so rooms on a
+// healthy cluster shard go on when another shard fails.
+func (a *Admitter) probe(ctx context.Context, rooms map[string]*roomTicker, names []string, withEmpty bool) error {
 	var parked []*roomTicker
 	var batch []string
 	for _, room := range names {
-		if r := rooms[room]; r.owned.Load() && r.parked.Load() {
+		if r := rooms[room]; r.owned.Load() && r.parked.Load() && (withEmpty || !r.empty) {
 			parked = append(parked, r)
 			batch = append(batch, room)
 		}
@@ -161,6 +181,7 @@ func (a *Admitter) probe(ctx context.Context, rooms map[string]*roomTicker, name
 		cancel()
 		errs = append(errs, err)
 		for i, r := range parked[from:to] {
+			r.empty = err == nil && work[i] != WorkQueue
 			switch {
 			case err != nil, work[i] == WorkQueue:
 				r.unpark(parkAfter)
@@ -188,14 +209,17 @@ func (o *outage) note(ctx context.Context, log *slog.Logger, err error, failed, 
 	}
 }
 
-// roomTicker is one room's ticking state. Run owns started and cleaned;
-// owned and parked are shared with the room's goroutine.
+// roomTicker is one room's ticking state. Run owns started, cleaned and
+// empty; owned and parked are shared with the room's goroutine.
 type roomTicker struct {
 	room    string
 	started bool
 	cleaned time.Time
-	owned   atomic.Bool
-	parked  atomic.Bool
+	// empty: nobody waited at the last probe, so the room is probed only
+	// every emptyProbeEvery and otherwise waits for a wake.
+	empty  bool
+	owned  atomic.Bool
+	parked atomic.Bool
 	// budget is how many empty ticks in a row park the room again; set
 	// before wake is sent.
 	budget atomic.Int64

@@ -245,67 +245,93 @@ func TestAdmitterHandoverKeepsRate(t *testing.T) {
 }
 
 // TestAdmitterParksIdleRooms: rooms nobody is in are never ticked, only
-// named in one batched probe per slice; a user entering one is admitted
-// within about a slice, and only that room ticks.
+// named in one batched probe a second; a user entering one wakes it
+// (Store.Wakes) and is admitted within a few ticks, and only that room
+// ticks. With the wake lost the probe finds the user within a second.
 func TestAdmitterParksIdleRooms(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		testStart = time.Now()
-		store := memstore.New(memstore.Options{})
-		const n = 100
-		for i := range n {
-			_, err := store.CreateRoom(t.Context(), fmt.Sprintf("idle%d", i), waitroom.RoomConfig{})
-			require.NoError(t, err)
-		}
-		var mu sync.Mutex
-		var calls []tickCall
-		var admittedAt time.Duration
-		adm := &waitroom.Admitter{Store: &tickLog{Store: store, who: "a", mu: &mu, log: &calls},
-			OnAdmit: func(room string, a []waitroom.Admission) {
-				mu.Lock()
-				admittedAt = time.Since(testStart)
-				mu.Unlock()
-			}}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-		go func() { done <- adm.Run(ctx) }()
-		defer func() {
-			cancel()
-			require.ErrorIs(t, <-done, context.Canceled)
-		}()
-
-		time.Sleep(10 * time.Second)
-		synctest.Wait()
-		mu.Lock()
-		admits, probes := 0, 0
-		for _, c := range calls {
-			if c.work {
-				probes++
-			} else {
-				admits++
-			}
-		}
-		calls = nil
-		mu.Unlock()
-		require.Zero(t, admits, "idle rooms are probed, never ticked")
-		// One probe when the rooms were first seen, then one per slice,
-		// each naming every room.
-		require.InDelta(t, (10*time.Second/waitroom.DefaultSlice+1)*n, probes, float64(n))
-
-		entered := time.Since(testStart)
-		_, err := store.Enter(t.Context(), "idle7", "u1")
-		require.NoError(t, err)
-		time.Sleep(time.Second)
-		synctest.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		require.Positive(t, admittedAt)
-		require.LessOrEqual(t, admittedAt-entered, waitroom.DefaultSlice+2*waitroom.DefaultTick,
-			"a user entering an idle room waits at most about a slice longer")
-		for _, c := range calls {
-			require.True(t, c.work || c.room == "idle7", "only the woken room ticks: %+v", c)
-		}
-	})
+	for _, tc := range []struct {
+		name   string
+		deaf   bool
+		within time.Duration
+	}{
+		// The wake, then a tick that starts the fresh bucket, then one
+		// that admits.
+		{"woken", false, 2 * waitroom.DefaultTick},
+		{"wake lost", true, time.Second + waitroom.DefaultSlice + 2*waitroom.DefaultTick},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testAdmitterParksIdleRooms(t, tc.deaf, tc.within) })
+		})
+	}
 }
+
+// deafStore loses every wake.
+type deafStore struct{ waitroom.Store }
+
+func (deafStore) Wakes(context.Context) <-chan string { return nil }
+
+func testAdmitterParksIdleRooms(t *testing.T, deaf bool, within time.Duration) {
+	testStart = time.Now()
+	var store waitroom.Store = memstore.New(memstore.Options{})
+	if deaf {
+		store = deafStore{store}
+	}
+	const n = 100
+	for i := range n {
+		_, err := store.CreateRoom(t.Context(), fmt.Sprintf("idle%d", i), waitroom.RoomConfig{})
+		require.NoError(t, err)
+	}
+	var mu sync.Mutex
+	var calls []tickCall
+	var admittedAt time.Duration
+	adm := &waitroom.Admitter{Store: &tickLog{Store: store, who: "a", mu: &mu, log: &calls},
+		OnAdmit: func(room string, a []waitroom.Admission) {
+			mu.Lock()
+			admittedAt = time.Since(testStart)
+			mu.Unlock()
+		}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- adm.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+	}()
+
+	time.Sleep(10 * time.Second)
+	synctest.Wait()
+	mu.Lock()
+	admits, probes := 0, 0
+	for _, c := range calls {
+		if c.work {
+			probes++
+		} else {
+			admits++
+		}
+	}
+	calls = nil
+	mu.Unlock()
+	require.Zero(t, admits, "idle rooms are probed, never ticked")
+	// One probe when the rooms were first seen, then one a second, each
+	// naming every room.
+	require.InDelta(t, (10*time.Second/emptyProbeEvery+1)*n, probes, float64(n))
+
+	entered := time.Since(testStart)
+	_, err := store.Enter(t.Context(), "idle7", "u1")
+	require.NoError(t, err)
+	time.Sleep(2 * time.Second)
+	synctest.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	require.Positive(t, admittedAt)
+	require.LessOrEqual(t, admittedAt-entered, within, "how long a user entering an idle room waits")
+	for _, c := range calls {
+		require.True(t, c.work || c.room == "idle7", "only the woken room ticks: %+v", c)
+	}
+}
+
+// emptyProbeEvery is the admitter's probe interval for rooms nobody is in.
+const emptyProbeEvery = time.Second
 
 // A room whose slice is shorter than the admitter's tick is still admitted
 // at its rate: the admitter ticks each room often enough for its own slice,

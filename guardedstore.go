@@ -206,6 +206,10 @@ func (g *GuardedStore) Admitters(ctx context.Context, id string, ttl time.Durati
 	return guarded(ctx, g, "", func(ctx context.Context) ([]string, error) { return g.store.Admitters(ctx, id, ttl) })
 }
 
+// Wakes is the store's own: a subscription outlives any one call's
+// timeout, and a lost wake is no outage (the admitter probes anyway).
+func (g *GuardedStore) Wakes(ctx context.Context) <-chan string { return g.store.Wakes(ctx) }
+
 func (g *GuardedStore) Draw(ctx context.Context, room string) (Draw, error) {
 	return guarded(ctx, g, room, func(ctx context.Context) (Draw, error) { return g.store.Draw(ctx, room) })
 }

@@ -188,6 +188,13 @@ type Store interface {
 	// room's ticks, and take over a silent one's rooms once its ttl ran
 	// out. The bucket stays in the store, so a handover keeps the rate.
 	Admitters(ctx context.Context, id string, ttl time.Duration) ([]string, error)
+	// Wakes delivers the name of each room a user entered while nobody
+	// waited in it, until ctx ends; then the channel is closed. It lets
+	// the admitter leave an empty room alone instead of probing it every
+	// slice. Best effort: a wake is lost while the store is unreachable or
+	// when the reader falls behind, so the admitter still probes empty
+	// rooms about once a second.
+	Wakes(ctx context.Context) <-chan string
 
 	// CreatePass stores a new pass to room (ErrRoomNotFound; at most
 	// MaxPasses per room, else ErrTooManyPasses).

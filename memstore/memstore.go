@@ -31,6 +31,9 @@ type Store struct {
 
 	admittersMu sync.Mutex
 	admitters   map[string]time.Time // id → alive until
+
+	wakesMu sync.Mutex
+	wakes   map[chan string]struct{}
 }
 
 var _ waitroom.Store = (*Store)(nil)
@@ -41,7 +44,8 @@ func New(opts Options) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{now: now, rooms: make(map[string]*room), admitters: make(map[string]time.Time)}
+	return &Store{now: now, rooms: make(map[string]*room), admitters: make(map[string]time.Time),
+		wakes: make(map[chan string]struct{})}
 }
 
 // room is one room's state; mu makes each operation on it one atomic step.
@@ -185,7 +189,11 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 		return r.early(r.pre.Push(user, now.UnixNano()), now), nil
 	}
 	r.sinceTick.Arrivals++
-	return r.waiting(r.ahead()+r.queue.Push(user, now.UnixNano()), now), nil
+	position := r.ahead() + r.queue.Push(user, now.UnixNano())
+	if position == 1 {
+		s.wake(name)
+	}
+	return r.waiting(position, now), nil
 }
 
 // userRoom is the room user enters or asks about, locked for the caller
@@ -547,6 +555,38 @@ func (s *Store) Admitters(ctx context.Context, id string, ttl time.Duration) ([]
 	}
 	slices.Sort(ids)
 	return ids, nil
+}
+
+// wakeBuffer is how many wakes a reader may fall behind before the next
+// ones are dropped (Wakes is best effort).
+const wakeBuffer = 1024
+
+// Wakes delivers the rooms a user entered while nobody waited in them.
+func (s *Store) Wakes(ctx context.Context) <-chan string {
+	ch := make(chan string, wakeBuffer)
+	s.wakesMu.Lock()
+	s.wakes[ch] = struct{}{}
+	s.wakesMu.Unlock()
+	context.AfterFunc(ctx, func() {
+		s.wakesMu.Lock()
+		defer s.wakesMu.Unlock()
+		delete(s.wakes, ch)
+		close(ch)
+	})
+	return ch
+}
+
+// wake tells every reader of Wakes that room has users again; a reader
+// that is behind misses it.
+func (s *Store) wake(room string) {
+	s.wakesMu.Lock()
+	defer s.wakesMu.Unlock()
+	for ch := range s.wakes {
+		select {
+		case ch <- room:
+		default:
+		}
+	}
 }
 
 // Stats returns a room's figures.

@@ -132,6 +132,11 @@ if scheduled and now < opens_at then
 end
 redis.call('ZADD', q_key, queue_score(next_seq, math.floor(now / 1000)), user)
 local position = size + 1
+if position == 1 then
+  -- The first in an empty room: wake the admitter, which leaves empty
+  -- rooms alone (Wakes).
+  redis.call('PUBLISH', q_key, '')
+end
 local _, left = units(stock, stats_key, active_key, now, position)
 return {'WAITING', position, left, next_seq - 1, next_seq}
 `)

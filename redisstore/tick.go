@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,6 +65,48 @@ func (s *Store) Work(ctx context.Context, rooms []string) ([]waitroom.Work, erro
 	}
 	return work, nil
 }
+
+// Wakes delivers the rooms a user entered while nobody waited in them:
+// ENTER publishes on the room's queue key when it queues the first user,
+// and this subscribes to the pattern of every room's queue key. The
+// subscription reconnects by itself (to the new primary after a
+// failover); what is published meanwhile is lost, which Wakes allows.
+// On a Cluster every node relays a publication to the subscribers of all.
+func (s *Store) Wakes(ctx context.Context) <-chan string {
+	out := make(chan string, wakeBuffer)
+	head, tail := s.prefix+":{", "}:q"
+	ps := s.client.PSubscribe(ctx, globEscaper.Replace(head)+"*"+tail)
+	go func() {
+		defer close(out)
+		defer ps.Close()
+		msgs := ps.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m, open := <-msgs:
+				if !open {
+					return
+				}
+				room, ok := strings.CutPrefix(m.Channel, head)
+				if room, ok2 := strings.CutSuffix(room, tail); ok && ok2 && checkRoom(room) == nil {
+					select {
+					case out <- room:
+					default: // the reader is behind: this wake is lost
+					}
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// wakeBuffer is how many wakes a reader may fall behind before the next
+// ones are dropped.
+const wakeBuffer = 1024
+
+// globEscaper escapes what PSUBSCRIBE's pattern would read as a wildcard.
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
 // admittersScript keeps one admitter alive and lists the live ones.
 //

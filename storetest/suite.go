@@ -59,6 +59,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"StockHoldsUnderConcurrency", testStockHoldsUnderConcurrency},
 		{"WorkFollowsUsersAndTokens", testWorkFollowsUsersAndTokens},
 		{"AdmittersLiveForTheirTTL", testAdmittersLiveForTheirTTL},
+		{"WakesWhenAnEmptyRoomGetsAUser", testWakesWhenAnEmptyRoomGetsAUser},
 		{"OneOrderPerUser", testOneOrderPerUser},
 		{"SilentUserAtHeadIsSkipped", testSilentUserAtHeadIsSkipped},
 		{"TwoInstancesSkipSilentUsersOnce", testTwoInstancesSkipSilentUsersOnce},
@@ -974,6 +975,78 @@ func testWorkFollowsUsersAndTokens(t *testing.T, h Harness) {
 	require.ErrorIs(t, err, waitroom.ErrBadRequest)
 	_, err = h.Store.Work(ctx, make([]string, waitroom.MaxWorkRoomsBatch+1))
 	require.ErrorIs(t, err, waitroom.ErrBadRequest)
+}
+
+// testWakesWhenAnEmptyRoomGetsAUser: a user entering a room nobody waits
+// in wakes every reader of Wakes, on the store and on a peer; a second
+// user, a refused entry or a user already queued does not; a room emptied
+// by leaving wakes again. Other tests share the backend, so only this
+// test's rooms are looked at; a reader sees wakes in the order of the
+// entries that made them, so the exact sequence tells which entries woke.
+func testWakesWhenAnEmptyRoomGetsAUser(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	a := newRoom(t, h, waitroom.RoomConfig{})
+	b := newRoom(t, h, waitroom.RoomConfig{})
+	closed := newRoom(t, h, waitroom.RoomConfig{State: waitroom.RoomClosed})
+	readers := map[string]<-chan string{"store": h.Store.Wakes(ctx), "peer": h.Peer(t).Wakes(ctx)}
+	next := func(name string, wakes <-chan string) string {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case room, ok := <-wakes:
+				require.True(t, ok, "%s: the wakes ended early", name)
+				if room == a || room == b || room == closed {
+					return room
+				}
+			case <-timeout:
+				return "(none within 10s)"
+			}
+		}
+	}
+	// A subscription may take a moment to start: until every reader has
+	// seen a wake, empty b again and enter it; then drain the probe's
+	// other wakes.
+	started := map[string]bool{}
+	for deadline := time.Now().Add(10 * time.Second); len(started) < len(readers); {
+		require.False(t, time.Now().After(deadline), "only %v saw a wake within 10s", started)
+		_, err := h.Store.Enter(ctx, b, "probe")
+		require.NoError(t, err)
+		require.NoError(t, h.Store.Leave(ctx, b, "probe"))
+		time.Sleep(20 * time.Millisecond)
+		for name, wakes := range readers {
+			for len(wakes) > 0 {
+				if <-wakes == b {
+					started[name] = true
+				}
+			}
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, wakes := range readers {
+		for len(wakes) > 0 {
+			<-wakes
+		}
+	}
+
+	enter := func(room, u string) {
+		t.Helper()
+		_, err := h.Store.Enter(ctx, room, u)
+		require.NoError(t, err)
+	}
+	enter(a, user(0)) // wakes a
+	enter(a, user(1)) // a had a user
+	enter(a, user(0)) // already queued
+	_, err := h.Store.Enter(ctx, closed, user(0))
+	require.ErrorIs(t, err, waitroom.ErrRoomClosed)
+	require.NoError(t, h.Store.Leave(ctx, a, user(0)))
+	require.NoError(t, h.Store.Leave(ctx, a, user(1)))
+	enter(a, user(2)) // a was empty again
+	enter(b, user(0)) // wakes b
+	for name, wakes := range readers {
+		got := []string{next(name, wakes), next(name, wakes), next(name, wakes)}
+		require.Equal(t, []string{a, a, b}, got, "%s", name)
+	}
 }
 
 // testAdmittersLiveForTheirTTL: each call keeps its admitter alive for its
