@@ -150,6 +150,9 @@ type Store struct {
 	watches                           sync.Map // room → *roomWatch
 	lostPlaces, lostTokens, lostSpent atomic.Int64
 
+	// clock estimates the Redis clock for Admitters.
+	clock serverClock
+
 	// loads counts the times this Store loaded the Lua library
 	// (library.go); loadMu makes callers that found it missing load it once.
 	loads  atomic.Uint64
