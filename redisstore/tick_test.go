@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // TestAdmitSuppliesTokensForWhatItAdmits: after a reply that left nobody
@@ -166,4 +167,59 @@ func (c *countingStore) Admit(ctx context.Context, room string) ([]waitroom.Admi
 		c.mu.Unlock()
 	}
 	return got, err
+}
+
+// TestWakesOnlyForItsPrefix: the wake subscription is a pattern over the
+// store's prefix, so a prefix holding the pattern's wildcards must not
+// hear another prefix's rooms: "w*" unescaped would match "wX" too.
+func TestWakesOnlyForItsPrefix(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := newClient(t)
+	base := randomPrefix()
+	mine := New(c, Options{Prefix: base + "-w*?[x]"})
+	other := New(c, Options{Prefix: base + "-wX?[x]"})
+	for _, s := range []*Store{mine, other} {
+		t.Cleanup(func() { _ = DeletePrefix(context.Background(), c, s.prefix) })
+	}
+	room := testenv.Unique("r-")
+	for _, s := range []*Store{mine, other} {
+		_, err := s.CreateRoom(ctx, room, waitroom.RoomConfig{})
+		require.NoError(t, err)
+	}
+	wakes := mine.Wakes(ctx)
+	// Until the subscription is up, empty the room again and enter it.
+	require.Eventually(t, func() bool {
+		_, err := mine.Enter(ctx, room, "probe")
+		require.NoError(t, err)
+		require.NoError(t, mine.Leave(ctx, room, "probe"))
+		select {
+		case <-wakes:
+			return true
+		case <-time.After(20 * time.Millisecond):
+			return false
+		}
+	}, 10*time.Second, time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	for len(wakes) > 0 {
+		<-wakes
+	}
+
+	// The other prefix's room first: a reader sees wakes in order, so if
+	// it heard that one, it would come first.
+	_, err := other.Enter(ctx, room, "u1")
+	require.NoError(t, err)
+	_, err = mine.Enter(ctx, room, "u2")
+	require.NoError(t, err)
+	select {
+	case got := <-wakes:
+		require.Equal(t, room, got)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wake within 10s")
+	}
+	select {
+	case got := <-wakes:
+		t.Fatalf("a second wake, %q: the other prefix's", got)
+	case <-time.After(300 * time.Millisecond):
+	}
 }
