@@ -139,3 +139,15 @@ func (s *FaultStore) Draw(ctx context.Context, room string) (waitroom.Draw, erro
 func (s *FaultStore) Entrants(ctx context.Context, room string) ([]waitroom.Entrant, error) {
 	return faulted(ctx, s, "Entrants", func() ([]waitroom.Entrant, error) { return s.Store.Entrants(ctx, room) })
 }
+
+// Wakes asks the fault once, when the subscription starts: a failed one
+// delivers nothing (as a subscription that cannot reach the store) and is
+// closed when ctx ends.
+func (s *FaultStore) Wakes(ctx context.Context) <-chan string {
+	if s.check(ctx, "Wakes") != nil {
+		none := make(chan string)
+		context.AfterFunc(ctx, func() { close(none) })
+		return none
+	}
+	return s.Store.Wakes(ctx)
+}

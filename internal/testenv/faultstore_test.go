@@ -34,8 +34,28 @@ func TestFaultStoreHooksEveryMethod(t *testing.T) {
 		}
 		var out []reflect.Value
 		require.NotPanics(t, func() { out = store.MethodByName(m.Name).Call(args) }, m.Name)
+		require.Equal(t, m.Name, asked[len(asked)-1])
+		if m.Type.Out(m.Type.NumOut()-1) != reflect.TypeFor[error]() {
+			continue // Wakes: no error to answer with (its own test is below)
+		}
 		err, _ := out[len(out)-1].Interface().(error)
 		require.ErrorIs(t, err, refused, m.Name)
-		require.Equal(t, m.Name, asked[len(asked)-1])
 	}
+}
+
+// A refused Wakes delivers nothing and ends with its context.
+func TestFaultStoreRefusedWakes(t *testing.T) {
+	t.Parallel()
+	s := &testenv.FaultStore{}
+	s.SetFault(func(context.Context, string) error { return errors.New("refused") })
+	ctx, cancel := context.WithCancel(t.Context())
+	wakes := s.Wakes(ctx)
+	select {
+	case room := <-wakes:
+		t.Fatalf("a wake, %q, from a refused subscription", room)
+	default:
+	}
+	cancel()
+	_, open := <-wakes
+	require.False(t, open)
 }
