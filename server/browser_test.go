@@ -254,14 +254,33 @@ func (tb *tab) screenshot(name string) {
 			opts = append(opts, chromedp.EmulateMobile)
 		}
 		tb.do(chromedp.EmulateViewport(vp.width, vp.height, opts...))
-		ctx, cancel := context.WithTimeout(tb.ctx, browserWait)
-		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-		cancel()
-		require.NoError(tb.t, err)
+		png := tb.capture()
 		path := filepath.Join(dir, name+"-"+vp.name+".png")
 		require.NoError(tb.t, os.WriteFile(path, png, 0o644))
 	}
 }
+
+// capture takes a screenshot within browserWait. A capture that meets a
+// reload (a page without scripts refreshes itself every second or so)
+// never answers, so each try has a few seconds and the next one finds the
+// new page.
+func (tb *tab) capture() []byte {
+	tb.t.Helper()
+	for deadline := time.Now().Add(browserWait); ; {
+		ctx, cancel := context.WithTimeout(tb.ctx, captureTry)
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		cancel()
+		if err == nil {
+			return png
+		}
+		if time.Now().After(deadline) || tb.ctx.Err() != nil {
+			tb.t.Fatalf("no screenshot within %s: %v; the page shows: %s", browserWait, err, tb.describe())
+		}
+	}
+}
+
+// captureTry bounds one screenshot attempt (see capture).
+const captureTry = 4 * time.Second
 
 func TestBrowser(t *testing.T) {
 	t.Parallel()

@@ -981,8 +981,7 @@ func testWorkFollowsUsersAndTokens(t *testing.T, h Harness) {
 // in wakes every reader of Wakes, on the store and on a peer; a second
 // user, a refused entry or a user already queued does not; a room emptied
 // by leaving wakes again. Other tests share the backend, so only this
-// test's rooms are looked at; a reader sees wakes in the order of the
-// entries that made them, so the exact sequence tells which entries woke.
+// test's rooms are looked at.
 func testWakesWhenAnEmptyRoomGetsAUser(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
 	a := newRoom(t, h, waitroom.RoomConfig{})
@@ -1044,8 +1043,22 @@ func testWakesWhenAnEmptyRoomGetsAUser(t *testing.T, h Harness) {
 	enter(a, user(2)) // a was empty again
 	enter(b, user(0)) // wakes b
 	for name, wakes := range readers {
-		got := []string{next(name, wakes), next(name, wakes), next(name, wakes)}
-		require.Equal(t, []string{a, a, b}, got, "%s", name)
+		got := map[string]int{}
+		for range 3 {
+			got[next(name, wakes)]++
+		}
+		// A Cluster relays a publication from another node later than
+		// its own node's: the order holds within a room, not across
+		// rooms, so a wrong wake may come after b's. Listen a moment
+		// for one.
+		select {
+		case room := <-wakes:
+			if room == a || room == b || room == closed {
+				got[room]++
+			}
+		case <-time.After(300 * time.Millisecond):
+		}
+		require.Equal(t, map[string]int{a: 2, b: 1}, got, "%s", name)
 	}
 }
 
