@@ -260,6 +260,9 @@ func (tb *tab) screenshot(name string) {
 	}
 }
 
+// captureTry bounds one screenshot attempt (see capture).
+const captureTry = 4 * time.Second
+
 // capture takes a screenshot within browserWait. A capture that meets a
 // reload (a page without scripts refreshes itself every second or so)
 // never answers, so each try has a few seconds and the next one finds the
@@ -278,9 +281,6 @@ func (tb *tab) capture() []byte {
 		}
 	}
 }
-
-// captureTry bounds one screenshot attempt (see capture).
-const captureTry = 4 * time.Second
 
 func TestBrowser(t *testing.T) {
 	t.Parallel()
