@@ -77,10 +77,17 @@ func (s *Store) Work(ctx context.Context, rooms []string) ([]waitroom.Work, erro
 func (s *Store) Wakes(ctx context.Context) <-chan string {
 	out := make(chan string, wakeBuffer)
 	head, tail := s.prefix+":{", "}:q"
-	ps := s.client.PSubscribe(ctx, globEscaper.Replace(head)+"*"+tail)
+	pattern := globEscaper.Replace(head) + "*" + tail
+	ps := s.client.PSubscribe(ctx, pattern)
 	go func() {
 		defer close(out)
 		defer ps.Close()
+		// A refusal (an ACL without the pattern) comes back once, here;
+		// the reconnects after an outage are go-redis's and say nothing.
+		if _, err := ps.Receive(ctx); err != nil && ctx.Err() == nil && !unavailable(err) {
+			s.log.WarnContext(ctx, "redisstore: no wakes: idle rooms are probed once a second instead, "+
+				"so a user entering one waits up to a second longer", "pattern", pattern, "err", err)
+		}
 		msgs := ps.Channel()
 		for {
 			select {

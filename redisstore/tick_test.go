@@ -3,15 +3,19 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/redistest"
 )
 
 // TestAdmitSuppliesTokensForWhatItAdmits: after a reply that left nobody
@@ -221,5 +225,29 @@ func TestWakesOnlyForItsPrefix(t *testing.T) {
 	case got := <-wakes:
 		t.Fatalf("a second wake, %q: the other prefix's", got)
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestWakesRefusedIsLogged: a Redis user whose ACL lacks the wakes'
+// channel pattern gets no wakes, and the store says so once, with what
+// it costs; the admitter still has its once-a-second probe.
+func TestWakesRefusedIsLogged(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := redistest.StartServer(t)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	t.Cleanup(func() { admin.Close() })
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "nowakes", "on", ">pw", "~*", "+@all", "resetchannels").Err())
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "nowakes", Password: "pw", DisableIdentity: true})
+	t.Cleanup(func() { c.Close() })
+	logs := &testenv.LogBuffer{}
+	s := New(c, Options{Prefix: "p", Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	wakes := s.Wakes(ctx)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "no wakes") }, 10*time.Second, 10*time.Millisecond)
+	require.Contains(t, logs.String(), "NOPERM")
+	select {
+	case room := <-wakes:
+		t.Fatalf("a wake, %q, without the channel's permission", room)
+	default:
 	}
 }
