@@ -84,7 +84,9 @@ func (s *Store) Wakes(ctx context.Context) <-chan string {
 		defer ps.Close()
 		// A refusal (an ACL without the pattern) comes back once, here;
 		// the reconnects after an outage are go-redis's and say nothing.
-		if _, err := ps.Receive(ctx); err != nil && ctx.Err() == nil && !unavailable(err) {
+		// Bounded: a read does not end with ctx, and a Redis that does
+		// not answer must not hold this goroutine past it.
+		if _, err := ps.ReceiveTimeout(ctx, wakeConfirmWait); err != nil && ctx.Err() == nil && !unavailable(err) {
 			s.log.WarnContext(ctx, "redisstore: no wakes: idle rooms are probed once a second instead, "+
 				"so a user entering one waits up to a second longer", "pattern", pattern, "err", err)
 		}
@@ -113,6 +115,10 @@ func (s *Store) Wakes(ctx context.Context) <-chan string {
 // wakeBuffer is how many wakes a reader may fall behind before the next
 // ones are dropped.
 const wakeBuffer = 1024
+
+// wakeConfirmWait bounds the wait for the subscription's first answer; a
+// later one is go-redis's to read.
+const wakeConfirmWait = 2 * time.Second
 
 // globEscaper escapes what PSUBSCRIBE's pattern would read as a wildcard.
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
