@@ -284,3 +284,25 @@ func BenchmarkGuardedStoreCall(b *testing.B) {
 		run(b, ctx)
 	})
 }
+
+// TestGuardedStorePassesWakes: the guard hands the store's wakes through,
+// and the subscription outlives the guard's per-call timeout: the admitter
+// reads it for as long as it runs.
+func TestGuardedStorePassesWakes(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		g := waitroom.Guard(memstore.New(memstore.Options{}), waitroom.GuardOptions{Timeout: 300 * time.Millisecond})
+		_, err := g.CreateRoom(t.Context(), "sale", waitroom.RoomConfig{})
+		require.NoError(t, err)
+		wakes := g.Wakes(t.Context())
+		time.Sleep(time.Second) // past the guard's timeout
+		_, err = g.Enter(t.Context(), "sale", "u1")
+		require.NoError(t, err)
+		select {
+		case room := <-wakes:
+			require.Equal(t, "sale", room)
+		default:
+			t.Fatal("no wake through the guard")
+		}
+	})
+}
