@@ -251,3 +251,33 @@ func TestWakesRefusedIsLogged(t *testing.T) {
 	default:
 	}
 }
+
+// TestAdmittersKeyLivesAsLongAsItsLongestLease: the admitters' set expires
+// with its longest lease (a short renewal never cuts a long one), and an
+// entry whose lease ran out over a second ago is dropped from the set (the
+// listing leaves it out at once; this bounds the set).
+func TestAdmittersKeyLivesAsLongAsItsLongestLease(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	key := s.prefix + ":admitters"
+	_, err := s.Admitters(ctx, "short", 300*time.Millisecond)
+	require.NoError(t, err)
+	ttl := s.client.PTTL(ctx, key).Val()
+	require.Positive(t, ttl, "a new set expires")
+	require.LessOrEqual(t, ttl, 300*time.Millisecond)
+	_, err = s.Admitters(ctx, "long", 5*time.Second)
+	require.NoError(t, err)
+	_, err = s.Admitters(ctx, "short", 300*time.Millisecond)
+	require.NoError(t, err)
+	require.Greater(t, s.client.PTTL(ctx, key).Val(), 4*time.Second, "the short renewal kept the long lease's expiry")
+
+	// "short" stops; "long" renews past the next clock reading.
+	time.Sleep(400 * time.Millisecond)
+	require.Eventually(t, func() bool {
+		ids, err := s.Admitters(ctx, "long", 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, []string{"long"}, ids, "the lapsed lease is not listed")
+		return s.client.ZScore(ctx, key, "short").Err() == redis.Nil
+	}, 10*time.Second, 50*time.Millisecond, "the lapsed entry is dropped from the set")
+}
