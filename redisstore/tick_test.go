@@ -192,22 +192,7 @@ func TestWakesOnlyForItsPrefix(t *testing.T) {
 		require.NoError(t, err)
 	}
 	wakes := mine.Wakes(ctx)
-	// Until the subscription is up, empty the room again and enter it.
-	require.Eventually(t, func() bool {
-		_, err := mine.Enter(ctx, room, "probe")
-		require.NoError(t, err)
-		require.NoError(t, mine.Leave(ctx, room, "probe"))
-		select {
-		case <-wakes:
-			return true
-		case <-time.After(20 * time.Millisecond):
-			return false
-		}
-	}, 10*time.Second, time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
-	for len(wakes) > 0 {
-		<-wakes
-	}
+	testenv.AwaitWakes(t, mine, room, 10*time.Second, wakes)
 
 	// The other prefix's room first: a reader sees wakes in order, so if
 	// it heard that one, it would come first.

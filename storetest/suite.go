@@ -1003,30 +1003,7 @@ func testWakesWhenAnEmptyRoomGetsAUser(t *testing.T, h Harness) {
 			}
 		}
 	}
-	// A subscription may take a moment to start: until every reader has
-	// seen a wake, empty b again and enter it; then drain the probe's
-	// other wakes.
-	started := map[string]bool{}
-	for deadline := time.Now().Add(10 * time.Second); len(started) < len(readers); {
-		require.False(t, time.Now().After(deadline), "only %v saw a wake within 10s", started)
-		_, err := h.Store.Enter(ctx, b, "probe")
-		require.NoError(t, err)
-		require.NoError(t, h.Store.Leave(ctx, b, "probe"))
-		time.Sleep(20 * time.Millisecond)
-		for name, wakes := range readers {
-			for len(wakes) > 0 {
-				if <-wakes == b {
-					started[name] = true
-				}
-			}
-		}
-	}
-	time.Sleep(200 * time.Millisecond)
-	for _, wakes := range readers {
-		for len(wakes) > 0 {
-			<-wakes
-		}
-	}
+	testenv.AwaitWakes(t, h.Store, b, 10*time.Second, readers["store"], readers["peer"])
 
 	enter := func(room, u string) {
 		t.Helper()
