@@ -242,6 +242,10 @@ const (
 	WorkQueue
 )
 
+// WakesBuffer is how many wakes a reader of Store.Wakes may fall behind
+// before the next ones are lost (Wakes is best effort).
+const WakesBuffer = 1024
+
 // Bounds of Store.Admitters' arguments.
 const (
 	MaxAdmitterIDLen  = 128

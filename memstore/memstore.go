@@ -557,13 +557,9 @@ func (s *Store) Admitters(ctx context.Context, id string, ttl time.Duration) ([]
 	return ids, nil
 }
 
-// wakeBuffer is how many wakes a reader may fall behind before the next
-// ones are dropped (Wakes is best effort).
-const wakeBuffer = 1024
-
 // Wakes delivers the rooms a user entered while nobody waited in them.
 func (s *Store) Wakes(ctx context.Context) <-chan string {
-	ch := make(chan string, wakeBuffer)
+	ch := make(chan string, waitroom.WakesBuffer)
 	s.wakesMu.Lock()
 	s.wakes[ch] = struct{}{}
 	s.wakesMu.Unlock()

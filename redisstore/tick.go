@@ -75,7 +75,7 @@ func (s *Store) Work(ctx context.Context, rooms []string) ([]waitroom.Work, erro
 // failover); what is published meanwhile is lost, which Wakes allows.
 // On a Cluster every node relays a publication to the subscribers of all.
 func (s *Store) Wakes(ctx context.Context) <-chan string {
-	out := make(chan string, wakeBuffer)
+	out := make(chan string, waitroom.WakesBuffer)
 	head, tail := s.prefix+":{", "}:q"
 	pattern := globEscaper.Replace(head) + "*" + tail
 	ps := s.client.PSubscribe(ctx, pattern)
@@ -111,10 +111,6 @@ func (s *Store) Wakes(ctx context.Context) <-chan string {
 	}()
 	return out
 }
-
-// wakeBuffer is how many wakes a reader may fall behind before the next
-// ones are dropped.
-const wakeBuffer = 1024
 
 // wakeConfirmWait bounds the wait for the subscription's first answer; a
 // later one is go-redis's to read.
