@@ -351,6 +351,9 @@ else
       'm_seq', seq_now, 'm_left', left_now, 'm_left_after', left_after_now, 'm_no_shows', no_shows_now)
   end
 end
+if not b[1] then
+  keep_hash_table(bucket_key) -- the bucket was new
+end
 
 if expired > 0 then
   redis.call('HINCRBY', stats_key, 'expired', expired)

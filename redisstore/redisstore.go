@@ -404,6 +404,15 @@ func (r reply) reading(i int) (reading, bool) {
 // confirmation or a claim gives it; ready, lease and lease_until are empty
 // and 0.
 const luaLib = `
+-- keep_hash_table: a hash read many fields at a time (HMGET of the
+-- settings, the bucket) stays a hash table. Redis keeps a small hash as a
+-- listpack, where every field read scans the list; one value longer than
+-- hash-max-listpack-value (64 bytes by default) turns it into a hash table
+-- for good, where a read is one lookup.
+local function keep_hash_table(key)
+  redis.call('HSET', key, '` + hashTableField + `', '` + hashTableNote + `')
+end
+
 -- counter: a counter key's value; 0 when absent.
 local function counter(key)
   return tonumber(redis.call('GET', key) or '0')
@@ -636,6 +645,15 @@ local function active_score(e)
   return e.expires_at
 end
 `
+
+// hashTableField is the field that keeps a hash read many fields at a
+// time a hash table (keep_hash_table); hashTableNote, its value, says why
+// to whoever reads the hash, and is longer than Redis's default
+// hash-max-listpack-value (64).
+const (
+	hashTableField = "hashtable"
+	hashTableNote  = "kept a hash table: HMGET of many fields scans a listpack, a hash table looks each up"
+)
 
 // roomConfigFields are the cfg hash fields, in the order configArgs gives
 // their values.

@@ -25,6 +25,7 @@ if redis.call('EXISTS', cfg_key) == 1 then
   return 'EXISTS'
 end
 redis.call('HSET', cfg_key, unpack(ARGV))
+keep_hash_table(cfg_key)
 return 'CREATED'
 `)
 
@@ -99,6 +100,8 @@ for i = 2, n, 2 do
   end
 end
 redis.call('HSET', cfg_key, unpack(ARGV, n + 2))
+-- A room made before its settings were kept a hash table becomes one.
+keep_hash_table(cfg_key)
 return 'OK'
 `)
 

@@ -1,0 +1,64 @@
+package redisstore
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+)
+
+// The hashes the hot scripts read many fields of at a time, the settings
+// and the bucket, are hash tables (keep_hash_table); a room made before
+// becomes one at its next settings update.
+func TestHotHashesAreHashTables(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	limit, err := s.client.ConfigGet(ctx, "hash-max-listpack-value").Result()
+	require.NoError(t, err)
+	max, err := strconv.Atoi(limit["hash-max-listpack-value"])
+	require.NoError(t, err)
+	require.Greater(t, len(hashTableNote), max, "the note must be longer than the Redis's hash-max-listpack-value")
+	encoding := func(key string) string {
+		t.Helper()
+		enc, err := s.client.ObjectEncoding(ctx, key).Result()
+		require.NoError(t, err)
+		return enc
+	}
+
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100})
+	k := s.keys(room)
+	require.Equal(t, "hashtable", encoding(k.cfg))
+	_, err = s.Enter(ctx, room, "u1")
+	require.NoError(t, err)
+	_, err = s.Admit(ctx, room) // starts the bucket
+	require.NoError(t, err)
+	require.Equal(t, "hashtable", encoding(k.bucket))
+	cfg, err := s.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, 100.0, cfg.Rate, "the note is no setting")
+
+	// A room made by a version before: its settings without the note, a
+	// listpack. It works as it is, and its next update converts it.
+	old := newRoom(t, s, waitroom.RoomConfig{Rate: 100})
+	ko := s.keys(old)
+	fields, err := s.client.HGetAll(ctx, ko.cfg).Result()
+	require.NoError(t, err)
+	delete(fields, hashTableField)
+	require.NoError(t, s.client.Del(ctx, ko.cfg).Err())
+	require.NoError(t, s.client.HSet(ctx, ko.cfg, fields).Err())
+	require.Equal(t, "listpack", encoding(ko.cfg))
+	st, err := s.Enter(ctx, old, "u1")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Position)
+	from, err := s.RoomConfig(ctx, old)
+	require.NoError(t, err)
+	to := from
+	to.Rate = 50
+	require.NoError(t, s.UpdateRoom(ctx, old, from, to))
+	require.Equal(t, "hashtable", encoding(ko.cfg))
+	got, err := s.RoomConfig(ctx, old)
+	require.NoError(t, err)
+	require.Equal(t, 50.0, got.Rate)
+}
