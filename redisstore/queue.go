@@ -7,7 +7,11 @@ import (
 	"github.com/waitroom/waitroom"
 )
 
-// enterScript queues a user, or returns the standing it already has.
+// enterScript queues users, or returns the standing each already has: the
+// Store sends the users of concurrent Enters of one room in one call
+// (enterBatch), so that the settings, the clock and the call itself are
+// paid once per call, not per user. Users are served in the order given,
+// each exactly as a call of its own would be at that point.
 //
 // KEYS[1] cfg
 // KEYS[2] q
@@ -19,27 +23,27 @@ import (
 // KEYS[8] pre
 // KEYS[9] drawn
 // KEYS[10] draw
-// ARGV[1] user
+// ARGV     users
 //
-// Returns one of
+// Returns {"ROOM_NOT_FOUND"}, or {"OK", seq_before, seq_after, standing,
+// …}, a standing per user, one of
 //
-//	{"ALREADY_ORDERED"}                          one order per user, and it ordered
-//	{"ADMITTED", token, ms_left, seq, seq}       the user holds a live token (a
-//	                                             second call confirms it: holder_sees)
-//	{"SCHEDULED", opens_in_ms, position,         an early arrival (now or before) of a
-//	 seq_before, seq_after}                      scheduled room; position 0 unless fifo
-//	{"WAITING", position, units_left,            queued (now or before); 1-based;
-//	 seq_before, seq_after}                      units_left -1 unless short (units);
-//	                                             a user silent past abandon_after has
-//	                                             gone: counted abandoned, queued anew
-//	{"QUEUED_SOLD_OUT", seq, seq}                queued, but the stock is all sold
-//	{"ROOM_CLOSED"}                              not queued, the room refuses entries
-//	{"INVITE_ONLY"}                              not queued, the room lets in pass holders only
-//	{"SOLD_OUT"}                                 not queued, the stock is all sold
-//	{"QUEUE_FULL"}                               not queued; only stats.full counted
-//	{"ROOM_NOT_FOUND"}
+//	{"ALREADY_ORDERED"}                 one order per user, and it ordered
+//	{"ADMITTED", token, ms_left}        the user holds a live token (a second
+//	                                    call confirms it: holder_sees)
+//	{"SCHEDULED", opens_in_ms, position}  an early arrival (now or before) of a
+//	                                    scheduled room; position 0 unless fifo
+//	{"WAITING", position, units_left}   queued (now or before); 1-based;
+//	                                    units_left -1 unless short (units); a
+//	                                    user silent past abandon_after has gone:
+//	                                    counted abandoned, queued anew
+//	{"QUEUED_SOLD_OUT"}                 queued, but the stock is all sold
+//	{"ROOM_CLOSED"}                     not queued, the room refuses entries
+//	{"INVITE_ONLY"}                     not queued, the room lets in pass holders only
+//	{"SOLD_OUT"}                        not queued, the stock is all sold
+//	{"QUEUE_FULL"}                      not queued; only stats.full counted
 //
-// seq_before and seq_after are the arrival sequence when the script began
+// seq_before and seq_after are the arrival sequence when the call began
 // and ended; the Store watches them for lost writes (lost.go).
 var enterScript = newFunction("enter", `
 local cfg_key    = KEYS[1]
@@ -52,7 +56,6 @@ local buyers_key = KEYS[7]
 local pre_key    = KEYS[8]
 local drawn_key  = KEYS[9]
 local draw_key   = KEYS[10]
-local user       = ARGV[1]
 
 local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock', 'one_order', 'abandon_ms', 'invite_only',
   'opens_at_ms', 'prequeue', 'closes_at_ms', 'had_opening')
@@ -61,106 +64,157 @@ local opens_at = tonumber(cfg[7] or '0')
 if not state then
   return {'ROOM_NOT_FOUND'}
 end
--- One order per user: a buyer takes no place, whatever else it has.
-if cfg[4] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
-  return {'ALREADY_ORDERED'}
-end
 local abandon_s = abandon_secs(cfg[5])
-
--- A live token: no second place in the queue; the user gets its own token.
 local now = now_ms()
-local e = holder_sees(tok_key, active_key, user, now)
-if e then
-  local seq = counter(seq_key)
-  return {'ADMITTED', e.token, time_left(e, now), seq, seq}
-end
-
--- An early arrival waits for the draw: told when the room opens.
 local stage = draw_stage(cfg[10], opens_at, draw_key)
 local scheduled = opens_at > 0 and stage ~= 'done'
-if early_arrival(pre_key, stage, user) then
-  local seq = counter(seq_key)
-  return {'SCHEDULED', math.max(0, opens_at - now), early_position(cfg[8], pre_key, user), seq, seq}
-end
+-- The sequence before the call: read when no user takes a new place,
+-- else one less than the first new place's.
+local seq_before, seq_after
 
--- Already queued: the same place again, so a refresh never loses it, and
--- seen now. In a sold-out room it keeps the place for a restock. One silent
--- past abandon_after has gone (the admitter would skip it): it is counted
--- and queues anew at the back.
-local position, sold_out, left = queued_standing(q_key, pre_key, drawn_key, stats_key, active_key, stage, stock, user, now, abandon_s)
-if position then
-  local seq = counter(seq_key)
-  if sold_out then
-    return {'QUEUED_SOLD_OUT', seq, seq}
+local function enter(user)
+  -- One order per user: a buyer takes no place, whatever else it has.
+  if cfg[4] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
+    return {'ALREADY_ORDERED'}
   end
-  return {'WAITING', position, left, seq, seq}
+
+  -- A live token: no second place in the queue; the user gets its own token.
+  local e = holder_sees(tok_key, active_key, user, now)
+  if e then
+    return {'ADMITTED', e.token, time_left(e, now)}
+  end
+
+  -- An early arrival waits for the draw: told when the room opens.
+  if early_arrival(pre_key, stage, user) then
+    return {'SCHEDULED', math.max(0, opens_at - now), early_position(cfg[8], pre_key, user)}
+  end
+
+  -- Already queued: the same place again, so a refresh never loses it, and
+  -- seen now. In a sold-out room it keeps the place for a restock. One silent
+  -- past abandon_after has gone (the admitter would skip it): it is counted
+  -- and queues anew at the back.
+  local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, active_key, stage, stock, user, now, abandon_s)
+  if queued then
+    return queued
+  end
+
+  -- Closed rooms refuse new entries; paused rooms still accept them.
+  if refuses_entries(state, cfg[9], now) then
+    return {'ROOM_CLOSED'}
+  end
+  -- Invite-only rooms take pass holders only (EnterWithPass).
+  if cfg[6] == '1' then
+    return {'INVITE_ONLY'}
+  end
+
+  -- Nothing left to sell: no place, nothing written.
+  if units(stock, stats_key, active_key, now, 0) then
+    return {'SOLD_OUT'}
+  end
+
+  -- Full: say so honestly and write nothing but the counter.
+  local size = ahead_of_q(pre_key, drawn_key, stage) + redis.call('ZCARD', q_key)
+  if size >= max_queue then
+    redis.call('HINCRBY', stats_key, 'full', 1)
+    return {'QUEUE_FULL'}
+  end
+
+  -- A new place. The score is a sequence, never a clock, so two users in one
+  -- millisecond keep arrival order; being the largest score, the new user is
+  -- last: its position is the queue's length before it, plus one. The
+  -- sequence is also the count of places given (stats' entered).
+  local next_seq = redis.call('INCR', seq_key)
+  seq_before = seq_before or next_seq - 1
+  seq_after = next_seq
+  if scheduled and now < opens_at then
+    -- Before the opening: an early arrival (plain sequence: it is placed
+    -- at the draw, and silence counts from the opening).
+    redis.call('ZADD', pre_key, next_seq, user)
+    return {'SCHEDULED', opens_at - now, early_position(cfg[8], pre_key, user)}
+  end
+  redis.call('ZADD', q_key, queue_score(next_seq, math.floor(now / 1000)), user)
+  local position = size + 1
+  if position == 1 then
+    -- The first in an empty room: wake the admitter, which leaves empty
+    -- rooms alone (Wakes).
+    redis.call('PUBLISH', q_key, '')
+  end
+  local _, left = units(stock, stats_key, active_key, now, position)
+  return {'WAITING', position, left}
 end
 
--- Closed rooms refuse new entries; paused rooms still accept them.
-if refuses_entries(state, cfg[9], now) then
-  return {'ROOM_CLOSED'}
+-- Most users of a drop's burst are new: not queued, no token, in a room
+-- with nothing else to check. Their places are made together, from what
+-- one ZMSCORE and one HMGET of all the call's users found, with one ZADD
+-- and one INCRBY; size and seq count them meanwhile. Any other user goes
+-- the whole way (enter) after the places so far are written, as is a user
+-- named twice in the call.
+local plain_room = cfg[4] ~= '1' and stage == 'none' and not refuses_entries(state, cfg[9], now)
+  and cfg[6] ~= '1' and stock <= 0
+local scores, entries
+if plain_room then
+  scores = redis.call('ZMSCORE', q_key, unpack(ARGV))
+  entries = redis.call('HMGET', tok_key, unpack(ARGV))
 end
--- Invite-only rooms take pass holders only (EnterWithPass).
-if cfg[6] == '1' then
-  return {'INVITE_ONLY'}
+local size, seq -- the queue's length and the sequence, places so far included; nil: read again
+local places, woken = {}, false -- ZADD's score, user, … not written yet
+local function write_places()
+  if #places > 0 then
+    redis.call('ZADD', q_key, unpack(places))
+    seq_after = redis.call('INCRBY', seq_key, #places / 2)
+    places = {}
+    if woken then
+      redis.call('PUBLISH', q_key, '') -- as enter does for the first in an empty room
+      woken = false
+    end
+  end
 end
 
--- Nothing left to sell: no place, nothing written.
-local sold_out = units(stock, stats_key, active_key, now, 0)
-if sold_out then
-  return {'SOLD_OUT'}
+local out = {'OK', 0, 0}
+local named = {}
+local s = math.floor(now / 1000)
+for i = 1, #ARGV do
+  local user = ARGV[i]
+  if plain_room and not named[user] and not scores[i] and not entries[i] then
+    size = size or redis.call('ZCARD', q_key)
+    if size >= max_queue then
+      redis.call('HINCRBY', stats_key, 'full', 1)
+      out[i + 3] = {'QUEUE_FULL'}
+    else
+      seq = seq or counter(seq_key)
+      seq_before = seq_before or seq
+      seq, size = seq + 1, size + 1
+      places[#places + 1] = queue_score(seq, s)
+      places[#places + 1] = user
+      woken = woken or size == 1
+      out[i + 3] = {'WAITING', size, -1}
+    end
+  else
+    write_places()
+    out[i + 3] = enter(user)
+    size, seq = nil, nil
+  end
+  named[user] = true
 end
-
--- Full: say so honestly and write nothing but the counter.
-local size = ahead_of_q(pre_key, drawn_key, stage) + redis.call('ZCARD', q_key)
-if size >= max_queue then
-  redis.call('HINCRBY', stats_key, 'full', 1)
-  return {'QUEUE_FULL'}
+write_places()
+if not seq_before then
+  seq_before = counter(seq_key)
+  seq_after = seq_before
 end
-
--- A new place. The score is a sequence, never a clock, so two users in one
--- millisecond keep arrival order; being the largest score, the new user is
--- last: its position is the queue's length before it, plus one. The
--- sequence is also the count of places given (stats' entered), and before
--- the INCR it was one less: no separate read or counter.
-local next_seq = redis.call('INCR', seq_key)
-if scheduled and now < opens_at then
-  -- Before the opening: an early arrival (plain sequence: it is placed
-  -- at the draw, and silence counts from the opening).
-  redis.call('ZADD', pre_key, next_seq, user)
-  return {'SCHEDULED', opens_at - now, early_position(cfg[8], pre_key, user), next_seq - 1, next_seq}
-end
-redis.call('ZADD', q_key, queue_score(next_seq, math.floor(now / 1000)), user)
-local position = size + 1
-if position == 1 then
-  -- The first in an empty room: wake the admitter, which leaves empty
-  -- rooms alone (Wakes).
-  redis.call('PUBLISH', q_key, '')
-end
-local _, left = units(stock, stats_key, active_key, now, position)
-return {'WAITING', position, left, next_seq - 1, next_seq}
+out[2], out[3] = seq_before, seq_after
+return out
 `)
 
 // Enter queues user, or returns the standing it already has: its own live
-// token, or its place.
+// token, or its place. Concurrent Enters of a room share calls (batch.go).
 func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
-	if err := checkRoom(room); err != nil {
-		return waitroom.Status{}, err
-	}
-	k := s.keys(room)
-	w := s.watch(room)
-	at := w.marks()
-	r, err := s.doCall(ctx, "enter", k.enter, user)
-	if err != nil {
-		return waitroom.Status{}, err
-	}
-	st, next, ok := standing(r)
-	seq, ok2 := r.reading(next)
-	if !ok || !ok2 {
-		return waitroom.Status{}, s.unexpected(ctx, "enter", r)
-	}
-	s.observe(ctx, room, w, at, seq, nil)
-	return st, nil
+	return s.batched(ctx, enterOp, room, user)
+}
+
+var enterOp = &batchedOp{
+	name: "enter",
+	call: func(k *roomKeys) fcall { return k.enter },
+	line: func(k *roomKeys) *callLine { return &k.enterLine },
 }
 
 // standing decodes {"ADMITTED", token, ms_left, …}, {"WAITING",
@@ -195,7 +249,9 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 	return waitroom.Status{}, 0, false
 }
 
-// statusScript reads a user's standing.
+// statusScript reads users' standings: the Store sends the users of
+// concurrent Status calls of one room in one call (batch.go), each served
+// as a call of its own would be.
 //
 // A waiting user is marked seen: its score's fraction is refreshed (the
 // place is the same). One silent past abandon_after has gone: it is dropped
@@ -212,17 +268,17 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 // KEYS[8] pre
 // KEYS[9] drawn
 // KEYS[10] draw
-// ARGV[1] user
+// ARGV     users
 //
-// Returns one of
+// Returns {"ROOM_NOT_FOUND"}, or {"OK", seq, seq, standing, …}, a standing
+// per user, one of
 //
-//	{"ALREADY_ORDERED"}                     one order per user, and it ordered
-//	{"SCHEDULED", opens_in_ms, position, seq}  an early arrival; position 0 unless fifo
-//	{"ADMITTED", token, ms_left, seq}       a second call confirms it (holder_sees)
-//	{"WAITING", position, units_left, seq}  units_left -1 unless short (units)
-//	{"QUEUED_SOLD_OUT", seq}                queued, but the stock is all sold
-//	{"NOT_IN_QUEUE", seq}
-//	{"ROOM_NOT_FOUND"}
+//	{"ALREADY_ORDERED"}                 one order per user, and it ordered
+//	{"SCHEDULED", opens_in_ms, position}  an early arrival; position 0 unless fifo
+//	{"ADMITTED", token, ms_left}        a second call confirms it (holder_sees)
+//	{"WAITING", position, units_left}   units_left -1 unless short (units)
+//	{"QUEUED_SOLD_OUT"}                 queued, but the stock is all sold
+//	{"NOT_IN_QUEUE"}
 //
 // seq is the arrival sequence, which the Store watches for lost writes.
 var statusScript = newFunction("status", `
@@ -236,67 +292,62 @@ local buyers_key = KEYS[7]
 local pre_key    = KEYS[8]
 local drawn_key  = KEYS[9]
 local draw_key   = KEYS[10]
-local user       = ARGV[1]
 
 local cfg = redis.call('HMGET', cfg_key, 'state', 'stock', 'one_order', 'abandon_ms', 'opens_at_ms', 'prequeue', 'had_opening')
 if not cfg[1] then
   return {'ROOM_NOT_FOUND'}
 end
 local stock = tonumber(cfg[2] or '0')
-if cfg[3] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
-  return {'ALREADY_ORDERED'}
-end
+local opens_at = tonumber(cfg[5] or '0')
+local abandon_s = abandon_secs(cfg[4])
 local seq = counter(seq_key)
 local now = now_ms()
+local stage = draw_stage(cfg[7], opens_at, draw_key)
 
--- A queued user holds no live token (Enter never queues a token holder,
--- Admit pops whom it admits), so the common poll, a waiting user's, reads
--- no token. ZSCORE is O(1), ZRANK and ZADD O(log N). One silent past
--- abandon_after has gone.
-local stage = draw_stage(cfg[7], tonumber(cfg[5] or '0'), draw_key)
-local position, sold_out, left = queued_standing(q_key, pre_key, drawn_key, stats_key, active_key, stage, stock, user, now, abandon_secs(cfg[4]))
-if position then
-  if sold_out then
-    return {'QUEUED_SOLD_OUT', seq}
+local function status(user)
+  if cfg[3] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
+    return {'ALREADY_ORDERED'}
   end
-  return {'WAITING', position, left, seq}
+
+  -- A queued user holds no live token (Enter never queues a token holder,
+  -- Admit pops whom it admits), so the common poll, a waiting user's, reads
+  -- no token. ZSCORE is O(1), ZRANK and ZADD O(log N). One silent past
+  -- abandon_after has gone.
+  local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, active_key, stage, stock, user, now, abandon_s)
+  if queued then
+    return queued
+  end
+
+  -- An early arrival waits for the draw.
+  if early_arrival(pre_key, stage, user) then
+    return {'SCHEDULED', math.max(0, opens_at - now), early_position(cfg[6], pre_key, user)}
+  end
+
+  -- Not queued: admitted (a live token), or not in the room.
+  local e = holder_sees(tok_key, active_key, user, now)
+  if e then
+    return {'ADMITTED', e.token, time_left(e, now)}
+  end
+  return {'NOT_IN_QUEUE'}
 end
 
--- An early arrival waits for the draw.
-if early_arrival(pre_key, stage, user) then
-  return {'SCHEDULED', math.max(0, tonumber(cfg[5] or '0') - now), early_position(cfg[6], pre_key, user), seq}
+local out = {'OK', seq, seq}
+for i = 1, #ARGV do
+  out[i + 3] = status(ARGV[i])
 end
-
--- Not queued: admitted (a live token), or not in the room.
-local e = holder_sees(tok_key, active_key, user, now)
-if e then
-  return {'ADMITTED', e.token, time_left(e, now), seq}
-end
-return {'NOT_IN_QUEUE', seq}
+return out
 `)
 
-// Status returns the user's standing, or ErrNotInQueue.
+// Status returns the user's standing, or ErrNotInQueue. Concurrent Status
+// calls of a room share calls (batch.go).
 func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status, error) {
-	if err := checkRoom(room); err != nil {
-		return waitroom.Status{}, err
-	}
-	k := s.keys(room)
-	w := s.watch(room)
-	at := w.marks()
-	r, err := s.doCall(ctx, "status", k.status, user)
-	if err != nil {
-		return waitroom.Status{}, err
-	}
-	st, next, ok := standing(r)
-	if r.code() == "NOT_IN_QUEUE" {
-		st, next, ok, err = waitroom.Status{}, 1, true, waitroom.ErrNotInQueue
-	}
-	seq, ok2 := r.int(next)
-	if !ok || !ok2 {
-		return waitroom.Status{}, s.unexpected(ctx, "status", r)
-	}
-	s.observe(ctx, room, w, at, reading{seq, seq}, nil)
-	return st, err
+	return s.batched(ctx, statusOp, room, user)
+}
+
+var statusOp = &batchedOp{
+	name: "status",
+	call: func(k *roomKeys) fcall { return k.status },
+	line: func(k *roomKeys) *callLine { return &k.statusLine },
 }
 
 // leaveScript takes a user out of the queue. A user who leaves the queue

@@ -202,6 +202,10 @@ type roomKeys struct {
 	pre, drawn, ent, places, draw                           string
 	// The calls of Enter and Status, their command lines made once.
 	enter, status fcall
+	// The lines gather concurrent Enters, and Status calls, into calls
+	// (batch.go); a room whose keys are not cached gets lines per call,
+	// and so calls of one user.
+	enterLine, statusLine callLine
 }
 
 // maxCachedRooms bounds the rooms whose keys a Store keeps: far more than
@@ -334,7 +338,7 @@ func (s *Store) doCall(ctx context.Context, op string, c fcall, args ...any) (re
 
 // refusals are the errors a function answers with their code alone: a
 // code means the same error in every function. Not here: NOT_IN_QUEUE
-// (Status reads the arrival sequence that follows it) and NO_DRAW (no
+// (a user's standing in a status call, not the call's) and NO_DRAW (no
 // error to a tick; Draw decides).
 var refusals = func() map[string]error {
 	m := make(map[string]error)
@@ -584,11 +588,12 @@ local function queued_in(q_key, pre_key, drawn_key, stage, user)
   return nil, nil, 0
 end
 
--- queued_standing: where a queued user stands, marked seen now
--- (its score's fraction, rewritten only when the second changed: the
--- place is the same): its position, and units' sold_out and left. nil
--- when it is not queued, or was silent past abandon_s: then it has gone,
--- out of the queue and counted abandoned, as the admitter would find it.
+-- queued_standing: a queued user's standing as enter and status answer
+-- it, {'WAITING', position, units_left} or {'QUEUED_SOLD_OUT'} (units),
+-- the user marked seen now (its score's fraction, rewritten only when the
+-- second changed: the place is the same). nil when it is not queued, or
+-- was silent past abandon_s: then it has gone, out of the queue and
+-- counted abandoned, as the admitter would find it.
 local function queued_standing(q_key, pre_key, drawn_key, stats_key, active_key, stage, stock, user, now, abandon_s)
   local s = math.floor(now / 1000)
   local key, score, ahead = queued_in(q_key, pre_key, drawn_key, stage, user)
@@ -604,7 +609,10 @@ local function queued_standing(q_key, pre_key, drawn_key, stats_key, active_key,
   end
   local position = ahead + redis.call('ZRANK', key, user) + 1
   local sold_out, left = units(stock, stats_key, active_key, now, position)
-  return position, sold_out, left
+  if sold_out then
+    return {'QUEUED_SOLD_OUT'}
+  end
+  return {'WAITING', position, left}
 end
 
 -- early_position: a fifo early arrival's place among those in pre, by

@@ -1,0 +1,183 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+
+	"github.com/waitroom/waitroom"
+)
+
+// Enter and Status are what every waiting user calls, many at once in a
+// drop. Their scripts take many users: the settings, the clock, the
+// sequence and the call itself are then paid once per call, not per user.
+// A room's calls of each go one at a time through a line: while one is in
+// flight, the users of the calls that come meanwhile gather in the next
+// batch, and it goes as soon as the one before returns (group commit). A
+// lone call goes at once; under load a call carries as many users as came
+// during the one before, at most maxBatch.
+
+// maxBatch bounds the users of one call, and so how long one call holds
+// Redis (a few µs a user).
+const maxBatch = 128
+
+// batchedOp is an operation whose calls take many users.
+type batchedOp struct {
+	name string
+	call func(k *roomKeys) fcall
+	line func(k *roomKeys) *callLine
+}
+
+// callLine is a room's batches of one operation: one call in flight at a
+// time, the rest waiting in order.
+type callLine struct {
+	mu      sync.Mutex
+	busy    bool         // a call is in flight
+	waiting []*userBatch // to send, in order
+}
+
+// userBatch is one call: users in the order their calls came.
+type userBatch struct {
+	users   []string // "" once its caller gave up before the call was sent
+	sent    bool
+	results []userResult
+	err     error // the call's own failure, every user's
+	done    chan struct{}
+}
+
+type userResult struct {
+	st  waitroom.Status
+	err error
+}
+
+// batched runs op for user in room: it joins the room's open batch and
+// waits for its result, or for ctx.
+func (s *Store) batched(ctx context.Context, op *batchedOp, room, user string) (waitroom.Status, error) {
+	if err := checkRoom(room); err != nil {
+		return waitroom.Status{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return waitroom.Status{}, s.fail(op.name, err)
+	}
+	k := s.keys(room)
+	l := op.line(k)
+	l.mu.Lock()
+	var b *userBatch
+	if n := len(l.waiting); n > 0 && len(l.waiting[n-1].users) < maxBatch {
+		b = l.waiting[n-1]
+	} else {
+		b = &userBatch{done: make(chan struct{})}
+		l.waiting = append(l.waiting, b)
+	}
+	i := len(b.users)
+	b.users = append(b.users, user)
+	var next *userBatch
+	if !l.busy {
+		l.busy = true
+		next = l.take()
+	}
+	l.mu.Unlock()
+	if next != nil {
+		// Its own goroutine: the call outlives a caller that gives up, and
+		// sends the batches that gather meanwhile.
+		go s.sendBatches(context.WithoutCancel(ctx), op, room, k, next)
+	}
+	select {
+	case <-b.done:
+		if b.err != nil {
+			return waitroom.Status{}, b.err
+		}
+		return b.results[i].st, b.results[i].err
+	case <-ctx.Done():
+		l.mu.Lock()
+		if !b.sent {
+			b.users[i] = "" // not sent yet: the call leaves this user out
+		}
+		l.mu.Unlock()
+		return waitroom.Status{}, s.fail(op.name, ctx.Err())
+	}
+}
+
+// take removes the first waiting batch to send it; l.mu is held.
+func (l *callLine) take() *userBatch {
+	b := l.waiting[0]
+	l.waiting[0] = nil
+	l.waiting = l.waiting[1:]
+	b.sent = true
+	return b
+}
+
+// sendBatches sends b, then the batches that gathered meanwhile, one call
+// at a time, until none waits.
+func (s *Store) sendBatches(ctx context.Context, op *batchedOp, room string, k *roomKeys, b *userBatch) {
+	l := op.line(k)
+	for b != nil {
+		s.callBatch(ctx, op, room, k, b)
+		close(b.done)
+		l.mu.Lock()
+		b = nil
+		if len(l.waiting) > 0 {
+			b = l.take()
+		} else {
+			l.busy = false
+		}
+		l.mu.Unlock()
+	}
+}
+
+// callBatch makes b's call and sets its results. The reply is {"OK",
+// seq_before, seq_after, standing, …}: the arrival sequence the call began
+// and ended with, which the Store watches for lost writes (lost.go), and a
+// standing per user.
+func (s *Store) callBatch(ctx context.Context, op *batchedOp, room string, k *roomKeys, b *userBatch) {
+	users := make([]any, 0, len(b.users))
+	for _, u := range b.users {
+		if u != "" {
+			users = append(users, u)
+		}
+	}
+	if len(users) == 0 {
+		return // every caller gave up
+	}
+	w := s.watch(room)
+	at := w.marks()
+	r, err := s.doCall(ctx, op.name, op.call(k), users...)
+	if err != nil {
+		b.err = err
+		return
+	}
+	seq, ok := r.reading(1)
+	if !ok || r.code() != "OK" || len(r) != 3+len(users) {
+		b.err = s.unexpected(ctx, op.name, r)
+		return
+	}
+	s.observe(ctx, room, w, at, seq, nil)
+	b.results = make([]userResult, len(b.users))
+	j := 3
+	for i, u := range b.users {
+		if u == "" {
+			continue
+		}
+		b.results[i] = s.userStanding(ctx, op.name, r[j])
+		j++
+	}
+}
+
+// userStanding decodes one user's standing: a refusal, NOT_IN_QUEUE, or
+// a standing.
+func (s *Store) userStanding(ctx context.Context, op string, v any) userResult {
+	r, ok := asReply(v)
+	if !ok {
+		return userResult{err: s.unexpected(ctx, op, v)}
+	}
+	if err, ok := refusals[r.code()]; ok {
+		return userResult{err: err}
+	}
+	if r.code() == "NOT_IN_QUEUE" && len(r) == 1 {
+		return userResult{err: waitroom.ErrNotInQueue}
+	}
+	st, next, ok := standing(r)
+	if !ok || next != len(r) {
+		return userResult{err: s.unexpected(ctx, op, r)}
+	}
+	return userResult{st: st}
+}

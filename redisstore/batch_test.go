@@ -1,0 +1,199 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
+)
+
+// batchCall runs one call of op for users, as a batch of concurrent calls
+// would, and returns each user's standing or refusal.
+func batchCall(t *testing.T, s *Store, op *batchedOp, room string, users ...string) []userResult {
+	t.Helper()
+	b := &userBatch{users: users, done: make(chan struct{})}
+	s.callBatch(t.Context(), op, room, s.keys(room), b)
+	require.NoError(t, b.err)
+	return b.results
+}
+
+func enterCall(t *testing.T, s *Store, room string, users ...string) []userResult {
+	t.Helper()
+	return batchCall(t, s, enterOp, room, users...)
+}
+
+func waiting(pos int64) userResult {
+	return userResult{st: waitroom.Status{State: waitroom.StateWaiting, Position: pos}}
+}
+
+// One call serves its users in order, each as a call of its own would:
+// new users take places together, a user named twice keeps its one place,
+// and a user who is not new (queued, holding a token) or one past the
+// queue's limit is served between them without losing their order.
+func TestEnterCallServesItsUsersInOrder(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100, MaxQueue: 5})
+
+	require.Equal(t, []userResult{waiting(1), waiting(2), waiting(1), waiting(3), waiting(2)},
+		enterCall(t, s, room, "a", "b", "a", "c", "b"))
+
+	// Everyone queued is admitted: a holds a token when the next call
+	// names it.
+	_, err := s.Enter(ctx, room, "x")
+	require.NoError(t, err)
+	admitAll(t, s, room, 4)
+	got := enterCall(t, s, room, "d", "a", "e", "f", "g")
+	require.Equal(t, waiting(1), got[0], "the queue was empty after the admissions")
+	require.Equal(t, waitroom.StateAdmitted, got[1].st.State, "a holds its token")
+	require.Equal(t, []userResult{waiting(2), waiting(3), waiting(4)}, got[2:])
+
+	// The limit (5) is reached within a call: the rest are refused, and a
+	// queued user named after them keeps its place.
+	got = enterCall(t, s, room, "h", "i", "e", "j")
+	require.Equal(t, waiting(5), got[0])
+	require.ErrorIs(t, got[1].err, waitroom.ErrQueueFull)
+	require.Equal(t, waiting(2), got[2])
+	require.ErrorIs(t, got[3].err, waitroom.ErrQueueFull)
+	stats, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, stats.Full)
+	require.EqualValues(t, 9, stats.Entered, "one place each: a, b, c, x, d, e, f, g, h")
+}
+
+// One status call serves its users in order: the waiting, one not queued,
+// one named twice, one holding a token.
+func TestStatusCallServesItsUsersInOrder(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100})
+	require.Equal(t, []userResult{waiting(1)}, enterCall(t, s, room, "a"))
+	admitAll(t, s, room, 1)
+	require.Equal(t, []userResult{waiting(1), waiting(2)}, enterCall(t, s, room, "b", "c"))
+
+	got := batchCall(t, s, statusOp, room, "c", "nobody", "b", "c", "a")
+	require.Equal(t, waiting(2), got[0])
+	require.ErrorIs(t, got[1].err, waitroom.ErrNotInQueue)
+	require.Equal(t, []userResult{waiting(1), waiting(2)}, got[2:4])
+	require.Equal(t, waitroom.StateAdmitted, got[4].st.State)
+	require.NotEmpty(t, got[4].st.Token)
+	_, err := s.Status(ctx, room, "nobody")
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
+}
+
+// admitAll admits everyone queued in room (n of them) and confirms their
+// tokens as their own next call would.
+func admitAll(t *testing.T, s *Store, room string, n int) {
+	t.Helper()
+	var got int
+	for deadline := time.Now().Add(10 * time.Second); got < n; {
+		require.True(t, time.Now().Before(deadline), "admitted %d of %d", got, n)
+		adm, err := s.Admit(t.Context(), room)
+		require.NoError(t, err)
+		got += len(adm)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Concurrent Enters of one room share calls: every caller gets its own
+// place, and the calls are fewer than the callers; so do their polls.
+func TestConcurrentEntersShareCalls(t *testing.T) {
+	ctx := t.Context()
+	c := newClient(t)
+	calls := &fcallCounter{name: enterScript.Name()}
+	c.AddHook(calls)
+	s := New(c, Options{Prefix: testPrefix(t, c)})
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100, MaxQueue: 100_000})
+
+	const n = 500
+	positions, errs := testenv.EntersAtOnce(ctx, s, room, n)
+	seen := make(map[int64]bool, n)
+	for i := range n {
+		require.NoError(t, errs[i])
+		require.False(t, seen[positions[i]], "position %d twice", positions[i])
+		seen[positions[i]] = true
+		require.True(t, positions[i] >= 1 && positions[i] <= n)
+	}
+	require.Less(t, calls.n.Load(), int64(n/2), "the callers shared calls")
+	t.Logf("%d Enters in %d calls", n, calls.n.Load())
+
+	// Their polls share calls too, and each finds its own place.
+	polls := &fcallCounter{name: statusScript.Name()}
+	c.AddHook(polls)
+	got := make([]int64, n)
+	testenv.AtOnce(n, func(i int) {
+		st, err := s.Status(ctx, room, fmt.Sprintf("u%d", i))
+		got[i], errs[i] = st.Position, err
+	})
+	for i := range n {
+		require.NoError(t, errs[i])
+		require.Equal(t, positions[i], got[i], "u%d", i)
+	}
+	require.Less(t, polls.n.Load(), int64(n/2), "the polls shared calls")
+	t.Logf("%d polls in %d calls", n, polls.n.Load())
+}
+
+// A caller that gives up before its call is sent does not enter.
+func TestEnterGivenUpBeforeSentDoesNotEnter(t *testing.T) {
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100})
+	k := s.keys(room)
+	// A call in flight (held by the line being busy) keeps the next
+	// Enter waiting in its batch.
+	k.enterLine.mu.Lock()
+	k.enterLine.busy = true
+	k.enterLine.mu.Unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err := s.Enter(ctx, room, "gave-up")
+	require.ErrorIs(t, err, waitroom.ErrStoreUnavailable)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	// The line frees: the batch goes without its only user.
+	k.enterLine.mu.Lock()
+	b := k.enterLine.take()
+	k.enterLine.mu.Unlock()
+	s.sendBatches(t.Context(), enterOp, room, k, b)
+	require.Nil(t, b.results, "nobody was left to enter")
+	_, err = s.Status(t.Context(), room, "gave-up")
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
+
+	st, err := s.Enter(t.Context(), room, "next")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Position, "the line works on")
+}
+
+// fcallCounter counts the FCALLs of one function, alone or in pipelines.
+type fcallCounter struct {
+	name string
+	n    atomic.Int64
+}
+
+func (c *fcallCounter) count(cmd redis.Cmder) {
+	if args := cmd.Args(); len(args) > 1 && cmd.Name() == "fcall" && args[1] == c.name {
+		c.n.Add(1)
+	}
+}
+
+func (c *fcallCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *fcallCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (c *fcallCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
