@@ -153,7 +153,7 @@ type scriptFigure struct {
 	calls        int64 // calls this run made
 	seen         int64 // calls Redis counted
 	usecPerCall  float64
-	usersPerCall float64 // admit only
+	usersPerCall float64 // users per call: admit, and enter (concurrent Enters share a call)
 }
 
 type memoryFigure struct {
