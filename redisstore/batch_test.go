@@ -86,6 +86,26 @@ func TestStatusCallServesItsUsersInOrder(t *testing.T) {
 	require.NotEmpty(t, got[4].st.Token)
 	_, err := s.Status(ctx, room, "nobody")
 	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
+
+	// g, ahead of d and e, was last seen 1,000 s ago: past abandon_after
+	// (5 minutes), it has gone when its turn in the call comes, and those
+	// after it in the same call move up.
+	require.Equal(t, []userResult{waiting(3), waiting(4), waiting(5)}, enterCall(t, s, room, "g", "d", "e"))
+	k := s.keys(room)
+	score, err := s.client.ZScore(ctx, k.q, "g").Result()
+	require.NoError(t, err)
+	now, err := s.client.Time(ctx).Result()
+	require.NoError(t, err)
+	const seenUnits = 1 << 20
+	silent := float64(int(score)) + float64((now.Unix()-1000)%seenUnits)/seenUnits
+	require.NoError(t, s.client.ZAddXX(ctx, k.q, redis.Z{Score: silent, Member: "g"}).Err())
+	got = batchCall(t, s, statusOp, room, "d", "g", "e", "d")
+	require.Equal(t, waiting(4), got[0])
+	require.ErrorIs(t, got[1].err, waitroom.ErrNotInQueue)
+	require.Equal(t, []userResult{waiting(4), waiting(3)}, got[2:])
+	stats, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, stats.Abandoned)
 }
 
 // admitAll admits everyone queued in room (n of them) and confirms their

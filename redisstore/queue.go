@@ -331,10 +331,44 @@ local function status(user)
   return {'NOT_IN_QUEUE'}
 end
 
-local out = {'OK', seq, seq}
-for i = 1, #ARGV do
-  out[i + 3] = status(ARGV[i])
+-- Most polls are of waiting users in a room with nothing else to check:
+-- their places come from one ZMSCORE of all the call's users and a ZRANK
+-- each, and their "seen" marks are written with one ZADD XX. Any other
+-- user, or one silent past abandon_after, goes the whole way (status)
+-- after the marks so far are written, as does a user named twice.
+local plain_room = cfg[3] ~= '1' and stage == 'none' and stock <= 0
+local scores
+if plain_room then
+  scores = redis.call('ZMSCORE', q_key, unpack(ARGV))
 end
+local seen = {} -- ZADD XX's score, user, … not written yet
+local function write_seen()
+  if #seen > 0 then
+    redis.call('ZADD', q_key, 'XX', unpack(seen))
+    seen = {}
+  end
+end
+
+local out = {'OK', seq, seq}
+local named = {}
+local s = math.floor(now / 1000)
+for i = 1, #ARGV do
+  local user = ARGV[i]
+  local score = plain_room and not named[user] and scores[i] and tonumber(scores[i])
+  if score and not is_gone(score, s, abandon_s) then
+    local fresh = queue_score(math.floor(score), s)
+    if fresh ~= score then
+      seen[#seen + 1] = fresh
+      seen[#seen + 1] = user
+    end
+    out[i + 3] = {'WAITING', redis.call('ZRANK', q_key, user) + 1, -1}
+  else
+    write_seen()
+    out[i + 3] = status(user)
+  end
+  named[user] = true
+end
+write_seen()
 return out
 `)
 
