@@ -380,6 +380,14 @@ func ValidUserID(id string) bool {
 	return true
 }
 
+// CheckUserID is ValidUserID as the error a store answers a bad id with.
+func CheckUserID(id string) error {
+	if !ValidUserID(id) {
+		return BadRequest("user ids are 1–128 printable ASCII characters without spaces")
+	}
+	return nil
+}
+
 // ETA estimates how long a user at position waits at rate users/s.
 func ETA(position int64, rate float64) time.Duration {
 	if position < 1 || rate <= 0 {

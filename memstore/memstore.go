@@ -159,8 +159,8 @@ func (s *Store) Rooms(ctx context.Context) ([]string, error) {
 
 // Enter queues user or returns the standing it already has.
 func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, error) {
-	if !waitroom.ValidUserID(user) {
-		return waitroom.Status{}, waitroom.BadRequest("user ids are 1–128 printable ASCII characters without spaces")
+	if err := waitroom.CheckUserID(user); err != nil {
+		return waitroom.Status{}, err
 	}
 	r, err := s.userRoom(ctx, name, user)
 	if err != nil {

@@ -63,8 +63,8 @@ func (s *Store) Passes(ctx context.Context, name string) ([]waitroom.Pass, error
 // EnterWithPass lets user in with a pass: one critical section, as
 // Store.EnterWithPass describes.
 func (s *Store) EnterWithPass(ctx context.Context, name, user, id string) (waitroom.Status, error) {
-	if !waitroom.ValidUserID(user) {
-		return waitroom.Status{}, waitroom.BadRequest("user ids are 1–128 printable ASCII characters without spaces")
+	if err := waitroom.CheckUserID(user); err != nil {
+		return waitroom.Status{}, err
 	}
 	r, err := s.lockedRoom(ctx, name)
 	if err != nil {

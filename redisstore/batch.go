@@ -37,7 +37,8 @@ type callLine struct {
 
 // userBatch is one call: users in the order their calls came.
 type userBatch struct {
-	users   []string // "" once its caller gave up before the call was sent
+	users   []string
+	gaveUp  []bool // its caller gave up before the call was sent: left out
 	sent    bool
 	results []userResult
 	err     error // the call's own failure, every user's
@@ -69,7 +70,7 @@ func (s *Store) batched(ctx context.Context, op *batchedOp, room, user string) (
 		l.waiting = append(l.waiting, b)
 	}
 	i := len(b.users)
-	b.users = append(b.users, user)
+	b.users, b.gaveUp = append(b.users, user), append(b.gaveUp, false)
 	var next *userBatch
 	if !l.busy {
 		l.busy = true
@@ -90,7 +91,7 @@ func (s *Store) batched(ctx context.Context, op *batchedOp, room, user string) (
 	case <-ctx.Done():
 		l.mu.Lock()
 		if !b.sent {
-			b.users[i] = "" // not sent yet: the call leaves this user out
+			b.gaveUp[i] = true // not sent yet: the call leaves this user out
 		}
 		l.mu.Unlock()
 		return waitroom.Status{}, s.fail(op.name, ctx.Err())
@@ -130,8 +131,8 @@ func (s *Store) sendBatches(ctx context.Context, op *batchedOp, room string, k *
 // standing per user.
 func (s *Store) callBatch(ctx context.Context, op *batchedOp, room string, k *roomKeys, b *userBatch) {
 	users := make([]any, 0, len(b.users))
-	for _, u := range b.users {
-		if u != "" {
+	for i, u := range b.users {
+		if !b.gaveUp[i] {
 			users = append(users, u)
 		}
 	}
@@ -153,8 +154,8 @@ func (s *Store) callBatch(ctx context.Context, op *batchedOp, room string, k *ro
 	s.observe(ctx, room, w, at, seq, nil)
 	b.results = make([]userResult, len(b.users))
 	j := 3
-	for i, u := range b.users {
-		if u == "" {
+	for i := range b.users {
+		if b.gaveUp[i] {
 			continue
 		}
 		b.results[i] = s.userStanding(ctx, op.name, r[j])

@@ -18,7 +18,7 @@ import (
 // would, and returns each user's standing or refusal.
 func batchCall(t *testing.T, s *Store, op *batchedOp, room string, users ...string) []userResult {
 	t.Helper()
-	b := &userBatch{users: users, done: make(chan struct{})}
+	b := &userBatch{users: users, gaveUp: make([]bool, len(users)), done: make(chan struct{})}
 	s.callBatch(t.Context(), op, room, s.keys(room), b)
 	require.NoError(t, b.err)
 	return b.results

@@ -278,8 +278,8 @@ func (s *Store) EnterWithPass(ctx context.Context, room, user, id string) (waitr
 	if err := checkRoom(room); err != nil {
 		return waitroom.Status{}, err
 	}
-	if !waitroom.ValidUserID(user) {
-		return waitroom.Status{}, waitroom.BadRequest("user ids are 1–128 printable ASCII characters without spaces")
+	if err := waitroom.CheckUserID(user); err != nil {
+		return waitroom.Status{}, err
 	}
 	k := s.keys(room)
 	r, err := s.do(ctx, "enter with pass", enterWithPassScript, []string{k.cfg, k.q, k.tok, k.active, k.stats, k.buyers, k.passes, k.pre, k.drawn, k.draw},

@@ -208,6 +208,9 @@ return out
 // Enter queues user, or returns the standing it already has: its own live
 // token, or its place. Concurrent Enters of a room share calls (batch.go).
 func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
+	if err := waitroom.CheckUserID(user); err != nil {
+		return waitroom.Status{}, err
+	}
 	return s.batched(ctx, enterOp, room, user)
 }
 

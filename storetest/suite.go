@@ -2,9 +2,11 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +29,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"RoomConfigRejectsBadValues", testRoomConfigRejectsBadValues},
 		{"RoomConfigExtremesRoundTrip", testRoomConfigExtremesRoundTrip},
 		{"UnknownRoom", testUnknownRoom},
+		{"BadUserIDsTakeNoPlace", testBadUserIDsTakeNoPlace},
 		{"UpdateRoomComparesAndSets", testUpdateRoomComparesAndSets},
 		{"ConcurrentEntersGetDistinctPositions", testConcurrentEntersGetDistinctPositions},
 		{"ConcurrentReEntryKeepsOnePlace", testConcurrentReEntryKeepsOnePlace},
@@ -298,6 +301,45 @@ func testUnknownRoom(t *testing.T, h Harness) {
 	rooms, err := h.Store.Rooms(ctx)
 	require.NoError(t, err)
 	require.NotContains(t, rooms, room, "a refused enter must not create the room")
+}
+
+// A user id outside ValidUserID is refused as a bad request, alone or
+// among good ones, and takes no place; asked about, it is nobody in the
+// queue.
+func testBadUserIDsTakeNoPlace(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{})
+	bad := []string{"", " ", "a b", "é", strings.Repeat("x", waitroom.MaxUserIDLen+1)}
+	const good = 2
+	userAt := func(i int) string {
+		if i < len(bad) {
+			return bad[i]
+		}
+		return fmt.Sprintf("good-%d", i-len(bad))
+	}
+	// each runs op for every user at once and checks the bad ids' errors.
+	each := func(op func(user string) error, badErr func(err error) bool) {
+		t.Helper()
+		for i, err := range race(len(bad)+good, func(i int) error { return op(userAt(i)) }) {
+			if i < len(bad) {
+				require.True(t, badErr(err), "%q: %v", bad[i], err)
+			} else {
+				require.NoError(t, err)
+			}
+		}
+	}
+	each(func(user string) error {
+		_, err := h.Store.Enter(ctx, room, user)
+		return err
+	}, func(err error) bool { return waitroom.ErrorCode(err) == "BAD_REQUEST" })
+	stats, err := h.Store.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(good), stats.Entered)
+	require.Equal(t, int64(good), stats.Waiting)
+	each(func(user string) error {
+		_, err := h.Store.Status(ctx, room, user)
+		return err
+	}, func(err error) bool { return errors.Is(err, waitroom.ErrNotInQueue) })
 }
 
 func testConcurrentEntersGetDistinctPositions(t *testing.T, h Harness) {
