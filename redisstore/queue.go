@@ -9,7 +9,7 @@ import (
 
 // enterScript queues users, or returns the standing each already has: the
 // Store sends the users of concurrent Enters of one room in one call
-// (enterBatch), so that the settings, the clock and the call itself are
+// (batch.go), so that the settings, the clock and the call itself are
 // paid once per call, not per user. Users are served in the order given,
 // each exactly as a call of its own would be at that point.
 //
@@ -145,10 +145,11 @@ end
 
 -- Most users of a drop's burst are new: not queued, no token, in a room
 -- with nothing else to check. Their places are made together, from what
--- one ZMSCORE and one HMGET of all the call's users found, with one ZADD
--- and one INCRBY; size and seq count them meanwhile. Any other user goes
--- the whole way (enter) after the places so far are written, as is a user
--- named twice in the call.
+-- one ZMSCORE and one HMGET of all the call's users found, with one INCRBY
+-- and one ZADD (size counts them meanwhile), and those refused as full are
+-- counted with one HINCRBY. Any other user goes the whole way (enter)
+-- after the places so far are written, as does a user named twice in the
+-- call.
 local plain_room = cfg[4] ~= '1' and stage == 'none' and not refuses_entries(state, cfg[9], now)
   and cfg[6] ~= '1' and stock <= 0
 local scores, entries
@@ -156,47 +157,55 @@ if plain_room then
   scores = redis.call('ZMSCORE', q_key, unpack(ARGV))
   entries = redis.call('HMGET', tok_key, unpack(ARGV))
 end
-local size, seq -- the queue's length and the sequence, places so far included; nil: read again
-local places, woken = {}, false -- ZADD's score, user, … not written yet
+local size -- the queue's length, places so far included; nil: read again
+local placed, woken = {}, false -- users with a place not written yet
+local full = 0 -- refused as full, not counted yet
 local function write_places()
-  if #places > 0 then
-    redis.call('ZADD', q_key, unpack(places))
-    seq_after = redis.call('INCRBY', seq_key, #places / 2)
-    places = {}
-    if woken then
-      redis.call('PUBLISH', q_key, '') -- as enter does for the first in an empty room
-      woken = false
-    end
+  if #placed == 0 then return end
+  -- The sequence is taken for all of them at once; each score is its own
+  -- number of it, in the order placed.
+  seq_after = redis.call('INCRBY', seq_key, #placed)
+  local first = seq_after - #placed + 1
+  seq_before = seq_before or first - 1
+  local args, s = {}, math.floor(now / 1000)
+  for j, user in ipairs(placed) do
+    args[2 * j - 1] = queue_score(first + j - 1, s)
+    args[2 * j] = user
+  end
+  redis.call('ZADD', q_key, unpack(args))
+  placed = {}
+  if woken then
+    redis.call('PUBLISH', q_key, '') -- as enter does for the first in an empty room
+    woken = false
   end
 end
 
 local out = {'OK', 0, 0}
 local named = {}
-local s = math.floor(now / 1000)
 for i = 1, #ARGV do
   local user = ARGV[i]
   if plain_room and not named[user] and not scores[i] and not entries[i] then
     size = size or redis.call('ZCARD', q_key)
     if size >= max_queue then
-      redis.call('HINCRBY', stats_key, 'full', 1)
+      full = full + 1
       out[i + 3] = {'QUEUE_FULL'}
     else
-      seq = seq or counter(seq_key)
-      seq_before = seq_before or seq
-      seq, size = seq + 1, size + 1
-      places[#places + 1] = queue_score(seq, s)
-      places[#places + 1] = user
+      size = size + 1
+      placed[#placed + 1] = user
       woken = woken or size == 1
       out[i + 3] = {'WAITING', size, -1}
     end
   else
     write_places()
     out[i + 3] = enter(user)
-    size, seq = nil, nil
+    size = nil
   end
   named[user] = true
 end
 write_places()
+if full > 0 then
+  redis.call('HINCRBY', stats_key, 'full', full)
+end
 if not seq_before then
   seq_before = counter(seq_key)
   seq_after = seq_before
