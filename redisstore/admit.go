@@ -152,7 +152,7 @@ local cap = rate * slice_ms / 1000 -- one slice's worth of users
 -- free are refilled within the rate instead, and with nobody waiting there
 -- is nobody to make them up with: then nothing is owed.
 local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows',
-  'p_arrivals', 'p_left', 'p_left_after', 'm_seq', 'm_left', 'm_left_after', 'm_no_shows')
+  'p_arrivals', 'p_left', 'p_left_after', 'm_seq', 'm_left', 'm_left_after', 'm_no_shows', '`+hashTableField+`')
 local made_up = tonumber(b[3] or '0')
 -- The drawn early arrivals go first, then the queue; a room that never
 -- had an opening has nobody drawn.
@@ -351,8 +351,8 @@ else
       'm_seq', seq_now, 'm_left', left_now, 'm_left_after', left_after_now, 'm_no_shows', no_shows_now)
   end
 end
-if not b[1] then
-  keep_hash_table(bucket_key) -- the bucket was new
+if not b[16] then
+  keep_hash_table(bucket_key) -- a new bucket, or one written before buckets were kept hash tables
 end
 
 if expired > 0 then

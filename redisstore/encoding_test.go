@@ -11,7 +11,8 @@ import (
 
 // The hashes the hot scripts read many fields of at a time, the settings
 // and the bucket, are hash tables (keep_hash_table); a room made before
-// becomes one at its next settings update.
+// converts its settings at their next update, its bucket at its next
+// Admit.
 func TestHotHashesAreHashTables(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
@@ -38,6 +39,17 @@ func TestHotHashesAreHashTables(t *testing.T) {
 	cfg, err := s.RoomConfig(ctx, room)
 	require.NoError(t, err)
 	require.Equal(t, 100.0, cfg.Rate, "the note is no setting")
+
+	// A bucket written by a version before: its next Admit converts it.
+	bucket, err := s.client.HGetAll(ctx, k.bucket).Result()
+	require.NoError(t, err)
+	delete(bucket, hashTableField)
+	require.NoError(t, s.client.Del(ctx, k.bucket).Err())
+	require.NoError(t, s.client.HSet(ctx, k.bucket, bucket).Err())
+	require.Equal(t, "listpack", encoding(k.bucket))
+	_, err = s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, "hashtable", encoding(k.bucket))
 
 	// A room made by a version before: its settings without the note, a
 	// listpack. It works as it is, and its next update converts it.
