@@ -30,7 +30,7 @@ func TestWriteMarkdownWithoutRatios(t *testing.T) {
 func TestWriteSeedShardCapacity(t *testing.T) {
 	t.Parallel()
 	r := &Result{seed: []seedFigure{
-		{op: "enter", ours: []float64{10, 12}, seed: []float64{5, 6}, oursCPU: []float64{20, 25}, seedCPU: []float64{10, 10}},
+		{op: "enter", ours: []float64{10, 12}, seed: []float64{5, 6}, oursCPU: []float64{20, 25}, seedCPU: []float64{10, 10}, oursUsers: []float64{15.5, 16}},
 		{op: "status", ours: []float64{8, 8}, seed: []float64{4, 4}, oursCPU: []float64{10, 40}},
 		{op: "admit", ours: []float64{3}, seed: []float64{2}},
 		{op: "seen", ours: []float64{8, 8}, seed: []float64{8, 8}, oursCPU: []float64{10, 40}},
@@ -42,4 +42,7 @@ func TestWriteSeedShardCapacity(t *testing.T) {
 	require.Contains(t, out.String(), "| enter | 11.00 | 5.50 |")
 	require.Equal(t, 1, strings.Count(out.String(), "(≤ 1.25)"))
 	require.Contains(t, out.String(), "| status | 8.00 | 4.00 | **2.00** (2.00–2.00) (≤ 1.0 + last-seen) | 25.00 | | |")
+	// The room's ENTERs share calls: how many a call carried.
+	require.Contains(t, out.String(), "its µs and CPU above are per ENTER): 15.8 (each round: 15.50, 16.00)")
+	require.NotContains(t, out.String(), "Users per admit call", "the admit side measured no users here")
 }
