@@ -402,34 +402,56 @@ func ETA(position int64, rate float64) time.Duration {
 	return time.Duration(d)
 }
 
-// Poll hint bounds: near the front users ask every second; far back the
-// answer barely changes, so they ask less often.
+// Poll hints. Near the front users ask every second; further back the
+// answer barely changes, so they ask less often: at most every NearPoll
+// within NearPoll × FarPolls places of the front (600,000), and beyond that
+// every position ÷ FarPolls seconds, at most MaxPoll. A queue's users
+// between position p and 2p then ask about FarPolls × ln 2 times a second
+// in all, whatever p up to MaxPoll × FarPolls (6,000,000): each doubling
+// of a long queue adds ~6,900 polls/s rather than doubling them; past that
+// each user asks every MaxPoll. 10,000,000 waiting at 1,000/s ask ~56,000
+// polls/s, where a NearPoll ceiling for everyone would ask ~184,000/s, more
+// than one Redis shard answers (OPERATIONS.md, "The biggest single room").
 const (
-	MinPoll = time.Second
-	MaxPoll = 60 * time.Second
+	MinPoll  = time.Second
+	NearPoll = 60 * time.Second
+	MaxPoll  = 10 * time.Minute
+	FarPolls = 10_000 // polls/s the far back of a queue asks per doubling, ÷ ln 2
 )
 
 // PollAfter is how long a user at position should wait before asking for its
-// status again: a quarter of its expected wait, within [MinPoll, MaxPoll],
-// spread ±10% by position so that a crowd that entered together does not
-// poll in lockstep. At 100,000 waiting and 140 users/s this asks for about
-// 4,000 polls/s in total (PollLoad).
+// status again: a quarter of its expected wait, at least MinPoll and at most
+// the ceiling of its distance from the front (NearPoll, or position ÷
+// FarPolls seconds far back, at most MaxPoll), spread ±10% by position so
+// that a crowd that entered together does not poll in lockstep. At 100,000
+// waiting and 140 users/s this asks for about 4,000 polls/s in total
+// (PollLoad).
 func PollAfter(position int64, rate float64) time.Duration {
 	d := ETA(position, rate) / 4
-	d = min(max(d, MinPoll), MaxPoll)
+	d = min(max(d, MinPoll), pollCeiling(position))
 	// Golden-ratio spread: neighbours get different offsets.
 	frac := math.Mod(float64(position)*0.6180339887, 1)
 	return time.Duration(float64(d) * (0.9 + 0.2*frac)).Round(time.Millisecond)
 }
 
+// pollCeiling is the longest hint at position: NearPoll near the front,
+// position ÷ FarPolls seconds far back, never more than MaxPoll.
+func pollCeiling(position int64) time.Duration {
+	const step = time.Second / FarPolls // the ceiling's growth per place
+	if position >= int64(MaxPoll/step) {
+		return MaxPoll
+	}
+	return max(NearPoll, time.Duration(position)*step)
+}
+
 // OpeningPollAfter is how long an early arrival should wait before asking
 // again, opensIn before the opening: half the time left while that is long
-// (at most MaxPoll), and near the opening a moment after it, spread over
+// (at most NearPoll), and near the opening a moment after it, spread over
 // the OpeningSpread after it by spread (in [0, 1), e.g. a hash of the
 // user), so that a crowd waiting for the same second does not poll in it.
 func OpeningPollAfter(opensIn time.Duration, spread float64) time.Duration {
 	if opensIn > 2*OpeningSpread {
-		return min(opensIn/2, MaxPoll).Round(time.Millisecond)
+		return min(opensIn/2, NearPoll).Round(time.Millisecond)
 	}
 	return (opensIn + MinPoll + time.Duration(spread*float64(OpeningSpread-MinPoll))).Round(time.Millisecond)
 }

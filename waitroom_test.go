@@ -93,7 +93,7 @@ func TestPollAfterGrowsWithDistance(t *testing.T) {
 	for _, pos := range []int64{1, 100, 1_000, 5_000, 20_000, 50_000, 100_000} {
 		d := waitroom.PollAfter(pos, rate)
 		require.GreaterOrEqual(t, d, waitroom.MinPoll*9/10, "pos %d", pos)
-		require.LessOrEqual(t, d, waitroom.MaxPoll*11/10, "pos %d", pos)
+		require.LessOrEqual(t, d, waitroom.NearPoll*11/10, "pos %d", pos)
 		// Strip the ±10% spread to compare distances.
 		base := d * 10 / 11
 		require.GreaterOrEqual(t, base, prevBase*9/11, "pos %d", pos)
@@ -113,6 +113,53 @@ func TestPollLoadAtFullQueue(t *testing.T) {
 	t.Logf("polls/s asked of the server at 100,000 waiting, 140/s: %.0f", load)
 	require.Less(t, load, 5_000.0)
 	require.Greater(t, load, 1_000.0, "front users still poll every second")
+}
+
+// TestPollAfterFarBack: beyond NearPoll × FarPolls places the ceiling
+// grows with the distance (position ÷ FarPolls seconds) up to MaxPoll, and
+// a hint is still never more than a quarter of the expected wait.
+func TestPollAfterFarBack(t *testing.T) {
+	t.Parallel()
+	const slow = 10.0 // users/s: far back the wait is long, the ceiling decides
+	near := int64(waitroom.NearPoll.Seconds() * waitroom.FarPolls)
+	within := func(d, want time.Duration) bool { return d >= want*9/10 && d <= want*11/10 }
+	for _, c := range []struct {
+		pos  int64
+		want time.Duration
+	}{
+		{near / 2, waitroom.NearPoll},
+		{near, waitroom.NearPoll},
+		{2 * near, 2 * waitroom.NearPoll},
+		{5 * near, 5 * waitroom.NearPoll},
+		{100 * near, waitroom.MaxPoll},
+		{waitroom.MaxMaxQueue, waitroom.MaxPoll},
+		{math.MaxInt64, waitroom.MaxPoll},
+	} {
+		d := waitroom.PollAfter(c.pos, slow)
+		require.True(t, within(d, c.want), "position %d: %s, want %s ±10%%", c.pos, d, c.want)
+	}
+	// A fast room: the quarter of the wait comes first.
+	const fast = 10_000.0
+	for _, pos := range []int64{near, 10 * near} {
+		d := waitroom.PollAfter(pos, fast)
+		require.Less(t, waitroom.ETA(pos, fast)/4, waitroom.PollAfter(pos, slow)*9/11, "position %d", pos)
+		require.True(t, within(d, waitroom.ETA(pos, fast)/4), "position %d: %s", pos, d)
+	}
+}
+
+// TestPollLoadOfTheBiggestDrop: 10,000,000 waiting at 1,000/s ask for a
+// third of the polls a flat NearPoll ceiling would, within half of what one
+// Redis shard answered in BENCHMARKS.md (~120,000 polls/s), as the poll
+// hints must; and ten times the queue asks for not even twice the polls.
+func TestPollLoadOfTheBiggestDrop(t *testing.T) {
+	t.Parallel()
+	const rate = 1000.0
+	load := waitroom.PollLoad(10_000_000, rate)
+	flat := 10_000_000 / waitroom.NearPoll.Seconds()
+	t.Logf("polls/s at 10,000,000 waiting, %g/s: %.0f (a flat %s ceiling: over %.0f)", rate, load, waitroom.NearPoll, flat)
+	require.Less(t, load, 60_000.0)
+	require.Less(t, load, flat/2.5)
+	require.Less(t, load, 2*waitroom.PollLoad(1_000_000, rate))
 }
 
 func TestRoomConfigChanges(t *testing.T) {

@@ -525,7 +525,7 @@ func TestPollHintGrowsWithDistance(t *testing.T) {
 		require.Greater(t, poll, lastPoll, "position %d", pos)
 		require.Greater(t, eta, lastETA, "position %d", pos)
 		require.GreaterOrEqual(t, poll, (waitroom.MinPoll * 9 / 10).Milliseconds())
-		require.LessOrEqual(t, poll, (waitroom.MaxPoll * 11 / 10).Milliseconds())
+		require.LessOrEqual(t, poll, (waitroom.NearPoll * 11 / 10).Milliseconds())
 		lastPoll, lastETA = poll, eta
 	}
 }
