@@ -14,55 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/seedshape"
 	"github.com/waitroom/waitroom/redisstore"
-)
-
-// Seed-shaped scripts: what the design's first write-up does per request,
-// the yardstick the room's own scripts are held to. They build key names
-// from ARGV (one hash tag, so one slot), which the room's scripts never
-// do; they exist only to be measured beside them, on the same Redis in the
-// same run.
-var (
-	// ENTER: live token check, rank, size check, INCR, ZADD, rank.
-	seedEnter = redis.NewScript(`
-local q, seq, user, tokp, max = KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3])
-local tok = redis.call('GET', tokp .. user)
-if tok then return {1, tok} end
-local r = redis.call('ZRANK', q, user)
-if r then return {2, r + 1} end
-if redis.call('ZCARD', q) >= max then return {3} end
-local n = redis.call('INCR', seq)
-redis.call('ZADD', q, n, user)
-return {2, redis.call('ZRANK', q, user) + 1}
-`)
-	// STATUS: token check + ZRANK.
-	seedStatus = redis.NewScript(`
-local tok = redis.call('GET', ARGV[2] .. ARGV[1])
-if tok then return {1, tok} end
-local r = redis.call('ZRANK', KEYS[1], ARGV[1])
-if r then return {2, r + 1} end
-return {0}
-`)
-	// STATUS with the leavers' last-seen: token check, the score read and
-	// rewritten (ZSCORE, ZADD XX), ZRANK: what "silence is leaving" adds.
-	seedStatusSeen = redis.NewScript(`
-local tok = redis.call('GET', ARGV[2] .. ARGV[1])
-if tok then return {1, tok} end
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score then return {0} end
-redis.call('ZADD', KEYS[1], 'XX', math.floor(tonumber(score)) + tonumber(ARGV[3]), ARGV[1])
-return {2, redis.call('ZRANK', KEYS[1], ARGV[1]) + 1}
-`)
-	// ADMIT: ZPOPMIN + SET EX per user.
-	seedAdmit = redis.NewScript(`
-local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[1]))
-local n = 0
-for i = 1, #popped, 2 do
-  n = n + 1
-  redis.call('SET', ARGV[3] .. popped[i], ARGV[3 + n], 'EX', tonumber(ARGV[2]))
-end
-return n
-`)
 )
 
 // seedFigure is one round of one operation, the room's script beside the
@@ -105,7 +58,7 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 			return err
 		}
 	}
-	for _, s := range []*redis.Script{seedEnter, seedStatus, seedStatusSeen, seedAdmit} {
+	for _, s := range []*redis.Script{seedshape.Enter, seedshape.Status, seedshape.StatusSeen, seedshape.Admit} {
 		if err := s.Load(ctx, client).Err(); err != nil {
 			return err
 		}
@@ -161,7 +114,7 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 				us, cpu, n, _, err := b.serverCost(ctx, client, func(int) error {
 					p := client.Pipeline()
 					for range 16 {
-						p.EvalSha(ctx, seedEnter.Hash(), []string{seedQ, seedSeq}, newUser(), seedTok, waitroom.MaxMaxQueue)
+						p.EvalSha(ctx, seedshape.Enter.Hash(), []string{seedQ, seedSeq}, newUser(), seedTok, waitroom.MaxMaxQueue)
 					}
 					_, err := p.Exec(ctx)
 					return err
@@ -180,14 +133,14 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 			}},
 			{"seed status, seen", func() error {
 				us, _, n, _, err := b.serverCost(ctx, client, func(int) error {
-					return seedStatusSeen.EvalSha(ctx, client, []string{statusQ}, waitingUser("w", mrand.IntN(b.cfg.Waiting)), seedTok, mrand.Float64()).Err()
+					return seedshape.StatusSeen.EvalSha(ctx, client, []string{statusQ}, waitingUser("w", mrand.IntN(b.cfg.Waiting)), seedTok, mrand.Float64()).Err()
 				}, 1, false)
 				seen.seed = append(seen.seed, us/n)
 				return err
 			}},
 			{"seed status", func() error {
 				us, _, n, _, err := b.serverCost(ctx, client, func(int) error {
-					return seedStatus.EvalSha(ctx, client, []string{statusQ}, waitingUser("w", mrand.IntN(b.cfg.Waiting)), seedTok).Err()
+					return seedshape.Status.EvalSha(ctx, client, []string{statusQ}, waitingUser("w", mrand.IntN(b.cfg.Waiting)), seedTok).Err()
 				}, 1, false)
 				status.seed = append(status.seed, us/n)
 				return err
@@ -211,7 +164,7 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 					for range seedAdmitQuota {
 						args = append(args, waitroom.NewToken())
 					}
-					got, err := seedAdmit.EvalSha(ctx, client, []string{seedQ + "a"}, args...).Int64()
+					got, err := seedshape.Admit.EvalSha(ctx, client, []string{seedQ + "a"}, args...).Int64()
 					admitted += got
 					return err
 				})

@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/seedshape"
 )
 
 // Each benchmark also reports redis-µs/call: the server time per FCALL in
@@ -110,6 +113,115 @@ func BenchmarkAdmit(b *testing.B) {
 			b.ReportMetric(float64(admitted)/float64(b.N), "users/call")
 		})
 	}
+}
+
+// BenchmarkAdmitAgainstSeed compares the admit function with the
+// seed-shaped ADMIT (ZPOPMIN + SET EX per user) on the same Redis in hot
+// loops, as waitroom bench compares them at a call per millisecond: each
+// round (one per b.N) sends both sides, in an order that alternates, as
+// pipelines of 10 calls that each admit quota users. Reported: each side's
+// script µs per admitted user (INFO commandstats) and the ratio, medians
+// of the rounds.
+func BenchmarkAdmitAgainstSeed(b *testing.B) {
+	for _, quota := range []int{14, 100} {
+		b.Run(fmt.Sprintf("quota=%d", quota), func(b *testing.B) {
+			ctx := context.Background()
+			s := newStore(b)
+			room := benchRoom(b, s, waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, TokenTTL: time.Hour})
+			require.NoError(b, s.client.HSet(ctx, s.keys(room).cfg, "rate", 1e9, "quota", quota).Err())
+			_, err := s.Admit(ctx, room) // starts the bucket
+			require.NoError(b, err)
+			require.NoError(b, seedshape.Admit.Load(ctx, s.client).Err())
+			seedQ, seedTok := s.prefix+":{seed}:q", s.prefix+":{seed}:tok:"
+			const pipelines, calls = 20, 10
+			users := pipelines * calls * quota
+			tokens := func() []any {
+				t := make([]any, quota)
+				for i := range t {
+					t[i] = waitroom.NewToken()
+				}
+				return t
+			}
+			// side sends the pipelines of one side and returns its µs per
+			// admitted user.
+			side := func(admit func(p redis.Pipeliner) func() int) float64 {
+				_, usec0 := scriptStats(b, s.client)
+				admitted := 0
+				for range pipelines {
+					p := s.client.Pipeline()
+					counts := make([]func() int, calls)
+					for i := range counts {
+						counts[i] = admit(p)
+					}
+					_, err := p.Exec(ctx)
+					require.NoError(b, err)
+					for _, n := range counts {
+						admitted += n()
+					}
+				}
+				_, usec1 := scriptStats(b, s.client)
+				require.Equal(b, users, admitted, "every call admits its quota")
+				return float64(usec1-usec0) / float64(admitted)
+			}
+			oursSide := func(p redis.Pipeliner) func() int {
+				keys, _ := s.admitArgs(room, 0)
+				cmd := p.FCall(ctx, admitScript.Name(), keys, tokens()...)
+				return func() int {
+					res, err := cmd.Slice()
+					require.NoError(b, err)
+					return (len(res) - admitHeader) / 2
+				}
+			}
+			seedSide := func(p redis.Pipeliner) func() int {
+				cmd := p.EvalSha(ctx, seedshape.Admit.Hash(), []string{seedQ}, append([]any{quota, 3600, seedTok}, tokens()...)...)
+				return func() int {
+					n, err := cmd.Int64()
+					require.NoError(b, err)
+					return int(n)
+				}
+			}
+			var ours, seeds, ratios []float64
+			b.ResetTimer()
+			for round := range b.N {
+				b.StopTimer()
+				// New names each round: the last round's users hold
+				// tokens still, and are not admitted again.
+				fillNamed(b, s, room, fmt.Sprintf("r%d-", round), users)
+				p := s.client.Pipeline()
+				for i := range users {
+					p.ZAdd(ctx, seedQ, redis.Z{Score: float64(i), Member: fmt.Sprintf("r%d-%07d", round, i)})
+				}
+				_, err := p.Exec(ctx)
+				require.NoError(b, err)
+				b.StartTimer()
+				var o, sd float64
+				if round%2 == 0 {
+					o, sd = side(oursSide), side(seedSide)
+				} else {
+					sd, o = side(seedSide), side(oursSide)
+				}
+				ours, seeds, ratios = append(ours, o), append(seeds, sd), append(ratios, o/sd)
+			}
+			b.ReportMetric(median(ours), "room-µs/user")
+			b.ReportMetric(median(seeds), "seed-µs/user")
+			b.ReportMetric(median(ratios), "room÷seed")
+			b.Logf("room ÷ seed, every round: %.2f", ratios)
+		})
+	}
+}
+
+// scriptStats returns calls and µs of FCALL and EVALSHA so far.
+func scriptStats(b testing.TB, c redis.UniversalClient) (calls, usec int64) {
+	b.Helper()
+	stats, err := CommandStats(context.Background(), c)
+	require.NoError(b, err)
+	f, e := stats["fcall"], stats["evalsha"]
+	return f.Calls + e.Calls, f.Usec + e.Usec
+}
+
+func median(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	return s[len(s)/2]
 }
 
 // BenchmarkClaim times successful claims, each of a different token.

@@ -427,6 +427,12 @@ func admitN(t *testing.T, s *Store, room string, n int) []waitroom.Admission {
 // fill queues n users straight into the queue, faster than n Enters.
 func fill(tb testing.TB, s *Store, room string, n int) {
 	tb.Helper()
+	fillNamed(tb, s, room, "u", n)
+}
+
+// fillNamed is fill with the users' names prefix0000000, prefix0000001, …
+func fillNamed(tb testing.TB, s *Store, room, prefix string, n int) {
+	tb.Helper()
 	ctx := context.Background()
 	k := s.keys(room)
 	// Seen now, on the Redis clock, as Enter would score them.
@@ -436,7 +442,7 @@ func fill(tb testing.TB, s *Store, room string, n int) {
 	for from := 0; from < n; from += 10_000 {
 		p := s.client.Pipeline()
 		for i := from; i < min(from+10_000, n); i++ {
-			p.ZAdd(ctx, k.q, redis.Z{Score: float64(i+1) + seen, Member: fmt.Sprintf("u%07d", i)})
+			p.ZAdd(ctx, k.q, redis.Z{Score: float64(i+1) + seen, Member: fmt.Sprintf("%s%07d", prefix, i)})
 		}
 		_, err := p.Exec(ctx)
 		require.NoError(tb, err)
