@@ -404,19 +404,20 @@ func ETA(position int64, rate float64) time.Duration {
 
 // Poll hints. Near the front users ask every second; further back the
 // answer barely changes, so they ask less often: at most every NearPoll
-// within NearPoll × FarPolls places of the front (600,000), and beyond that
+// within NearPoll × FarPolls places of the front (300,000), and beyond that
 // every position ÷ FarPolls seconds, at most MaxPoll. A queue's users
 // between position p and 2p then ask about FarPolls × ln 2 times a second
-// in all, whatever p up to MaxPoll × FarPolls (6,000,000): each doubling
-// of a long queue adds ~6,900 polls/s rather than doubling them; past that
-// each user asks every MaxPoll. 10,000,000 waiting at 1,000/s ask ~56,000
-// polls/s, where a NearPoll ceiling for everyone would ask ~184,000/s, more
-// than one Redis shard answers (OPERATIONS.md, "The biggest single room").
+// in all, whatever p up to MaxPoll × FarPolls (3,000,000): each doubling
+// of a long queue adds ~3,500 polls/s rather than doubling them; past that
+// each user asks every MaxPoll. 10,000,000 waiting at 140/s ask ~31,000
+// polls/s (at 1,000/s ~45,000, most of them from the front), where a
+// NearPoll ceiling for everyone would ask ~170,000/s, more than one Redis
+// shard answers (OPERATIONS.md, "The biggest single room").
 const (
 	MinPoll  = time.Second
 	NearPoll = 60 * time.Second
 	MaxPoll  = 10 * time.Minute
-	FarPolls = 10_000 // polls/s the far back of a queue asks per doubling, ÷ ln 2
+	FarPolls = 5_000 // polls/s the far back of a queue asks per doubling, ÷ ln 2
 )
 
 // PollAfter is how long a user at position should wait before asking for its
