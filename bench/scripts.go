@@ -24,8 +24,8 @@ import (
 func (b *Result) measureScripts(ctx context.Context, client redis.UniversalClient, store *redisstore.Store) error {
 	b.progress("redis: time per script call")
 	// batched: the Store gathers concurrent operations into fewer calls
-	// (Enter); users then counts the operations, and a call's µs is a
-	// batch's.
+	// (Enter, Status); users then counts the operations, and a call's µs
+	// is a batch's.
 	measureOp := func(op, command string, batched bool, calls func() (n int64, users int64, err error)) error {
 		before, err := redisstore.CommandStats(ctx, client)
 		if err != nil {
@@ -97,11 +97,12 @@ func (b *Result) measureScripts(ctx context.Context, client redis.UniversalClien
 	}); err != nil {
 		return err
 	}
-	if err := measure(fmt.Sprintf("status (%d waiting)", b.cfg.Waiting), "fcall", func() (int64, int64, error) {
-		return concurrently(func(int64) error {
+	if err := measureOp(fmt.Sprintf("status (%d waiting)", b.cfg.Waiting), "fcall", true, func() (int64, int64, error) {
+		n, _, err := concurrently(func(int64) error {
 			_, err := store.Status(ctx, benchStatusRoom, waitingUser("w", mrand.IntN(b.cfg.Waiting)))
 			return err
 		})
+		return n, n, err
 	}); err != nil {
 		return err
 	}
