@@ -163,9 +163,15 @@ func (s *Store) callBatch(ctx context.Context, op *batchedOp, room string, k *ro
 	}
 }
 
-// userStanding decodes one user's standing: a refusal, NOT_IN_QUEUE, or
-// a standing.
+// userStanding decodes one user's standing: a refusal, NOT_IN_QUEUE, a
+// standing, or a bare position (waiting, units not short).
 func (s *Store) userStanding(ctx context.Context, op string, v any) userResult {
+	if pos, ok := v.(int64); ok {
+		if pos < 1 {
+			return userResult{err: s.unexpected(ctx, op, v)}
+		}
+		return userResult{st: waitroom.Status{State: waitroom.StateWaiting, Position: pos}}
+	}
 	r, ok := asReply(v)
 	if !ok {
 		return userResult{err: s.unexpected(ctx, op, v)}

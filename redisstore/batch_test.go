@@ -217,3 +217,23 @@ func (c *fcallCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 		return next(ctx, cmds)
 	}
 }
+
+// A user's standing in a batch's reply is a table, or a bare position for
+// a waiting user of a plain room; a bare number that is no position, or
+// anything else, is an unexpected reply, never a standing.
+func TestUserStandingDecodesBarePositions(t *testing.T) {
+	t.Parallel()
+	s := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Options{Prefix: "decode"})
+	ctx := t.Context()
+	got := s.userStanding(ctx, "enter", int64(42))
+	require.NoError(t, got.err)
+	require.Equal(t, waitroom.Status{State: waitroom.StateWaiting, Position: 42}, got.st)
+	got = s.userStanding(ctx, "enter", []any{"WAITING", int64(42), int64(-1)})
+	require.NoError(t, got.err)
+	require.Equal(t, waitroom.Status{State: waitroom.StateWaiting, Position: 42}, got.st, "the table says the same")
+	for _, bad := range []any{int64(0), int64(-3), "42", nil, []any{"WAITING", int64(1)}} {
+		got := s.userStanding(ctx, "enter", bad)
+		require.ErrorContains(t, got.err, "unexpected script reply", "%#v", bad)
+		require.Zero(t, got.st)
+	}
+}

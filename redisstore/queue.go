@@ -42,6 +42,9 @@ import (
 //	{"INVITE_ONLY"}                     not queued, the room lets in pass holders only
 //	{"SOLD_OUT"}                        not queued, the stock is all sold
 //	{"QUEUE_FULL"}                      not queued; only stats.full counted
+//	position                            a bare number: {"WAITING", position, -1}
+//	                                    (the new places of a plain room: one
+//	                                    number to send and decode, not a table)
 //
 // seq_before and seq_after are the arrival sequence when the call began
 // and ended; the Store watches them for lost writes (lost.go).
@@ -193,7 +196,7 @@ for i = 1, #ARGV do
       size = size + 1
       placed[#placed + 1] = user
       woken = woken or size == 1
-      out[i + 3] = {'WAITING', size, -1}
+      out[i + 3] = size
     end
   else
     write_places()
@@ -291,6 +294,8 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 //	{"WAITING", position, units_left}   units_left -1 unless short (units)
 //	{"QUEUED_SOLD_OUT"}                 queued, but the stock is all sold
 //	{"NOT_IN_QUEUE"}
+//	position                            a bare number: {"WAITING", position, -1}
+//	                                    (a waiting user of a plain room)
 //
 // seq is the arrival sequence, which the Store watches for lost writes.
 var statusScript = newFunction("status", `
@@ -373,7 +378,7 @@ for i = 1, #ARGV do
       seen[#seen + 1] = fresh
       seen[#seen + 1] = user
     end
-    out[i + 3] = {'WAITING', redis.call('ZRANK', q_key, user) + 1, -1}
+    out[i + 3] = redis.call('ZRANK', q_key, user) + 1
   else
     write_seen()
     out[i + 3] = status(user)
