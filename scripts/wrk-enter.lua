@@ -6,8 +6,15 @@ function setup(thread)
   thread_id = thread_id + 1
   thread:set("tid", thread_id)
 end
+-- The prefix is random per run: math.random is not seeded in wrk, so it
+-- would name the same users every run, and a run after the first would
+-- measure re-entries of users already queued, not new places.
 function init(args)
-  prefix = "wrk" .. tid .. "-" .. math.random(1, 1000000000) .. "-"
+  local urandom = assert(io.open("/dev/urandom", "rb"))
+  local bytes = urandom:read(8)
+  urandom:close()
+  local hex = bytes:gsub(".", function(c) return string.format("%02x", c:byte()) end)
+  prefix = "wrk" .. tid .. "-" .. hex .. "-"
 end
 function request()
   counter = counter + 1

@@ -8,7 +8,8 @@
 # serve on its own port and Redis database (--max-queue 100000000, else the
 # defaults plus the flags given); each round runs, for each build in an
 # order that rotates, wrk -t2 -c32 -d3s of ENTER (a new X-User-Id per
-# request, scripts/wrk-enter.lua) and then of GET /healthz. Per side it
+# request, scripts/wrk-enter.lua) and then of GET /healthz (WRK_CONNECTIONS
+# sets -c: a drop's crowd keeps far more than 32 requests in flight). Per side it
 # prints requests/s and the CPU one request cost: serve + redis-server (from
 # /proc) + wrk (its rusage), in µs. Other work on the machine moves the
 # CPU per request far less than the requests per second.
@@ -19,6 +20,7 @@ for tool in wrk redis-server bc /usr/bin/time; do
 done
 rounds=$1
 shift
+conns=${WRK_CONNECTIONS:-32}
 rport=$((20000 + RANDOM % 20000))
 redis-server --port "$rport" --save '' --appendonly no >/dev/null 2>&1 &
 rpid=$!
@@ -61,8 +63,8 @@ for r in $(seq 1 "$rounds"); do
   for k in $(seq 0 $((n - 1))); do
     j=$(((k + r) % n))
     url=http://127.0.0.1:${ports[$j]}
-    read -r enter ecpu ebad < <(side "${pids[$j]}" -t2 -c32 -d3s -s wrk-enter.lua "$url")
-    read -r triv tcpu tbad < <(side "${pids[$j]}" -t2 -c32 -d3s "$url/healthz")
+    read -r enter ecpu ebad < <(side "${pids[$j]}" -t2 "-c$conns" -d3s -s wrk-enter.lua "$url")
+    read -r triv tcpu tbad < <(side "${pids[$j]}" -t2 "-c$conns" -d3s "$url/healthz")
     printf '%s round %d %s load %s: ENTER %s/s, trivial %s/s, ratio %.2f; CPU µs/request ENTER %s, trivial %s, ratio %.2f; non-2xx %s/%s\n' \
       "$(date -u +%H:%M:%S)" "$r" "${labels[$j]}" "$(cut -d' ' -f1-3 /proc/loadavg)" \
       "$enter" "$triv" "$(echo "$enter / $triv" | bc -l)" "$ecpu" "$tcpu" "$(echo "$tcpu / $ecpu" | bc -l)" "$ebad" "$tbad"
