@@ -417,7 +417,7 @@ const (
 	MinPoll  = time.Second
 	NearPoll = 60 * time.Second
 	MaxPoll  = 10 * time.Minute
-	FarPolls = 5_000 // polls/s the far back of a queue asks per doubling, ÷ ln 2
+	FarPolls = 5_000 // far back, the ceiling grows one second per FarPolls places
 )
 
 // PollAfter is how long a user at position should wait before asking for its
