@@ -445,22 +445,56 @@ func pollCeiling(position int64) time.Duration {
 	return max(NearPoll, time.Duration(position)*step)
 }
 
-// OpeningPollAfter is how long an early arrival should wait before asking
-// again, opensIn before the opening: half the time left while that is long
-// (at most NearPoll), and near the opening a moment after it, spread over
-// the OpeningSpread after it by spread (in [0, 1), e.g. a hash of the
-// user), so that a crowd waiting for the same second does not poll in it.
-func OpeningPollAfter(opensIn time.Duration, spread float64) time.Duration {
-	if opensIn > 2*OpeningSpread {
-		return min(opensIn/2, NearPoll).Round(time.Millisecond)
+// OpeningPollAfter is how long one of early early arrivals should wait
+// before asking again, opensIn before the opening: half the time left
+// while that is long (at most the ceiling of a queue of early, as
+// PollAfter's far back), and near the opening a moment after it, spread
+// over the FirstPollsSpread(early) after it by spread (in [0, 1), e.g. a
+// hash of the user), so that a crowd waiting for the same second does not
+// poll in it.
+func OpeningPollAfter(opensIn time.Duration, spread float64, early int64) time.Duration {
+	span := FirstPollsSpread(early)
+	if opensIn > 2*span {
+		return min(opensIn/2, pollCeiling(early)).Round(time.Millisecond)
 	}
-	return (opensIn + MinPoll + time.Duration(spread*float64(OpeningSpread-MinPoll))).Round(time.Millisecond)
+	return (opensIn + MinPoll + time.Duration(spread*float64(span-MinPoll))).Round(time.Millisecond)
 }
 
-// OpeningSpread is the span after an opening over which the early
+// OpeningSpread is the least span after an opening over which the early
 // arrivals' first polls are spread: 100,000 of them ask about 11,000 times
 // a second, not 100,000 times in the first.
 const OpeningSpread = 10 * time.Second
+
+// OpeningPolls bounds the early arrivals' first polls after an opening:
+// beyond OpeningSpread × OpeningPolls of them (300,000) their spread grows
+// with their number, so that they ask at most OpeningPolls times a second.
+const OpeningPolls = 30_000
+
+// FirstPollsSpread is the span after an opening over which early early
+// arrivals make their first polls: OpeningSpread, longer for more than
+// OpeningSpread × OpeningPolls of them, at most MaxPoll. A token issued
+// within it lives to its first-use deadline counted from its end at least
+// (FirstUseFrom), since its holder may learn of it only then.
+func FirstPollsSpread(early int64) time.Duration {
+	const step = time.Second / OpeningPolls
+	if early >= int64(MaxPoll/step) {
+		return MaxPoll
+	}
+	return max(OpeningSpread, time.Duration(early)*step)
+}
+
+// FirstUseFrom is when the first-use deadline of a token issued at now
+// starts: now, or, in a room with an opening at opensAt and early
+// arrivals, the end of their first polls' spread when now is within it.
+func FirstUseFrom(now, opensAt time.Time, early int64) time.Time {
+	if opensAt.IsZero() || now.Before(opensAt) {
+		return now
+	}
+	if end := opensAt.Add(FirstPollsSpread(early)); now.Before(end) {
+		return end
+	}
+	return now
+}
 
 // PollLoad is the status requests per second that waiting users 1..waiting
 // generate when each follows PollAfter.

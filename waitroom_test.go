@@ -163,6 +163,54 @@ func TestPollLoadOfTheBiggestDrop(t *testing.T) {
 	require.Less(t, load, 2.5*waitroom.PollLoad(1_000_000, rate))
 }
 
+// TestOpeningPollsOfACrowd: early arrivals poll before the opening at the
+// pace of a queue their size, and make their first polls after it over
+// FirstPollsSpread, OpeningSpread for up to 300,000 of them and longer for
+// more, so that millions ask at most OpeningPolls times a second; a token
+// issued within that span counts its first use from the span's end.
+func TestOpeningPollsOfACrowd(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, waitroom.OpeningSpread, waitroom.FirstPollsSpread(0))
+	require.Equal(t, waitroom.OpeningSpread, waitroom.FirstPollsSpread(300_000))
+	require.Equal(t, 100*time.Second, waitroom.FirstPollsSpread(3_000_000).Round(time.Second))
+	require.Equal(t, waitroom.MaxPoll, waitroom.FirstPollsSpread(waitroom.MaxMaxQueue))
+	require.Equal(t, waitroom.MaxPoll, waitroom.FirstPollsSpread(math.MaxInt64))
+
+	for early, before := range map[int64]time.Duration{100: waitroom.NearPoll, 100_000: waitroom.NearPoll, 10_000_000: waitroom.MaxPoll} {
+		// Long before the opening: half the time left, at most the
+		// ceiling of a queue as long.
+		require.Equal(t, before, waitroom.OpeningPollAfter(2*time.Hour, 0.5, early), "early %d", early)
+		// Near it: a moment after it, within the span, each user its own.
+		span := waitroom.FirstPollsSpread(early)
+		first := map[time.Duration]bool{}
+		for i := range 1000 {
+			d := waitroom.OpeningPollAfter(span, float64(i)/1000, early)
+			require.Greater(t, d, span, "early %d: after the opening", early)
+			require.LessOrEqual(t, d, 2*span, "early %d: within the span", early)
+			first[d] = true
+		}
+		require.Greater(t, len(first), 900, "early %d: spread, not one moment", early)
+		load := float64(early) / (span - waitroom.MinPoll).Seconds()
+		require.LessOrEqual(t, load, max(float64(waitroom.OpeningPolls)*1.05, 300_000/(waitroom.OpeningSpread-waitroom.MinPoll).Seconds()), "early %d", early)
+	}
+
+	opensAt := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	span := waitroom.FirstPollsSpread(5_000_000)
+	for _, c := range []struct {
+		now, want time.Time
+		opensAt   time.Time
+	}{
+		{opensAt.Add(-time.Second), opensAt.Add(-time.Second), opensAt},             // before the opening: a pass
+		{opensAt, opensAt.Add(span), opensAt},                                       // at it
+		{opensAt.Add(span / 2), opensAt.Add(span), opensAt},                         // within the span
+		{opensAt.Add(span), opensAt.Add(span), opensAt},                             // at its end
+		{opensAt.Add(span + time.Second), opensAt.Add(span + time.Second), opensAt}, // after it
+		{opensAt.Add(time.Second), opensAt.Add(time.Second), time.Time{}},           // no opening
+	} {
+		require.Equal(t, c.want, waitroom.FirstUseFrom(c.now, c.opensAt, 5_000_000), "now %s", c.now)
+	}
+}
+
 func TestRoomConfigChanges(t *testing.T) {
 	t.Parallel()
 	from := waitroom.RoomConfig{}.WithDefaults()

@@ -362,8 +362,14 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 		}
 		// Until confirmed or claimed, a token lives to the first-use
 		// deadline only; a no-show's unit of stock comes back with it.
-		t := &entryToken{user: user, value: waitroom.NewToken(),
-			expiresAt: now.Add(r.cfg.FirstUseWithin), ttlEnd: now.Add(r.cfg.TokenTTL)}
+		// Right after an opening the deadline counts from the end of the
+		// early arrivals' first polls (waitroom.FirstUseFrom).
+		ttlEnd := now.Add(r.cfg.TokenTTL)
+		firstUse := waitroom.FirstUseFrom(now, r.cfg.OpensAt, int64(len(r.draw.entrants))).Add(r.cfg.FirstUseWithin)
+		t := &entryToken{user: user, value: waitroom.NewToken(), expiresAt: firstUse, ttlEnd: ttlEnd}
+		if t.expiresAt.After(ttlEnd) {
+			t.expiresAt = ttlEnd
+		}
 		// An expired token may linger under a lease that outlives it;
 		// the new token supersedes it, and the old one counts as gone
 		// unused.

@@ -362,7 +362,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 }
 
 // scheduled is the answer to an early arrival. Its poll hint spreads the
-// crowd over the seconds after the opening, each user at its own moment.
+// crowd over the seconds after the opening, each user at its own moment,
+// over longer for a crowd of millions (the room's waiting count, from the
+// pace the ETA reads too).
 func (s *Server) scheduled(r *http.Request, room string, st waitroom.Status) (scheduledBody, error) {
 	cfg, err := s.roomConfig(r.Context(), room)
 	if err != nil {
@@ -377,7 +379,7 @@ func (s *Server) scheduled(r *http.Request, room string, st waitroom.Status) (sc
 		Room:        room,
 		OpensAt:     cfg.OpensAt.Format(time.RFC3339),
 		OpensInMS:   st.OpensIn.Milliseconds(),
-		PollAfterMS: waitroom.OpeningPollAfter(st.OpensIn, spread).Milliseconds(),
+		PollAfterMS: waitroom.OpeningPollAfter(st.OpensIn, spread, s.pace(r.Context(), room).Waiting).Milliseconds(),
 		Order:       string(cfg.Order()),
 		Position:    st.Position,
 	}, nil

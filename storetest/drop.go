@@ -168,6 +168,61 @@ func scheduledOpening(t *testing.T, h Harness, order waitroom.PrequeueOrder) {
 	require.Len(t, admitted, 3)
 }
 
+// testFirstUseAfterOpening: the early arrivals learn their places from
+// first polls spread over the seconds after the opening
+// (waitroom.FirstPollsSpread), so a token issued within that span keeps
+// its first-use deadline from the span's end; one issued after it, or in
+// a room without an opening, from its issue.
+func testFirstUseAfterOpening(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	const early = 5
+	firstUse := waitroom.MinFirstUseWithin
+	opensIn := time.Second
+	opensAt := h.now().Add(opensIn)
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 100, FirstUseWithin: firstUse, OpensAt: opensAt})
+	for i := range early {
+		st, err := h.Store.Enter(ctx, room, user(i))
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateScheduled, st.State)
+	}
+	h.Advance(t, opensIn+50*time.Millisecond)
+	span := waitroom.FirstPollsSpread(early)
+	require.Greater(t, span, 5*firstUse)
+	var admitted []waitroom.Admission
+	for i := 0; len(admitted) < early && i < 200; i++ {
+		got, err := h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		admitted = append(admitted, got...)
+		h.Advance(t, 10*time.Millisecond)
+	}
+	require.Len(t, admitted, early, "every early arrival admitted in the first ticks")
+	// Past the first-use time, nobody having polled: within the span the
+	// tokens are still theirs.
+	h.Advance(t, firstUse+200*time.Millisecond)
+	for _, a := range admitted {
+		st, err := h.Store.Status(ctx, room, a.User)
+		require.NoError(t, err, "%s: its token outlives the first-use time within the span", a.User)
+		require.Equal(t, waitroom.StateAdmitted, st.State)
+		require.Equal(t, a.Token, st.Token)
+	}
+
+	// After the span, a token's first-use deadline counts from its issue.
+	h.Advance(t, opensAt.Add(span).Sub(h.now())+100*time.Millisecond)
+	st, err := h.Store.Enter(ctx, room, "late")
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateWaiting, st.State)
+	var late []waitroom.Admission
+	for i := 0; len(late) == 0 && i < 200; i++ {
+		late, err = h.Store.Admit(ctx, room)
+		require.NoError(t, err)
+		h.Advance(t, 10*time.Millisecond)
+	}
+	require.Len(t, late, 1)
+	h.Advance(t, firstUse+200*time.Millisecond)
+	_, err = h.Store.Status(ctx, room, "late")
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue, "issued after the span: gone at its first-use time")
+}
+
 // testScheduledRoomRefusals: a room's closing time refuses new entries,
 // leaving before the opening gives up the entry, a room without an
 // opening has no draw, and entrants before the draw are not for export.

@@ -79,6 +79,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"PassCountsAgainstMaxActiveAndStock", testPassCountsAgainstMaxActiveAndStock},
 		{"ConcurrentPassUses", testConcurrentPassUses},
 		{"ScheduledOpening", testScheduledOpening},
+		{"FirstUseWaitsForTheOpeningsFirstPolls", testFirstUseAfterOpening},
 		{"ScheduledRoomRefusals", testScheduledRoomRefusals},
 	}
 	for _, tt := range tests {
