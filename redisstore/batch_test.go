@@ -68,6 +68,44 @@ func TestEnterCallServesItsUsersInOrder(t *testing.T) {
 	require.EqualValues(t, 9, stats.Entered, "one place each: a, b, c, x, d, e, f, g, h")
 }
 
+// Before a scheduled opening one call places new early arrivals together
+// as it does new users in a plain room, and serves each user as a call of
+// its own would: the same answers, fifo places and refusals as one call a
+// user on another room with the same settings, and the same draw entrants.
+func TestEnterCallPlacesEarlyArrivals(t *testing.T) {
+	for _, order := range []waitroom.PrequeueOrder{waitroom.PrequeueFIFO, waitroom.PrequeueRandom} {
+		t.Run(string(order), func(t *testing.T) {
+			ctx := t.Context()
+			s := newStore(t)
+			cfg := waitroom.RoomConfig{Rate: 100, MaxQueue: 6, OpensAt: time.Now().Add(time.Hour), PrequeueOrder: order}
+			batched, single := newRoom(t, s, cfg), newRoom(t, s, cfg)
+			calls := [][]string{{"a", "b", "a", "c"}, {"d", "b", "e", "f", "g", "c", "h"}}
+			for _, users := range calls {
+				got := enterCall(t, s, batched, users...)
+				for i, u := range users {
+					st, err := s.Enter(ctx, single, u)
+					want := userResult{st: st, err: err}
+					// The time to the opening moves between the calls.
+					require.InDelta(t, want.st.OpensIn, got[i].st.OpensIn, float64(time.Second), u)
+					want.st.OpensIn, got[i].st.OpensIn = 0, 0
+					require.Equal(t, want, got[i], "%s in %v", u, users)
+				}
+			}
+			got := enterCall(t, s, batched, "b")
+			require.Equal(t, waitroom.StateScheduled, got[0].st.State)
+			if order == waitroom.PrequeueFIFO {
+				require.Equal(t, int64(2), got[0].st.Position, "b keeps its place among the early arrivals")
+			}
+			for _, room := range []string{batched, single} {
+				stats, err := s.Stats(ctx, room)
+				require.NoError(t, err)
+				require.EqualValues(t, 6, stats.Waiting, "a to f; g and h refused")
+				require.EqualValues(t, 2, stats.Full)
+			}
+		})
+	}
+}
+
 // One status call serves its users in order: the waiting, one not queued,
 // one named twice, one holding a token.
 func TestStatusCallServesItsUsersInOrder(t *testing.T) {

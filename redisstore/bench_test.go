@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,6 +67,58 @@ func BenchmarkEnter(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkEnterCrowd times new places taken by a crowd (256 callers, so
+// that a room's calls carry many users), in a plain room and in a room
+// before its scheduled opening (early arrivals), and reports redis-server's
+// whole CPU per ENTER (INFO cpu: on a Redis serving nobody else, what one
+// ENTER costs the room's shard).
+func BenchmarkEnterCrowd(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		cfg  waitroom.RoomConfig
+	}{
+		{"plain", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue}},
+		{"early-arrivals", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s := newStore(b)
+			room := benchRoom(b, s, c.cfg)
+			var next atomic.Int64
+			cpu0 := redisCPU(b, s.client)
+			b.SetParallelism(128)
+			measure(b, s, func() {
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := s.Enter(context.Background(), room, "u"+strconv.FormatInt(next.Add(1), 10)); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+			b.ReportMetric((redisCPU(b, s.client)-cpu0)/float64(b.N), "redis-cpu-µs/enter")
+		})
+	}
+}
+
+// redisCPU is redis-server's CPU so far (INFO cpu), in µs.
+func redisCPU(b testing.TB, c redis.UniversalClient) float64 {
+	b.Helper()
+	info, err := c.Info(context.Background(), "cpu").Result()
+	require.NoError(b, err)
+	var us float64
+	for line := range strings.Lines(info) {
+		for _, field := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), field); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				require.NoError(b, err)
+				us += f * 1e6
+			}
+		}
+	}
+	return us
 }
 
 func BenchmarkStatus(b *testing.B) {

@@ -150,17 +150,26 @@ end
 -- with nothing else to check. Their places are made together, from what
 -- one ZMSCORE and one HMGET of all the call's users found, with one INCRBY
 -- and one ZADD (size counts them meanwhile), and those refused as full are
--- counted with one HINCRBY. Any other user goes the whole way (enter)
--- after the places so far are written, as does a user named twice in the
--- call.
-local plain_room = cfg[4] ~= '1' and stage == 'none' and not refuses_entries(state, cfg[9], now)
-  and cfg[6] ~= '1' and stock <= 0
-local scores, entries
-if plain_room then
+-- counted with one HINCRBY. Before a scheduled opening the same goes for
+-- new early arrivals, whose places are in pre (a plain sequence, as enter
+-- writes them) and who are told the opening (fifo: their place among the
+-- early arrivals, counted meanwhile too). Any other user goes the whole way
+-- (enter) after the places so far are written, as does a user named twice
+-- in the call.
+local simple = cfg[4] ~= '1' and not refuses_entries(state, cfg[9], now) and cfg[6] ~= '1' and stock <= 0
+local plain_room = simple and stage == 'none'
+local early_room = simple and stage == 'pending' and now < opens_at
+local fifo = cfg[8] == 'fifo'
+local scores, entries, early_scores
+if plain_room or early_room then
   scores = redis.call('ZMSCORE', q_key, unpack(ARGV))
   entries = redis.call('HMGET', tok_key, unpack(ARGV))
 end
-local size -- the queue's length, places so far included; nil: read again
+if early_room then
+  early_scores = redis.call('ZMSCORE', pre_key, unpack(ARGV))
+end
+local size -- those waiting (pre and q), places so far included; nil: read again
+local early_count -- fifo: the early arrivals, as early_position counts them
 local placed, woken = {}, false -- users with a place not written yet
 local full = 0 -- refused as full, not counted yet
 local function write_places()
@@ -172,10 +181,10 @@ local function write_places()
   seq_before = seq_before or first - 1
   local args, s = {}, math.floor(now / 1000)
   for j, user in ipairs(placed) do
-    args[2 * j - 1] = queue_score(first + j - 1, s)
+    args[2 * j - 1] = early_room and first + j - 1 or queue_score(first + j - 1, s)
     args[2 * j] = user
   end
-  redis.call('ZADD', q_key, unpack(args))
+  redis.call('ZADD', early_room and pre_key or q_key, unpack(args))
   placed = {}
   if woken then
     redis.call('PUBLISH', q_key, '') -- as enter does for the first in an empty room
@@ -187,16 +196,28 @@ local out = {'OK', 0, 0}
 local named = {}
 for i = 1, #ARGV do
   local user = ARGV[i]
-  if plain_room and not named[user] and not scores[i] and not entries[i] then
-    size = size or redis.call('ZCARD', q_key)
+  if (plain_room or early_room) and not named[user] and not scores[i] and not entries[i]
+    and not (early_room and early_scores[i]) then
+    if not size then
+      size = redis.call('ZCARD', q_key)
+      if early_room then
+        size = size + redis.call('ZCARD', pre_key)
+        early_count = fifo and redis.call('ZCOUNT', pre_key, '(0', '+inf') or 0
+      end
+    end
     if size >= max_queue then
       full = full + 1
       out[i + 3] = {'QUEUE_FULL'}
     else
       size = size + 1
       placed[#placed + 1] = user
-      woken = woken or size == 1
-      out[i + 3] = size
+      if early_room then
+        early_count = fifo and early_count + 1 or 0
+        out[i + 3] = {'SCHEDULED', opens_at - now, early_count}
+      else
+        woken = woken or size == 1
+        out[i + 3] = size
+      end
     end
   else
     write_places()
