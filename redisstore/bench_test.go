@@ -55,7 +55,12 @@ func measure(b *testing.B, s *Store, timed func()) {
 
 func BenchmarkEnter(b *testing.B) {
 	s := newStore(b)
-	room := benchRoom(b, s, waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue})
+	enterNewUsers(b, s, benchRoom(b, s, waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue}))
+}
+
+// enterNewUsers is the timed part of the ENTER benchmarks: a new user per
+// Enter, from b.RunParallel's goroutines.
+func enterNewUsers(b *testing.B, s *Store, room string) {
 	var next atomic.Int64
 	measure(b, s, func() {
 		b.RunParallel(func(pb *testing.PB) {
@@ -85,19 +90,9 @@ func BenchmarkEnterCrowd(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			s := newStore(b)
 			room := benchRoom(b, s, c.cfg)
-			var next atomic.Int64
 			cpu0 := redisCPU(b, s.client)
 			b.SetParallelism(128)
-			measure(b, s, func() {
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						if _, err := s.Enter(context.Background(), room, "u"+strconv.FormatInt(next.Add(1), 10)); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			})
+			enterNewUsers(b, s, room)
 			b.ReportMetric((redisCPU(b, s.client)-cpu0)/float64(b.N), "redis-cpu-µs/enter")
 		})
 	}
