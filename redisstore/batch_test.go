@@ -106,6 +106,49 @@ func TestEnterCallPlacesEarlyArrivals(t *testing.T) {
 	}
 }
 
+// After an opening's draw one status call serves the drawn and those
+// queued behind them as it serves a plain room's waiting: the same
+// answers as one call a user on a twin room (fifo, so the draw gives both
+// the same places), with a user named twice and one not queued among
+// them.
+func TestStatusCallAfterTheDraw(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	cfg := waitroom.RoomConfig{Rate: 1, MaxQueue: 100, OpensAt: time.Now().Add(time.Second), PrequeueOrder: waitroom.PrequeueFIFO}
+	batched, single := newRoom(t, s, cfg), newRoom(t, s, cfg)
+	rooms := []string{batched, single}
+	for _, room := range rooms {
+		for _, u := range []string{"a", "b", "c", "d", "e"} {
+			st, err := s.Enter(ctx, room, u)
+			require.NoError(t, err)
+			require.Equal(t, waitroom.StateScheduled, st.State)
+		}
+	}
+	time.Sleep(time.Until(cfg.OpensAt) + 50*time.Millisecond)
+	for _, room := range rooms {
+		for d, err := s.Draw(ctx, room); d.State != waitroom.DrawDone; d, err = s.Draw(ctx, room) {
+			require.NoError(t, err)
+			got, err := s.Admit(ctx, room)
+			require.NoError(t, err)
+			require.Empty(t, got, "the draw's tick admits nobody")
+		}
+		for _, u := range []string{"x", "y"} {
+			st, err := s.Enter(ctx, room, u)
+			require.NoError(t, err)
+			require.Equal(t, waitroom.StateWaiting, st.State)
+		}
+	}
+	users := []string{"d", "x", "a", "d", "nobody", "y", "b"}
+	got := batchCall(t, s, statusOp, batched, users...)
+	for i, u := range users {
+		st, err := s.Status(ctx, single, u)
+		require.Equal(t, userResult{st: st, err: err}, got[i], u)
+	}
+	require.Equal(t, []userResult{waiting(4), waiting(6), waiting(1), waiting(4)}, got[:4])
+	require.ErrorIs(t, got[4].err, waitroom.ErrNotInQueue)
+	require.Equal(t, []userResult{waiting(7), waiting(2)}, got[5:])
+}
+
 // One status call serves its users in order: the waiting, one not queued,
 // one named twice, one holding a token.
 func TestStatusCallServesItsUsersInOrder(t *testing.T) {

@@ -121,6 +121,12 @@ func BenchmarkStatus(b *testing.B) {
 	s := newStore(b)
 	room := benchRoom(b, s, waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue})
 	fill(b, s, room, waiting)
+	pollWaiting(b, s, room, waiting)
+}
+
+// pollWaiting is the timed part of the STATUS benchmarks: polls of users
+// u0000000… drawn at random among waiting, each of whom must be waiting.
+func pollWaiting(b *testing.B, s *Store, room string, waiting int) {
 	measure(b, s, func() {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -132,6 +138,53 @@ func BenchmarkStatus(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkStatusCrowd times polls by a crowd (256 callers) of 100,000
+// waiting, in a plain room and in a room whose opening drew them, and
+// reports redis-server's whole CPU per poll (INFO cpu; a private Redis).
+func BenchmarkStatusCrowd(b *testing.B) {
+	const waiting = 100_000
+	for _, drawn := range []bool{false, true} {
+		b.Run(fmt.Sprintf("drawn=%t", drawn), func(b *testing.B) {
+			ctx := context.Background()
+			s := newStore(b)
+			cfg := waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue}
+			if drawn {
+				cfg.OpensAt = time.Now().Add(time.Hour)
+			}
+			room := benchRoom(b, s, cfg)
+			if !drawn {
+				fill(b, s, room, waiting)
+			} else {
+				// The early arrivals, straight into pre, then the opening
+				// moved to now and drawn.
+				k := s.keys(room)
+				for from := 0; from < waiting; from += 10_000 {
+					p := s.client.Pipeline()
+					for i := from; i < min(from+10_000, waiting); i++ {
+						p.ZAdd(ctx, k.pre, redis.Z{Score: float64(i + 1), Member: fmt.Sprintf("u%07d", i)})
+					}
+					_, err := p.Exec(ctx)
+					require.NoError(b, err)
+				}
+				require.NoError(b, s.client.Set(ctx, k.seq, waiting, 0).Err())
+				now, err := s.client.Time(ctx).Result()
+				require.NoError(b, err)
+				// Paused: the draw is made, and nobody admitted meanwhile.
+				require.NoError(b, s.client.HSet(ctx, k.cfg, "opens_at_ms", now.UnixMilli(), "state", "paused").Err())
+				for d, err := s.Draw(ctx, room); d.State != waitroom.DrawDone; d, err = s.Draw(ctx, room) {
+					require.NoError(b, err)
+					_, err = s.Admit(ctx, room)
+					require.NoError(b, err)
+				}
+			}
+			cpu0 := redisCPU(b, s.client)
+			b.SetParallelism(128)
+			pollWaiting(b, s, room, waiting)
+			b.ReportMetric((redisCPU(b, s.client)-cpu0)/float64(b.N), "redis-cpu-µs/poll")
+		})
+	}
 }
 
 // BenchmarkAdmit times ticks that each admit a full quota. The room's rate

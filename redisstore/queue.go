@@ -316,7 +316,8 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 //	{"QUEUED_SOLD_OUT"}                 queued, but the stock is all sold
 //	{"NOT_IN_QUEUE"}
 //	position                            a bare number: {"WAITING", position, -1}
-//	                                    (a waiting user of a plain room)
+//	                                    (a waiting user of a plain room, or of
+//	                                    one whose opening is drawn)
 //
 // seq is the arrival sequence, which the Store watches for lost writes.
 var statusScript = newFunction("status", `
@@ -371,38 +372,62 @@ end
 
 -- Most polls are of waiting users in a room with nothing else to check:
 -- their places come from one ZMSCORE of all the call's users and a ZRANK
--- each, and their "seen" marks are written with one ZADD XX. Any other
--- user, or one silent past abandon_after, goes the whole way (status)
--- after the marks so far are written, as does a user named twice.
-local plain_room = cfg[3] ~= '1' and stage == 'none' and stock <= 0
-local scores
-if plain_room then
+-- each, and their "seen" marks are written with one ZADD XX. After an
+-- opening's draw the same goes for the drawn (one more ZMSCORE, of drawn)
+-- and for those queued behind them (the drawn's count ahead, read once).
+-- Any other user, or one silent past abandon_after, goes the whole way
+-- (status) after the marks so far are written, as does a user named twice.
+local simple = cfg[3] ~= '1' and stock <= 0
+local plain_room = simple and stage == 'none'
+local drawn_room = simple and stage == 'done'
+local scores, drawn_scores
+if plain_room or drawn_room then
   scores = redis.call('ZMSCORE', q_key, unpack(ARGV))
 end
-local seen = {} -- ZADD XX's score, user, … not written yet
+if drawn_room then
+  drawn_scores = redis.call('ZMSCORE', drawn_key, unpack(ARGV))
+end
+local seen = {[q_key] = {}, [drawn_key] = {}} -- per zset: ZADD XX's score, user, … not written yet
 local function write_seen()
-  if #seen > 0 then
-    redis.call('ZADD', q_key, 'XX', unpack(seen))
-    seen = {}
+  for key, marks in pairs(seen) do
+    if #marks > 0 then
+      redis.call('ZADD', key, 'XX', unpack(marks))
+      seen[key] = {}
+    end
   end
 end
+local drawn_ahead -- drawn room: the drawn, all ahead of q; nil: read again
 
 local out = {'OK', seq, seq}
 local named = {}
 local s = math.floor(now / 1000)
 for i = 1, #ARGV do
   local user = ARGV[i]
-  local score = plain_room and not named[user] and scores[i] and tonumber(scores[i])
+  local key, score
+  if (plain_room or drawn_room) and not named[user] then
+    if drawn_room and drawn_scores[i] then
+      key, score = drawn_key, tonumber(drawn_scores[i])
+    elseif scores[i] then
+      key, score = q_key, tonumber(scores[i])
+    end
+  end
   if score and not is_gone(score, s, abandon_s) then
     local fresh = queue_score(math.floor(score), s)
     if fresh ~= score then
-      seen[#seen + 1] = fresh
-      seen[#seen + 1] = user
+      local marks = seen[key]
+      marks[#marks + 1] = fresh
+      marks[#marks + 1] = user
     end
-    out[i + 3] = redis.call('ZRANK', q_key, user) + 1
+    local ahead = 0
+    if drawn_room and key == q_key then
+      drawn_ahead = drawn_ahead or redis.call('ZCARD', drawn_key)
+      ahead = drawn_ahead
+    end
+    out[i + 3] = ahead + redis.call('ZRANK', key, user) + 1
   else
     write_seen()
     out[i + 3] = status(user)
+    drawn_ahead = nil
   end
   named[user] = true
 end
