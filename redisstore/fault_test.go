@@ -175,6 +175,24 @@ func waitServing(ctx context.Context, t *testing.T, s *Store, room string) time.
 	}
 }
 
+// retryUnavailable calls f until it returns anything but
+// ErrStoreUnavailable, within recoveryBound, and returns its last error.
+func retryUnavailable(ctx context.Context, f func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, recoveryBound)
+	defer cancel()
+	for {
+		err := f()
+		if !errors.Is(err, waitroom.ErrStoreUnavailable) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // kept compares what the load told users with what Redis now holds and
 // returns how many places and tokens users were told about are gone.
 func kept(ctx context.Context, t *testing.T, c redis.Cmdable, s *Store, room string, o *outcomes) (lostPlaces, lostTokens int) {
@@ -270,8 +288,13 @@ func sentinelFailover(t *testing.T, lagging bool) {
 	served := waitServing(ctx, t, s, room)
 	// The wake subscription follows the primary (which, when the replica
 	// lagged, may have no "woken" room: Enter then says so until declared).
-	_, err = s.CreateRoom(ctx, "woken", waitroom.RoomConfig{})
-	require.NoError(t, err)
+	// A call on another of the client's connections may still dial the old
+	// primary once while the client learns the new one: retried, as the
+	// server's callers retry a 503.
+	require.NoError(t, retryUnavailable(ctx, func() error {
+		_, err := s.CreateRoom(ctx, "woken", waitroom.RoomConfig{})
+		return err
+	}))
 	testenv.AwaitWakes(t, s, "woken", 15*time.Second, wakes)
 	time.Sleep(time.Second) // load after the fault
 	close(stop)
