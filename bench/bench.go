@@ -240,13 +240,13 @@ func (b *Result) measureRedis(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("redis at %s: %w", redactURL(b.cfg.RedisURL), err)
 	}
-	b.redisVersion = infoField(info, "redis_version")
+	b.redisVersion = redisstore.InfoField(info, "redis_version")
 	usedMemory := func() int64 {
 		info, err := client.Info(ctx, "memory").Result()
 		if err != nil {
 			return -1
 		}
-		n, _ := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
+		n, _ := strconv.ParseInt(redisstore.InfoField(info, "used_memory"), 10, 64)
 		return n
 	}
 	if err := b.measureStores(ctx, stores, usedMemory); err != nil {
@@ -275,15 +275,6 @@ func (b *Result) measureRedis(ctx context.Context) error {
 type namedStore struct {
 	name  string
 	store waitroom.Store
-}
-
-func infoField(info, name string) string {
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // Rooms of the benchmark.

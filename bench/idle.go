@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -163,13 +162,11 @@ type idleSnapshot struct {
 
 func (b *Result) idleReading(ctx context.Context, client redis.UniversalClient, store *redisstore.Store, busy []string) (idleSnapshot, error) {
 	s := idleSnapshot{at: time.Now()}
-	info, err := client.Info(ctx, "cpu").Result()
+	cpu, err := redisstore.ServerCPU(ctx, client)
 	if err != nil {
 		return s, err
 	}
-	sys, _ := strconv.ParseFloat(infoField(info, "used_cpu_sys"), 64)
-	user, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
-	s.redisCPU = sys + user
+	s.redisCPU = cpu.Seconds()
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
 		s.ownCPU = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9

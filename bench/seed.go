@@ -263,14 +263,12 @@ func (b *Result) costReading(ctx context.Context, client redis.UniversalClient) 
 	if err != nil {
 		return redisstore.CommandStat{}, 0, err
 	}
-	info, err := client.Info(ctx, "cpu").Result()
+	cpu, err := redisstore.ServerCPU(ctx, client)
 	if err != nil {
 		return redisstore.CommandStat{}, 0, err
 	}
-	sys, _ := strconv.ParseFloat(infoField(info, "used_cpu_sys"), 64)
-	user, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
 	f, e := stats["fcall"], stats["evalsha"]
-	return redisstore.CommandStat{Calls: f.Calls + e.Calls, Usec: f.Usec + e.Usec}, (sys + user) * 1e6, nil
+	return redisstore.CommandStat{Calls: f.Calls + e.Calls, Usec: f.Usec + e.Usec}, float64(cpu.Microseconds()), nil
 }
 
 // writeSeed prints the comparison with the seed-shaped scripts.

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,24 +29,17 @@ func benchRoom(b *testing.B, s *Store, cfg waitroom.RoomConfig) string {
 	return room
 }
 
-// fcallStats returns calls and µs of FCALL so far.
-func fcallStats(b testing.TB, c redis.UniversalClient) (calls, usec int64) {
-	b.Helper()
-	stats, err := CommandStats(context.Background(), c)
-	require.NoError(b, err)
-	return stats["fcall"].Calls, stats["fcall"].Usec
-}
-
-// measure runs the timed part and reports the server's µs per FCALL, and
-// the allocations per call of the client side.
+// measure runs the timed part and reports the server's µs per script
+// call (the room's functions: FCALL), and the allocations per call of the
+// client side.
 func measure(b *testing.B, s *Store, timed func()) {
 	b.Helper()
 	b.ReportAllocs()
-	calls0, usec0 := fcallStats(b, s.client)
+	calls0, usec0 := scriptStats(b, s.client)
 	b.ResetTimer()
 	timed()
 	b.StopTimer()
-	calls1, usec1 := fcallStats(b, s.client)
+	calls1, usec1 := scriptStats(b, s.client)
 	if calls1 > calls0 {
 		b.ReportMetric(float64(usec1-usec0)/float64(calls1-calls0), "redis-µs/call")
 	}
@@ -98,22 +90,12 @@ func BenchmarkEnterCrowd(b *testing.B) {
 	}
 }
 
-// redisCPU is redis-server's CPU so far (INFO cpu), in µs.
+// redisCPU is redis-server's CPU so far (ServerCPU), in µs.
 func redisCPU(b testing.TB, c redis.UniversalClient) float64 {
 	b.Helper()
-	info, err := c.Info(context.Background(), "cpu").Result()
+	cpu, err := ServerCPU(context.Background(), c)
 	require.NoError(b, err)
-	var us float64
-	for line := range strings.Lines(info) {
-		for _, field := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), field); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				require.NoError(b, err)
-				us += f * 1e6
-			}
-		}
-	}
-	return us
+	return float64(cpu.Microseconds())
 }
 
 func BenchmarkStatus(b *testing.B) {

@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -43,4 +45,34 @@ func CommandStats(ctx context.Context, client redis.UniversalClient) (map[string
 		stats[cmd] = s
 	}
 	return stats, nil
+}
+
+// ServerCPU reads the CPU redis-server has used so far, system and user
+// (INFO cpu), of the node client talks to: what the benchmark and this
+// package's Benchmark functions charge a Redis operation with. Like the
+// command counters it only grows.
+func ServerCPU(ctx context.Context, client redis.UniversalClient) (time.Duration, error) {
+	info, err := client.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var seconds float64
+	for _, field := range []string{"used_cpu_sys", "used_cpu_user"} {
+		f, err := strconv.ParseFloat(InfoField(info, field), 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO cpu %s: %w", field, err)
+		}
+		seconds += f
+	}
+	return time.Duration(seconds * float64(time.Second)), nil
+}
+
+// InfoField is the value of field in an INFO reply; "" when it has none.
+func InfoField(info, field string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
