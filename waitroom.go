@@ -438,15 +438,21 @@ func PollAfter(position int64, rate float64) time.Duration {
 // pollCeiling is the longest hint at position: NearPoll near the front,
 // position ÷ FarPolls seconds far back, never more than MaxPoll.
 func pollCeiling(position int64) time.Duration {
-	const step = time.Second / FarPolls // the ceiling's growth per place
-	if position >= int64(MaxPoll/step) {
-		return MaxPoll
-	}
-	return max(NearPoll, time.Duration(position)*step)
+	return spanForPolls(position, FarPolls, NearPoll)
 }
 
-// OpeningPollAfter is how long one of early early arrivals should wait
-// before asking again, opensIn before the opening: half the time left
+// spanForPolls is how long n users take to ask once each when they may ask
+// perSecond times a second in all, at least floor and at most MaxPoll.
+func spanForPolls(n, perSecond int64, floor time.Duration) time.Duration {
+	step := time.Second / time.Duration(perSecond)
+	if n >= int64(MaxPoll/step) {
+		return MaxPoll
+	}
+	return max(floor, time.Duration(n)*step)
+}
+
+// OpeningPollAfter is how long an early arrival, one of early, should
+// wait before asking again, opensIn before the opening: half the time left
 // while that is long (at most the ceiling of a queue of early, as
 // PollAfter's far back), and near the opening a moment after it, spread
 // over the FirstPollsSpread(early) after it by spread (in [0, 1), e.g. a
@@ -470,17 +476,13 @@ const OpeningSpread = 10 * time.Second
 // with their number, so that they ask at most OpeningPolls times a second.
 const OpeningPolls = 30_000
 
-// FirstPollsSpread is the span after an opening over which early early
-// arrivals make their first polls: OpeningSpread, longer for more than
-// OpeningSpread × OpeningPolls of them, at most MaxPoll. A token issued
-// within it lives to its first-use deadline counted from its end at least
-// (FirstUseFrom), since its holder may learn of it only then.
+// FirstPollsSpread is the span after an opening over which its early
+// arrivals, early of them, make their first polls: OpeningSpread, longer
+// for more than OpeningSpread × OpeningPolls of them, at most MaxPoll. A
+// token issued within it lives to its first-use deadline counted from its
+// end at least (FirstUseFrom), since its holder may learn of it only then.
 func FirstPollsSpread(early int64) time.Duration {
-	const step = time.Second / OpeningPolls
-	if early >= int64(MaxPoll/step) {
-		return MaxPoll
-	}
-	return max(OpeningSpread, time.Duration(early)*step)
+	return spanForPolls(early, OpeningPolls, OpeningSpread)
 }
 
 // FirstUseFrom is when the first-use deadline of a token issued at now
