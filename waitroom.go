@@ -479,16 +479,17 @@ const OpeningPolls = 30_000
 // FirstPollsSpread is the span after an opening over which its early
 // arrivals, early of them, make their first polls: OpeningSpread, longer
 // for more than OpeningSpread × OpeningPolls of them, at most MaxPoll. A
-// token issued within it lives to its first-use deadline counted from its
-// end at least (FirstUseFrom), since its holder may learn of it only then.
+// token issued within it counts its first-use time and its TTL from the
+// span's end (TokenStart), since its holder may learn of it only then.
 func FirstPollsSpread(early int64) time.Duration {
 	return spanForPolls(early, OpeningPolls, OpeningSpread)
 }
 
-// FirstUseFrom is when the first-use deadline of a token issued at now
-// starts: now, or, in a room with an opening at opensAt and early
-// arrivals, the end of their first polls' spread when now is within it.
-func FirstUseFrom(now, opensAt time.Time, early int64) time.Time {
+// TokenStart is when a token issued at now starts its clock, its
+// first-use deadline and its TTL: now, or, in a room with an opening at
+// opensAt and early arrivals, the end of their first polls' spread when
+// now is within it.
+func TokenStart(now, opensAt time.Time, early int64) time.Time {
 	if opensAt.IsZero() || now.Before(opensAt) {
 		return now
 	}

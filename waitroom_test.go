@@ -207,7 +207,7 @@ func TestOpeningPollsOfACrowd(t *testing.T) {
 		{opensAt.Add(span + time.Second), opensAt.Add(span + time.Second), opensAt}, // after it
 		{opensAt.Add(time.Second), opensAt.Add(time.Second), time.Time{}},           // no opening
 	} {
-		require.Equal(t, c.want, waitroom.FirstUseFrom(c.now, c.opensAt, 5_000_000), "now %s", c.now)
+		require.Equal(t, c.want, waitroom.TokenStart(c.now, c.opensAt, 5_000_000), "now %s", c.now)
 	}
 }
 

@@ -362,14 +362,11 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 		}
 		// Until confirmed or claimed, a token lives to the first-use
 		// deadline only; a no-show's unit of stock comes back with it.
-		// Right after an opening the deadline counts from the end of the
-		// early arrivals' first polls (waitroom.FirstUseFrom).
-		ttlEnd := now.Add(r.cfg.TokenTTL)
-		firstUse := waitroom.FirstUseFrom(now, r.cfg.OpensAt, int64(len(r.draw.entrants))).Add(r.cfg.FirstUseWithin)
-		t := &entryToken{user: user, value: waitroom.NewToken(), expiresAt: firstUse, ttlEnd: ttlEnd}
-		if t.expiresAt.After(ttlEnd) {
-			t.expiresAt = ttlEnd
-		}
+		// Right after an opening both count from the end of the early
+		// arrivals' first polls (waitroom.TokenStart).
+		start := waitroom.TokenStart(now, r.cfg.OpensAt, int64(len(r.draw.entrants)))
+		t := &entryToken{user: user, value: waitroom.NewToken(),
+			expiresAt: start.Add(r.cfg.FirstUseWithin), ttlEnd: start.Add(r.cfg.TokenTTL)}
 		// An expired token may linger under a lease that outlives it;
 		// the new token supersedes it, and the old one counts as gone
 		// unused.

@@ -84,18 +84,18 @@ local pace_window_s = `+strconv.FormatFloat(waitroom.PaceWindow.Seconds(), 'f', 
 local max_pace_step_s = `+strconv.FormatFloat(waitroom.MaxPaceStep.Seconds(), 'f', -1, 64)+` -- waitroom.MaxPaceStep
 local opening_spread_ms = `+strconv.FormatInt(waitroom.OpeningSpread.Milliseconds(), 10)+` -- waitroom.OpeningSpread
 local max_poll_ms = `+strconv.FormatInt(waitroom.MaxPoll.Milliseconds(), 10)+` -- waitroom.MaxPoll
-local opening_polls = `+strconv.Itoa(waitroom.OpeningPolls)+` -- waitroom.OpeningPolls
+local opening_poll_ns = `+strconv.FormatInt(int64(time.Second/waitroom.OpeningPolls), 10)+` -- the spread per early arrival: time.Second / waitroom.OpeningPolls
 
--- first_use_from: when the first-use deadline of a token issued now starts,
--- as waitroom.FirstUseFrom: right after an opening, at the end of the span
--- over which the early arrivals (the draw's entrants) make their first
--- polls, since a drawn user learns of its token only then.
-local function first_use_from(now, opens_at, draw_key)
+-- token_start: when a token issued now starts its clock (first-use
+-- deadline and TTL), as waitroom.TokenStart: right after an opening, at the
+-- end of the span over which the early arrivals (the draw's entrants) make
+-- their first polls, since a drawn user learns of its token only then.
+local function token_start(now, opens_at, draw_key)
   if opens_at <= 0 or now < opens_at or now >= opens_at + max_poll_ms then
     return now
   end
   local early = tonumber(redis.call('HGET', draw_key, 'entrants') or '0')
-  local span = math.min(max_poll_ms, math.max(opening_spread_ms, math.floor(early * 1000 / opening_polls)))
+  local span = math.min(max_poll_ms, math.max(opening_spread_ms, math.floor(early * opening_poll_ns / 1000000)))
   if now < opens_at + span then
     return opens_at + span
   end
@@ -277,11 +277,11 @@ else
     -- expiry: format that tail once.
     -- A new token lives until the first-use deadline unless its holder
     -- confirms it or claims it; then until the end of its TTL, kept in
-    -- lease_until meanwhile. Right after an opening the deadline counts
-    -- from the end of the early arrivals' first polls (first_use_from).
-    local expires_at = first_use_from(now, opens_at, draw_key) + first_ms
-    expires_at = math.min(expires_at, now + ttl_ms)
-    local suffix = format_entry({token = '', state = 'new', lease = '', lease_until = now + ttl_ms, expires_at = expires_at})
+    -- lease_until meanwhile. Right after an opening both count from the
+    -- end of the early arrivals' first polls (token_start).
+    local start = token_start(now, opens_at, draw_key)
+    local expires_at = start + first_ms
+    local suffix = format_entry({token = '', state = 'new', lease = '', lease_until = start + ttl_ms, expires_at = expires_at})
     for from = 1, #users, batch do
       local to = math.min(from + batch - 1, #users)
       local olds = redis.call('HMGET', tok_key, unpack(users, from, to))

@@ -13,6 +13,58 @@ import (
 	"github.com/waitroom/waitroom/redistest"
 )
 
+// TestFirstUseSpanOfAMillionsOpening: the admit function's token start
+// after an opening (waitroom.TokenStart) follows FirstPollsSpread for the
+// draw's entrants, millions too (the record's count is set to 3,000,000
+// after a draw of three: a span of 100 s, then of 50,000,000: MaxPoll,
+// where the conformance suite's few entrants only reach its 10 s floor).
+func TestFirstUseSpanOfAMillionsOpening(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	opensAt := time.Now().Add(500 * time.Millisecond)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100, FirstUseWithin: time.Second, OpensAt: opensAt})
+	for _, u := range []string{"a", "b", "c"} {
+		_, err := s.Enter(ctx, room, u)
+		require.NoError(t, err)
+	}
+	time.Sleep(time.Until(opensAt) + 50*time.Millisecond)
+	k := s.keys(room)
+	for d, err := s.Draw(ctx, room); d.State != waitroom.DrawDone; d, err = s.Draw(ctx, room) {
+		require.NoError(t, err)
+		_, err = s.Admit(ctx, room)
+		require.NoError(t, err)
+	}
+	cfg, err := s.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	// 3,000,000: 100 s; 50,000,000: MaxPoll, the most.
+	for _, entrants := range []int64{3_000_000, 50_000_000} {
+		span := waitroom.FirstPollsSpread(entrants)
+		require.NoError(t, s.client.HSet(ctx, k.draw, "entrants", entrants).Err())
+		var admitted []waitroom.Admission
+		for i := 0; len(admitted) == 0 && i < 100; i++ {
+			time.Sleep(20 * time.Millisecond)
+			got, err := s.Admit(ctx, room)
+			require.NoError(t, err)
+			admitted = append(admitted, got...)
+		}
+		require.NotEmpty(t, admitted, "entrants %d", entrants)
+		// The span's end plus first_use_within, and plus the TTL.
+		start := cfg.OpensAt.Add(span)
+		firstUse, ttlEnd := start.Add(cfg.FirstUseWithin).UnixMilli(), start.Add(cfg.TokenTTL).UnixMilli()
+		for _, a := range admitted {
+			entry, err := s.client.HGet(ctx, k.tok, a.User).Result()
+			require.NoError(t, err)
+			fields := strings.Split(entry, "|") // token|state|lease|lease_until|expires_at
+			require.Len(t, fields, 5, entry)
+			require.Equal(t, fmt.Sprint(ttlEnd), fields[3], "entrants %d, %s: the TTL's end in %q", entrants, a.User, entry)
+			require.Equal(t, fmt.Sprint(firstUse), fields[4], "entrants %d, %s: the first-use deadline in %q", entrants, a.User, entry)
+		}
+	}
+	require.Equal(t, 100*time.Second, waitroom.FirstPollsSpread(3_000_000).Round(time.Second))
+	require.Equal(t, waitroom.MaxPoll, waitroom.FirstPollsSpread(50_000_000))
+}
+
 // TestDrawHalfMadeIsInvisible: a drawer that wrote some of the places and
 // died leaves no trace in any answer: the early arrivals are still
 // "scheduled", a late arrival is behind all of them, nobody is admitted;

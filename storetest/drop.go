@@ -170,16 +170,17 @@ func scheduledOpening(t *testing.T, h Harness, order waitroom.PrequeueOrder) {
 
 // testFirstUseAfterOpening: the early arrivals learn their places from
 // first polls spread over the seconds after the opening
-// (waitroom.FirstPollsSpread), so a token issued within that span keeps
-// its first-use deadline from the span's end; one issued after it, or in
-// a room without an opening, from its issue.
+// (waitroom.FirstPollsSpread), so a token issued within that span counts
+// its first-use deadline and its TTL from the span's end; one issued after
+// it from its issue.
 func testFirstUseAfterOpening(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
 	const early = 5
-	firstUse := waitroom.MinFirstUseWithin
+	// A TTL shorter than the span too: both count from the span's end.
+	firstUse, ttl := waitroom.MinFirstUseWithin, 2*time.Second
 	opensIn := time.Second
 	opensAt := h.now().Add(opensIn)
-	room := newRoom(t, h, waitroom.RoomConfig{Rate: 100, FirstUseWithin: firstUse, OpensAt: opensAt})
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 100, FirstUseWithin: firstUse, TokenTTL: ttl, OpensAt: opensAt})
 	for i := range early {
 		st, err := h.Store.Enter(ctx, room, user(i))
 		require.NoError(t, err)
@@ -196,14 +197,15 @@ func testFirstUseAfterOpening(t *testing.T, h Harness) {
 		h.Advance(t, 10*time.Millisecond)
 	}
 	require.Len(t, admitted, early, "every early arrival admitted in the first ticks")
-	// Past the first-use time, nobody having polled: within the span the
-	// tokens are still theirs.
-	h.Advance(t, firstUse+200*time.Millisecond)
+	// Past the first-use time and the TTL, nobody having polled: within
+	// the span the tokens are still theirs.
+	h.Advance(t, ttl+200*time.Millisecond)
 	for _, a := range admitted {
 		st, err := h.Store.Status(ctx, room, a.User)
 		require.NoError(t, err, "%s: its token outlives the first-use time within the span", a.User)
 		require.Equal(t, waitroom.StateAdmitted, st.State)
 		require.Equal(t, a.Token, st.Token)
+		require.Greater(t, st.ExpiresIn, ttl, "%s: its TTL counts from the span's end", a.User)
 	}
 
 	// After the span, a token's first-use deadline counts from its issue.
