@@ -27,6 +27,17 @@ func TestHotHashesAreHashTables(t *testing.T) {
 		require.NoError(t, err)
 		return enc
 	}
+	// asWrittenBefore rewrites key as a version before the note wrote it:
+	// its fields without the note, a listpack.
+	asWrittenBefore := func(key string) {
+		t.Helper()
+		fields, err := s.client.HGetAll(ctx, key).Result()
+		require.NoError(t, err)
+		delete(fields, hashTableField)
+		require.NoError(t, s.client.Del(ctx, key).Err())
+		require.NoError(t, s.client.HSet(ctx, key, fields).Err())
+		require.Equal(t, "listpack", encoding(key))
+	}
 
 	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100})
 	k := s.keys(room)
@@ -41,12 +52,7 @@ func TestHotHashesAreHashTables(t *testing.T) {
 	require.Equal(t, 100.0, cfg.Rate, "the note is no setting")
 
 	// A bucket written by a version before: its next Admit converts it.
-	bucket, err := s.client.HGetAll(ctx, k.bucket).Result()
-	require.NoError(t, err)
-	delete(bucket, hashTableField)
-	require.NoError(t, s.client.Del(ctx, k.bucket).Err())
-	require.NoError(t, s.client.HSet(ctx, k.bucket, bucket).Err())
-	require.Equal(t, "listpack", encoding(k.bucket))
+	asWrittenBefore(k.bucket)
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
 	require.Equal(t, "hashtable", encoding(k.bucket))
@@ -55,12 +61,7 @@ func TestHotHashesAreHashTables(t *testing.T) {
 	// listpack. It works as it is, and its next update converts it.
 	old := newRoom(t, s, waitroom.RoomConfig{Rate: 100})
 	ko := s.keys(old)
-	fields, err := s.client.HGetAll(ctx, ko.cfg).Result()
-	require.NoError(t, err)
-	delete(fields, hashTableField)
-	require.NoError(t, s.client.Del(ctx, ko.cfg).Err())
-	require.NoError(t, s.client.HSet(ctx, ko.cfg, fields).Err())
-	require.Equal(t, "listpack", encoding(ko.cfg))
+	asWrittenBefore(ko.cfg)
 	st, err := s.Enter(ctx, old, "u1")
 	require.NoError(t, err)
 	require.EqualValues(t, 1, st.Position)
