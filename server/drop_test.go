@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/server"
 )
 
 // TestStockOverHTTP: the stock's answers as a client sees them: units_left
@@ -192,4 +194,22 @@ func TestScheduledOverHTTP(t *testing.T) {
 	}
 	cleared := f.admin("PATCH", "/admin/rooms/drop", `{"opens_at":""}`)
 	require.Equal(t, http.StatusOK, cleared.status, cleared.raw)
+}
+
+// TestScheduledHintsFollowTheCrowd: an early arrival among 600,000 is told
+// to poll as far back in a queue that long would be (every 2 minutes, not
+// every minute), from the room's waiting count the server reads.
+func TestScheduledHintsFollowTheCrowd(t *testing.T) {
+	t.Parallel()
+	const early = 600_000
+	f := newStoreFixture(t, waitroom.RoomConfig{Rate: 1000, MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)})
+	f.serve(server.Config{})
+	for i := range early {
+		_, err := f.store.Enter(t.Context(), f.room, fmt.Sprintf("u%d", i))
+		require.NoError(t, err)
+	}
+	a := f.do("POST", "/rooms/"+f.room+"/enter", "", "X-User-Id", "ann")
+	require.Equal(t, "scheduled", a.str("state"), a.body)
+	require.Equal(t, waitroom.OpeningPollAfter(2*time.Hour, 0, early+1).Milliseconds(), a.num("poll_after_ms"))
+	require.Equal(t, int64(120_000), a.num("poll_after_ms"), "2 minutes, the ceiling 600,000 places back")
 }
