@@ -36,7 +36,8 @@ import (
 //
 // Expired tokens are those whose active score (expiry, or lease if later)
 // has passed; at most max(1000, 2 × quota) per call go, more
-// than a call can issue, so cleanup keeps up.
+// than a call can issue, so cleanup keeps up. The tokens one call issues
+// share one active entry (due_tokens), not one each.
 //
 // The bucket also keeps the room's pace (waitroom.PaceSums, p_*) and the
 // counters the previous call saw (m_*: arrival sequence, leaves, no-shows),
@@ -138,22 +139,26 @@ local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
 
--- Clean up tokens whose expiry (and lease, when held) has passed. Batched
--- commands, not one per user: a big tick blocks Redis for less time. One
--- that was never confirmed nor claimed is a no-show.
-local gone = redis.call('ZRANGEBYSCORE', active_key, '-inf', now, 'LIMIT', 0, math.max(1000, 2 * quota))
+-- Clean up tokens whose expiry (and lease, when held) has passed.
+-- Batched commands, not one per user: a big tick blocks Redis for less
+-- time. One that was never confirmed nor claimed is a no-show.
+local due, gone, gone_entries = due_tokens(tok_key, active_key, now, math.max(1000, 2 * quota))
 local no_shows = 0
-for from = 1, #gone, batch do
-  local to = math.min(from + batch - 1, #gone)
-  local entries = redis.call('HMGET', tok_key, unpack(gone, from, to))
-  for i = 1, #entries do
-    local e = parse_entry(entries[i])
-    if e and (e.state == 'new' or e.state == 'shown') then
-      no_shows = no_shows + 1
-    end
+for i = 1, #gone_entries do
+  local state = gone_entries[i].state
+  if state == 'new' or state == 'shown' then
+    no_shows = no_shows + 1
   end
-  redis.call('HDEL', tok_key, unpack(gone, from, to))
-  redis.call('ZREM', active_key, unpack(gone, from, to))
+end
+for from = 1, #gone, batch do
+  redis.call('HDEL', tok_key, unpack(gone, from, math.min(from + batch - 1, #gone)))
+end
+if #gone > 0 and redis.call('EXISTS', tok_key) == 0 then
+  redis.call('DEL', active_key) -- nothing left to index (drop_token)
+else
+  for from = 1, #due, batch do
+    redis.call('ZREM', active_key, unpack(due, from, math.min(from + batch - 1, #due)))
+  end
 end
 local expired = #gone - no_shows
 if no_shows > 0 then
@@ -218,7 +223,7 @@ else
   -- The epsilon absorbs float error (14.999999… users is 15).
   local n = math.min(math.floor(allow + extra + 1e-9), quota + math.floor(extra + 1e-9), waiting)
   if max_active > 0 or stock > 0 then
-    local live = live_tokens(active_key, now)
+    local live = live_tokens(tok_key)
     if max_active > 0 then
       n = math.min(n, math.max(0, max_active - live))
     end
@@ -289,7 +294,7 @@ else
       if one_order then
         bought = redis.call('SMISMEMBER', buyers_key, unpack(users, from, to))
       end
-      local entries, scores = {}, {}
+      local entries, named = {}, {}
       for i = from, to do
         local user = users[i]
         local old = parse_entry(olds[i - from + 1])
@@ -309,15 +314,16 @@ else
           local token = tokens[issued]
           entries[#entries + 1] = user
           entries[#entries + 1] = token .. suffix
-          scores[#scores + 1] = expires_at
-          scores[#scores + 1] = user
+          named[#named + 1] = user
           out[#out + 1] = user
           out[#out + 1] = token
         end
       end
       if #entries > 0 then
         redis.call('HSET', tok_key, unpack(entries))
-        redis.call('ZADD', active_key, unpack(scores))
+        -- One active entry for them all (due_tokens reads it): they
+        -- share the expiry, and one entry costs what one user's would.
+        redis.call('ZADD', active_key, expires_at, ' ' .. table.concat(named, ' '))
       end
     end
     if late_no_shows > 0 then

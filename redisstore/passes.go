@@ -241,7 +241,7 @@ if refuses_entries(state, cfg[7], now) then
 end
 
 -- Counted like any token: within max_active and the stock.
-local live = live_tokens(active_key, now)
+local live = live_tokens(tok_key)
 if stock > 0 then
   local sold = tonumber(redis.call('HGET', stats_key, 'completed') or '0')
   if sold >= stock then

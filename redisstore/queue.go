@@ -96,7 +96,7 @@ local function enter(user)
   -- seen now. In a sold-out room it keeps the place for a restock. One silent
   -- past abandon_after has gone (the admitter would skip it): it is counted
   -- and queues anew at the back.
-  local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, active_key, stage, stock, user, now, abandon_s)
+  local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, stage, stock, user, now, abandon_s)
   if queued then
     return queued
   end
@@ -111,7 +111,7 @@ local function enter(user)
   end
 
   -- Nothing left to sell: no place, nothing written.
-  if units(stock, stats_key, active_key, now, 0) then
+  if units(stock, stats_key, tok_key, 0) then
     return {'SOLD_OUT'}
   end
 
@@ -142,7 +142,7 @@ local function enter(user)
     -- rooms alone (Wakes).
     redis.call('PUBLISH', q_key, '')
   end
-  local _, left = units(stock, stats_key, active_key, now, position)
+  local _, left = units(stock, stats_key, tok_key, position)
   return {'WAITING', position, left}
 end
 
@@ -352,7 +352,7 @@ local function status(user)
   -- Admit pops whom it admits), so the common poll, a waiting user's, reads
   -- no token. ZSCORE is O(1), ZRANK and ZADD O(log N). One silent past
   -- abandon_after has gone.
-  local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, active_key, stage, stock, user, now, abandon_s)
+  local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, stage, stock, user, now, abandon_s)
   if queued then
     return queued
   end

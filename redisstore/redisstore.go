@@ -17,7 +17,8 @@
 //	wr:{ROOM}:q       zset   user → arrival sequence + last seen second / 2^20: the queue
 //	wr:{ROOM}:seq     string INCR: the arrival sequence
 //	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens
-//	wr:{ROOM}:active  zset   user → max(expires_at, lease_until) ms: tokens not yet cleaned up
+//	wr:{ROOM}:active  zset   user → max(expires_at, lease_until) ms: tokens not yet cleaned up; a new
+//	                         token is in its Admit call's entry instead, " user1 user2 …" → expires_at
 //	wr:{ROOM}:bucket  hash   last_us, carry: the admission token bucket
 //	wr:{ROOM}:stats   hash   counters: entered, full, admitted, completed, released, expired, no_shows, abandoned
 //	wr:{ROOM}:buyers  set    users whose order completed while one_order was on
@@ -39,6 +40,15 @@
 // active score has passed, a bounded batch per call. A held token's active
 // score is the later of its expiry and its lease, so cleanup never removes a
 // token while an order holding it may still complete.
+//
+// The tokens one Admit call issues share one active entry: they have one
+// expiry, and an entry per user would cost the call a sorted-set insert
+// per user, which was a fifth of its time. A token leaves that entry when
+// its active score changes (confirmed, claimed, released): it then gets an
+// entry of its own, and cleanup of the call's entry passes it by. The live
+// count (max_active, stock) is the token hash's length, which includes
+// tokens past their time until cleanup reaches them, at most a tick later:
+// a reservation is released late, never early.
 //
 // # Topologies
 //
@@ -444,22 +454,92 @@ local function format_entry(e)
   return string.format('%s|%s|%s|%d|%d', e.token, e.state, e.lease, e.lease_until, e.expires_at)
 end
 
--- live_tokens: entries whose expiry (or lease, when held) is still ahead:
--- the live tokens, each a reservation of one unit when stock is tracked.
-local function live_tokens(active_key, now)
-  return redis.call('ZCOUNT', active_key, '(' .. string.format('%d', now), '+inf')
+-- active_score: cleanup may drop an entry only once both its expiry and
+-- any lease have passed, so a token cannot vanish mid-order.
+local function active_score(e)
+  if e.state == 'held' then return math.max(e.expires_at, e.lease_until) end
+  return e.expires_at
+end
+
+-- drop_token deletes user's token entry and its own active entry. When it
+-- was the last, the active index goes too: its entries (those of Admit
+-- calls whose other tokens are gone) index nothing, and a room without
+-- tokens gets no cleanup tick that would remove them (Work).
+local function drop_token(tok_key, active_key, user)
+  redis.call('HDEL', tok_key, user)
+  if redis.call('EXISTS', tok_key) == 0 then
+    redis.call('DEL', active_key)
+  else
+    redis.call('ZREM', active_key, user)
+  end
+end
+
+-- live_tokens: the token entries not spent, given up or cleaned up yet:
+-- the live tokens, each a reservation of one unit when stock is tracked,
+-- and those past their time that cleanup has not reached, which Admit
+-- cleans up before it counts (every tick of a room with tokens, at least
+-- once a second). So between an expiry and that cleanup a token still
+-- reserves its unit: never fewer units reserved than live tokens.
+local function live_tokens(tok_key)
+  return redis.call('HLEN', tok_key)
+end
+
+-- due_tokens reads what cleanup may remove at now (read only): the active
+-- entries due (score passed), oldest first, as many as hold at most budget
+-- users (at least one entry), and the users among them whose token is past
+-- its time, with their entries. A due entry is a user, or a batch (a space,
+-- then the users one Admit call issued tokens to, space-separated: user ids
+-- have no spaces); a user in it whose entry has a later active score since
+-- (confirmed, claimed, or issued again) is indexed by a later entry, and
+-- stays.
+local function due_tokens(tok_key, active_key, now, budget)
+  local due = redis.call('ZRANGEBYSCORE', active_key, '-inf', now, 'LIMIT', 0, budget)
+  local members, users, seen = {}, {}, {}
+  for i = 1, #due do
+    local m = due[i]
+    local named = {m}
+    if string.byte(m, 1) == 32 then
+      named = {}
+      for u in string.gmatch(m, '%S+') do
+        named[#named + 1] = u
+      end
+    end
+    if #members > 0 and #users + #named > budget then
+      break
+    end
+    members[#members + 1] = m
+    for _, u in ipairs(named) do
+      if not seen[u] then
+        seen[u] = true
+        users[#users + 1] = u
+      end
+    end
+  end
+  local gone, entries = {}, {}
+  for from = 1, #users, 500 do
+    local to = math.min(from + 499, #users)
+    local got = redis.call('HMGET', tok_key, unpack(users, from, to))
+    for i = 1, #got do
+      local e = parse_entry(got[i])
+      if e and active_score(e) <= now then
+        gone[#gone + 1] = users[from + i - 1]
+        entries[#entries + 1] = e
+      end
+    end
+  end
+  return members, gone, entries
 end
 
 -- units: where the stock stands for a user at position (0: not queued).
 -- Returns sold_out, and the units neither sold (stats.completed) nor
 -- reserved when they are fewer than position, else -1. stock 0: not
 -- tracked, never sold out.
-local function units(stock, stats_key, active_key, now, position)
+local function units(stock, stats_key, tok_key, position)
   if stock <= 0 then return false, -1 end
   local sold = tonumber(redis.call('HGET', stats_key, 'completed') or '0')
   if sold >= stock then return true, -1 end
   if position == 0 then return false, -1 end
-  local left = math.max(0, stock - sold - live_tokens(active_key, now))
+  local left = math.max(0, stock - sold - live_tokens(tok_key))
   if left < position then return false, left end
   return false, -1
 end
@@ -594,7 +674,7 @@ end
 -- second changed: the place is the same). nil when it is not queued, or
 -- was silent past abandon_s: then it has gone, out of the queue and
 -- counted abandoned, as the admitter would find it.
-local function queued_standing(q_key, pre_key, drawn_key, stats_key, active_key, stage, stock, user, now, abandon_s)
+local function queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, stage, stock, user, now, abandon_s)
   local s = math.floor(now / 1000)
   local key, score, ahead = queued_in(q_key, pre_key, drawn_key, stage, user)
   if not score then return nil end
@@ -608,7 +688,7 @@ local function queued_standing(q_key, pre_key, drawn_key, stats_key, active_key,
     redis.call('ZADD', key, 'XX', fresh, user)
   end
   local position = ahead + redis.call('ZRANK', key, user) + 1
-  local sold_out, left = units(stock, stats_key, active_key, now, position)
+  local sold_out, left = units(stock, stats_key, tok_key, position)
   if sold_out then
     return {'QUEUED_SOLD_OUT'}
   end
@@ -644,13 +724,6 @@ local function out_of_draw(pre_key, drawn_key, draw_key, user)
   elseif tonumber(s) > 0 then
     redis.call('ZADD', pre_key, -tonumber(s), user)
   end
-end
-
--- active_score: cleanup may drop an entry only once both its expiry and
--- any lease have passed, so a token cannot vanish mid-order.
-local function active_score(e)
-  if e.state == 'held' then return math.max(e.expires_at, e.lease_until) end
-  return e.expires_at
 end
 `
 

@@ -217,6 +217,7 @@ func (s *Store) Rooms(ctx context.Context) ([]string, error) {
 // KEYS[6] seq
 // KEYS[7] pre
 // KEYS[8] drawn
+// KEYS[9] tok
 //
 // Returns {"OK", waiting, active, entered, full, admitted, completed,
 // released, expired, no_shows, abandoned, max_active, pace_time,
@@ -225,12 +226,14 @@ func (s *Store) Rooms(ctx context.Context) ([]string, error) {
 // {"ROOM_NOT_FOUND"}. The pace sums (admitScript) are strings, exact
 // floats.
 var statsScript = newFunction("stats", `
+local stats_due_budget = 10000 -- expired tokens read to leave them out of the count, at most
 local cfg_key    = KEYS[1]
 local q_key      = KEYS[2]
 local active_key = KEYS[3]
 local stats_key  = KEYS[4]
 local pre_key    = KEYS[7]
 local drawn_key  = KEYS[8]
+local tok_key    = KEYS[9]
 
 if redis.call('EXISTS', cfg_key) == 0 then
   return {'ROOM_NOT_FOUND'}
@@ -239,8 +242,10 @@ local now = now_ms()
 -- Early arrivals wait too: in pre until the draw, in drawn after it.
 local waiting = redis.call('ZCARD', q_key) + redis.call('ZCARD', pre_key) + redis.call('ZCARD', drawn_key)
 -- Live tokens: entries whose expiry (or lease) is still ahead. Entries
--- past it that Admit has not cleaned up yet do not count.
-local active = live_tokens(active_key, now)
+-- past it that Admit has not cleaned up yet do not count (as many as one
+-- cleanup would reach; beyond that they do).
+local _, gone = due_tokens(tok_key, active_key, now, stats_due_budget)
+local active = live_tokens(tok_key) - #gone
 -- Every place given took the next arrival sequence: it is the count of
 -- entries (Enter keeps no second counter).
 local c = redis.call('HMGET', stats_key, 'full', 'admitted', 'completed', 'released', 'expired', 'no_shows', 'abandoned')
@@ -262,7 +267,7 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 		return waitroom.Stats{}, err
 	}
 	k := s.keys(room)
-	r, err := s.do(ctx, "stats", statsScript, []string{k.cfg, k.q, k.active, k.stats, k.bucket, k.seq, k.pre, k.drawn})
+	r, err := s.do(ctx, "stats", statsScript, []string{k.cfg, k.q, k.active, k.stats, k.bucket, k.seq, k.pre, k.drawn, k.tok})
 	if err != nil {
 		return waitroom.Stats{}, err
 	}

@@ -1,0 +1,178 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+)
+
+// admittedInOneCall makes a room of cfg with queued users waiting and has
+// one Admit call admit the first n of them: the first call only starts the
+// bucket, the second finds the rate high enough for all n.
+func admittedInOneCall(t *testing.T, cfg waitroom.RoomConfig, queued, n int) (*Store, string, []waitroom.Admission) {
+	t.Helper()
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, cfg)
+	fill(t, s, room, queued)
+	require.NoError(t, s.client.HSet(ctx, s.keys(room).cfg, "rate", 1e9, "quota", n).Err())
+	_, err := s.Admit(ctx, room)
+	require.NoError(t, err)
+	time.Sleep(time.Millisecond)
+	got, err := s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Len(t, got, n)
+	return s, room, got
+}
+
+// TestAdmitCallIndexesItsTokensOnce: the tokens of one Admit call share
+// one cleanup entry, not one each: the call's cost per user is its token's
+// hash field, and the entry names them all.
+func TestAdmitCallIndexesItsTokensOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, room, got := admittedInOneCall(t, waitroom.RoomConfig{}, 8, 5)
+	k := s.keys(room)
+
+	entries, err := s.client.ZRangeWithScores(ctx, k.active, 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, " u0000000 u0000001 u0000002 u0000003 u0000004", entries[0].Member)
+	require.Equal(t, int64(5), s.client.HLen(ctx, k.tok).Val())
+	st, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), st.Active)
+
+	// Each holder's own calls see its token, as before.
+	for _, a := range got {
+		status, err := s.Status(ctx, room, a.User)
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateAdmitted, status.State, a.User)
+		require.Equal(t, a.Token, status.Token, a.User)
+	}
+}
+
+// TestCleanupFollowsEachTokensOwnEntry: when a call's entry comes due,
+// cleanup removes the tokens that are past their time (counted as before),
+// passes by those that moved to an entry of their own (confirmed) and
+// those already gone (spent); spending the last token empties the index.
+func TestCleanupFollowsEachTokensOwnEntry(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, room, got := admittedInOneCall(t, waitroom.RoomConfig{TokenTTL: time.Minute, FirstUseWithin: time.Second}, 3, 3)
+	confirmed, spent := got[1], got[2] // got[0] never shows up
+	k := s.keys(room)
+
+	for range 2 { // the first poll shows the token, the second confirms it
+		_, err := s.Status(ctx, room, confirmed.User)
+		require.NoError(t, err)
+	}
+	hold, err := s.Claim(ctx, room, spent.User, spent.Token)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, hold))
+	time.Sleep(1100 * time.Millisecond) // past the first-use deadline
+
+	// Before cleanup the no-show's entry is still stored, but not live.
+	require.Equal(t, int64(2), s.client.HLen(ctx, k.tok).Val())
+	st, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Active, "the confirmed token; the no-show's is past its time")
+
+	_, err = s.Admit(ctx, room)
+	require.NoError(t, err)
+	st, err = s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Active)
+	require.Equal(t, int64(1), st.NoShows)
+	require.Equal(t, int64(0), st.Expired)
+	require.Equal(t, []string{confirmed.User}, s.client.HKeys(ctx, k.tok).Val())
+	require.Equal(t, []string{confirmed.User}, s.client.ZRange(ctx, k.active, 0, -1).Val(),
+		"the call's entry is gone, the confirmed token's own stays")
+	status, err := s.Status(ctx, room, confirmed.User)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateAdmitted, status.State)
+
+	// Spending the last token leaves no index behind, so the room has no
+	// work left (Work).
+	hold, err = s.Claim(ctx, room, confirmed.User, confirmed.Token)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, hold))
+	require.Zero(t, s.client.Exists(ctx, k.tok, k.active).Val())
+}
+
+// TestCleanupKeepsAReissuedToken: a user's own entry left from an earlier
+// token (one issued again before cleanup reached the old one) comes due
+// while its new token, indexed by its call's entry, still runs: cleanup
+// drops the old entry and keeps the token.
+func TestCleanupKeepsAReissuedToken(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, room, got := admittedInOneCall(t, waitroom.RoomConfig{}, 2, 2)
+	k := s.keys(room)
+	now, err := s.client.Time(ctx).Result()
+	require.NoError(t, err)
+	require.NoError(t, s.client.ZAdd(ctx, k.active, redis.Z{Score: float64(now.UnixMilli() - 1000), Member: got[0].User}).Err())
+
+	_, err = s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), s.client.HLen(ctx, k.tok).Val())
+	require.Equal(t, []string{" u0000000 u0000001"}, s.client.ZRange(ctx, k.active, 0, -1).Val())
+	st, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), st.Active)
+	require.Zero(t, st.NoShows+st.Expired)
+	status, err := s.Status(ctx, room, got[0].User)
+	require.NoError(t, err)
+	require.Equal(t, got[0].Token, status.Token)
+}
+
+// TestCleanupBudgetCountsUsers: one cleanup removes at most
+// max(1000, 2 × quota) tokens however they are grouped, whole calls'
+// entries at a time, and the next one goes on where it stopped; a user in
+// two due entries is counted once.
+func TestCleanupBudgetCountsUsers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{})
+	k := s.keys(room)
+	now, err := s.client.Time(ctx).Result()
+	require.NoError(t, err)
+	due := float64(now.UnixMilli() - 1000)
+	// Three due entries of 400 no-shows each, and one user also in an
+	// entry of its own.
+	p := s.client.Pipeline()
+	for c := range 3 {
+		member := ""
+		for i := range 400 {
+			user := fmt.Sprintf("c%d-%03d", c, i)
+			member += " " + user
+			p.HSet(ctx, k.tok, user, fmt.Sprintf("%s|new||%d|%d", waitroom.NewToken(), now.UnixMilli()+60_000, now.UnixMilli()-1000))
+		}
+		p.ZAdd(ctx, k.active, redis.Z{Score: due + float64(c), Member: member})
+	}
+	p.ZAdd(ctx, k.active, redis.Z{Score: due - 1, Member: "c0-000"})
+	_, err = p.Exec(ctx)
+	require.NoError(t, err)
+
+	_, err = s.Admit(ctx, room)
+	require.NoError(t, err)
+	st, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(800), st.NoShows, "two calls' entries fit in 1000, the third waits")
+	require.Equal(t, int64(400), s.client.HLen(ctx, k.tok).Val())
+	require.Equal(t, int64(0), st.Active, "past their time, though not cleaned up yet")
+
+	_, err = s.Admit(ctx, room)
+	require.NoError(t, err)
+	st, err = s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, int64(1200), st.NoShows)
+	require.Zero(t, s.client.Exists(ctx, k.tok, k.active).Val())
+}
