@@ -57,10 +57,10 @@ import (
 //
 // Returns one of
 //
-//	{"OK", quota, seq, admitted_before, admitted_after, replicas,
+//	{"OK", quota, seq, admitted_before, admitted_after,
 //	 carry_micro, rate_micro, waiting, short,
-//	 user1, token1, user2, token2, …}  admitted, in arrival order
-//	{"PAUSED", quota, seq, admitted, admitted, 0, 0, rate_micro, 0, 0}  the room is paused
+//	 user1, user2, …}  admitted, in arrival order: the nth has ARGV[n]
+//	{"PAUSED", quota, seq, admitted, admitted, 0, rate_micro, 0, 0}  the room is paused
 //	{"SCHEDULED", …}  the same shape: a scheduled room before its opening
 //	{"DRAW", …}       the same shape: the opening has come and the early
 //	                  arrivals wait for their draw (drop.go) before anyone
@@ -77,8 +77,7 @@ import (
 //
 // seq is the arrival sequence and admitted_before/after the admitted
 // counter when the script began and ended; the Store watches them for lost
-// writes (lost.go). replicas is how many replicas the primary has, when it
-// issued tokens (else 0): the Store then WAITs for one.
+// writes (lost.go).
 var admitScript = newFunction("admit", `
 local max_skips = `+strconv.Itoa(waitroom.MaxSkipsPerAdmit)+` -- abandoned users skipped per call, at most
 local pace_window_s = `+strconv.FormatFloat(waitroom.PaceWindow.Seconds(), 'f', -1, 64)+` -- waitroom.PaceWindow
@@ -168,7 +167,7 @@ end
 -- The counters this call reads, in one command.
 local counts = redis.call('HMGET', stats_key, 'admitted', 'no_shows', 'completed', 'left', 'left_after')
 local admitted_before = tonumber(counts[1] or '0')
-local out = {'OK', quota, counter(seq_key), admitted_before, admitted_before, 0, 0, math.floor(rate * 1000000), 0, 0}
+local out = {'OK', quota, counter(seq_key), admitted_before, admitted_before, 0, math.floor(rate * 1000000), 0, 0}
 local cap = rate * slice_ms / 1000 -- one slice's worth of users
 
 -- No-shows not yet made up: each is admitted again, at most as fast again
@@ -193,7 +192,7 @@ local owed = math.max(0, no_shows_total - made_up)
 if owed > 0 then
   -- The next call may admit up to twice as many: ask for the tokens.
   out[2] = 2 * quota
-  out[8] = math.floor(2 * rate * 1000000)
+  out[7] = math.floor(2 * rate * 1000000)
 end
 
 -- A scheduled room admits nobody until its draw is done: before the
@@ -243,7 +242,7 @@ else
     return {'MORE', n}
   end
   if n > #tokens then
-    out[10] = 1
+    out[9] = 1
     n = #tokens
   end
 
@@ -316,7 +315,6 @@ else
           entries[#entries + 1] = token .. suffix
           named[#named + 1] = user
           out[#out + 1] = user
-          out[#out + 1] = token
         end
       end
       if #entries > 0 then
@@ -331,9 +329,6 @@ else
     end
     if issued > 0 then
       out[5] = redis.call('HINCRBY', stats_key, 'admitted', issued)
-      -- Replicas to WAIT for; INFO is cheap next to the writes above.
-      local info = redis.call('INFO', 'replication')
-      out[6] = tonumber(string.match(info, 'connected_slaves:(%d+)') or '0')
     end
   end
   -- Carry what was allowed but not admitted, at most one slice's worth;
@@ -353,9 +348,9 @@ else
     left_after = left_after_now - tonumber(b[14])
     found_no_shows = no_shows_now - tonumber(b[15] or no_shows_now)
   end
-  out[7] = math.floor(carry * 1000000)
+  out[6] = math.floor(carry * 1000000)
   -- Those waiting now: the count before, less those popped above.
-  out[9] = waiting
+  out[8] = waiting
 
   -- The pace: sums decayed over the pace window of the time users waited
   -- and what the ticks did meanwhile, as waitroom.PaceSums.Add; in the
@@ -402,7 +397,11 @@ var defaultQuota = waitroom.RoomConfig{}.WithDefaults().TickQuota()
 //
 // When it issued tokens on a primary with replicas, Admit waits (WAIT 1,
 // at most Options.WaitTimeout) until one replica has them, so a failover
-// right after cannot take back tokens users were told about. Admit runs a
+// right after cannot take back tokens users were told about. It knows the
+// replicas from INFO replication, read at most once a second per room
+// (replicaCountFresh) and after a WAIT that failed: a replica that
+// attaches is waited for within a second, and it receives everything by
+// its full synchronization anyway. Admit runs a
 // few times a second per room, so the wait costs no user request anything.
 // A WAIT that times out or fails does not fail Admit, whose tokens were
 // issued; it is logged, and should the primary die before its replica
@@ -442,7 +441,6 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 	// the bucket allowed: none (MORE), or some (short), so that saving
 	// tokens never loses a tick's admissions.
 	var admitted []waitroom.Admission
-	var replicas int64
 	n := s.tokensWanted(room)
 	for call := 0; ; call++ {
 		keys, tokens := s.admitArgs(room, n)
@@ -462,7 +460,7 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 			n = int(more)
 			continue
 		}
-		got, reps, err := s.admitted(ctx, room, res)
+		got, err := s.admitted(ctx, room, res, tokens)
 		if err != nil {
 			return nil, err
 		}
@@ -475,13 +473,13 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 			}
 			continue
 		}
-		admitted, replicas = append(admitted, got...), max(replicas, reps)
+		admitted = append(admitted, got...)
 		seq, _ := r.int(2)
 		counts, _ := r.reading(3)
 		s.observe(ctx, room, w, at, reading{seq, seq}, &counts)
 		w.issuedNow(counts.before+1, got)
 		// Short: the rest of the quota, so that one Admit stays within it.
-		if short, _ := r.int(9); short == 1 && call < 2 {
+		if short, _ := r.int(8); short == 1 && call < 2 {
 			quota, _ := r.int(1)
 			if n = int(quota) - len(admitted); n > 0 {
 				continue
@@ -490,14 +488,14 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 		break
 	}
 	if len(admitted) > 0 && conn != nil && s.waitTimeout > 0 {
-		s.waitReplica(ctx, room, w, conn, replicas, len(admitted))
+		s.waitReplica(ctx, room, w, conn, len(admitted))
 	}
 	return admitted, nil
 }
 
 // admitHeader is how many elements precede the admissions in admitScript's
 // reply.
-const admitHeader = 10
+const admitHeader = 9
 
 // tickState is what a room's last admitScript reply told about its next
 // call.
@@ -563,7 +561,8 @@ func redirected(err error) bool {
 // waitReplica waits until one replica has the writes conn made, when the
 // primary has replicas, and warns once per run of failures when none has
 // them in time, or when a primary that had replicas has none connected.
-func (s *Store) waitReplica(ctx context.Context, room string, w *roomWatch, conn *redis.Conn, replicas int64, issued int) {
+func (s *Store) waitReplica(ctx context.Context, room string, w *roomWatch, conn *redis.Conn, issued int) {
+	replicas := s.replicasOf(ctx, w, conn)
 	w.mu.Lock()
 	had := w.hadReplicas
 	w.hadReplicas = had || replicas > 0
@@ -580,6 +579,9 @@ func (s *Store) waitReplica(ctx context.Context, room string, w *roomWatch, conn
 	w.mu.Lock()
 	was := w.unreplicated
 	w.unreplicated = !ok
+	if !ok && replicas > 0 {
+		w.replicasAt = time.Time{} // no replica answered: read the count again next time
+	}
 	w.mu.Unlock()
 	switch {
 	case !ok && !was:
@@ -588,6 +590,36 @@ func (s *Store) waitReplica(ctx context.Context, room string, w *roomWatch, conn
 	case ok && was:
 		s.log.InfoContext(ctx, "redisstore: a replica acknowledges issued tokens again", "room", room)
 	}
+}
+
+// replicaCountFresh is how long Admit trusts the count of replicas it read
+// from a room's primary (INFO replication): replicas come and go rarely,
+// and reading the count in the admission script cost it a twentieth of
+// its time. A WAIT that finds no replica in time has it read again.
+const replicaCountFresh = time.Second
+
+// replicasOf is how many replicas the primary behind conn has, as read at
+// most replicaCountFresh ago.
+func (s *Store) replicasOf(ctx context.Context, w *roomWatch, conn *redis.Conn) int64 {
+	w.mu.Lock()
+	n, at := w.replicas, w.replicasAt
+	w.mu.Unlock()
+	if !at.IsZero() && time.Since(at) < replicaCountFresh {
+		return n
+	}
+	info, err := conn.Info(ctx, "replication").Result()
+	if err != nil {
+		return n // the last count; the WAIT on the same connection says what failed
+	}
+	n, err = strconv.ParseInt(InfoField(info, "connected_slaves"), 10, 64)
+	if err != nil {
+		s.log.WarnContext(ctx, "redisstore: INFO replication has no replica count; issued tokens are not waited for", "err", err)
+		return 0
+	}
+	w.mu.Lock()
+	w.replicas, w.replicasAt = n, time.Now()
+	w.mu.Unlock()
+	return n
 }
 
 // admitArgs returns admitScript's KEYS and ARGV for room with n fresh
@@ -602,42 +634,41 @@ func (s *Store) admitArgs(room string, n int) (keys []string, tokens []any) {
 	return []string{k.cfg, k.bucket, k.q, k.tok, k.active, k.stats, k.seq, k.buyers, k.drawn, k.draw}, tokens
 }
 
-// admitted decodes admitScript's reply, learns the room's quota and
-// returns the admissions and the primary's replicas.
-func (s *Store) admitted(ctx context.Context, room string, res any) ([]waitroom.Admission, int64, error) {
+// admitted decodes admitScript's reply to a call that brought tokens, and
+// learns the room's quota.
+func (s *Store) admitted(ctx context.Context, room string, res any, tokens []any) ([]waitroom.Admission, error) {
 	r, ok := asReply(res)
 	if !ok {
-		return nil, 0, s.unexpected(ctx, "admit", res)
+		return nil, s.unexpected(ctx, "admit", res)
 	}
 	switch r.code() {
 	case "OK", "PAUSED", "SCHEDULED", "DRAW":
 	case "ROOM_NOT_FOUND":
-		return nil, 0, waitroom.ErrRoomNotFound
+		return nil, waitroom.ErrRoomNotFound
 	default:
-		return nil, 0, s.unexpected(ctx, "admit", res)
+		return nil, s.unexpected(ctx, "admit", res)
 	}
 	quota, ok1 := r.int(1)
-	replicas, ok2 := r.int(5)
-	carry, ok3 := r.int(6)
-	rate, ok4 := r.int(7)
-	waiting, ok5 := r.int(8)
-	short, ok6 := r.int(9)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || len(r) < admitHeader || len(r)%2 != 0 {
-		return nil, 0, s.unexpected(ctx, "admit", res)
+	carry, ok2 := r.int(5)
+	rate, ok3 := r.int(6)
+	waiting, ok4 := r.int(7)
+	short, ok5 := r.int(8)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || len(r) < admitHeader || len(r)-admitHeader > len(tokens) {
+		return nil, s.unexpected(ctx, "admit", res)
 	}
 	s.ticks.Store(room, tickState{
 		quota: int(quota), carry: float64(carry) / 1e6, rate: float64(rate) / 1e6,
 		waiting: waiting, short: short == 1, at: time.Now(),
 	})
 
+	// The nth user admitted has the nth token.
 	var admitted []waitroom.Admission
-	for i := admitHeader; i < len(r); i += 2 {
-		user, ok1 := r.str(i)
-		token, ok2 := r.str(i + 1)
-		if !ok1 || !ok2 {
-			return nil, 0, s.unexpected(ctx, "admit", res)
+	for i := admitHeader; i < len(r); i++ {
+		user, ok := r.str(i)
+		if !ok {
+			return nil, s.unexpected(ctx, "admit", res)
 		}
-		admitted = append(admitted, waitroom.Admission{User: user, Token: token})
+		admitted = append(admitted, waitroom.Admission{User: user, Token: tokens[i-admitHeader].(string)})
 	}
-	return admitted, replicas, nil
+	return admitted, nil
 }

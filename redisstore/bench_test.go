@@ -252,7 +252,7 @@ func BenchmarkAdmitAgainstSeed(b *testing.B) {
 				return func() int {
 					res, err := cmd.Slice()
 					require.NoError(b, err)
-					return (len(res) - admitHeader) / 2
+					return len(res) - admitHeader
 				}
 			}
 			seedSide := func(p redis.Pipeliner) func() int {

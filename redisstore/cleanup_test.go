@@ -1,8 +1,11 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/redistest"
 )
 
 // admittedInOneCall makes a room of cfg with queued users waiting and has
@@ -175,4 +179,61 @@ func TestCleanupBudgetCountsUsers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1200), st.NoShows)
 	require.Zero(t, s.client.Exists(ctx, k.tok, k.active).Val())
+}
+
+// TestAdmitWaitsForTheReplicasItKnows: Admit WAITs for a replica after it
+// issued tokens, on a primary with one, reading the replica count (INFO
+// replication) at most once a second, not in every call; a WAIT that no
+// replica answers has it read again, so a primary that lost its replica
+// stops waiting at the next tick. The primary's commandstats count both.
+func TestAdmitWaitsForTheReplicasItKnows(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	primary := redistest.StartServer(t)
+	host, port, err := net.SplitHostPort(primary.Addr)
+	require.NoError(t, err)
+	replica := redistest.StartServer(t, "--replicaof", host, port)
+	pc := primary.Client()
+	require.NoError(t, redistest.WaitReplicated(ctx, pc, "probe", 1))
+
+	var logged bytes.Buffer
+	s := New(openURL(t, primary.URL()), Options{Prefix: randomPrefix(), WaitTimeout: time.Second, // a replica under -race answers in time
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	room := newRoom(t, s, waitroom.RoomConfig{MaxQueue: 1000})
+	fill(t, s, room, 100)
+	require.NoError(t, s.client.HSet(ctx, s.keys(room).cfg, "rate", 1e9, "quota", 2).Err())
+	admit := func() {
+		t.Helper()
+		time.Sleep(time.Millisecond)
+		got, err := s.Admit(ctx, room)
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+	}
+	calls := func() (waits, infos int64) {
+		t.Helper()
+		stats, err := CommandStats(ctx, pc)
+		require.NoError(t, err)
+		return stats["wait"].Calls, stats["info"].Calls
+	}
+	_, err = s.Admit(ctx, room) // starts the bucket; issues nothing, waits for nothing
+	require.NoError(t, err)
+	require.NoError(t, pc.ConfigResetStat(ctx).Err())
+
+	for range 5 {
+		admit()
+	}
+	waits, infos := calls()
+	require.Equal(t, int64(5), waits, "a WAIT after every call that issued tokens")
+	require.Equal(t, int64(1), infos, "one INFO replication (this INFO counts only once it is done)")
+
+	// The replica goes; the next WAIT times out, and the count is read
+	// again: no more waiting.
+	require.NoError(t, replica.Client().ReplicaOf(ctx, "NO", "ONE").Err())
+	for range 3 {
+		admit()
+	}
+	waits, infos = calls()
+	require.Equal(t, int64(6), waits, "one WAIT that timed out")
+	require.Equal(t, int64(3), infos, "read again after it; and the INFO commandstats above")
+	require.Contains(t, logged.String(), "issued tokens are not on a replica yet")
 }

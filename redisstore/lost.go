@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/waitroom/waitroom"
 )
@@ -61,6 +62,10 @@ type roomWatch struct {
 	// unreplicated: the last Admit found no replica caught up; it makes
 	// the warning one per run of failures.
 	unreplicated bool
+	// replicas is how many replicas the room's primary had when Admit
+	// last read it, at replicasAt (zero: read it again).
+	replicas   int64
+	replicasAt time.Time
 	// issued are this Store's latest admissions in the room by number
 	// (the admitted counter's value that counted each), oldest first;
 	// spent has the token of each, true once this Store completed it.

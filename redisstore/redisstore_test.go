@@ -393,7 +393,7 @@ func fractionalTicks(t *testing.T) (counts []int, maxGapUS int64) {
 		last := tx.HGet(ctx, k.bucket, "last_us")
 		_, err := tx.Exec(ctx)
 		require.NoError(t, err)
-		got, _, err := s.admitted(ctx, room, admit.Val())
+		got, err := s.admitted(ctx, room, admit.Val(), tokens)
 		require.NoError(t, err)
 		counts = append(counts, len(got))
 		from, err := rewound.Int64()
