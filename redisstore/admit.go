@@ -296,7 +296,8 @@ else
       local entries, named = {}, {}
       for i = from, to do
         local user = users[i]
-        local old = parse_entry(olds[i - from + 1])
+        local old = olds[i - from + 1]
+        old = old and parse_entry(old)
         if bought[i - from + 1] == 1 then
           -- Ordered already (queued again by a failover that lost the
           -- admission): leaves the queue without a token.

@@ -198,13 +198,49 @@ func BenchmarkAdmit(b *testing.B) {
 	}
 }
 
+// admitFloor is the least an admission with the room's contract does: read
+// the settings, the clock, what cleanup may remove, the counters the Store
+// watches for lost writes, the bucket and the queue's length; pop the
+// head, check it holds no live token, write its tokens and their one
+// cleanup entry, count them, write the bucket. No bucket arithmetic, no
+// pace, no abandoned users, no no-shows, no stock: a yardstick for what
+// the admit function's own logic costs beyond these, with the room's keys
+// (KEYS as admitScript's) and tokens (ARGV). Returns the users admitted.
+var admitFloor = redis.NewScript(`
+local cfg = redis.call('HMGET', KEYS[1], 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock', 'one_order', 'abandon_ms', 'first_use_ms', 'opens_at_ms', 'had_opening')
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 1000)
+local counts = redis.call('HMGET', KEYS[6], 'admitted', 'no_shows', 'completed', 'left', 'left_after')
+local seq = redis.call('GET', KEYS[7])
+local b = redis.call('HMGET', KEYS[2], 'last_us', 'carry', 'made_up')
+local waiting = redis.call('ZCARD', KEYS[3])
+local popped = redis.call('ZPOPMIN', KEYS[3], #ARGV)
+local users = {}
+for i = 1, #popped, 2 do
+  users[#users + 1] = popped[i]
+end
+local olds = redis.call('HMGET', KEYS[4], unpack(users))
+local entries = {}
+local suffix = '|new||' .. (now + 300000) .. '|' .. (now + 60000)
+for i = 1, #users do
+  entries[#entries + 1] = users[i]
+  entries[#entries + 1] = ARGV[i] .. suffix
+end
+redis.call('HSET', KEYS[4], unpack(entries))
+redis.call('ZADD', KEYS[5], now + 60000, ' ' .. table.concat(users, ' '))
+redis.call('HINCRBY', KEYS[6], 'admitted', #users)
+redis.call('HSET', KEYS[2], 'last_us', t[1] .. t[2], 'carry', 0, 'made_up', 0)
+return users
+`)
+
 // BenchmarkAdmitAgainstSeed compares the admit function with the
 // seed-shaped ADMIT (ZPOPMIN + SET EX per user) on the same Redis in hot
-// loops, as waitroom bench compares them at a call per millisecond: each
-// round (one per b.N) sends both sides, in an order that alternates, as
-// pipelines of 10 calls that each admit quota users. Reported: each side's
-// script µs per admitted user (INFO commandstats) and the ratio, medians
-// of the rounds.
+// loops, as waitroom bench compares them at a call per millisecond, and
+// with admitFloor: each round (one per b.N) sends the three, in an order
+// that rotates, as pipelines of 10 calls that each admit quota users.
+// Reported: each side's script µs per admitted user (INFO commandstats)
+// and the ratios to the seed, medians of the rounds.
 func BenchmarkAdmitAgainstSeed(b *testing.B) {
 	for _, quota := range []int{14, 100} {
 		b.Run(fmt.Sprintf("quota=%d", quota), func(b *testing.B) {
@@ -215,6 +251,8 @@ func BenchmarkAdmitAgainstSeed(b *testing.B) {
 			_, err := s.Admit(ctx, room) // starts the bucket
 			require.NoError(b, err)
 			require.NoError(b, seedshape.Admit.Load(ctx, s.client).Err())
+			require.NoError(b, admitFloor.Load(ctx, s.client).Err())
+			floorRoom := benchRoom(b, s, waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, TokenTTL: time.Hour})
 			seedQ, seedTok := s.prefix+":{seed}:q", s.prefix+":{seed}:tok:"
 			const pipelines, calls = 20, 10
 			users := pipelines * calls * quota
@@ -263,13 +301,24 @@ func BenchmarkAdmitAgainstSeed(b *testing.B) {
 					return int(n)
 				}
 			}
-			var ours, seeds, ratios []float64
+			floorKeys, _ := s.admitArgs(floorRoom, 0)
+			floorSide := func(p redis.Pipeliner) func() int {
+				cmd := p.EvalSha(ctx, admitFloor.Hash(), floorKeys, tokens()...)
+				return func() int {
+					res, err := cmd.StringSlice()
+					require.NoError(b, err)
+					return len(res)
+				}
+			}
+			sides := []func(p redis.Pipeliner) func() int{oursSide, seedSide, floorSide}
+			var ours, seeds, floors, ratios, floorRatios []float64
 			b.ResetTimer()
 			for round := range b.N {
 				b.StopTimer()
 				// New names each round: the last round's users hold
 				// tokens still, and are not admitted again.
 				fillNamed(b, s, room, fmt.Sprintf("r%d-", round), users)
+				fillNamed(b, s, floorRoom, fmt.Sprintf("r%d-", round), users)
 				p := s.client.Pipeline()
 				for i := range users {
 					p.ZAdd(ctx, seedQ, redis.Z{Score: float64(i), Member: fmt.Sprintf("r%d-%07d", round, i)})
@@ -277,18 +326,22 @@ func BenchmarkAdmitAgainstSeed(b *testing.B) {
 				_, err := p.Exec(ctx)
 				require.NoError(b, err)
 				b.StartTimer()
-				var o, sd float64
-				if round%2 == 0 {
-					o, sd = side(oursSide), side(seedSide)
-				} else {
-					sd, o = side(seedSide), side(oursSide)
+				var got [3]float64
+				for i := range sides {
+					j := (i + round) % len(sides)
+					got[j] = side(sides[j])
 				}
-				ours, seeds, ratios = append(ours, o), append(seeds, sd), append(ratios, o/sd)
+				o, sd, f := got[0], got[1], got[2]
+				ours, seeds, floors = append(ours, o), append(seeds, sd), append(floors, f)
+				ratios, floorRatios = append(ratios, o/sd), append(floorRatios, f/sd)
 			}
 			b.ReportMetric(median(ours), "room-µs/user")
 			b.ReportMetric(median(seeds), "seed-µs/user")
+			b.ReportMetric(median(floors), "floor-µs/user")
 			b.ReportMetric(median(ratios), "room÷seed")
+			b.ReportMetric(median(floorRatios), "floor÷seed")
 			b.Logf("room ÷ seed, every round: %.2f", ratios)
+			b.Logf("floor ÷ seed, every round: %.2f", floorRatios)
 		})
 	}
 }

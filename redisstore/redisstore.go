@@ -494,6 +494,9 @@ end
 -- stays.
 local function due_tokens(tok_key, active_key, now, budget)
   local due = redis.call('ZRANGEBYSCORE', active_key, '-inf', now, 'LIMIT', 0, budget)
+  if #due == 0 then
+    return due, due, due -- most calls: nothing due, no tables to make
+  end
   local members, users, seen = {}, {}, {}
   for i = 1, #due do
     local m = due[i]
