@@ -80,8 +80,8 @@ import (
 // writes (lost.go).
 var admitScript = newFunction("admit", `
 local max_skips = `+strconv.Itoa(waitroom.MaxSkipsPerAdmit)+` -- abandoned users skipped per call, at most
-local pace_window_s = `+strconv.FormatFloat(waitroom.PaceWindow.Seconds(), 'f', -1, 64)+` -- waitroom.PaceWindow
 local max_pace_step_s = `+strconv.FormatFloat(waitroom.MaxPaceStep.Seconds(), 'f', -1, 64)+` -- waitroom.MaxPaceStep
+local pace_fold_us = 1000000 -- the pace sums take a second's ticks at a time
 local opening_spread_ms = `+strconv.FormatInt(waitroom.OpeningSpread.Milliseconds(), 10)+` -- waitroom.OpeningSpread
 local max_poll_ms = `+strconv.FormatInt(waitroom.MaxPoll.Milliseconds(), 10)+` -- waitroom.MaxPoll
 local opening_poll_ns = `+strconv.FormatInt(int64(time.Second/waitroom.OpeningPolls), 10)+` -- the spread per early arrival: time.Second / waitroom.OpeningPolls
@@ -174,8 +174,7 @@ local cap = rate * slice_ms / 1000 -- one slice's worth of users
 -- as the rate (so never above 2 × rate). With max_active the slots they
 -- free are refilled within the rate instead, and with nobody waiting there
 -- is nobody to make them up with: then nothing is owed.
-local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows',
-  'p_arrivals', 'p_left', 'p_left_after', 'm_seq', 'm_left', 'm_left_after', 'm_no_shows', '`+hashTableField+`')
+local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'a_time', 'a_regular', 'a_admitted', 'a_abandoned', 'f_us', '`+hashTableField+`')
 local made_up = tonumber(b[3] or '0')
 -- The drawn early arrivals go first, then the queue; a room that never
 -- had an opening has nobody drawn.
@@ -336,45 +335,48 @@ else
   -- admissions beyond the allowance made up no-shows.
   local regular = math.min(issued, math.floor(allow + 1e-9))
   local carry = math.min(allow - regular, cap)
-  -- Arrivals, leaves and no-shows since the previous tick, for the pace:
-  -- the counters now less the marks the previous tick left (so that the
-  -- no-shows a MORE reply or another operation found count too).
-  local seq_now = out[3]
-  local left_now, left_after_now = tonumber(counts[4] or '0'), tonumber(counts[5] or '0')
-  local no_shows_now = no_shows_total + late_no_shows
-  local arrivals, left, left_after, found_no_shows = 0, 0, 0, 0
-  if b[12] then
-    arrivals = seq_now - tonumber(b[12])
-    left = left_now - tonumber(b[13])
-    left_after = left_after_now - tonumber(b[14])
-    found_no_shows = no_shows_now - tonumber(b[15] or no_shows_now)
-  end
   out[6] = math.floor(carry * 1000000)
   -- Those waiting now: the count before, less those popped above.
   out[8] = waiting
 
-  -- The pace: sums decayed over the pace window of the time users waited
-  -- and what the ticks did meanwhile, as waitroom.PaceSums.Add; in the
-  -- same write as the bucket.
+  -- The pace (waitroom.PaceSums). What this tick did, when users still
+  -- wait after it, adds to what was measured since the last fold (a_*);
+  -- once a pace_fold_us, or when the room has kept up, that is folded into
+  -- the decayed sums (p_*), with the arrivals, leaves and no-shows the
+  -- counters grew by since the fold's marks (m_*). Ten ticks a second
+  -- write four numbers each and the fold the eight floats once: the
+  -- ticks of one fold decay together, which shifts the sums by less than
+  -- a tenth of that second's share of the window. Stats folds what is
+  -- pending as it reads (pace_fold).
+  local writes = {'last_us', now_us, 'carry', carry, 'made_up', made_up + issued - regular}
+  local a_time, a_regular = tonumber(b[4] or '0'), tonumber(b[5] or '0')
+  local a_admitted, a_abandoned = tonumber(b[6] or '0'), tonumber(b[7] or '0')
   if b[1] and waiting > 0 then
-    local dt = math.min(math.max(0, now_us - tonumber(b[1])) / 1000000, max_pace_step_s)
-    local d = math.exp(-dt / pace_window_s)
-    redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry, 'made_up', made_up + issued - regular,
-      'p_time', tonumber(b[4] or '0') * d + dt,
-      'p_regular', tonumber(b[5] or '0') * d + regular / rate,
-      'p_admitted', tonumber(b[6] or '0') * d + issued,
-      'p_abandoned', tonumber(b[7] or '0') * d + skipped,
-      'p_no_shows', tonumber(b[8] or '0') * d + found_no_shows,
-      'p_arrivals', tonumber(b[9] or '0') * d + arrivals,
-      'p_left', tonumber(b[10] or '0') * d + left,
-      'p_left_after', tonumber(b[11] or '0') * d + left_after,
-      'm_seq', seq_now, 'm_left', left_now, 'm_left_after', left_after_now, 'm_no_shows', no_shows_now)
+    a_time = a_time + math.min(math.max(0, now_us - tonumber(b[1])) / 1000000, max_pace_step_s)
+    a_regular = a_regular + regular / rate
+    a_admitted = a_admitted + issued
+    a_abandoned = a_abandoned + skipped
+  end
+  if b[1] and waiting > 0 and now_us - tonumber(b[8] or '0') < pace_fold_us then
+    push_all(writes, 'a_time', a_time, 'a_regular', a_regular, 'a_admitted', a_admitted, 'a_abandoned', a_abandoned)
   else
-    redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry, 'made_up', made_up + issued - regular,
+    local seq_now = out[3]
+    local left_now, left_after_now = tonumber(counts[4] or '0'), tonumber(counts[5] or '0')
+    local no_shows_now = no_shows_total + late_no_shows
+    local m = redis.call('HMGET', bucket_key, 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows', 'p_arrivals', 'p_left', 'p_left_after',
+      'm_seq', 'm_left', 'm_left_after', 'm_no_shows')
+    if a_time > 0 and m[9] then
+      local p = pace_fold(m, a_time, {a_regular, a_admitted, a_abandoned, no_shows_now - tonumber(m[12]),
+        seq_now - tonumber(m[9]), left_now - tonumber(m[10]), left_after_now - tonumber(m[11])})
+      push_all(writes, 'p_time', p[1], 'p_regular', p[2], 'p_admitted', p[3], 'p_abandoned', p[4], 'p_no_shows', p[5],
+        'p_arrivals', p[6], 'p_left', p[7], 'p_left_after', p[8])
+    end
+    push_all(writes, 'a_time', 0, 'a_regular', 0, 'a_admitted', 0, 'a_abandoned', 0, 'f_us', now_us,
       'm_seq', seq_now, 'm_left', left_now, 'm_left_after', left_after_now, 'm_no_shows', no_shows_now)
   end
+  redis.call('HSET', bucket_key, unpack(writes))
 end
-if not b[16] then
+if not b[9] then
   keep_hash_table(bucket_key) -- a new bucket, or one written before buckets were kept hash tables
 end
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -236,4 +237,62 @@ func TestAdmitWaitsForTheReplicasItKnows(t *testing.T) {
 	require.Equal(t, int64(6), waits, "one WAIT that timed out")
 	require.Equal(t, int64(3), infos, "read again after it; and the INFO commandstats above")
 	require.Contains(t, logged.String(), "issued tokens are not on a replica yet")
+}
+
+// TestPaceFoldsOnceASecond: Admit adds each tick to what it measured since
+// the pace sums were last folded, and folds them once a second: within the
+// second the sums are not written, Stats folds what is pending as it
+// reads, and after the second the sums hold it all and the pending starts
+// again.
+func TestPaceFoldsOnceASecond(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000, MaxQueue: 10_000})
+	fill(t, s, room, 5000)
+	k := s.keys(room)
+	_, err := s.Admit(ctx, room) // starts the bucket and the fold's marks
+	require.NoError(t, err)
+	started := time.Now()
+	admitted := 0
+	for range 3 {
+		time.Sleep(20 * time.Millisecond)
+		got, err := s.Admit(ctx, room)
+		require.NoError(t, err)
+		admitted += len(got)
+	}
+	require.Less(t, time.Since(started), 900*time.Millisecond, "the ticks ran within the second")
+	require.Positive(t, admitted)
+	bucket := func() map[string]string {
+		t.Helper()
+		v, err := s.client.HGetAll(ctx, k.bucket).Result()
+		require.NoError(t, err)
+		return v
+	}
+	b := bucket()
+	require.NotContains(t, b, "p_time", "no fold within the second")
+	require.Equal(t, strconv.Itoa(admitted), b["a_admitted"])
+	pending, err := strconv.ParseFloat(b["a_time"], 64)
+	require.NoError(t, err)
+	require.Greater(t, pending, 0.05)
+	st, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.InDelta(t, pending, st.Pace.Measured.Seconds(), 1e-6, "Stats folds what is pending")
+	require.InDelta(t, 1, st.Pace.Efficiency, 0.25, "%+v", st.Pace)
+
+	time.Sleep(time.Second - time.Since(started))
+	got, err := s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.NotEmpty(t, got)
+	b = bucket()
+	require.Equal(t, "0", b["a_admitted"], "folded")
+	folded, err := strconv.ParseFloat(b["p_time"], 64)
+	require.NoError(t, err)
+	require.Greater(t, folded, pending, "the second's ticks, this one's too")
+	admittedSum, err := strconv.ParseFloat(b["p_admitted"], 64)
+	require.NoError(t, err)
+	require.InDelta(t, float64(admitted+len(got)), admittedSum, 1e-9, "a fold decays by the time measured, added at its end")
+	after, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.InDelta(t, folded, after.Pace.Measured.Seconds(), 1e-6)
 }

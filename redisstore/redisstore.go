@@ -417,7 +417,8 @@ func (r reply) reading(i int) (reading, bool) {
 // the first-use deadline and lease_until the end of the full TTL that a
 // confirmation or a claim gives it; ready, lease and lease_until are empty
 // and 0.
-const luaLib = `
+var luaLib = `
+local PACE_WINDOW_S = ` + paceWindowSeconds + ` -- waitroom.PaceWindow
 -- keep_hash_table: a hash read many fields at a time (HMGET of the
 -- settings, the bucket) stays a hash table. Redis keeps a small hash as a
 -- listpack, where every field read scans the list; one value longer than
@@ -425,6 +426,26 @@ const luaLib = `
 -- for good, where a read is one lookup.
 local function keep_hash_table(key)
   redis.call('HSET', key, '` + hashTableField + `', '` + hashTableNote + `')
+end
+
+-- push_all appends its other arguments to t.
+local function push_all(t, ...)
+  for i = 1, select('#', ...) do
+    t[#t + 1] = select(i, ...)
+  end
+end
+
+-- pace_fold: the pace sums p (its first 8 values, in waitroom.PaceSums'
+-- order, strings or nil) after a_time seconds of waiting, which decay
+-- them, and what was measured meanwhile: a_time itself and grown, the
+-- other 7 sums' growth (the arithmetic of waitroom.PaceSums.Add).
+local function pace_fold(p, a_time, grown)
+  local d = math.exp(-a_time / PACE_WINDOW_S)
+  local out = {tonumber(p[1] or '0') * d + a_time}
+  for i = 2, 8 do
+    out[i] = tonumber(p[i] or '0') * d + grown[i - 1]
+  end
+  return out
 end
 
 -- counter: a counter key's value; 0 when absent.
@@ -729,6 +750,9 @@ local function out_of_draw(pre_key, drawn_key, draw_key, user)
   end
 end
 `
+
+// paceWindowSeconds is waitroom.PaceWindow in Lua.
+var paceWindowSeconds = strconv.FormatFloat(waitroom.PaceWindow.Seconds(), 'f', -1, 64)
 
 // hashTableField is the field that keeps a hash read many fields at a
 // time a hash table (keep_hash_table); hashTableNote, its value, says why

@@ -248,15 +248,27 @@ local _, gone = due_tokens(tok_key, active_key, now, stats_due_budget)
 local active = live_tokens(tok_key) - #gone
 -- Every place given took the next arrival sequence: it is the count of
 -- entries (Enter keeps no second counter).
-local c = redis.call('HMGET', stats_key, 'full', 'admitted', 'completed', 'released', 'expired', 'no_shows', 'abandoned')
-local out = {'OK', waiting, active, counter(KEYS[6])}
+local c = redis.call('HMGET', stats_key, 'full', 'admitted', 'completed', 'released', 'expired', 'no_shows', 'abandoned', 'left', 'left_after')
+local seq = counter(KEYS[6])
+local out = {'OK', waiting, active, seq}
 for i = 1, 7 do
   out[#out + 1] = tonumber(c[i] or '0')
 end
 out[#out + 1] = tonumber(redis.call('HGET', cfg_key, 'max_active') or '0')
-local p = redis.call('HMGET', KEYS[5], 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows', 'p_arrivals', 'p_left', 'p_left_after')
-for i = 1, 8 do
-  out[#out + 1] = p[i] or '0'
+-- The pace sums with what Admit measured since it last folded them.
+local p = redis.call('HMGET', KEYS[5], 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows', 'p_arrivals', 'p_left', 'p_left_after',
+  'a_time', 'a_regular', 'a_admitted', 'a_abandoned', 'm_seq', 'm_left', 'm_left_after', 'm_no_shows')
+local a_time = tonumber(p[9] or '0')
+if a_time > 0 and p[13] then
+  local folded = pace_fold(p, a_time, {tonumber(p[10]), tonumber(p[11]), tonumber(p[12]), tonumber(c[6] or '0') - tonumber(p[16]),
+    seq - tonumber(p[13]), tonumber(c[8] or '0') - tonumber(p[14]), tonumber(c[9] or '0') - tonumber(p[15])})
+  for i = 1, 8 do
+    out[#out + 1] = string.format('%.17g', folded[i])
+  end
+else
+  for i = 1, 8 do
+    out[#out + 1] = p[i] or '0'
+  end
 end
 return out
 `, "no-writes")
