@@ -241,15 +241,7 @@ func (b *Result) measureRedis(ctx context.Context) error {
 		return fmt.Errorf("redis at %s: %w", redactURL(b.cfg.RedisURL), err)
 	}
 	b.redisVersion = redisstore.InfoField(info, "redis_version")
-	usedMemory := func() int64 {
-		info, err := client.Info(ctx, "memory").Result()
-		if err != nil {
-			return -1
-		}
-		n, _ := strconv.ParseInt(redisstore.InfoField(info, "used_memory"), 10, 64)
-		return n
-	}
-	if err := b.measureStores(ctx, stores, usedMemory); err != nil {
+	if err := b.measureStores(ctx, stores, func() int64 { return roomMemory(ctx, client, prefix, benchStatusRoom) }); err != nil {
 		return err
 	}
 	// Script times are Redis's own, the same through either client; the
@@ -269,6 +261,37 @@ func (b *Result) measureRedis(ctx context.Context) error {
 		return b.measureIdle(ctx, client, prefix+"-idle")
 	}
 	return nil
+}
+
+// roomMemory is what room's keys take in Redis (MEMORY USAGE of each,
+// every element counted), -1 when Redis does not say. Not INFO's
+// used_memory around the fill: that moves with whatever else Redis does
+// meanwhile, such as freeing an earlier run's keys in the background
+// (UNLINK), which once made the figure negative.
+func roomMemory(ctx context.Context, client redis.UniversalClient, prefix, room string) int64 {
+	keys := prefix + ":{" + room + "}:"
+	var node redis.Cmdable = client
+	if cluster, ok := client.(*redis.ClusterClient); ok {
+		// One hash tag: every key of the room is on this shard.
+		primary, err := cluster.MasterForKey(ctx, keys+"cfg")
+		if err != nil {
+			return -1
+		}
+		node = primary
+	}
+	var total int64
+	iter := node.Scan(ctx, 0, keys+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		n, err := node.MemoryUsage(ctx, iter.Val(), 0).Result()
+		if err != nil {
+			return -1
+		}
+		total += n
+	}
+	if iter.Err() != nil {
+		return -1
+	}
+	return total
 }
 
 // namedStore is a store and the name its figures carry.

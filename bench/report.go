@@ -148,7 +148,7 @@ func (b *Result) WriteMarkdown(w io.Writer) {
 	for _, m := range b.memory {
 		how := "Go heap (HeapAlloc after GC)"
 		if strings.HasPrefix(m.store, "redis") {
-			how = "INFO memory used_memory"
+			how = "MEMORY USAGE of the room's keys"
 		}
 		fmt.Fprintf(w, "| %s | %d | %s | %.0f |\n", m.store, m.users, how, float64(m.after-m.before)/float64(m.users))
 	}
