@@ -296,3 +296,34 @@ func TestPaceFoldsOnceASecond(t *testing.T) {
 	require.NoError(t, err)
 	require.InDelta(t, folded, after.Pace.Measured.Seconds(), 1e-6)
 }
+
+// TestPaceContinuesFromAnOlderBucket: a bucket an earlier version wrote
+// (the decayed sums, an arrival mark, none of the other marks or of the
+// pending measurement) is read and folded into, not refused: the sums go
+// on from its values.
+func TestPaceContinuesFromAnOlderBucket(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000, MaxQueue: 10_000})
+	fill(t, s, room, 5000)
+	k := s.keys(room)
+	_, err := s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.NoError(t, s.client.HDel(ctx, k.bucket, "a_time", "a_regular", "a_admitted", "a_abandoned", "f_us", "m_left", "m_left_after", "m_no_shows").Err())
+	require.NoError(t, s.client.HSet(ctx, k.bucket, "p_time", 8, "p_regular", 8, "p_admitted", 8000, "p_abandoned", 0, "p_no_shows", 0,
+		"p_arrivals", 0, "p_left", 0, "p_left_after", 0).Err())
+
+	time.Sleep(20 * time.Millisecond)
+	got, err := s.Admit(ctx, room) // folds at once: the older bucket has no fold time
+	require.NoError(t, err)
+	require.NotEmpty(t, got)
+	time.Sleep(20 * time.Millisecond)
+	_, err = s.Admit(ctx, room) // pending
+	require.NoError(t, err)
+	st, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Greater(t, st.Pace.Measured, 7*time.Second, "the older sums, decayed a little: %+v", st.Pace)
+	require.Less(t, st.Pace.Measured, 9*time.Second, "%+v", st.Pace)
+	require.InDelta(t, 1, st.Pace.Efficiency, 0.1, "%+v", st.Pace)
+}

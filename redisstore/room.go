@@ -260,8 +260,10 @@ local p = redis.call('HMGET', KEYS[5], 'p_time', 'p_regular', 'p_admitted', 'p_a
   'a_time', 'a_regular', 'a_admitted', 'a_abandoned', 'm_seq', 'm_left', 'm_left_after', 'm_no_shows')
 local a_time = tonumber(p[9] or '0')
 if a_time > 0 and p[13] then
-  local folded = pace_fold(p, a_time, {tonumber(p[10]), tonumber(p[11]), tonumber(p[12]), tonumber(c[6] or '0') - tonumber(p[16]),
-    seq - tonumber(p[13]), tonumber(c[8] or '0') - tonumber(p[14]), tonumber(c[9] or '0') - tonumber(p[15])})
+  -- A mark missing (a bucket older than it) counts no growth.
+  local no_shows, left, left_after = tonumber(c[6] or '0'), tonumber(c[8] or '0'), tonumber(c[9] or '0')
+  local folded = pace_fold(p, a_time, {tonumber(p[10]), tonumber(p[11]), tonumber(p[12]), no_shows - tonumber(p[16] or no_shows),
+    seq - tonumber(p[13]), left - tonumber(p[14] or left), left_after - tonumber(p[15] or left_after)})
   for i = 1, 8 do
     out[#out + 1] = string.format('%.17g', folded[i])
   end
