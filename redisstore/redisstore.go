@@ -19,7 +19,9 @@
 //	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens
 //	wr:{ROOM}:active  zset   user → max(expires_at, lease_until) ms: tokens not yet cleaned up; a new
 //	                         token is in its Admit call's entry instead, " user1 user2 …" → expires_at
-//	wr:{ROOM}:bucket  hash   last_us, carry: the admission token bucket
+//	wr:{ROOM}:bucket  hash   last_us, carry, made_up: the admission token bucket; the pace:
+//	                         p_* (decayed sums), a_* (measured since their fold at f_us),
+//	                         m_* (the counters at that fold)
 //	wr:{ROOM}:stats   hash   counters: entered, full, admitted, completed, released, expired, no_shows, abandoned
 //	wr:{ROOM}:buyers  set    users whose order completed while one_order was on
 //	wr:{ROOM}:passes  hash   pass id → "n|uses|left|expires_ms|revoked": passes (passes.go)
