@@ -180,6 +180,25 @@ func TestCleanupBudgetCountsUsers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1200), st.NoShows)
 	require.Zero(t, s.client.Exists(ctx, k.tok, k.active).Val())
+
+	// 1500 due entries of one user each (read a page at a time): 1000
+	// go, then the other 500.
+	p = s.client.Pipeline()
+	for i := range 1500 {
+		user := fmt.Sprintf("d-%04d", i)
+		p.HSet(ctx, k.tok, user, fmt.Sprintf("%s|new||%d|%d", waitroom.NewToken(), now.UnixMilli()+60_000, now.UnixMilli()-1000))
+		p.ZAdd(ctx, k.active, redis.Z{Score: due, Member: user})
+	}
+	_, err = p.Exec(ctx)
+	require.NoError(t, err)
+	for _, want := range []int64{2200, 2700} {
+		_, err = s.Admit(ctx, room)
+		require.NoError(t, err)
+		st, err = s.Stats(ctx, room)
+		require.NoError(t, err)
+		require.Equal(t, want, st.NoShows)
+	}
+	require.Zero(t, s.client.Exists(ctx, k.tok, k.active).Val())
 }
 
 // TestAdmitWaitsForTheReplicasItKnows: Admit WAITs for a replica after it

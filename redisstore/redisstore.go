@@ -516,30 +516,41 @@ end
 -- (confirmed, claimed, or issued again) is indexed by a later entry, and
 -- stays.
 local function due_tokens(tok_key, active_key, now, budget)
-  local due = redis.call('ZRANGEBYSCORE', active_key, '-inf', now, 'LIMIT', 0, budget)
-  if #due == 0 then
-    return due, due, due -- most calls: nothing due, no tables to make
-  end
   local members, users, seen = {}, {}, {}
-  for i = 1, #due do
-    local m = due[i]
-    local named = {m}
-    if string.byte(m, 1) == 32 then
-      named = {}
-      for u in string.gmatch(m, '%S+') do
-        named[#named + 1] = u
+  -- Pages of a few entries: an entry may name 500 users of 128
+  -- characters, so the budget in entries could be a reply of megabytes.
+  local offset, full = 0, false
+  while not full and #users < budget do
+    local page = math.min(64, budget - #users)
+    local due = redis.call('ZRANGEBYSCORE', active_key, '-inf', now, 'LIMIT', offset, page)
+    if #due == 0 and offset == 0 then
+      return due, due, due -- most calls: nothing due, no tables to make
+    end
+    for i = 1, #due do
+      local m = due[i]
+      local named = {m}
+      if string.byte(m, 1) == 32 then
+        named = {}
+        for u in string.gmatch(m, '%S+') do
+          named[#named + 1] = u
+        end
+      end
+      if #members > 0 and #users + #named > budget then
+        full = true
+        break
+      end
+      members[#members + 1] = m
+      for _, u in ipairs(named) do
+        if not seen[u] then
+          seen[u] = true
+          users[#users + 1] = u
+        end
       end
     end
-    if #members > 0 and #users + #named > budget then
+    if #due < page then
       break
     end
-    members[#members + 1] = m
-    for _, u in ipairs(named) do
-      if not seen[u] then
-        seen[u] = true
-        users[#users + 1] = u
-      end
-    end
+    offset = offset + #due
   end
   local gone, entries = {}, {}
   for from = 1, #users, 500 do
