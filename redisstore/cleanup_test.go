@@ -3,10 +3,13 @@ package redisstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -345,4 +348,137 @@ func TestPaceContinuesFromAnOlderBucket(t *testing.T) {
 	require.Greater(t, st.Pace.Measured, 7*time.Second, "the older sums, decayed a little: %+v", st.Pace)
 	require.Less(t, st.Pace.Measured, 9*time.Second, "%+v", st.Pace)
 	require.InDelta(t, 1, st.Pace.Efficiency, 0.1, "%+v", st.Pace)
+}
+
+// TestTokenIndexCoversEveryToken: under an admitter, holders who poll,
+// claim, complete or give back at once, and no-shows, every stored token
+// is named by a cleanup entry that is not due before it is (so cleanup
+// never loses one), and once all have run out and one more tick cleaned
+// up, nothing is left and every admission is counted exactly once:
+// completed, expired or a no-show.
+func TestTokenIndexCoversEveryToken(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	// A lease longer than the TTL: a held token's cleanup waits for it.
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 400, MaxQueue: 10_000, TokenTTL: 2 * time.Second,
+		FirstUseWithin: time.Second, Lease: 3 * time.Second})
+	const users = 600
+	fill(t, s, room, users)
+	k := s.keys(room)
+
+	start := make(chan struct{})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	tokens := make(chan waitroom.Admission, users)
+	wg.Go(func() { // the admitter
+		<-start
+		for {
+			select {
+			case <-stop:
+				close(tokens)
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			got, err := s.Admit(ctx, room)
+			if err != nil {
+				fail(err)
+			}
+			for _, a := range got {
+				tokens <- a
+			}
+		}
+	})
+	for w := range 8 { // holders: a fifth never come, a fifth die mid-order, the rest order or give back
+		wg.Go(func() {
+			<-start
+			for a := range tokens {
+				n, _ := strconv.Atoi(a.User[1:])
+				switch n % 5 {
+				case 0: // a no-show
+					continue
+				case 1: // shown once, then gone
+					_, err := s.Status(ctx, room, a.User)
+					if err != nil {
+						fail(err)
+					}
+					continue
+				}
+				for range 2 { // confirmed
+					if _, err := s.Status(ctx, room, a.User); err != nil && !errors.Is(err, waitroom.ErrNotInQueue) {
+						fail(err)
+					}
+				}
+				hold, err := s.Claim(ctx, room, a.User, a.Token)
+				if errors.Is(err, waitroom.ErrTokenNotFound) {
+					continue // it ran out meanwhile
+				}
+				if err != nil {
+					fail(err)
+					continue
+				}
+				if n%5 == 4 {
+					continue // died holding it: the lease runs out
+				}
+				if (n+w)%2 == 0 {
+					err = s.Complete(ctx, hold)
+				} else {
+					err = s.Release(ctx, hold) // given back: it runs out later
+				}
+				if err != nil && !errors.Is(err, waitroom.ErrTokenNotFound) {
+					fail(err)
+				}
+			}
+		})
+	}
+	close(start)
+	time.Sleep(1500 * time.Millisecond)
+
+	// Mid-run: every stored token is named by an entry due no earlier
+	// (both read at one instant: a transaction).
+	tx := s.client.TxPipeline()
+	tokCmd := tx.HGetAll(ctx, k.tok)
+	entriesCmd := tx.ZRangeWithScores(ctx, k.active, 0, -1)
+	_, err := tx.Exec(ctx)
+	require.NoError(t, err)
+	tok, entries := tokCmd.Val(), entriesCmd.Val()
+	latest := map[string]float64{}
+	for _, e := range entries {
+		for _, u := range strings.Fields(e.Member.(string)) {
+			latest[u] = max(latest[u], e.Score)
+		}
+	}
+	require.NotEmpty(t, tok)
+	for user, v := range tok {
+		f := strings.Split(v, "|")
+		require.Len(t, f, 5, v)
+		expires, _ := strconv.ParseFloat(f[4], 64)
+		due := expires
+		if f[1] == "held" {
+			leaseUntil, _ := strconv.ParseFloat(f[3], 64)
+			due = max(expires, leaseUntil)
+		}
+		require.GreaterOrEqual(t, latest[user], due, "%s %s has no entry due as late as it", user, v)
+	}
+
+	close(stop)
+	wg.Wait()
+	require.Empty(t, errs)
+	time.Sleep(3100 * time.Millisecond) // every token and lease has run out
+	_, err = s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Zero(t, s.client.Exists(ctx, k.tok, k.active).Val(), "nothing left behind")
+	st, err := s.Stats(ctx, room)
+	require.NoError(t, err)
+	require.Positive(t, st.Completed)
+	require.Positive(t, st.NoShows)
+	require.Positive(t, st.Expired)
+	require.Equal(t, st.Admitted, st.Completed+st.Expired+st.NoShows, "%+v", st)
 }
