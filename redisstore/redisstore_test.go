@@ -45,9 +45,12 @@ func testPrefix(tb testing.TB, c redis.UniversalClient) string {
 	return prefix
 }
 
-// newStore returns a Store with its own prefix on a fresh client.
+// newStore returns a Store with its own prefix on a fresh client, with
+// the conformance suite's loosened timeouts: on the shared machine under
+// -race a script of a thousand users can wait for the CPU longer than the
+// 1 s default (TestAdmitBigTick's did, in CI).
 func newStore(tb testing.TB) *Store {
-	c := newClient(tb)
+	c := openURL(tb, withQuery(testenv.RedisURL(), suiteTimeouts))
 	return New(c, Options{Prefix: testPrefix(tb, c)})
 }
 
