@@ -363,17 +363,21 @@ else
     local seq_now = out[3]
     local left_now, left_after_now = tonumber(counts[4] or '0'), tonumber(counts[5] or '0')
     local no_shows_now = no_shows_total + late_no_shows
-    local m = redis.call('HMGET', bucket_key, 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows', 'p_arrivals', 'p_left', 'p_left_after',
-      'm_seq', 'm_left', 'm_left_after', 'm_no_shows')
-    if a_time > 0 and m[9] then
-      -- A mark missing (a bucket older than it) counts no growth.
-      local p = pace_fold(m, a_time, {a_regular, a_admitted, a_abandoned, no_shows_now - tonumber(m[12] or no_shows_now),
-        seq_now - tonumber(m[9]), left_now - tonumber(m[10] or left_now), left_after_now - tonumber(m[11] or left_after_now)})
-      push_all(writes, 'p_time', p[1], 'p_regular', p[2], 'p_admitted', p[3], 'p_abandoned', p[4], 'p_no_shows', p[5],
-        'p_arrivals', p[6], 'p_left', p[7], 'p_left_after', p[8])
+    if a_time > 0 then
+      -- Something measured: fold it. A room that keeps up has nothing
+      -- pending at its ticks and only moves the marks.
+      local m = redis.call('HMGET', bucket_key, 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows', 'p_arrivals', 'p_left', 'p_left_after',
+        'm_seq', 'm_left', 'm_left_after', 'm_no_shows')
+      if m[9] then
+        -- A mark missing (a bucket older than it) counts no growth.
+        local p = pace_fold(m, a_time, {a_regular, a_admitted, a_abandoned, no_shows_now - tonumber(m[12] or no_shows_now),
+          seq_now - tonumber(m[9]), left_now - tonumber(m[10] or left_now), left_after_now - tonumber(m[11] or left_after_now)})
+        push_all(writes, 'p_time', p[1], 'p_regular', p[2], 'p_admitted', p[3], 'p_abandoned', p[4], 'p_no_shows', p[5],
+          'p_arrivals', p[6], 'p_left', p[7], 'p_left_after', p[8])
+      end
+      push_all(writes, 'a_time', 0, 'a_regular', 0, 'a_admitted', 0, 'a_abandoned', 0)
     end
-    push_all(writes, 'a_time', 0, 'a_regular', 0, 'a_admitted', 0, 'a_abandoned', 0, 'f_us', now_us,
-      'm_seq', seq_now, 'm_left', left_now, 'm_left_after', left_after_now, 'm_no_shows', no_shows_now)
+    push_all(writes, 'f_us', now_us, 'm_seq', seq_now, 'm_left', left_now, 'm_left_after', left_after_now, 'm_no_shows', no_shows_now)
   end
   redis.call('HSET', bucket_key, unpack(writes))
 end

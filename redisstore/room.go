@@ -242,8 +242,9 @@ local now = now_ms()
 -- Early arrivals wait too: in pre until the draw, in drawn after it.
 local waiting = redis.call('ZCARD', q_key) + redis.call('ZCARD', pre_key) + redis.call('ZCARD', drawn_key)
 -- Live tokens: entries whose expiry (or lease) is still ahead. Entries
--- past it that Admit has not cleaned up yet do not count (as many as one
--- cleanup would reach; beyond that they do).
+-- past it that Admit has not cleaned up yet do not count, up to
+-- stats_due_budget of them (beyond that, after a long admitter outage,
+-- the rest do until cleanup catches up).
 local _, gone = due_tokens(tok_key, active_key, now, stats_due_budget)
 local active = live_tokens(tok_key) - #gone
 -- Every place given took the next arrival sequence: it is the count of
