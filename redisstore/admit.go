@@ -620,14 +620,15 @@ func (s *Store) replicasOf(ctx context.Context, w *roomWatch, conn *redis.Conn) 
 		return n // the last count; the WAIT on the same connection says what failed
 	}
 	n, err = strconv.ParseInt(InfoField(info, "connected_slaves"), 10, 64)
-	if err != nil {
-		s.log.WarnContext(ctx, "redisstore: INFO replication has no replica count; issued tokens are not waited for", "err", err)
-		return 0
-	}
 	w.mu.Lock()
-	w.replicas, w.replicasAt = n, time.Now()
+	warn := err != nil && !w.replicasUnknown
+	w.replicasUnknown = err != nil
+	w.replicas, w.replicasAt = max(n, 0), time.Now() // unknown: none, read again in a second
 	w.mu.Unlock()
-	return n
+	if warn {
+		s.log.WarnContext(ctx, "redisstore: INFO replication has no replica count; issued tokens are not waited for", "err", err)
+	}
+	return max(n, 0)
 }
 
 // admitArgs returns admitScript's KEYS and ARGV for room with n fresh

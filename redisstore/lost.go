@@ -63,9 +63,11 @@ type roomWatch struct {
 	// the warning one per run of failures.
 	unreplicated bool
 	// replicas is how many replicas the room's primary had when Admit
-	// last read it, at replicasAt (zero: read it again).
-	replicas   int64
-	replicasAt time.Time
+	// last read it, at replicasAt (zero: read it again); replicasUnknown:
+	// that read found no count, which is warned about once a run.
+	replicas        int64
+	replicasAt      time.Time
+	replicasUnknown bool
 	// issued are this Store's latest admissions in the room by number
 	// (the admitted counter's value that counted each), oldest first;
 	// spent has the token of each, true once this Store completed it.
