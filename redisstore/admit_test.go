@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/redistest"
 )
 
@@ -53,8 +54,7 @@ func TestAdmitCallIndexesItsTokensOnce(t *testing.T) {
 	require.Len(t, entries, 1)
 	require.Equal(t, " u0000000 u0000001 u0000002 u0000003 u0000004", entries[0].Member)
 	require.Equal(t, int64(5), s.client.HLen(ctx, k.tok).Val())
-	st, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	st := testenv.Stats(t, s, room)
 	require.Equal(t, int64(5), st.Active)
 
 	// Each holder's own calls see its token, as before.
@@ -88,14 +88,12 @@ func TestCleanupFollowsEachTokensOwnEntry(t *testing.T) {
 
 	// Before cleanup the no-show's entry is still stored, but not live.
 	require.Equal(t, int64(2), s.client.HLen(ctx, k.tok).Val())
-	st, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	st := testenv.Stats(t, s, room)
 	require.Equal(t, int64(1), st.Active, "the confirmed token; the no-show's is past its time")
 
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
-	st, err = s.Stats(ctx, room)
-	require.NoError(t, err)
+	st = testenv.Stats(t, s, room)
 	require.Equal(t, int64(1), st.Active)
 	require.Equal(t, int64(1), st.NoShows)
 	require.Equal(t, int64(0), st.Expired)
@@ -131,8 +129,7 @@ func TestCleanupKeepsAReissuedToken(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), s.client.HLen(ctx, k.tok).Val())
 	require.Equal(t, []string{" u0000000 u0000001"}, s.client.ZRange(ctx, k.active, 0, -1).Val())
-	st, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	st := testenv.Stats(t, s, room)
 	require.Equal(t, int64(2), st.Active)
 	require.Zero(t, st.NoShows+st.Expired)
 	status, err := s.Status(ctx, room, got[0].User)
@@ -171,16 +168,14 @@ func TestCleanupBudgetCountsUsers(t *testing.T) {
 
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
-	st, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	st := testenv.Stats(t, s, room)
 	require.Equal(t, int64(800), st.NoShows, "two calls' entries fit in 1000, the third waits")
 	require.Equal(t, int64(400), s.client.HLen(ctx, k.tok).Val())
 	require.Equal(t, int64(0), st.Active, "past their time, though not cleaned up yet")
 
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
-	st, err = s.Stats(ctx, room)
-	require.NoError(t, err)
+	st = testenv.Stats(t, s, room)
 	require.Equal(t, int64(1200), st.NoShows)
 	require.Zero(t, s.client.Exists(ctx, k.tok, k.active).Val())
 
@@ -197,8 +192,7 @@ func TestCleanupBudgetCountsUsers(t *testing.T) {
 	for _, want := range []int64{2200, 2700} {
 		_, err = s.Admit(ctx, room)
 		require.NoError(t, err)
-		st, err = s.Stats(ctx, room)
-		require.NoError(t, err)
+		st = testenv.Stats(t, s, room)
 		require.Equal(t, want, st.NoShows)
 	}
 	require.Zero(t, s.client.Exists(ctx, k.tok, k.active).Val())
@@ -297,8 +291,7 @@ func TestPaceFoldsOnceASecond(t *testing.T) {
 	pending, err := strconv.ParseFloat(b["a_time"], 64)
 	require.NoError(t, err)
 	require.Greater(t, pending, 0.05)
-	st, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	st := testenv.Stats(t, s, room)
 	require.InDelta(t, pending, st.Pace.Measured.Seconds(), 1e-6, "Stats folds what is pending")
 	require.InDelta(t, 1, st.Pace.Efficiency, 0.25, "%+v", st.Pace)
 
@@ -314,8 +307,7 @@ func TestPaceFoldsOnceASecond(t *testing.T) {
 	admittedSum, err := strconv.ParseFloat(b["p_admitted"], 64)
 	require.NoError(t, err)
 	require.InDelta(t, float64(admitted+len(got)), admittedSum, 1e-9, "a fold decays by the time measured, added at its end")
-	after, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	after := testenv.Stats(t, s, room)
 	require.InDelta(t, folded, after.Pace.Measured.Seconds(), 1e-6)
 }
 
@@ -343,8 +335,7 @@ func TestPaceContinuesFromAnOlderBucket(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	_, err = s.Admit(ctx, room) // pending
 	require.NoError(t, err)
-	st, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	st := testenv.Stats(t, s, room)
 	require.Greater(t, st.Pace.Measured, 7*time.Second, "the older sums, decayed a little: %+v", st.Pace)
 	require.Less(t, st.Pace.Measured, 9*time.Second, "%+v", st.Pace)
 	require.InDelta(t, 1, st.Pace.Efficiency, 0.1, "%+v", st.Pace)
@@ -474,10 +465,38 @@ func TestTokenIndexCoversEveryToken(t *testing.T) {
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
 	require.Zero(t, s.client.Exists(ctx, k.tok, k.active).Val(), "nothing left behind")
-	st, err := s.Stats(ctx, room)
-	require.NoError(t, err)
+	st := testenv.Stats(t, s, room)
 	require.Positive(t, st.Completed)
 	require.Positive(t, st.NoShows)
 	require.Positive(t, st.Expired)
 	require.Equal(t, st.Admitted, st.Completed+st.Expired+st.NoShows, "%+v", st)
+}
+
+// TestKeptUpRoomMeasuresNoPace: a room whose ticks admit everyone waiting
+// measures nothing: its ticks only move the fold's marks (no pace sums, no
+// pending measurement), so arrivals it kept up with do not count once a
+// crowd builds up.
+func TestKeptUpRoomMeasuresNoPace(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000, MaxQueue: 10_000})
+	k := s.keys(room)
+	_, err := s.Admit(ctx, room)
+	require.NoError(t, err)
+	for i := range 5 {
+		time.Sleep(20 * time.Millisecond)
+		_, err := s.Enter(ctx, room, fmt.Sprintf("kept%d", i))
+		require.NoError(t, err)
+		got, err := s.Admit(ctx, room)
+		require.NoError(t, err)
+		require.Len(t, got, 1, "kept up")
+	}
+	b, err := s.client.HGetAll(ctx, k.bucket).Result()
+	require.NoError(t, err)
+	for _, field := range []string{"p_time", "p_arrivals", "a_time", "a_admitted"} {
+		require.NotContains(t, b, field)
+	}
+	require.Equal(t, "5", b["m_seq"], "the marks moved with every arrival")
+	require.Equal(t, waitroom.Pace{}, testenv.Stats(t, s, room).Pace)
 }
