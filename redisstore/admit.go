@@ -149,16 +149,7 @@ for i = 1, #gone_entries do
     no_shows = no_shows + 1
   end
 end
-for from = 1, #gone, batch do
-  redis.call('HDEL', tok_key, unpack(gone, from, math.min(from + batch - 1, #gone)))
-end
-if #gone > 0 and redis.call('EXISTS', tok_key) == 0 then
-  redis.call('DEL', active_key) -- nothing left to index (drop_token)
-else
-  for from = 1, #due, batch do
-    redis.call('ZREM', active_key, unpack(due, from, math.min(from + batch - 1, #due)))
-  end
-end
+drop_tokens(tok_key, active_key, gone, due)
 local expired = #gone - no_shows
 if no_shows > 0 then
   redis.call('HINCRBY', stats_key, 'no_shows', no_shows)

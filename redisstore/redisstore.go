@@ -484,16 +484,21 @@ local function active_score(e)
   return e.expires_at
 end
 
--- drop_token deletes user's token entry and its own active entry. When it
--- was the last, the active index goes too: its entries (those of Admit
--- calls whose other tokens are gone) index nothing, and a room without
--- tokens gets no cleanup tick that would remove them (Work).
-local function drop_token(tok_key, active_key, user)
-  redis.call('HDEL', tok_key, user)
-  if redis.call('EXISTS', tok_key) == 0 then
+-- drop_tokens deletes the token entries of users and the active entries
+-- members (each a user's own, or an Admit call's). When no token is left,
+-- the whole active index goes: its other entries (Admit calls' whose
+-- tokens are all gone) index nothing, and a room without tokens gets no
+-- cleanup tick that would remove them (Work).
+local function drop_tokens(tok_key, active_key, users, members)
+  for from = 1, #users, 500 do
+    redis.call('HDEL', tok_key, unpack(users, from, math.min(from + 499, #users)))
+  end
+  if #users > 0 and redis.call('EXISTS', tok_key) == 0 then
     redis.call('DEL', active_key)
-  else
-    redis.call('ZREM', active_key, user)
+    return
+  end
+  for from = 1, #members, 500 do
+    redis.call('ZREM', active_key, unpack(members, from, math.min(from + 499, #members)))
   end
 end
 

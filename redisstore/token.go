@@ -55,7 +55,7 @@ if e.expires_at <= now then
   -- Expired: clean it up now, unless an order still holds it under a live
   -- lease and may yet complete it.
   if not (e.state == 'held' and e.lease_until > now) then
-    drop_token(tok_key, active_key, user)
+    drop_tokens(tok_key, active_key, {user}, {user})
     count_gone(stats_key, e)
   end
   return 'ENTRY_TOKEN_NOT_FOUND'
@@ -144,7 +144,7 @@ if e.token ~= token then
 end
 
 -- Whatever the lease and expiry: the order succeeded, the token is spent.
-drop_token(tok_key, active_key, user)
+drop_tokens(tok_key, active_key, {user}, {user})
 redis.call('HINCRBY', stats_key, 'completed', 1)
 if redis.call('HGET', cfg_key, 'one_order') == '1' then
   redis.call('SADD', buyers_key, user)
@@ -202,7 +202,7 @@ end
 
 local now = now_ms()
 if e.expires_at <= now then
-  drop_token(tok_key, active_key, user)
+  drop_tokens(tok_key, active_key, {user}, {user})
   redis.call('HINCRBY', stats_key, 'expired', 1)
   return 'EXPIRED'
 end
