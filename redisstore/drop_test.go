@@ -16,16 +16,19 @@ import (
 // TestFirstUseSpanOfAMillionsOpening: the admit function's token start
 // after an opening (waitroom.TokenStart) follows FirstPollsSpread for the
 // draw's entrants, millions too (the record's count is set to 3,000,000
-// after a draw of three: a span of 100 s, then of 50,000,000: MaxPoll,
+// after a draw of 30: a span of 100 s, then of 50,000,000: MaxPoll,
 // where the conformance suite's few entrants only reach its 10 s floor).
+// A call admits at most ceil(rate × slice) = 10, so however late the
+// machine runs the calls, the first count's round leaves users for the
+// second's.
 func TestFirstUseSpanOfAMillionsOpening(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s := newStore(t)
 	opensAt := time.Now().Add(500 * time.Millisecond)
 	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100, FirstUseWithin: time.Second, OpensAt: opensAt})
-	for _, u := range []string{"a", "b", "c"} {
-		_, err := s.Enter(ctx, room, u)
+	for i := range 30 {
+		_, err := s.Enter(ctx, room, fmt.Sprintf("u%02d", i))
 		require.NoError(t, err)
 	}
 	time.Sleep(time.Until(opensAt) + 50*time.Millisecond)
