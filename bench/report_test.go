@@ -34,6 +34,7 @@ func TestWriteSeedShardCapacity(t *testing.T) {
 		{op: "status", ours: []float64{8, 8}, seed: []float64{4, 4}, oursCPU: []float64{10, 40}},
 		{op: "admit", ours: []float64{3}, seed: []float64{2}},
 		{op: "seen", ours: []float64{8, 8}, seed: []float64{8, 8}, oursCPU: []float64{10, 40}},
+		{op: "admit hot", ours: []float64{3}, seed: []float64{2}, oursUsers: []float64{14}, seedUs: []float64{14}},
 	}}
 	var out strings.Builder
 	r.writeSeed(&out)
@@ -44,5 +45,9 @@ func TestWriteSeedShardCapacity(t *testing.T) {
 	require.Contains(t, out.String(), "| status | 8.00 | 4.00 | **2.00** (2.00–2.00) (≤ 1.0 + last-seen) | 25.00 | | |")
 	// The room's ENTERs share calls: how many a call carried.
 	require.Contains(t, out.String(), "its µs and CPU above are per ENTER): 15.8 (each round: 15.50, 16.00)")
-	require.NotContains(t, out.String(), "Users per admit call", "the admit side measured no users here")
+	// ADMIT's target is the hot loop's; the cold one is reported.
+	require.Contains(t, out.String(), "| admit hot | 3.00 | 2.00 | **1.50** (1.50–1.50) (≤ 1.5) |")
+	require.Contains(t, out.String(), "| admit | 3.00 | 2.00 | **1.50** (1.50–1.50) (reported) |")
+	require.Contains(t, out.String(), "Users per admit call, hot: room 14.0, seed 14.0.")
+	require.NotContains(t, out.String(), "Users per admit call, cold", "the cold admit measured no users here")
 }

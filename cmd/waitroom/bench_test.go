@@ -22,7 +22,7 @@ func TestBenchSmall(t *testing.T) {
 	for _, want := range []string{"### Machine", "| memstore |", "| redis |", "| redis, no autopipeline |", "ENTER ÷ trivial",
 		"Redis with automatic pipelining ÷ without",
 		"| every room idle | 20 | 0 |", "| 2 rooms busy | 20 | 2 |",
-		"against seed-shaped ones", "| enter (new place) | ", "| admit, per admitted user",
+		"against seed-shaped ones", "| enter (new place) | ", "| admit, per admitted user", ": hot) |", "Users per admit call, hot: room 14.0",
 		"PollLoad(500, 140/s)", "| enter (new place) | FCALL |", "| admit (quota 100) | FCALL |",
 		"| complete | FCALL |", "bytes per waiting user"} {
 		require.Contains(t, out, want)
