@@ -309,7 +309,7 @@ else
         end
       end
       if #entries > 0 then
-        redis.call('HSET', tok_key, unpack(entries))
+        issue_tokens(tok_key, entries)
         -- One active entry for them all (due_tokens reads it): they
         -- share the expiry, and one entry costs what one user's would.
         redis.call('ZADD', active_key, expires_at, ' ' .. table.concat(named, ' '))

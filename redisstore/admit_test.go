@@ -53,7 +53,7 @@ func TestAdmitCallIndexesItsTokensOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 	require.Equal(t, " u0000000 u0000001 u0000002 u0000003 u0000004", entries[0].Member)
-	require.Equal(t, int64(5), s.client.HLen(ctx, k.tok).Val())
+	require.Len(t, tokenHolders(t, s, k), 5)
 	st := testenv.Stats(t, s, room)
 	require.Equal(t, int64(5), st.Active)
 
@@ -64,6 +64,33 @@ func TestAdmitCallIndexesItsTokensOnce(t *testing.T) {
 		require.Equal(t, waitroom.StateAdmitted, status.State, a.User)
 		require.Equal(t, a.Token, status.Token, a.User)
 	}
+}
+
+// TestTokenHashStaysAHashTable: the token hash is a hash table from its
+// first token on (a listpack, which Redis keeps for up to 512 short
+// entries, is scanned by every read of a user's entry); its marker field
+// is no token: max_active and Stats count the holders only, and it goes
+// with the last token.
+func TestTokenHashStaysAHashTable(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, room, got := admittedInOneCall(t, waitroom.RoomConfig{MaxActive: 4}, 8, 3)
+	k := s.keys(room)
+	require.Equal(t, "hashtable", s.client.ObjectEncoding(ctx, k.tok).Val())
+	require.Len(t, tokenHolders(t, s, k), 3)
+	require.Equal(t, int64(4), s.client.HLen(ctx, k.tok).Val(), "3 tokens and the marker")
+	require.Equal(t, int64(3), testenv.Stats(t, s, room).Active)
+
+	more, err := s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Len(t, more, 1, "max_active 4 less 3 live tokens: the marker takes no slot")
+	for _, a := range append(got, more...) {
+		h, err := s.Claim(ctx, room, a.User, a.Token)
+		require.NoError(t, err)
+		require.NoError(t, s.Complete(ctx, h))
+	}
+	require.Zero(t, s.client.Exists(ctx, k.tok, k.active).Val(), "the marker goes with the last token")
+	require.Equal(t, int64(0), testenv.Stats(t, s, room).Active)
 }
 
 // TestCleanupFollowsEachTokensOwnEntry: when a call's entry comes due,
@@ -87,7 +114,7 @@ func TestCleanupFollowsEachTokensOwnEntry(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // past the first-use deadline
 
 	// Before cleanup the no-show's entry is still stored, but not live.
-	require.Equal(t, int64(2), s.client.HLen(ctx, k.tok).Val())
+	require.Len(t, tokenHolders(t, s, k), 2)
 	st := testenv.Stats(t, s, room)
 	require.Equal(t, int64(1), st.Active, "the confirmed token; the no-show's is past its time")
 
@@ -97,7 +124,7 @@ func TestCleanupFollowsEachTokensOwnEntry(t *testing.T) {
 	require.Equal(t, int64(1), st.Active)
 	require.Equal(t, int64(1), st.NoShows)
 	require.Equal(t, int64(0), st.Expired)
-	require.Equal(t, []string{confirmed.User}, s.client.HKeys(ctx, k.tok).Val())
+	require.Equal(t, []string{confirmed.User}, tokenHolders(t, s, k))
 	require.Equal(t, []string{confirmed.User}, s.client.ZRange(ctx, k.active, 0, -1).Val(),
 		"the call's entry is gone, the confirmed token's own stays")
 	status, err := s.Status(ctx, room, confirmed.User)
@@ -127,7 +154,7 @@ func TestCleanupKeepsAReissuedToken(t *testing.T) {
 
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
-	require.Equal(t, int64(2), s.client.HLen(ctx, k.tok).Val())
+	require.Len(t, tokenHolders(t, s, k), 2)
 	require.Equal(t, []string{" u0000000 u0000001"}, s.client.ZRange(ctx, k.active, 0, -1).Val())
 	st := testenv.Stats(t, s, room)
 	require.Equal(t, int64(2), st.Active)
@@ -170,7 +197,7 @@ func TestCleanupBudgetCountsUsers(t *testing.T) {
 	require.NoError(t, err)
 	st := testenv.Stats(t, s, room)
 	require.Equal(t, int64(800), st.NoShows, "two calls' entries fit in 1000, the third waits")
-	require.Equal(t, int64(400), s.client.HLen(ctx, k.tok).Val())
+	require.Len(t, tokenHolders(t, s, k), 400)
 	require.Equal(t, int64(0), st.Active, "past their time, though not cleaned up yet")
 
 	_, err = s.Admit(ctx, room)
@@ -440,6 +467,7 @@ func TestTokenIndexCoversEveryToken(t *testing.T) {
 	_, err := tx.Exec(ctx)
 	require.NoError(t, err)
 	tok, entries := tokCmd.Val(), entriesCmd.Val()
+	delete(tok, tokHashTableField)
 	latest := map[string]float64{}
 	for _, e := range entries {
 		for _, u := range strings.Fields(e.Member.(string)) {

@@ -267,7 +267,7 @@ if old then
   count_gone(stats_key, old)
 end
 local expires_at = now + first_ms
-redis.call('HSET', tok_key, user, format_entry({token = token, state = 'shown', lease = '', lease_until = now + ttl_ms, expires_at = expires_at}))
+issue_tokens(tok_key, {user, format_entry({token = token, state = 'shown', lease = '', lease_until = now + ttl_ms, expires_at = expires_at})})
 redis.call('ZADD', active_key, expires_at, user)
 redis.call('HINCRBY', stats_key, 'admitted', 1)
 return {'ADMITTED', token, ttl_ms}

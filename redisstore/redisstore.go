@@ -16,7 +16,8 @@
 //	                         had_opening ("1" once the room had an opening time: its draw's keys matter)
 //	wr:{ROOM}:q       zset   user → arrival sequence + last seen second / 2^20: the queue
 //	wr:{ROOM}:seq     string INCR: the arrival sequence
-//	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens
+//	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens; and
+//	                         " hashtable" (no user id has a space), which keeps it a hash table
 //	wr:{ROOM}:active  zset   user → max(expires_at, lease_until) ms: tokens not yet cleaned up; a new
 //	                         token is in its Admit call's entry instead, " user1 user2 …" → expires_at
 //	wr:{ROOM}:bucket  hash   last_us, carry, made_up: the admission token bucket; the pace:
@@ -421,6 +422,7 @@ func (r reply) reading(i int) (reading, bool) {
 // and 0.
 var luaLib = `
 local PACE_WINDOW_S = ` + paceWindowSeconds + ` -- waitroom.PaceWindow
+local TOK_HASH_TABLE = '` + tokHashTableField + `'
 -- keep_hash_table: a hash read many fields at a time (HMGET of the
 -- settings, the bucket) stays a hash table. Redis keeps a small hash as a
 -- listpack, where every field read scans the list; one value longer than
@@ -484,6 +486,32 @@ local function active_score(e)
   return e.expires_at
 end
 
+-- live_tokens: the token entries not spent, given up or cleaned up yet:
+-- the live tokens, each a reservation of one unit when stock is tracked,
+-- and those past their time that cleanup has not reached, which Admit
+-- cleans up before it counts (every tick of a room with tokens, at least
+-- once a second). So between an expiry and that cleanup a token still
+-- reserves its unit: never fewer units reserved than live tokens. The
+-- hash's one other field is TOK_HASH_TABLE (issue_tokens), absent from a
+-- hash written before it existed.
+local function live_tokens(tok_key)
+  local n = redis.call('HLEN', tok_key)
+  if n == 0 then return 0 end
+  return n - redis.call('HEXISTS', tok_key, TOK_HASH_TABLE)
+end
+
+-- issue_tokens writes token entries (user, entry, user, entry, …) and
+-- keeps the token hash a hash table: every Enter, Status and Admit reads
+-- its users' entries in it, and Redis keeps a hash of up to
+-- hash-max-listpack-entries (512 by default) short entries as a listpack,
+-- where each read scans the list (keep_hash_table). Its field
+-- TOK_HASH_TABLE starts with a space, which no user id has.
+local function issue_tokens(tok_key, entries)
+  entries[#entries + 1] = TOK_HASH_TABLE
+  entries[#entries + 1] = '` + hashTableNote + `'
+  redis.call('HSET', tok_key, unpack(entries))
+end
+
 -- drop_tokens deletes the token entries of users and the active entries
 -- members (each a user's own, or an Admit call's). When no token is left,
 -- the whole active index goes: its other entries (Admit calls' whose
@@ -493,23 +521,13 @@ local function drop_tokens(tok_key, active_key, users, members)
   for from = 1, #users, 500 do
     redis.call('HDEL', tok_key, unpack(users, from, math.min(from + 499, #users)))
   end
-  if #users > 0 and redis.call('EXISTS', tok_key) == 0 then
-    redis.call('DEL', active_key)
+  if #users > 0 and live_tokens(tok_key) == 0 then
+    redis.call('DEL', tok_key, active_key)
     return
   end
   for from = 1, #members, 500 do
     redis.call('ZREM', active_key, unpack(members, from, math.min(from + 499, #members)))
   end
-end
-
--- live_tokens: the token entries not spent, given up or cleaned up yet:
--- the live tokens, each a reservation of one unit when stock is tracked,
--- and those past their time that cleanup has not reached, which Admit
--- cleans up before it counts (every tick of a room with tokens, at least
--- once a second). So between an expiry and that cleanup a token still
--- reserves its unit: never fewer units reserved than live tokens.
-local function live_tokens(tok_key)
-  return redis.call('HLEN', tok_key)
 end
 
 -- due_tokens reads what cleanup may remove at now (read only): the active
@@ -780,6 +798,10 @@ const (
 	hashTableField = "hashtable"
 	hashTableNote  = "kept a hash table: HMGET of many fields scans a listpack, a hash table looks each up"
 )
+
+// tokHashTableField keeps a room's token hash a hash table (issue_tokens).
+// Its other fields are user ids, and no user id has a space.
+const tokHashTableField = " hashtable"
 
 // roomConfigFields are the cfg hash fields, in the order configArgs gives
 // their values.
