@@ -45,7 +45,7 @@ const (
 const (
 	hotAdmitRooms   = 256
 	hotAdmitCallers = 4
-	hotAdmitVisits  = 4
+	hotAdmitVisits  = 12
 	hotAdmitSlice   = 10 * time.Millisecond
 )
 
@@ -102,7 +102,7 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 	seen := seedFigure{op: fmt.Sprintf("status (%d waiting) against a seed-shaped poll that marks the user seen", b.cfg.Waiting)}
 	admit := seedFigure{op: fmt.Sprintf("admit, per admitted user (%d per call, a call per %s: cold)", seedAdmitQuota, seedAdmitEvery)}
 	hotAdmit := seedFigure{op: fmt.Sprintf("admit, per admitted user (%d per call, %d callers back to back over %d rooms: hot)", seedAdmitQuota, hotAdmitCallers, hotAdmitRooms)}
-	hotPerRoom := hotAdmitVisits * seedAdmitQuota
+	hotPerRoom := (1 + hotAdmitVisits) * seedAdmitQuota // the warm-up visit's too
 	var users atomic.Int64
 	newUser := func() string { return "e" + strconv.FormatInt(users.Add(1), 10) }
 	perAdmit := int(b.cfg.Slice/seedAdmitEvery) * seedAdmitQuota
@@ -119,7 +119,15 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 		if _, err := store.Admit(ctx, admitRoom); err != nil { // starts or refills the bucket
 			return err
 		}
-		if err := fillRooms(ctx, store, hotRooms, fmt.Sprintf("h%d-", round), hotPerRoom, b.cfg.Clients); err != nil {
+		// The first round leaves a quota waiting in each room, so that the
+		// Store's every call brings the tokens it will use, as it does in a
+		// room whose queue never empties (a call after one that left nobody
+		// waiting brings none, and is made again when users came).
+		hotFill := hotPerRoom
+		if round == 0 {
+			hotFill += seedAdmitQuota
+		}
+		if err := fillRooms(ctx, store, hotRooms, fmt.Sprintf("h%d-", round), hotFill, b.cfg.Clients); err != nil {
 			return err
 		}
 		p := client.Pipeline()
@@ -127,7 +135,7 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 			p.ZAdd(ctx, seedQ+"a", redis.Z{Score: float64(i), Member: fmt.Sprintf("a%d-%d", round, i)})
 		}
 		for i := range hotAdmitRooms * hotPerRoom {
-			p.ZAdd(ctx, seedQ+"h", redis.Z{Score: float64(i), Member: fmt.Sprintf("h%d-%d", round, i)})
+			p.ZAdd(ctx, seedHotQueue(seedQ, i%hotAdmitRooms), redis.Z{Score: float64(i), Member: fmt.Sprintf("h%d-%d", round, i)})
 		}
 		if _, err := p.Exec(ctx); err != nil {
 			return err
@@ -212,21 +220,21 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 				us, admitted, calls, err := b.hotAdmit(ctx, client, func(i int) (int, error) {
 					got, err := store.Admit(ctx, hotRooms[i])
 					return len(got), err
-				}, hotRooms)
+				}, true)
 				if admitted > 0 {
 					hotAdmit.ours, hotAdmit.oursUsers = append(hotAdmit.ours, us/admitted), append(hotAdmit.oursUsers, admitted/calls)
 				}
 				return err
 			}},
 			side{"seed admit, hot", func() error {
-				us, admitted, calls, err := b.hotAdmit(ctx, client, func(int) (int, error) {
+				us, admitted, calls, err := b.hotAdmit(ctx, client, func(i int) (int, error) {
 					args := []any{seedAdmitQuota, 3600, seedTok}
 					for range seedAdmitQuota {
 						args = append(args, waitroom.NewToken())
 					}
-					got, err := seedshape.Admit.EvalSha(ctx, client, []string{seedQ + "h"}, args...).Int64()
+					got, err := seedshape.Admit.EvalSha(ctx, client, []string{seedHotQueue(seedQ, i)}, args...).Int64()
 					return int(got), err
-				}, nil)
+				}, false)
 				if admitted > 0 {
 					hotAdmit.seed, hotAdmit.seedUs = append(hotAdmit.seed, us/admitted), append(hotAdmit.seedUs, admitted/calls)
 				}
@@ -251,42 +259,54 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 	return nil
 }
 
-// hotAdmit makes hotAdmitVisits calls per room of rooms (or, with no rooms,
-// as many calls of one queue) from hotAdmitCallers goroutines, back to
-// back: each goroutine takes every hotAdmitCallers-th room in turn and
-// calls a room again no sooner than hotAdmitSlice after its last call, so
-// that the room's bucket allows its full quota. It returns the script µs
-// (FCALL and EVALSHA), the users admitted and the calls made.
-func (b *Result) hotAdmit(ctx context.Context, client redis.UniversalClient, admit func(room int) (int, error), rooms []string) (usec, admitted, calls float64, err error) {
+// hotAdmit makes a warm-up visit, untimed, then hotAdmitVisits timed
+// visits of every room (0 to hotAdmitRooms-1), calling admit from
+// hotAdmitCallers goroutines back to back: each goroutine takes every
+// hotAdmitCallers-th room in turn and, paced, calls a room again no sooner
+// than hotAdmitSlice after its last call, so that the room's bucket allows
+// its full quota. (Without the warm-up, the side that ran first in a round
+// paid for bringing Redis's caches back to its keys.) It returns the
+// script µs (FCALL and EVALSHA), the users admitted and the calls made by
+// the timed visits.
+func (b *Result) hotAdmit(ctx context.Context, client redis.UniversalClient, admit func(room int) (int, error), paced bool) (usec, admitted, calls float64, err error) {
+	last := make([]time.Time, hotAdmitRooms)
+	var users, n atomic.Int64
+	visit := func(visits int) error {
+		var wg sync.WaitGroup
+		var once sync.Once
+		var err error
+		for g := range hotAdmitCallers {
+			wg.Go(func() {
+				for range visits {
+					for room := g; room < hotAdmitRooms; room += hotAdmitCallers {
+						if paced {
+							time.Sleep(time.Until(last[room].Add(hotAdmitSlice + time.Millisecond)))
+							last[room] = time.Now()
+						}
+						got, e := admit(room)
+						if e != nil {
+							once.Do(func() { err = e })
+							return
+						}
+						users.Add(int64(got))
+						n.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return err
+	}
+	if err := visit(1); err != nil {
+		return 0, 0, 0, err
+	}
+	users.Store(0)
+	n.Store(0)
 	before, _, err := b.costReading(ctx, client)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	var users, n atomic.Int64
-	var wg sync.WaitGroup
-	var once sync.Once
-	perCaller := hotAdmitRooms / hotAdmitCallers
-	for g := range hotAdmitCallers {
-		wg.Go(func() {
-			last := make([]time.Time, perCaller)
-			for range hotAdmitVisits {
-				for j := range perCaller {
-					if rooms != nil {
-						time.Sleep(time.Until(last[j].Add(hotAdmitSlice + time.Millisecond)))
-						last[j] = time.Now()
-					}
-					got, e := admit(g + j*hotAdmitCallers)
-					if e != nil {
-						once.Do(func() { err = e })
-						return
-					}
-					users.Add(int64(got))
-					n.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	err = visit(hotAdmitVisits)
 	after, _, rerr := b.costReading(ctx, client)
 	if err == nil {
 		err = rerr
@@ -296,6 +316,10 @@ func (b *Result) hotAdmit(ctx context.Context, client redis.UniversalClient, adm
 	}
 	return float64(after.Usec - before.Usec), float64(users.Load()), float64(max(n.Load(), 1)), err
 }
+
+// seedHotQueue is the seed-shaped queue of the hot admit comparison's ith
+// room: one per room, as the room's side has.
+func seedHotQueue(seedQ string, i int) string { return seedQ + "h" + strconv.Itoa(i) }
 
 // fillRooms fills each of rooms with n users named prefix + room index +
 // number, the rooms one after another.
