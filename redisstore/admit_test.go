@@ -93,6 +93,27 @@ func TestTokenHashStaysAHashTable(t *testing.T) {
 	require.Equal(t, int64(0), testenv.Stats(t, s, room).Active)
 }
 
+// TestTokenHashFieldIsNobodysToken: a caller naming the token hash's own
+// field as its user (the store's callers other than Enter do not check
+// user ids; the server does) finds no token and no place, and changes
+// nothing.
+func TestTokenHashFieldIsNobodysToken(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, room, got := admittedInOneCall(t, waitroom.RoomConfig{}, 4, 2)
+	k := s.keys(room)
+	before := s.client.HGetAll(ctx, k.tok).Val()
+	_, err := s.Enter(ctx, room, tokHashTableField)
+	require.Equal(t, "BAD_REQUEST", waitroom.ErrorCode(err), "%v", err)
+	_, err = s.Status(ctx, room, tokHashTableField)
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
+	_, err = s.Claim(ctx, room, tokHashTableField, got[0].Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
+	require.NoError(t, s.Leave(ctx, room, tokHashTableField))
+	require.Equal(t, before, s.client.HGetAll(ctx, k.tok).Val())
+	require.Equal(t, int64(2), testenv.Stats(t, s, room).Active)
+}
+
 // TestCleanupFollowsEachTokensOwnEntry: when a call's entry comes due,
 // cleanup removes the tokens that are past their time (counted as before),
 // passes by those that moved to an entry of their own (confirmed) and
