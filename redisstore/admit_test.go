@@ -114,6 +114,52 @@ func TestTokenHashFieldIsNobodysToken(t *testing.T) {
 	require.Equal(t, int64(2), testenv.Stats(t, s, room).Active)
 }
 
+// TestStockCountsReadOncePerCall: in a room with stock, a Status call of
+// many waiting users reads the units sold and the live tokens once, not
+// once a user (a private Redis, whose commandstats count the function's
+// commands), and every user short of a unit is told the same count.
+func TestStockCountsReadOncePerCall(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := redistest.StartServer(t)
+	s := New(openURL(t, srv.URL()), Options{Prefix: randomPrefix()})
+	room := newRoom(t, s, waitroom.RoomConfig{Stock: 6, MaxQueue: 1000})
+	fill(t, s, room, 10)
+	require.NoError(t, s.client.HSet(ctx, s.keys(room).cfg, "rate", 1e9, "quota", 2).Err())
+	for range 2 { // the first starts the bucket
+		time.Sleep(time.Millisecond)
+		_, err := s.Admit(ctx, room)
+		require.NoError(t, err)
+	}
+	k := s.keys(room)
+	require.Len(t, tokenHolders(t, s, k), 2)
+	users := make([]any, 8)
+	for i := range users {
+		users[i] = fmt.Sprintf("u%07d", i+2) // the 8 still waiting, positions 1 to 8
+	}
+	pc := srv.Client()
+	require.NoError(t, pc.ConfigResetStat(ctx).Err())
+	res, err := s.client.FCall(ctx, statusScript.Name(), k.status.keys, users...).Result()
+	require.NoError(t, err)
+	stats, err := CommandStats(ctx, pc)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), stats["hget"].Calls, "units sold")
+	require.Equal(t, int64(1), stats["hlen"].Calls, "live tokens")
+	require.Equal(t, int64(1), stats["hexists"].Calls, "the token hash's field")
+	r, ok := asReply(res)
+	require.True(t, ok)
+	require.Len(t, r, 3+len(users))
+	for i := range users {
+		st := s.userStanding(ctx, "status", r[3+i])
+		require.NoError(t, st.err)
+		require.Equal(t, int64(i+1), st.st.Position)
+		// 6 units, 2 reserved by tokens: 4 left, which the 5th to 8th are told.
+		if i+1 > 4 {
+			require.Equal(t, int64(4), st.st.UnitsLeft, "position %d", i+1)
+		}
+	}
+}
+
 // TestCleanupFollowsEachTokensOwnEntry: when a call's entry comes due,
 // cleanup removes the tokens that are past their time (counted as before),
 // passes by those that moved to an entry of their own (confirmed) and

@@ -71,6 +71,7 @@ local abandon_s = abandon_secs(cfg[5])
 local now = now_ms()
 local stage = draw_stage(cfg[10], opens_at, draw_key)
 local scheduled = opens_at > 0 and stage ~= 'done'
+local counts = {} -- units' sold and live tokens, read once a call
 -- The sequence before the call: read when no user takes a new place,
 -- else one less than the first new place's.
 local seq_before, seq_after
@@ -96,7 +97,7 @@ local function enter(user)
   -- seen now. In a sold-out room it keeps the place for a restock. One silent
   -- past abandon_after has gone (the admitter would skip it): it is counted
   -- and queues anew at the back.
-  local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, stage, stock, user, now, abandon_s)
+  local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, stage, stock, user, now, abandon_s, counts)
   if queued then
     return queued
   end
@@ -111,7 +112,7 @@ local function enter(user)
   end
 
   -- Nothing left to sell: no place, nothing written.
-  if units(stock, stats_key, tok_key, 0) then
+  if units(stock, stats_key, tok_key, 0, counts) then
     return {'SOLD_OUT'}
   end
 
@@ -142,7 +143,7 @@ local function enter(user)
     -- rooms alone (Wakes).
     redis.call('PUBLISH', q_key, '')
   end
-  local _, left = units(stock, stats_key, tok_key, position)
+  local _, left = units(stock, stats_key, tok_key, position, counts)
   return {'WAITING', position, left}
 end
 
@@ -342,6 +343,7 @@ local abandon_s = abandon_secs(cfg[4])
 local seq = counter(seq_key)
 local now = now_ms()
 local stage = draw_stage(cfg[7], opens_at, draw_key)
+local counts = {} -- units' sold and live tokens, read once a call
 
 local function status(user)
   if cfg[3] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
@@ -352,7 +354,7 @@ local function status(user)
   -- Admit pops whom it admits), so the common poll, a waiting user's, reads
   -- no token. ZSCORE is O(1), ZRANK and ZADD O(log N). One silent past
   -- abandon_after has gone.
-  local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, stage, stock, user, now, abandon_s)
+  local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, stage, stock, user, now, abandon_s, counts)
   if queued then
     return queued
   end

@@ -594,12 +594,22 @@ end
 -- Returns sold_out, and the units neither sold (stats.completed) nor
 -- reserved when they are fewer than position, else -1. stock 0: not
 -- tracked, never sold out.
-local function units(stock, stats_key, tok_key, position)
+--
+-- counts keeps what it read for the rest of the call (a table the call
+-- makes, empty at first): an Enter or Status call sells no unit and issues
+-- or drops no token, so every user of its batch sees the same counts, read
+-- once.
+local function units(stock, stats_key, tok_key, position, counts)
   if stock <= 0 then return false, -1 end
-  local sold = tonumber(redis.call('HGET', stats_key, 'completed') or '0')
-  if sold >= stock then return true, -1 end
+  if not counts.sold then
+    counts.sold = tonumber(redis.call('HGET', stats_key, 'completed') or '0')
+  end
+  if counts.sold >= stock then return true, -1 end
   if position == 0 then return false, -1 end
-  local left = math.max(0, stock - sold - live_tokens(tok_key))
+  if not counts.live then
+    counts.live = live_tokens(tok_key)
+  end
+  local left = math.max(0, stock - counts.sold - counts.live)
   if left < position then return false, left end
   return false, -1
 end
@@ -734,7 +744,7 @@ end
 -- second changed: the place is the same). nil when it is not queued, or
 -- was silent past abandon_s: then it has gone, out of the queue and
 -- counted abandoned, as the admitter would find it.
-local function queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, stage, stock, user, now, abandon_s)
+local function queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, stage, stock, user, now, abandon_s, counts)
   local s = math.floor(now / 1000)
   local key, score, ahead = queued_in(q_key, pre_key, drawn_key, stage, user)
   if not score then return nil end
@@ -748,7 +758,7 @@ local function queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, st
     redis.call('ZADD', key, 'XX', fresh, user)
   end
   local position = ahead + redis.call('ZRANK', key, user) + 1
-  local sold_out, left = units(stock, stats_key, tok_key, position)
+  local sold_out, left = units(stock, stats_key, tok_key, position, counts)
   if sold_out then
     return {'QUEUED_SOLD_OUT'}
   end

@@ -434,7 +434,6 @@ func fill(tb testing.TB, s *Store, room string, n int) {
 	fillNamed(tb, s, room, "u", n)
 }
 
-// fillNamed is fill with the users' names prefix0000000, prefix0000001, …
 // tokenHolders returns the users with an entry in the room's token hash,
 // its hash-table field left out.
 func tokenHolders(tb testing.TB, s *Store, k *roomKeys) []string {
@@ -444,6 +443,7 @@ func tokenHolders(tb testing.TB, s *Store, k *roomKeys) []string {
 	return slices.DeleteFunc(fields, func(f string) bool { return f == tokHashTableField })
 }
 
+// fillNamed is fill with the users' names prefix0000000, prefix0000001, …
 func fillNamed(tb testing.TB, s *Store, room, prefix string, n int) {
 	tb.Helper()
 	ctx := context.Background()
