@@ -286,8 +286,7 @@ else
       local entries, named = {}, {}
       for i = from, to do
         local user = users[i]
-        local old = olds[i - from + 1]
-        old = old and parse_entry(old)
+        local old = parse_entry(olds[i - from + 1])
         if bought[i - from + 1] == 1 then
           -- Ordered already (queued again by a failover that lost the
           -- admission): leaves the queue without a token.
@@ -359,10 +358,9 @@ else
       -- pending at its ticks and only moves the marks.
       local m = redis.call('HMGET', bucket_key, 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows', 'p_arrivals', 'p_left', 'p_left_after',
         'm_seq', 'm_left', 'm_left_after', 'm_no_shows')
-      if m[9] then
-        -- A mark missing (a bucket older than it) counts no growth.
-        local p = pace_fold(m, a_time, {a_regular, a_admitted, a_abandoned, no_shows_now - tonumber(m[12] or no_shows_now),
-          seq_now - tonumber(m[9]), left_now - tonumber(m[10] or left_now), left_after_now - tonumber(m[11] or left_after_now)})
+      local p = pace_fold(m, {a_time, a_regular, a_admitted, a_abandoned}, {m[9], m[10], m[11], m[12]},
+        {seq_now, left_now, left_after_now, no_shows_now})
+      if p then
         push_all(writes, 'p_time', p[1], 'p_regular', p[2], 'p_admitted', p[3], 'p_abandoned', p[4], 'p_no_shows', p[5],
           'p_arrivals', p[6], 'p_left', p[7], 'p_left_after', p[8])
       end

@@ -440,14 +440,21 @@ local function push_all(t, ...)
 end
 
 -- pace_fold: the pace sums p (its first 8 values, in waitroom.PaceSums'
--- order, strings or nil) after a_time seconds of waiting, which decay
--- them, and what was measured meanwhile: a_time itself and grown, the
--- other 7 sums' growth (the arithmetic of waitroom.PaceSums.Add).
-local function pace_fold(p, a_time, grown)
-  local d = math.exp(-a_time / PACE_WINDOW_S)
-  local out = {tonumber(p[1] or '0') * d + a_time}
-  for i = 2, 8 do
-    out[i] = tonumber(p[i] or '0') * d + grown[i - 1]
+-- order, strings or nil) with what Admit measured since it last folded
+-- them, as waitroom.PaceSums.Add: a, its ticks' sums (a_time, a_regular,
+-- a_admitted, a_abandoned: numbers), whose a_time decays p; and the
+-- counters' growth from the fold's marks (m_seq, m_left, m_left_after,
+-- m_no_shows: strings or nil) to now (seq, left, left_after, no_shows).
+-- nil without an arrival mark (a bucket older than the marks): nothing to
+-- fold into. Another mark missing counts no growth.
+local function pace_fold(p, a, marks, now)
+  if not marks[1] then return nil end
+  local function grown(i) return now[i] - tonumber(marks[i] or now[i]) end
+  local d = math.exp(-a[1] / PACE_WINDOW_S)
+  local added = {a[1], a[2], a[3], a[4], grown(4), grown(1), grown(2), grown(3)}
+  local out = {}
+  for i = 1, 8 do
+    out[i] = tonumber(p[i] or '0') * d + added[i]
   end
   return out
 end

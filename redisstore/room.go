@@ -260,18 +260,10 @@ out[#out + 1] = tonumber(redis.call('HGET', cfg_key, 'max_active') or '0')
 local p = redis.call('HMGET', KEYS[5], 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows', 'p_arrivals', 'p_left', 'p_left_after',
   'a_time', 'a_regular', 'a_admitted', 'a_abandoned', 'm_seq', 'm_left', 'm_left_after', 'm_no_shows')
 local a_time = tonumber(p[9] or '0')
-if a_time > 0 and p[13] then
-  -- A mark missing (a bucket older than it) counts no growth.
-  local no_shows, left, left_after = tonumber(c[6] or '0'), tonumber(c[8] or '0'), tonumber(c[9] or '0')
-  local folded = pace_fold(p, a_time, {tonumber(p[10]), tonumber(p[11]), tonumber(p[12]), no_shows - tonumber(p[16] or no_shows),
-    seq - tonumber(p[13]), left - tonumber(p[14] or left), left_after - tonumber(p[15] or left_after)})
-  for i = 1, 8 do
-    out[#out + 1] = string.format('%.17g', folded[i])
-  end
-else
-  for i = 1, 8 do
-    out[#out + 1] = p[i] or '0'
-  end
+local folded = a_time > 0 and pace_fold(p, {a_time, tonumber(p[10] or '0'), tonumber(p[11] or '0'), tonumber(p[12] or '0')},
+  {p[13], p[14], p[15], p[16]}, {seq, tonumber(c[8] or '0'), tonumber(c[9] or '0'), tonumber(c[6] or '0')})
+for i = 1, 8 do
+  out[#out + 1] = folded and string.format('%.17g', folded[i]) or p[i] or '0'
 end
 return out
 `, "no-writes")
