@@ -349,6 +349,21 @@ func TestAdmitWaitsForTheReplicasItKnows(t *testing.T) {
 	require.Contains(t, logged.String(), "issued tokens are not on a replica yet")
 }
 
+// pacedRoom is a room of rate 1000 with queued users waiting and its
+// bucket and the pace's marks started by a first Admit, which admits
+// nobody.
+func pacedRoom(t *testing.T, queued int) (*Store, string, *roomKeys) {
+	t.Helper()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000, MaxQueue: 10_000})
+	if queued > 0 {
+		fill(t, s, room, queued)
+	}
+	_, err := s.Admit(t.Context(), room)
+	require.NoError(t, err)
+	return s, room, s.keys(room)
+}
+
 // TestPaceFoldsOnceASecond: Admit adds each tick to what it measured since
 // the pace sums were last folded, and folds them once a second: within the
 // second the sums are not written, Stats folds what is pending as it
@@ -357,12 +372,7 @@ func TestAdmitWaitsForTheReplicasItKnows(t *testing.T) {
 func TestPaceFoldsOnceASecond(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := newStore(t)
-	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000, MaxQueue: 10_000})
-	fill(t, s, room, 5000)
-	k := s.keys(room)
-	_, err := s.Admit(ctx, room) // starts the bucket and the fold's marks
-	require.NoError(t, err)
+	s, room, k := pacedRoom(t, 5000)
 	started := time.Now()
 	admitted := 0
 	for range 3 {
@@ -412,12 +422,7 @@ func TestPaceFoldsOnceASecond(t *testing.T) {
 func TestPaceContinuesFromAnOlderBucket(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := newStore(t)
-	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000, MaxQueue: 10_000})
-	fill(t, s, room, 5000)
-	k := s.keys(room)
-	_, err := s.Admit(ctx, room)
-	require.NoError(t, err)
+	s, room, k := pacedRoom(t, 5000)
 	require.NoError(t, s.client.HDel(ctx, k.bucket, "a_time", "a_regular", "a_admitted", "a_abandoned", "f_us", "m_left", "m_left_after", "m_no_shows").Err())
 	require.NoError(t, s.client.HSet(ctx, k.bucket, "p_time", 8, "p_regular", 8, "p_admitted", 8000, "p_abandoned", 0, "p_no_shows", 0,
 		"p_arrivals", 0, "p_left", 0, "p_left_after", 0).Err())
@@ -574,11 +579,7 @@ func TestTokenIndexCoversEveryToken(t *testing.T) {
 func TestKeptUpRoomMeasuresNoPace(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := newStore(t)
-	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000, MaxQueue: 10_000})
-	k := s.keys(room)
-	_, err := s.Admit(ctx, room)
-	require.NoError(t, err)
+	s, room, k := pacedRoom(t, 0)
 	for i := range 5 {
 		time.Sleep(20 * time.Millisecond)
 		_, err := s.Enter(ctx, room, fmt.Sprintf("kept%d", i))
