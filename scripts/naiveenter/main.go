@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/seedshape"
 )
 
@@ -37,11 +38,14 @@ func main() {
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	mux.HandleFunc("POST /rooms/{room}/enter", func(w http.ResponseWriter, r *http.Request) {
-		room, user := r.PathValue("room"), r.Header.Get("X-User-Id")
-		if user == "" {
-			http.Error(w, "no user", http.StatusBadRequest)
+		// The same checks serve makes of the room and the user, so that a
+		// request naming any key cannot reach Redis.
+		room, users := r.PathValue("room"), r.Header.Values("X-User-Id")
+		if !waitroom.ValidRoomName(room) || len(users) != 1 || !waitroom.ValidUserID(users[0]) {
+			http.Error(w, "bad room or X-User-Id", http.StatusBadRequest)
 			return
 		}
+		user := users[0]
 		tag := "naive:{" + room + "}:"
 		res, err := seedshape.Enter.Run(r.Context(), client, []string{tag + "q", tag + "seq"}, user, tag+"tok:", *maxQueue).Int64Slice()
 		if err != nil || len(res) < 1 {
