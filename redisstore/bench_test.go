@@ -227,6 +227,8 @@ for i = 1, #users do
   entries[#entries + 1] = users[i]
   entries[#entries + 1] = ARGV[i] .. suffix
 end
+entries[#entries + 1] = '` + tokHashTableField + `' -- issue_tokens' field, with its note
+entries[#entries + 1] = '` + hashTableNote + `'
 redis.call('HSET', KEYS[4], unpack(entries))
 redis.call('ZADD', KEYS[5], now + 60000, ' ' .. table.concat(users, ' '))
 redis.call('HINCRBY', KEYS[6], 'admitted', #users)
@@ -236,8 +238,8 @@ return users
 
 // BenchmarkAdmitAgainstSeed compares the admit function with the
 // seed-shaped ADMIT (ZPOPMIN + SET EX per user) on the same Redis in hot
-// loops, as waitroom bench compares them at a call per millisecond, and
-// with admitFloor: each round (one per b.N) sends the three, in an order
+// loops (waitroom bench makes the same comparison through the Store, over
+// many rooms, hot and cold), and with admitFloor: each round (one per b.N) sends the three, in an order
 // that rotates, as pipelines of 10 calls that each admit quota users.
 // Reported: each side's script µs per admitted user (INFO commandstats)
 // and the ratios to the seed, medians of the rounds.
