@@ -12,6 +12,7 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/redistest"
 )
 
 // batchCall runs one call of op for users, as a batch of concurrent calls
@@ -106,11 +107,11 @@ func TestEnterCallPlacesEarlyArrivals(t *testing.T) {
 	}
 }
 
-// After an opening's draw one status call serves the drawn and those
-// queued behind them as it serves a plain room's waiting: the same
-// answers as one call a user on a twin room (fifo, so the draw gives both
-// the same places), with a user named twice and one not queued among
-// them.
+// After an opening's draw one enter call places new users behind the
+// drawn, and one status call serves the drawn and those queued behind
+// them, as they serve a plain room's: the same answers as one call a user
+// on a twin room (fifo, so the draw gives both the same places), with a
+// user named twice and one not queued among them.
 func TestStatusCallAfterTheDraw(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
@@ -132,14 +133,17 @@ func TestStatusCallAfterTheDraw(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, got, "the draw's tick admits nobody")
 		}
-		for _, u := range []string{"x", "y"} {
-			st, err := s.Enter(ctx, room, u)
-			require.NoError(t, err)
-			require.Equal(t, waitroom.StateWaiting, st.State)
-		}
 	}
-	users := []string{"d", "x", "a", "d", "nobody", "y", "b"}
-	got := batchCall(t, s, statusOp, batched, users...)
+	// New places go behind the drawn; a drawn user keeps its place.
+	users := []string{"x", "d", "y", "x"}
+	got := enterCall(t, s, batched, users...)
+	for i, u := range users {
+		st, err := s.Enter(ctx, single, u)
+		require.Equal(t, userResult{st: st, err: err}, got[i], u)
+	}
+	require.Equal(t, []userResult{waiting(6), waiting(4), waiting(7), waiting(6)}, got)
+	users = []string{"d", "x", "a", "d", "nobody", "y", "b"}
+	got = batchCall(t, s, statusOp, batched, users...)
 	for i, u := range users {
 		st, err := s.Status(ctx, single, u)
 		require.Equal(t, userResult{st: st, err: err}, got[i], u)
@@ -317,4 +321,159 @@ func TestUserStandingDecodesBarePositions(t *testing.T) {
 		require.ErrorContains(t, got.err, "unexpected script reply", "%#v", bad)
 		require.Zero(t, got.st)
 	}
+}
+
+// sameStanding requires got to be what want, the same user's standing
+// from a call of its own on a twin room, is: the same state, place, units
+// and refusal; a token of its own, as long-lived.
+func sameStanding(t *testing.T, want, got userResult, user string) {
+	t.Helper()
+	if want.st.State == waitroom.StateAdmitted {
+		require.Equal(t, waitroom.StateAdmitted, got.st.State, user)
+		require.NotEmpty(t, got.st.Token, user)
+		require.InDelta(t, want.st.ExpiresIn, got.st.ExpiresIn, float64(time.Second), user)
+		return
+	}
+	require.Equal(t, want, got, user)
+}
+
+// In a drop's room (stock, one order per buyer) one enter or status call
+// serves its users as one call a user serves them on a twin room: new
+// places told the units when they are short, a buyer refused, a holder
+// given its token, a user named twice, the queue's limit, and, once the
+// stock is sold, the refusals of a sold-out room.
+func TestCallsInADropRoom(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	cfg := waitroom.RoomConfig{Rate: 100, MaxQueue: 8, Stock: 5, OneOrderPerUser: true}
+	batched, single := newRoom(t, s, cfg), newRoom(t, s, cfg)
+	rooms := []string{batched, single}
+	// In each room a has bought a unit and b holds a token: 3 units left.
+	for _, room := range rooms {
+		for _, u := range []string{"a", "b"} {
+			_, err := s.Enter(ctx, room, u)
+			require.NoError(t, err)
+		}
+		adm := admitN(t, s, room, 2)
+		require.Equal(t, "a", adm[0].User)
+		hold, err := s.Claim(ctx, room, adm[0].User, adm[0].Token)
+		require.NoError(t, err)
+		require.NoError(t, s.Complete(ctx, hold))
+	}
+	compare := func(op *batchedOp, users ...string) []userResult {
+		t.Helper()
+		got := batchCall(t, s, op, batched, users...)
+		for i, u := range users {
+			var st waitroom.Status
+			var err error
+			if op == enterOp {
+				st, err = s.Enter(ctx, single, u)
+			} else {
+				st, err = s.Status(ctx, single, u)
+			}
+			sameStanding(t, userResult{st: st, err: err}, got[i], u)
+		}
+		return got
+	}
+
+	got := compare(enterOp, "c", "a", "d", "b", "c", "e", "f", "g", "h", "i", "j", "k", "l")
+	require.Equal(t, []userResult{waiting(1)}, got[:1])
+	require.ErrorIs(t, got[1].err, waitroom.ErrAlreadyOrdered)
+	require.Equal(t, waiting(2), got[2])
+	require.Equal(t, waitroom.StateAdmitted, got[3].st.State, "b holds its token")
+	require.Equal(t, []userResult{waiting(1), waiting(3)}, got[4:6])
+	short := func(pos int64) userResult {
+		return userResult{st: waitroom.Status{State: waitroom.StateWaiting, Position: pos, UnitsLeft: 3, FewLeft: true}}
+	}
+	require.Equal(t, []userResult{short(4), short(5), short(6), short(7), short(8)}, got[6:11], "3 units left")
+	require.ErrorIs(t, got[11].err, waitroom.ErrQueueFull)
+	require.ErrorIs(t, got[12].err, waitroom.ErrQueueFull)
+
+	// e ordered while still queued (as when the rule is switched on after
+	// its order): a buyer, though it has a place.
+	for _, room := range rooms {
+		require.NoError(t, s.client.SAdd(ctx, s.keys(room).buyers, "e").Err())
+	}
+	got = compare(statusOp, "g", "a", "nobody", "c", "b", "e", "h", "g")
+	require.Equal(t, short(5), got[0])
+	require.ErrorIs(t, got[1].err, waitroom.ErrAlreadyOrdered)
+	require.ErrorIs(t, got[2].err, waitroom.ErrNotInQueue)
+	require.Equal(t, waiting(1), got[3])
+	require.Equal(t, waitroom.StateAdmitted, got[4].st.State)
+	require.ErrorIs(t, got[5].err, waitroom.ErrAlreadyOrdered)
+	require.Equal(t, []userResult{short(6), short(5)}, got[6:])
+	require.ErrorIs(t, compare(enterOp, "e")[0].err, waitroom.ErrAlreadyOrdered)
+
+	// The operator lowers the stock to what is sold: sold out.
+	for _, room := range rooms {
+		_, err := waitroom.ChangeRoom(ctx, s, room, func(c *waitroom.RoomConfig) error {
+			c.Stock = 1
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	soldOut := userResult{st: waitroom.Status{State: waitroom.StateSoldOut}}
+	got = compare(enterOp, "m", "c", "a", "b", "m")
+	require.ErrorIs(t, got[0].err, waitroom.ErrSoldOut)
+	require.Equal(t, soldOut, got[1], "c keeps its place for a restock")
+	require.ErrorIs(t, got[2].err, waitroom.ErrAlreadyOrdered)
+	require.Equal(t, waitroom.StateAdmitted, got[3].st.State, "b's unit was reserved")
+	require.ErrorIs(t, got[4].err, waitroom.ErrSoldOut)
+	got = compare(statusOp, "d", "m", "c")
+	require.Equal(t, soldOut, got[0])
+	require.ErrorIs(t, got[1].err, waitroom.ErrNotInQueue, "a refused entry took no place")
+	require.Equal(t, soldOut, got[2])
+	for _, room := range rooms {
+		stats, err := s.Stats(ctx, room)
+		require.NoError(t, err)
+		require.EqualValues(t, 8, stats.Waiting)
+		require.EqualValues(t, 2, stats.Full)
+	}
+}
+
+// A drop's room (stock, one order per buyer) takes the same short way as a
+// plain room: one call of 8 new users reads them all with one command of
+// each kind, not one command a user, and so does one of their polls.
+func TestDropRoomCallsReadTheirUsersTogether(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := redistest.StartServer(t)
+	s := New(openURL(t, srv.URL()), Options{Prefix: randomPrefix()})
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100, MaxQueue: 100, Stock: 3, OneOrderPerUser: true})
+	users := make([]string, 8)
+	for i := range users {
+		users[i] = fmt.Sprintf("u%d", i)
+	}
+	pc := srv.Client()
+	commands := func(op *batchedOp) map[string]int64 {
+		t.Helper()
+		require.NoError(t, pc.ConfigResetStat(ctx).Err())
+		for i, r := range batchCall(t, s, op, room, users...) {
+			require.NoError(t, r.err)
+			require.Equal(t, int64(i+1), r.st.Position)
+		}
+		stats, err := CommandStats(ctx, pc)
+		require.NoError(t, err)
+		calls := map[string]int64{}
+		for name, st := range stats {
+			switch name {
+			case "config|resetstat", "hello", "client|setinfo", "select", "ping": // the test's own, a new connection's
+			default:
+				calls[name] = st.Calls
+			}
+		}
+		return calls
+	}
+	require.Equal(t, map[string]int64{
+		"fcall": 1, "hmget": 2, "time": 1, // the settings, the tokens; the clock
+		"hget": 1, "hlen": 1, // the units sold; the live tokens (none: no HEXISTS)
+		"zmscore": 1, "smismember": 1, // the places, the buyers
+		"zcard": 1, "incrby": 1, "zadd": 1, "publish": 1, // the places made; the first wakes the admitter
+	}, commands(enterOp))
+	require.Equal(t, map[string]int64{
+		"fcall": 1, "hmget": 1, "get": 1, "time": 1, // the settings, the sequence, the clock
+		"hget": 1, "hlen": 1, // the units sold; the live tokens
+		"zmscore": 1, "smismember": 1, // the places, the buyers
+		"zrank": 8, // a rank each
+	}, commands(statusOp))
 }

@@ -67,8 +67,9 @@ func enterNewUsers(b *testing.B, s *Store, room string) {
 }
 
 // BenchmarkEnterCrowd times new places taken by a crowd (256 callers, so
-// that a room's calls carry many users), in a plain room and in a room
-// before its scheduled opening (early arrivals), and reports redis-server's
+// that a room's calls carry many users), in a plain room, in a room before
+// its scheduled opening (early arrivals) and in a drop's room (stock, one
+// order per buyer), and reports redis-server's
 // whole CPU per ENTER (INFO cpu: on a Redis serving nobody else, what one
 // ENTER costs the room's shard).
 func BenchmarkEnterCrowd(b *testing.B) {
@@ -78,6 +79,7 @@ func BenchmarkEnterCrowd(b *testing.B) {
 	}{
 		{"plain", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue}},
 		{"early-arrivals", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)}},
+		{"drop", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, Stock: 10_000, OneOrderPerUser: true}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			s := newStore(b)
@@ -123,20 +125,26 @@ func pollWaiting(b *testing.B, s *Store, room string, waiting int) {
 }
 
 // BenchmarkStatusCrowd times polls by a crowd (256 callers) of 100,000
-// waiting, in a plain room and in a room whose opening drew them, and
-// reports redis-server's whole CPU per poll (INFO cpu; a private Redis).
+// waiting, in a plain room, in a room whose opening drew them and in a
+// drop's room (stock, one order per buyer: the units are short for all but
+// the first 10,000), and reports redis-server's whole CPU per poll (INFO
+// cpu; a private Redis).
 func BenchmarkStatusCrowd(b *testing.B) {
 	const waiting = 100_000
-	for _, drawn := range []bool{false, true} {
-		b.Run(fmt.Sprintf("drawn=%t", drawn), func(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		drawn bool
+		cfg   waitroom.RoomConfig
+	}{
+		{"drawn=false", false, waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue}},
+		{"drawn=true", true, waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)}},
+		{"drop", false, waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue, Stock: 10_000, OneOrderPerUser: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()
 			s := newStore(b)
-			cfg := waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue}
-			if drawn {
-				cfg.OpensAt = time.Now().Add(time.Hour)
-			}
-			room := benchRoom(b, s, cfg)
-			if !drawn {
+			room := benchRoom(b, s, c.cfg)
+			if !c.drawn {
 				fill(b, s, room, waiting)
 			} else {
 				// The early arrivals, straight into pre, then the opening

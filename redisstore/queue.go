@@ -43,7 +43,7 @@ import (
 //	{"SOLD_OUT"}                        not queued, the stock is all sold
 //	{"QUEUE_FULL"}                      not queued; only stats.full counted
 //	position                            a bare number: {"WAITING", position, -1}
-//	                                    (the new places of a plain room: one
+//	                                    (a new place, units not short: one
 //	                                    number to send and decode, not a table)
 //
 // seq_before and seq_after are the arrival sequence when the call began
@@ -147,27 +147,38 @@ local function enter(user)
   return {'WAITING', position, left}
 end
 
--- Most users of a drop's burst are new: not queued, no token, in a room
--- with nothing else to check. Their places are made together, from what
--- one ZMSCORE and one HMGET of all the call's users found, with one INCRBY
--- and one ZADD (size counts them meanwhile), and those refused as full are
--- counted with one HINCRBY. Before a scheduled opening the same goes for
+-- Most users of a drop's burst are new: not queued, no token, no order,
+-- in a room that takes them. Their places are made together, from what
+-- one ZMSCORE and one HMGET of all the call's users found (one order per
+-- buyer: and one SMISMEMBER), with one INCRBY and one ZADD (size counts
+-- them meanwhile), and those refused as full are counted with one
+-- HINCRBY. The same goes after an opening's draw (one more ZMSCORE, of
+-- drawn, whose users wait ahead of q) and, before a scheduled opening, for
 -- new early arrivals, whose places are in pre (a plain sequence, as enter
 -- writes them) and who are told the opening (fifo: their place among the
--- early arrivals, counted meanwhile too). Any other user goes the whole way
--- (enter) after the places so far are written, as does a user named twice
--- in the call.
-local simple = cfg[4] ~= '1' and not refuses_entries(state, cfg[9], now) and cfg[6] ~= '1' and stock <= 0
-local plain_room = simple and stage == 'none'
-local early_room = simple and stage == 'pending' and now < opens_at
+-- early arrivals, counted meanwhile too). With stock the units are read
+-- once (counts): a room sold out sends everyone the whole way, else each
+-- new place is told the units left when they are short. Any other user
+-- goes the whole way (enter) after the places so far are written, as does
+-- a user named twice in the call.
+local open = not refuses_entries(state, cfg[9], now) and cfg[6] ~= '1'
+  and not units(stock, stats_key, tok_key, 0, counts)
+local plain_room = open and (stage == 'none' or stage == 'done')
+local early_room = open and stage == 'pending' and now < opens_at
 local fifo = cfg[8] == 'fifo'
-local scores, entries, early_scores
+local scores, entries, early_scores, drawn_scores, bought
 if plain_room or early_room then
   scores = redis.call('ZMSCORE', q_key, unpack(ARGV))
   entries = redis.call('HMGET', tok_key, unpack(ARGV))
+  if cfg[4] == '1' then
+    bought = redis.call('SMISMEMBER', buyers_key, unpack(ARGV))
+  end
 end
 if early_room then
   early_scores = redis.call('ZMSCORE', pre_key, unpack(ARGV))
+end
+if plain_room and stage == 'done' then
+  drawn_scores = redis.call('ZMSCORE', drawn_key, unpack(ARGV))
 end
 local size -- those waiting (pre and q), places so far included; nil: read again
 local early_count -- fifo: the early arrivals, as early_position counts them
@@ -198,12 +209,15 @@ local named = {}
 for i = 1, #ARGV do
   local user = ARGV[i]
   if (plain_room or early_room) and not named[user] and not scores[i] and not entries[i]
-    and not (early_room and early_scores[i]) then
+    and not (bought and bought[i] == 1) and not (early_scores and early_scores[i])
+    and not (drawn_scores and drawn_scores[i]) then
     if not size then
       size = redis.call('ZCARD', q_key)
       if early_room then
         size = size + redis.call('ZCARD', pre_key)
         early_count = fifo and redis.call('ZCOUNT', pre_key, '(0', '+inf') or 0
+      elseif drawn_scores then
+        size = size + redis.call('ZCARD', drawn_key)
       end
     end
     if size >= max_queue then
@@ -217,7 +231,8 @@ for i = 1, #ARGV do
         out[i + 3] = {'SCHEDULED', opens_at - now, early_count}
       else
         woken = woken or size == 1
-        out[i + 3] = size
+        local _, left = units(stock, stats_key, tok_key, size, counts)
+        out[i + 3] = left < 0 and size or {'WAITING', size, left}
       end
     end
   else
@@ -317,8 +332,7 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 //	{"QUEUED_SOLD_OUT"}                 queued, but the stock is all sold
 //	{"NOT_IN_QUEUE"}
 //	position                            a bare number: {"WAITING", position, -1}
-//	                                    (a waiting user of a plain room, or of
-//	                                    one whose opening is drawn)
+//	                                    (a waiting user, units not short)
 //
 // seq is the arrival sequence, which the Store watches for lost writes.
 var statusScript = newFunction("status", `
@@ -372,19 +386,24 @@ local function status(user)
   return {'NOT_IN_QUEUE'}
 end
 
--- Most polls are of waiting users in a room with nothing else to check:
--- their places come from one ZMSCORE of all the call's users and a ZRANK
--- each, and their "seen" marks are written with one ZADD XX. After an
--- opening's draw the same goes for the drawn (one more ZMSCORE, of drawn)
--- and for those queued behind them (the drawn's count ahead, read once).
--- Any other user, or one silent past abandon_after, goes the whole way
--- (status) after the marks so far are written, as does a user named twice.
-local simple = cfg[3] ~= '1' and stock <= 0
-local plain_room = simple and stage == 'none'
-local drawn_room = simple and stage == 'done'
-local scores, drawn_scores
+-- Most polls are of waiting users: their places come from one ZMSCORE of
+-- all the call's users and a ZRANK each, and their "seen" marks are
+-- written with one ZADD XX. After an opening's draw the same goes for the
+-- drawn (one more ZMSCORE, of drawn) and for those queued behind them (the
+-- drawn's count ahead, read once). One order per buyer: one SMISMEMBER
+-- finds the buyers, who go the whole way. With stock each is told the
+-- units left when they are short, or that the stock is sold, from counts
+-- read once a call. Any other user, or one silent past abandon_after, goes
+-- the whole way (status) after the marks so far are written, as does a
+-- user named twice.
+local plain_room = stage == 'none'
+local drawn_room = stage == 'done'
+local scores, drawn_scores, bought
 if plain_room or drawn_room then
   scores = redis.call('ZMSCORE', q_key, unpack(ARGV))
+  if cfg[3] == '1' then
+    bought = redis.call('SMISMEMBER', buyers_key, unpack(ARGV))
+  end
 end
 if drawn_room then
   drawn_scores = redis.call('ZMSCORE', drawn_key, unpack(ARGV))
@@ -406,7 +425,7 @@ local s = math.floor(now / 1000)
 for i = 1, #ARGV do
   local user = ARGV[i]
   local key, score
-  if (plain_room or drawn_room) and not named[user] then
+  if (plain_room or drawn_room) and not named[user] and not (bought and bought[i] == 1) then
     if drawn_room and drawn_scores[i] then
       key, score = drawn_key, tonumber(drawn_scores[i])
     elseif scores[i] then
@@ -425,7 +444,13 @@ for i = 1, #ARGV do
       drawn_ahead = drawn_ahead or redis.call('ZCARD', drawn_key)
       ahead = drawn_ahead
     end
-    out[i + 3] = ahead + redis.call('ZRANK', key, user) + 1
+    local position = ahead + redis.call('ZRANK', key, user) + 1
+    local sold_out, left = units(stock, stats_key, tok_key, position, counts)
+    if sold_out then
+      out[i + 3] = {'QUEUED_SOLD_OUT'}
+    else
+      out[i + 3] = left < 0 and position or {'WAITING', position, left}
+    end
   else
     write_seen()
     out[i + 3] = status(user)
