@@ -82,15 +82,7 @@ func TestEnterCallPlacesEarlyArrivals(t *testing.T) {
 			batched, single := newRoom(t, s, cfg), newRoom(t, s, cfg)
 			calls := [][]string{{"a", "b", "a", "c"}, {"d", "b", "e", "f", "g", "c", "h"}}
 			for _, users := range calls {
-				got := enterCall(t, s, batched, users...)
-				for i, u := range users {
-					st, err := s.Enter(ctx, single, u)
-					want := userResult{st: st, err: err}
-					// The time to the opening moves between the calls.
-					require.InDelta(t, want.st.OpensIn, got[i].st.OpensIn, float64(time.Second), u)
-					want.st.OpensIn, got[i].st.OpensIn = 0, 0
-					require.Equal(t, want, got[i], "%s in %v", u, users)
-				}
+				twinCalls(t, s, enterOp, batched, single, users...)
 			}
 			got := enterCall(t, s, batched, "b")
 			require.Equal(t, waitroom.StateScheduled, got[0].st.State)
@@ -135,19 +127,9 @@ func TestStatusCallAfterTheDraw(t *testing.T) {
 		}
 	}
 	// New places go behind the drawn; a drawn user keeps its place.
-	users := []string{"x", "d", "y", "x"}
-	got := enterCall(t, s, batched, users...)
-	for i, u := range users {
-		st, err := s.Enter(ctx, single, u)
-		require.Equal(t, userResult{st: st, err: err}, got[i], u)
-	}
+	got := twinCalls(t, s, enterOp, batched, single, "x", "d", "y", "x")
 	require.Equal(t, []userResult{waiting(6), waiting(4), waiting(7), waiting(6)}, got)
-	users = []string{"d", "x", "a", "d", "nobody", "y", "b"}
-	got = batchCall(t, s, statusOp, batched, users...)
-	for i, u := range users {
-		st, err := s.Status(ctx, single, u)
-		require.Equal(t, userResult{st: st, err: err}, got[i], u)
-	}
+	got = twinCalls(t, s, statusOp, batched, single, "d", "x", "a", "d", "nobody", "y", "b")
 	require.Equal(t, []userResult{waiting(4), waiting(6), waiting(1), waiting(4)}, got[:4])
 	require.ErrorIs(t, got[4].err, waitroom.ErrNotInQueue)
 	require.Equal(t, []userResult{waiting(7), waiting(2)}, got[5:])
@@ -325,7 +307,8 @@ func TestUserStandingDecodesBarePositions(t *testing.T) {
 
 // sameStanding requires got to be what want, the same user's standing
 // from a call of its own on a twin room, is: the same state, place, units
-// and refusal; a token of its own, as long-lived.
+// and refusal; a token of its own, as long-lived; the same opening, to the
+// second (time passes between the calls).
 func sameStanding(t *testing.T, want, got userResult, user string) {
 	t.Helper()
 	if want.st.State == waitroom.StateAdmitted {
@@ -334,7 +317,28 @@ func sameStanding(t *testing.T, want, got userResult, user string) {
 		require.InDelta(t, want.st.ExpiresIn, got.st.ExpiresIn, float64(time.Second), user)
 		return
 	}
+	require.InDelta(t, want.st.OpensIn, got.st.OpensIn, float64(time.Second), user)
+	want.st.OpensIn, got.st.OpensIn = 0, 0
 	require.Equal(t, want, got, user)
+}
+
+// twinCalls runs one call of op for users on batched and one call a user
+// on single, a room with the same settings and history, requires the same
+// answers, and returns the call's.
+func twinCalls(t *testing.T, s *Store, op *batchedOp, batched, single string, users ...string) []userResult {
+	t.Helper()
+	got := batchCall(t, s, op, batched, users...)
+	for i, u := range users {
+		var st waitroom.Status
+		var err error
+		if op == enterOp {
+			st, err = s.Enter(t.Context(), single, u)
+		} else {
+			st, err = s.Status(t.Context(), single, u)
+		}
+		sameStanding(t, userResult{st: st, err: err}, got[i], u)
+	}
+	return got
 }
 
 // In a drop's room (stock, one order per buyer) one enter or status call
@@ -362,18 +366,7 @@ func TestCallsInADropRoom(t *testing.T) {
 	}
 	compare := func(op *batchedOp, users ...string) []userResult {
 		t.Helper()
-		got := batchCall(t, s, op, batched, users...)
-		for i, u := range users {
-			var st waitroom.Status
-			var err error
-			if op == enterOp {
-				st, err = s.Enter(ctx, single, u)
-			} else {
-				st, err = s.Status(ctx, single, u)
-			}
-			sameStanding(t, userResult{st: st, err: err}, got[i], u)
-		}
-		return got
+		return twinCalls(t, s, op, batched, single, users...)
 	}
 
 	got := compare(enterOp, "c", "a", "d", "b", "c", "e", "f", "g", "h", "i", "j", "k", "l")
@@ -476,4 +469,77 @@ func TestDropRoomCallsReadTheirUsersTogether(t *testing.T) {
 		"zmscore": 1, "smismember": 1, // the places, the buyers
 		"zrank": 8, // a rank each
 	}, commands(statusOp))
+}
+
+// Between an opening and its draw the early arrivals are told the opening
+// and new users queue behind all of them: one enter or status call serves
+// them as one call a user does on a twin room, as it does before the
+// opening, with a user named twice, one not in the room and the queue's
+// limit among them.
+func TestCallsAroundTheOpening(t *testing.T) {
+	for _, order := range []waitroom.PrequeueOrder{waitroom.PrequeueFIFO, waitroom.PrequeueRandom} {
+		t.Run(string(order), func(t *testing.T) {
+			ctx := t.Context()
+			s := newStore(t)
+			cfg := waitroom.RoomConfig{Rate: 1, MaxQueue: 8, OpensAt: time.Now().Add(time.Second), PrequeueOrder: order}
+			batched, single := newRoom(t, s, cfg), newRoom(t, s, cfg)
+			for _, room := range []string{batched, single} {
+				for _, u := range []string{"a", "b", "c", "d"} {
+					st, err := s.Enter(ctx, room, u)
+					require.NoError(t, err)
+					require.Equal(t, waitroom.StateScheduled, st.State)
+				}
+			}
+			early := func(pos int64) waitroom.Status {
+				if order == waitroom.PrequeueRandom {
+					pos = 0 // not drawn yet
+				}
+				return waitroom.Status{State: waitroom.StateScheduled, Position: pos}
+			}
+			// requireEarly: the opening to come (opensIn), or passed: 0.
+			requireEarly := func(want waitroom.Status, got userResult, opensIn bool) {
+				t.Helper()
+				require.NoError(t, got.err)
+				if opensIn {
+					require.Positive(t, got.st.OpensIn)
+					got.st.OpensIn = 0
+				}
+				require.Equal(t, want, got.st)
+			}
+
+			got := twinCalls(t, s, statusOp, batched, single, "c", "nobody", "a", "c")
+			requireEarly(early(3), got[0], true)
+			require.ErrorIs(t, got[1].err, waitroom.ErrNotInQueue)
+			requireEarly(early(1), got[2], true)
+			requireEarly(early(3), got[3], true)
+
+			time.Sleep(time.Until(cfg.OpensAt) + 50*time.Millisecond)
+			// The opening has passed; nobody drew it yet.
+			got = twinCalls(t, s, enterOp, batched, single, "x", "b", "y", "x", "z", "w", "v")
+			require.Equal(t, []userResult{waiting(5)}, got[:1], "behind the 4 early arrivals")
+			requireEarly(early(2), got[1], false)
+			require.Equal(t, []userResult{waiting(6), waiting(5), waiting(7), waiting(8)}, got[2:6])
+			require.ErrorIs(t, got[6].err, waitroom.ErrQueueFull)
+			got = twinCalls(t, s, statusOp, batched, single, "y", "d", "nobody", "x", "a", "y")
+			require.Equal(t, waiting(6), got[0])
+			requireEarly(early(4), got[1], false)
+			require.ErrorIs(t, got[2].err, waitroom.ErrNotInQueue)
+			require.Equal(t, waiting(5), got[3])
+			requireEarly(early(1), got[4], false)
+			require.Equal(t, waiting(6), got[5])
+
+			// c left while the draw was being made: still an entrant, its
+			// place recorded (a negative score), but not an early arrival.
+			for _, room := range []string{batched, single} {
+				k := s.keys(room)
+				score, err := s.client.ZScore(ctx, k.pre, "c").Result()
+				require.NoError(t, err)
+				require.NoError(t, s.client.ZAdd(ctx, k.pre, redis.Z{Score: -score, Member: "c"}).Err())
+			}
+			got = twinCalls(t, s, statusOp, batched, single, "c", "d", "x")
+			require.ErrorIs(t, got[0].err, waitroom.ErrNotInQueue)
+			requireEarly(early(3), got[1], false)
+			require.Equal(t, waiting(5), got[2], "c is still counted among those drawn ahead")
+		})
+	}
 }

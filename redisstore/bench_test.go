@@ -68,8 +68,9 @@ func enterNewUsers(b *testing.B, s *Store, room string) {
 
 // BenchmarkEnterCrowd times new places taken by a crowd (256 callers, so
 // that a room's calls carry many users), in a plain room, in a room before
-// its scheduled opening (early arrivals) and in a drop's room (stock, one
-// order per buyer), and reports redis-server's
+// its scheduled opening (early arrivals), in a drop's room (stock, one
+// order per buyer) and in a room whose opening has passed but is not drawn
+// yet, and reports redis-server's
 // whole CPU per ENTER (INFO cpu: on a Redis serving nobody else, what one
 // ENTER costs the room's shard).
 func BenchmarkEnterCrowd(b *testing.B) {
@@ -80,10 +81,17 @@ func BenchmarkEnterCrowd(b *testing.B) {
 		{"plain", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue}},
 		{"early-arrivals", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)}},
 		{"drop", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, Stock: 10_000, OneOrderPerUser: true}},
+		{"opening", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			s := newStore(b)
 			room := benchRoom(b, s, c.cfg)
+			if c.name == "opening" {
+				// The opening has passed with 100,000 early arrivals, and
+				// nobody drew it yet: new users queue behind them all.
+				earlyArrivals(b, s, room, 100_000)
+				openNow(b, s, room, "open")
+			}
 			cpu0 := redisCPU(b, s.client)
 			b.SetParallelism(128)
 			enterNewUsers(b, s, room)
@@ -105,17 +113,41 @@ func BenchmarkStatus(b *testing.B) {
 	s := newStore(b)
 	room := benchRoom(b, s, waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue})
 	fill(b, s, room, waiting)
-	pollWaiting(b, s, room, waiting)
+	pollWaiting(b, s, room, waiting, waitroom.StateWaiting)
+}
+
+// earlyArrivals puts n early arrivals u0000000… straight into room's pre,
+// as n Enters before its opening would.
+func earlyArrivals(b *testing.B, s *Store, room string, n int) {
+	ctx := context.Background()
+	k := s.keys(room)
+	for from := 0; from < n; from += 10_000 {
+		p := s.client.Pipeline()
+		for i := from; i < min(from+10_000, n); i++ {
+			p.ZAdd(ctx, k.pre, redis.Z{Score: float64(i + 1), Member: fmt.Sprintf("u%07d", i)})
+		}
+		_, err := p.Exec(ctx)
+		require.NoError(b, err)
+	}
+	require.NoError(b, s.client.Set(ctx, k.seq, n, 0).Err())
+}
+
+// openNow moves room's opening to now, in state.
+func openNow(b *testing.B, s *Store, room, state string) {
+	ctx := context.Background()
+	now, err := s.client.Time(ctx).Result()
+	require.NoError(b, err)
+	require.NoError(b, s.client.HSet(ctx, s.keys(room).cfg, "opens_at_ms", now.UnixMilli(), "state", state).Err())
 }
 
 // pollWaiting is the timed part of the STATUS benchmarks: polls of users
-// u0000000… drawn at random among waiting, each of whom must be waiting.
-func pollWaiting(b *testing.B, s *Store, room string, waiting int) {
+// u0000000… drawn at random among waiting, each of whom must be in state.
+func pollWaiting(b *testing.B, s *Store, room string, waiting int, state waitroom.State) {
 	measure(b, s, func() {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				st, err := s.Status(context.Background(), room, fmt.Sprintf("u%07d", rand.IntN(waiting)))
-				if err != nil || st.State != waitroom.StateWaiting {
+				if err != nil || st.State != state {
 					b.Error(st, err)
 					return
 				}
@@ -125,53 +157,46 @@ func pollWaiting(b *testing.B, s *Store, room string, waiting int) {
 }
 
 // BenchmarkStatusCrowd times polls by a crowd (256 callers) of 100,000
-// waiting, in a plain room, in a room whose opening drew them and in a
-// drop's room (stock, one order per buyer: the units are short for all but
-// the first 10,000), and reports redis-server's whole CPU per poll (INFO
-// cpu; a private Redis).
+// waiting, in a plain room, in a room whose opening drew them, in a drop's
+// room (stock, one order per buyer: the units are short for all but the
+// first 10,000) and in a room whose opening has passed but is not drawn
+// yet (they are told so), and reports redis-server's whole CPU per poll
+// (INFO cpu; a private Redis).
 func BenchmarkStatusCrowd(b *testing.B) {
 	const waiting = 100_000
 	for _, c := range []struct {
-		name  string
-		drawn bool
-		cfg   waitroom.RoomConfig
+		name string
+		cfg  waitroom.RoomConfig
 	}{
-		{"drawn=false", false, waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue}},
-		{"drawn=true", true, waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)}},
-		{"drop", false, waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue, Stock: 10_000, OneOrderPerUser: true}},
+		{"drawn=false", waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue}},
+		{"drawn=true", waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)}},
+		{"drop", waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue, Stock: 10_000, OneOrderPerUser: true}},
+		{"opening", waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			ctx := context.Background()
 			s := newStore(b)
 			room := benchRoom(b, s, c.cfg)
-			if !c.drawn {
-				fill(b, s, room, waiting)
-			} else {
-				// The early arrivals, straight into pre, then the opening
-				// moved to now and drawn.
-				k := s.keys(room)
-				for from := 0; from < waiting; from += 10_000 {
-					p := s.client.Pipeline()
-					for i := from; i < min(from+10_000, waiting); i++ {
-						p.ZAdd(ctx, k.pre, redis.Z{Score: float64(i + 1), Member: fmt.Sprintf("u%07d", i)})
-					}
-					_, err := p.Exec(ctx)
-					require.NoError(b, err)
-				}
-				require.NoError(b, s.client.Set(ctx, k.seq, waiting, 0).Err())
-				now, err := s.client.Time(ctx).Result()
-				require.NoError(b, err)
+			state := waitroom.StateWaiting
+			switch c.name {
+			case "drawn=true":
 				// Paused: the draw is made, and nobody admitted meanwhile.
-				require.NoError(b, s.client.HSet(ctx, k.cfg, "opens_at_ms", now.UnixMilli(), "state", "paused").Err())
-				for d, err := s.Draw(ctx, room); d.State != waitroom.DrawDone; d, err = s.Draw(ctx, room) {
+				earlyArrivals(b, s, room, waiting)
+				openNow(b, s, room, "paused")
+				for d, err := s.Draw(b.Context(), room); d.State != waitroom.DrawDone; d, err = s.Draw(b.Context(), room) {
 					require.NoError(b, err)
-					_, err = s.Admit(ctx, room)
+					_, err = s.Admit(b.Context(), room)
 					require.NoError(b, err)
 				}
+			case "opening":
+				earlyArrivals(b, s, room, waiting)
+				openNow(b, s, room, "open")
+				state = waitroom.StateScheduled
+			default:
+				fill(b, s, room, waiting)
 			}
 			cpu0 := redisCPU(b, s.client)
 			b.SetParallelism(128)
-			pollWaiting(b, s, room, waiting)
+			pollWaiting(b, s, room, waiting, state)
 			b.ReportMetric((redisCPU(b, s.client)-cpu0)/float64(b.N), "redis-cpu-µs/poll")
 		})
 	}

@@ -152,33 +152,33 @@ end
 -- one ZMSCORE and one HMGET of all the call's users found (one order per
 -- buyer: and one SMISMEMBER), with one INCRBY and one ZADD (size counts
 -- them meanwhile), and those refused as full are counted with one
--- HINCRBY. The same goes after an opening's draw (one more ZMSCORE, of
--- drawn, whose users wait ahead of q) and, before a scheduled opening, for
--- new early arrivals, whose places are in pre (a plain sequence, as enter
--- writes them) and who are told the opening (fifo: their place among the
--- early arrivals, counted meanwhile too). With stock the units are read
--- once (counts): a room sold out sends everyone the whole way, else each
--- new place is told the units left when they are short. Any other user
--- goes the whole way (enter) after the places so far are written, as does
--- a user named twice in the call.
+-- HINCRBY. A scheduled room reads one more ZMSCORE, of the zset its
+-- earlier users wait in ahead of q: pre until the opening's draw is done
+-- (its users go the whole way: an early arrival is told the opening), then
+-- drawn. Before the opening new early arrivals are placed the same way, in
+-- pre (a plain sequence, as enter writes them), and told the opening
+-- (fifo: their place among the early arrivals, counted meanwhile too).
+-- With stock the units are read once (counts): a room sold out sends
+-- everyone the whole way, else each new place is told the units left when
+-- they are short. Any other user goes the whole way (enter) after the
+-- places so far are written, as does a user named twice in the call.
 local open = not refuses_entries(state, cfg[9], now) and cfg[6] ~= '1'
   and not units(stock, stats_key, tok_key, 0, counts)
-local plain_room = open and (stage == 'none' or stage == 'done')
 local early_room = open and stage == 'pending' and now < opens_at
+local plain_room = open and not early_room
 local fifo = cfg[8] == 'fifo'
 local scores, entries, early_scores, drawn_scores, bought
-if plain_room or early_room then
+if open then
   scores = redis.call('ZMSCORE', q_key, unpack(ARGV))
   entries = redis.call('HMGET', tok_key, unpack(ARGV))
   if cfg[4] == '1' then
     bought = redis.call('SMISMEMBER', buyers_key, unpack(ARGV))
   end
-end
-if early_room then
-  early_scores = redis.call('ZMSCORE', pre_key, unpack(ARGV))
-end
-if plain_room and stage == 'done' then
-  drawn_scores = redis.call('ZMSCORE', drawn_key, unpack(ARGV))
+  if stage == 'pending' then
+    early_scores = redis.call('ZMSCORE', pre_key, unpack(ARGV))
+  elseif stage == 'done' then
+    drawn_scores = redis.call('ZMSCORE', drawn_key, unpack(ARGV))
+  end
 end
 local size -- those waiting (pre and q), places so far included; nil: read again
 local early_count -- fifo: the early arrivals, as early_position counts them
@@ -208,16 +208,13 @@ local out = {'OK', 0, 0}
 local named = {}
 for i = 1, #ARGV do
   local user = ARGV[i]
-  if (plain_room or early_room) and not named[user] and not scores[i] and not entries[i]
+  if open and not named[user] and not scores[i] and not entries[i]
     and not (bought and bought[i] == 1) and not (early_scores and early_scores[i])
     and not (drawn_scores and drawn_scores[i]) then
     if not size then
-      size = redis.call('ZCARD', q_key)
+      size = ahead_of_q(pre_key, drawn_key, stage) + redis.call('ZCARD', q_key)
       if early_room then
-        size = size + redis.call('ZCARD', pre_key)
         early_count = fifo and redis.call('ZCOUNT', pre_key, '(0', '+inf') or 0
-      elseif drawn_scores then
-        size = size + redis.call('ZCARD', drawn_key)
       end
     end
     if size >= max_queue then
@@ -388,24 +385,24 @@ end
 
 -- Most polls are of waiting users: their places come from one ZMSCORE of
 -- all the call's users and a ZRANK each, and their "seen" marks are
--- written with one ZADD XX. After an opening's draw the same goes for the
--- drawn (one more ZMSCORE, of drawn) and for those queued behind them (the
--- drawn's count ahead, read once). One order per buyer: one SMISMEMBER
--- finds the buyers, who go the whole way. With stock each is told the
--- units left when they are short, or that the stock is sold, from counts
--- read once a call. Any other user, or one silent past abandon_after, goes
--- the whole way (status) after the marks so far are written, as does a
--- user named twice.
-local plain_room = stage == 'none'
-local drawn_room = stage == 'done'
-local scores, drawn_scores, bought
-if plain_room or drawn_room then
-  scores = redis.call('ZMSCORE', q_key, unpack(ARGV))
-  if cfg[3] == '1' then
-    bought = redis.call('SMISMEMBER', buyers_key, unpack(ARGV))
-  end
+-- written with one ZADD XX. A scheduled room reads one more ZMSCORE, of
+-- the zset its earlier users wait in ahead of q, whose count is read once:
+-- pre until the opening's draw is done (an early arrival there is told
+-- the opening: fifo, its place among them), then drawn (its users are
+-- served as q's). One order per buyer: one SMISMEMBER finds the buyers,
+-- who go the whole way. With stock each is told the units left when they
+-- are short, or that the stock is sold, from counts read once a call. Any
+-- other user, or one silent past abandon_after, goes the whole way
+-- (status) after the marks so far are written, as does a user named
+-- twice.
+local scores = redis.call('ZMSCORE', q_key, unpack(ARGV))
+local early_scores, drawn_scores, bought
+if cfg[3] == '1' then
+  bought = redis.call('SMISMEMBER', buyers_key, unpack(ARGV))
 end
-if drawn_room then
+if stage == 'pending' then
+  early_scores = redis.call('ZMSCORE', pre_key, unpack(ARGV))
+elseif stage == 'done' then
   drawn_scores = redis.call('ZMSCORE', drawn_key, unpack(ARGV))
 end
 local seen = {[q_key] = {}, [drawn_key] = {}} -- per zset: ZADD XX's score, user, … not written yet
@@ -417,22 +414,26 @@ local function write_seen()
     end
   end
 end
-local drawn_ahead -- drawn room: the drawn, all ahead of q; nil: read again
+local q_ahead -- those waiting ahead of q (ahead_of_q); nil: read again
 
 local out = {'OK', seq, seq}
 local named = {}
 local s = math.floor(now / 1000)
 for i = 1, #ARGV do
   local user = ARGV[i]
-  local key, score
-  if (plain_room or drawn_room) and not named[user] and not (bought and bought[i] == 1) then
-    if drawn_room and drawn_scores[i] then
+  local key, score, early
+  if not named[user] and not (bought and bought[i] == 1) then
+    if drawn_scores and drawn_scores[i] then
       key, score = drawn_key, tonumber(drawn_scores[i])
     elseif scores[i] then
       key, score = q_key, tonumber(scores[i])
+    else
+      early = early_scores and early_scores[i] and tonumber(early_scores[i]) > 0
     end
   end
-  if score and not is_gone(score, s, abandon_s) then
+  if early then
+    out[i + 3] = {'SCHEDULED', math.max(0, opens_at - now), early_position(cfg[6], pre_key, user)}
+  elseif score and not is_gone(score, s, abandon_s) then
     local fresh = queue_score(math.floor(score), s)
     if fresh ~= score then
       local marks = seen[key]
@@ -440,9 +441,9 @@ for i = 1, #ARGV do
       marks[#marks + 1] = user
     end
     local ahead = 0
-    if drawn_room and key == q_key then
-      drawn_ahead = drawn_ahead or redis.call('ZCARD', drawn_key)
-      ahead = drawn_ahead
+    if key == q_key then
+      q_ahead = q_ahead or ahead_of_q(pre_key, drawn_key, stage)
+      ahead = q_ahead
     end
     local position = ahead + redis.call('ZRANK', key, user) + 1
     local sold_out, left = units(stock, stats_key, tok_key, position, counts)
@@ -454,7 +455,7 @@ for i = 1, #ARGV do
   else
     write_seen()
     out[i + 3] = status(user)
-    drawn_ahead = nil
+    q_ahead = nil
   end
   named[user] = true
 end
