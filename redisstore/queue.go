@@ -165,7 +165,6 @@ end
 local open = not refuses_entries(state, cfg[9], now) and cfg[6] ~= '1'
   and not units(stock, stats_key, tok_key, 0, counts)
 local early_room = open and stage == 'pending' and now < opens_at
-local plain_room = open and not early_room
 local fifo = cfg[8] == 'fifo'
 local scores, entries, early_scores, drawn_scores, bought
 if open then
