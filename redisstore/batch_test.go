@@ -479,9 +479,11 @@ func TestDropRoomCallsReadTheirUsersTogether(t *testing.T) {
 func TestCallsAroundTheOpening(t *testing.T) {
 	for _, order := range []waitroom.PrequeueOrder{waitroom.PrequeueFIFO, waitroom.PrequeueRandom} {
 		t.Run(string(order), func(t *testing.T) {
+			t.Parallel()
 			ctx := t.Context()
 			s := newStore(t)
-			cfg := waitroom.RoomConfig{Rate: 1, MaxQueue: 8, OpensAt: time.Now().Add(time.Second), PrequeueOrder: order}
+			// Time enough for the calls before the opening on a loaded machine.
+			cfg := waitroom.RoomConfig{Rate: 1, MaxQueue: 8, OpensAt: time.Now().Add(3 * time.Second), PrequeueOrder: order}
 			batched, single := newRoom(t, s, cfg), newRoom(t, s, cfg)
 			for _, room := range []string{batched, single} {
 				for _, u := range []string{"a", "b", "c", "d"} {
