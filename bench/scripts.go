@@ -193,7 +193,7 @@ func (b *Result) measureScripts(ctx context.Context, client redis.UniversalClien
 	if err := measure("complete", "fcall", func() (int64, int64, error) { return concurrently(settle(store.Complete)) }); err != nil {
 		return err
 	}
-	return measure("leave (ZREM, no script)", "zrem", func() (int64, int64, error) {
+	return measure("leave", "fcall", func() (int64, int64, error) {
 		return concurrently(func(i int64) error {
 			if i >= int64(b.cfg.Waiting) {
 				return errExhausted

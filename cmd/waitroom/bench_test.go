@@ -24,7 +24,7 @@ func TestBenchSmall(t *testing.T) {
 		"| every room idle | 20 | 0 |", "| 2 rooms busy | 20 | 2 |",
 		"against seed-shaped ones", "| enter (new place) | ", "| admit, per admitted user", ": hot) |", "Users per admit call, hot: room 14.0",
 		"PollLoad(500, 140/s)", "| enter (new place) | FCALL |", "| admit (quota 100) | FCALL |",
-		"| complete | FCALL |", "bytes per waiting user"} {
+		"| complete | FCALL |", "| leave | FCALL |", "bytes per waiting user"} {
 		require.Contains(t, out, want)
 	}
 }
