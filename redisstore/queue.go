@@ -387,12 +387,12 @@ end
 -- written with one ZADD XX. A scheduled room reads one more ZMSCORE, of
 -- the zset its earlier users wait in ahead of q, whose count is read once:
 -- pre until the opening's draw is done (an early arrival there is told
--- the opening: fifo, its place among them), then drawn (its users are
--- served as q's). One order per buyer: one SMISMEMBER finds the buyers,
--- who go the whole way. With stock each is told the units left when they
--- are short, or that the stock is sold, from counts read once a call. Any
--- other user, or one silent past abandon_after, goes the whole way
--- (status) after the marks so far are written, as does a user named
+-- the opening; fifo: its place among them, one ZCOUNT), then drawn (its
+-- users are served as q's). One order per buyer: one SMISMEMBER finds the
+-- buyers, who go the whole way. With stock each is told the units left
+-- when they are short, or that the stock is sold, from counts read once a
+-- call. Any other user, or one silent past abandon_after, goes the whole
+-- way (status) after the marks so far are written, as does a user named
 -- twice.
 local scores = redis.call('ZMSCORE', q_key, unpack(ARGV))
 local early_scores, drawn_scores, bought
@@ -431,7 +431,7 @@ for i = 1, #ARGV do
     end
   end
   if early then
-    out[i + 3] = {'SCHEDULED', math.max(0, opens_at - now), early_position(cfg[6], pre_key, user)}
+    out[i + 3] = {'SCHEDULED', math.max(0, opens_at - now), early_position(cfg[6], pre_key, user, early_scores[i])}
   elseif score and not is_gone(score, s, abandon_s) then
     local fresh = queue_score(math.floor(score), s)
     if fresh ~= score then

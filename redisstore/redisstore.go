@@ -774,10 +774,11 @@ end
 
 -- early_position: a fifo early arrival's place among those in pre, by
 -- arrival (those who left during the draw do not count); 0 when random:
--- its place is not drawn yet.
-local function early_position(prequeue, pre_key, user)
+-- its place is not drawn yet. score: its score in pre when the caller has
+-- read it already, else nil.
+local function early_position(prequeue, pre_key, user, score)
   if prequeue ~= 'fifo' then return 0 end
-  local s = redis.call('ZSCORE', pre_key, user)
+  local s = score or redis.call('ZSCORE', pre_key, user)
   return redis.call('ZCOUNT', pre_key, '(0', s)
 end
 
