@@ -166,18 +166,10 @@ local open = not refuses_entries(state, cfg[9], now) and cfg[6] ~= '1'
   and not units(stock, stats_key, tok_key, 0, counts)
 local early_room = open and stage == 'pending' and now < opens_at
 local fifo = cfg[8] == 'fifo'
-local scores, entries, early_scores, drawn_scores, bought
+local scores, bought, early_scores, drawn_scores, entries
 if open then
-  scores = redis.call('ZMSCORE', q_key, unpack(ARGV))
+  scores, bought, early_scores, drawn_scores = where_users(ARGV, q_key, buyers_key, pre_key, drawn_key, cfg[4] == '1', stage)
   entries = redis.call('HMGET', tok_key, unpack(ARGV))
-  if cfg[4] == '1' then
-    bought = redis.call('SMISMEMBER', buyers_key, unpack(ARGV))
-  end
-  if stage == 'pending' then
-    early_scores = redis.call('ZMSCORE', pre_key, unpack(ARGV))
-  elseif stage == 'done' then
-    drawn_scores = redis.call('ZMSCORE', drawn_key, unpack(ARGV))
-  end
 end
 local size -- those waiting (pre and q), places so far included; nil: read again
 local early_count -- fifo: the early arrivals, as early_position counts them
@@ -394,16 +386,7 @@ end
 -- call. Any other user, or one silent past abandon_after, goes the whole
 -- way (status) after the marks so far are written, as does a user named
 -- twice.
-local scores = redis.call('ZMSCORE', q_key, unpack(ARGV))
-local early_scores, drawn_scores, bought
-if cfg[3] == '1' then
-  bought = redis.call('SMISMEMBER', buyers_key, unpack(ARGV))
-end
-if stage == 'pending' then
-  early_scores = redis.call('ZMSCORE', pre_key, unpack(ARGV))
-elseif stage == 'done' then
-  drawn_scores = redis.call('ZMSCORE', drawn_key, unpack(ARGV))
-end
+local scores, bought, early_scores, drawn_scores = where_users(ARGV, q_key, buyers_key, pre_key, drawn_key, cfg[3] == '1', stage)
 local seen = {[q_key] = {}, [drawn_key] = {}} -- per zset: ZADD XX's score, user, … not written yet
 local function write_seen()
   for key, marks in pairs(seen) do

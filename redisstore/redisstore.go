@@ -772,6 +772,25 @@ local function queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, st
   return {'WAITING', position, left}
 end
 
+-- where_users: where one enter or status call's users stand, read with a
+-- command each for them all: their scores in q; with one_order whether
+-- each is a buyer (1 or 0); and their scores in the zset that waits ahead
+-- of q, pre until the opening's draw is done (early), drawn after it. A
+-- table the stage does not read is nil.
+local function where_users(users, q_key, buyers_key, pre_key, drawn_key, one_order, stage)
+  local scores = redis.call('ZMSCORE', q_key, unpack(users))
+  local bought, early, drawn
+  if one_order then
+    bought = redis.call('SMISMEMBER', buyers_key, unpack(users))
+  end
+  if stage == 'pending' then
+    early = redis.call('ZMSCORE', pre_key, unpack(users))
+  elseif stage == 'done' then
+    drawn = redis.call('ZMSCORE', drawn_key, unpack(users))
+  end
+  return scores, bought, early, drawn
+end
+
 -- early_position: a fifo early arrival's place among those in pre, by
 -- arrival (those who left during the draw do not count); 0 when random:
 -- its place is not drawn yet. score: its score in pre when the caller has
