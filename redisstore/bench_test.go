@@ -70,27 +70,30 @@ func enterNewUsers(b *testing.B, s *Store, room string) {
 // that a room's calls carry many users), in a plain room, in a room before
 // its scheduled opening (early arrivals), in a drop's room (stock, one
 // order per buyer) and in a room whose opening has passed but is not drawn
-// yet, and reports redis-server's
-// whole CPU per ENTER (INFO cpu: on a Redis serving nobody else, what one
-// ENTER costs the room's shard).
+// yet, and reports redis-server's whole CPU per ENTER (INFO cpu: on a
+// Redis serving nobody else, what one ENTER costs the room's shard).
 func BenchmarkEnterCrowd(b *testing.B) {
 	for _, c := range []struct {
-		name string
-		cfg  waitroom.RoomConfig
+		name    string
+		cfg     waitroom.RoomConfig
+		prepare func(b *testing.B, s *Store, room string) // nil: an empty room
 	}{
-		{"plain", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue}},
-		{"early-arrivals", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)}},
-		{"drop", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, Stock: 10_000, OneOrderPerUser: true}},
-		{"opening", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)}},
+		{"plain", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue}, nil},
+		{"early-arrivals", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)}, nil},
+		{"drop", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, Stock: 10_000, OneOrderPerUser: true}, nil},
+		// The opening has passed with 100,000 early arrivals, and nobody
+		// drew it yet: new users queue behind them all.
+		{"opening", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)},
+			func(b *testing.B, s *Store, room string) {
+				earlyArrivals(b, s, room, 100_000)
+				openNow(b, s, room, "open")
+			}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			s := newStore(b)
 			room := benchRoom(b, s, c.cfg)
-			if c.name == "opening" {
-				// The opening has passed with 100,000 early arrivals, and
-				// nobody drew it yet: new users queue behind them all.
-				earlyArrivals(b, s, room, 100_000)
-				openNow(b, s, room, "open")
+			if c.prepare != nil {
+				c.prepare(b, s, room)
 			}
 			cpu0 := redisCPU(b, s.client)
 			b.SetParallelism(128)
@@ -164,21 +167,20 @@ func pollWaiting(b *testing.B, s *Store, room string, waiting int, state waitroo
 // (INFO cpu; a private Redis).
 func BenchmarkStatusCrowd(b *testing.B) {
 	const waiting = 100_000
+	queued := func(b *testing.B, s *Store, room string) waitroom.State {
+		fill(b, s, room, waiting)
+		return waitroom.StateWaiting
+	}
 	for _, c := range []struct {
 		name string
 		cfg  waitroom.RoomConfig
+		// prepare puts the waiting in room and returns the state each poll
+		// must answer.
+		prepare func(b *testing.B, s *Store, room string) waitroom.State
 	}{
-		{"drawn=false", waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue}},
-		{"drawn=true", waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)}},
-		{"drop", waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue, Stock: 10_000, OneOrderPerUser: true}},
-		{"opening", waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)}},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			s := newStore(b)
-			room := benchRoom(b, s, c.cfg)
-			state := waitroom.StateWaiting
-			switch c.name {
-			case "drawn=true":
+		{"drawn=false", waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue}, queued},
+		{"drawn=true", waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)},
+			func(b *testing.B, s *Store, room string) waitroom.State {
 				// Paused: the draw is made, and nobody admitted meanwhile.
 				earlyArrivals(b, s, room, waiting)
 				openNow(b, s, room, "paused")
@@ -187,13 +189,20 @@ func BenchmarkStatusCrowd(b *testing.B) {
 					_, err = s.Admit(b.Context(), room)
 					require.NoError(b, err)
 				}
-			case "opening":
+				return waitroom.StateWaiting
+			}},
+		{"drop", waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue, Stock: 10_000, OneOrderPerUser: true}, queued},
+		{"opening", waitroom.RoomConfig{Rate: 1, MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Now().Add(time.Hour)},
+			func(b *testing.B, s *Store, room string) waitroom.State {
 				earlyArrivals(b, s, room, waiting)
 				openNow(b, s, room, "open")
-				state = waitroom.StateScheduled
-			default:
-				fill(b, s, room, waiting)
-			}
+				return waitroom.StateScheduled
+			}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s := newStore(b)
+			room := benchRoom(b, s, c.cfg)
+			state := c.prepare(b, s, room)
 			cpu0 := redisCPU(b, s.client)
 			b.SetParallelism(128)
 			pollWaiting(b, s, room, waiting, state)
