@@ -48,11 +48,11 @@ func main() {
 		user := users[0]
 		tag := "naive:{" + room + "}:"
 		res, err := seedshape.Enter.Run(r.Context(), client, []string{tag + "q", tag + "seq"}, user, tag+"tok:", *maxQueue).Int64Slice()
-		if err != nil || len(res) < 1 {
+		switch {
+		case err != nil || len(res) == 0 || (res[0] == 2 && len(res) != 2):
 			http.Error(w, "store", http.StatusServiceUnavailable)
 			return
-		}
-		if res[0] != 2 {
+		case res[0] != 2:
 			http.Error(w, "full", http.StatusServiceUnavailable)
 			return
 		}
