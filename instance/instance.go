@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"runtime"
 	"sync"
 	"time"
 
@@ -338,7 +339,8 @@ func (in *Instance) Run(ctx context.Context) error {
 	}
 	log.Info("waiting room listening", "addr", in.Addr(), "rooms", in.Config.Rooms,
 		"rate", in.Config.Room.Rate, "rate_derived", in.Config.RateDerived, "slice", in.Config.Room.Slice,
-		"upstream", upstream, "gated_routes", in.Config.GatedRoutes, "admin_api", in.Config.AdminToken != "", "failure_policy", in.Config.FailurePolicy.String())
+		"upstream", upstream, "gated_routes", in.Config.GatedRoutes, "admin_api", in.Config.AdminToken != "", "failure_policy", in.Config.FailurePolicy.String(),
+		"gomaxprocs", runtime.GOMAXPROCS(0)) // the cores this process schedules on (OPERATIONS.md)
 	return nil
 }
 

@@ -12,7 +12,8 @@
 # sets -c: a drop's crowd keeps far more than 32 requests in flight). Per side it
 # prints requests/s and the CPU one request cost: serve + redis-server (from
 # /proc) + wrk (its rusage), in µs. Other work on the machine moves the
-# CPU per request far less than the requests per second.
+# CPU per request far less than the requests per second. A build's command
+# may set the environment: "p1=env GOMAXPROCS=1 /path/waitroom serve".
 set -eu
 cd "$(dirname "$0")"
 for tool in wrk redis-server bc /usr/bin/time; do

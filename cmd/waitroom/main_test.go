@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -195,6 +197,7 @@ func TestRunServeStopsOnSignal(t *testing.T) {
 	cancel()
 	require.Equal(t, exitOK, <-done)
 	require.Contains(t, stderr.String(), "not shared with other instances", "memstore's lack of durability is logged")
+	require.Regexp(t, ` gomaxprocs=`+strconv.Itoa(runtime.GOMAXPROCS(0))+`\b`, stderr.String(), "the cores it schedules on are logged")
 }
 
 func TestRunServeAddressTaken(t *testing.T) {
