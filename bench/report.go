@@ -90,7 +90,7 @@ func (b *Result) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "| run | %d rounds × %s per side, %d keep-alive clients, %d waiting |\n\n", c.Rounds, c.Slice, c.Clients, c.Waiting)
 
 	fmt.Fprintf(w, "### HTTP throughput against a trivial handler in the same server\n\n")
-	fmt.Fprintf(w, "Requests/s, median over the rounds; a ratio is the median of the rounds' own ratios. The trivial handler writes `{\"ok\":true}` behind the same `server.Server` (routing, metrics, recovery), so the ratio is what the room's handler and its store cost.\n\n")
+	fmt.Fprintf(w, "Requests/s, median over the rounds; a ratio is the median of the rounds' own ratios. The trivial handler writes `{\"ok\":true}` behind the same `server.Server` (routing, metrics, recovery), so the ratio is what the room's handler and its store cost. The clients run in this process, so their own cost falls on both sides and raises the ratio, the more the more clients; `scripts/wrk-rounds.sh` measures the server alone, from outside.\n\n")
 	fmt.Fprintf(w, "| store | ENTER/s | STATUS/s (%d waiting) | trivial/s | ENTER ÷ trivial | STATUS ÷ trivial | non-2xx |\n|---|---:|---:|---:|---:|---:|---:|\n", c.Waiting)
 	for _, h := range b.http {
 		er, sr := ratios(h.enter, h.trivial), ratios(h.status, h.trivial)
