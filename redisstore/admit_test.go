@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -310,24 +312,14 @@ func TestAdmitWaitsForTheReplicasItKnows(t *testing.T) {
 	var logged bytes.Buffer
 	s := New(openURL(t, primary.URL()), Options{Prefix: randomPrefix(), WaitTimeout: time.Second, // a replica under -race answers in time
 		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-	room := newRoom(t, s, waitroom.RoomConfig{MaxQueue: 1000})
-	fill(t, s, room, 100)
-	require.NoError(t, s.client.HSet(ctx, s.keys(room).cfg, "rate", 1e9, "quota", 2).Err())
-	admit := func() {
-		t.Helper()
-		time.Sleep(time.Millisecond)
-		got, err := s.Admit(ctx, room)
-		require.NoError(t, err)
-		require.Len(t, got, 2)
-	}
+	room := twoAtATimeRoom(t, s)
+	admit := func() { admitTwo(t, s, room) }
 	calls := func() (waits, infos int64) {
 		t.Helper()
 		stats, err := CommandStats(ctx, pc)
 		require.NoError(t, err)
 		return stats["wait"].Calls, stats["info"].Calls
 	}
-	_, err = s.Admit(ctx, room) // starts the bucket; issues nothing, waits for nothing
-	require.NoError(t, err)
 	require.NoError(t, pc.ConfigResetStat(ctx).Err())
 
 	for range 5 {
@@ -347,6 +339,102 @@ func TestAdmitWaitsForTheReplicasItKnows(t *testing.T) {
 	require.Equal(t, int64(6), waits, "one WAIT that timed out")
 	require.Equal(t, int64(3), infos, "read again after it; and the INFO commandstats above")
 	require.Contains(t, logged.String(), "issued tokens are not on a replica yet")
+}
+
+// twoAtATimeRoom is a room of 100 queued users that admits two a call
+// (rate unbounded, quota 2), its bucket started by a first Admit, which
+// issues nothing and so waits for no replica.
+func twoAtATimeRoom(t *testing.T, s *Store) string {
+	t.Helper()
+	room := newRoom(t, s, waitroom.RoomConfig{MaxQueue: 1000})
+	fill(t, s, room, 100)
+	require.NoError(t, s.client.HSet(t.Context(), s.keys(room).cfg, "rate", 1e9, "quota", 2).Err())
+	_, err := s.Admit(t.Context(), room)
+	require.NoError(t, err)
+	return room
+}
+
+// admitTwo admits the next two users of a twoAtATimeRoom.
+func admitTwo(t *testing.T, s *Store, room string) {
+	t.Helper()
+	time.Sleep(time.Millisecond) // the bucket's next slice
+	got, err := s.Admit(t.Context(), room)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+}
+
+// replicaCountHider leaves connected_slaves out of INFO's reply while hide
+// is set, as a proxy or a managed Redis that trims INFO would; it counts
+// the INFO and WAIT calls.
+type replicaCountHider struct {
+	hide         atomic.Bool
+	infos, waits atomic.Int64
+}
+
+func (h *replicaCountHider) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *replicaCountHider) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *replicaCountHider) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if cmd.Name() == "wait" {
+			h.waits.Add(1)
+		}
+		c, ok := cmd.(*redis.StringCmd)
+		if !ok || cmd.Name() != "info" {
+			return err
+		}
+		h.infos.Add(1)
+		if err == nil && h.hide.Load() {
+			lines := strings.Split(c.Val(), "\n")
+			c.SetVal(strings.Join(slices.DeleteFunc(lines, func(l string) bool { return strings.HasPrefix(l, "connected_slaves:") }), "\n"))
+		}
+		return err
+	}
+}
+
+// TestAdmitWarnsOnceARunWithoutAReplicaCount: a primary whose INFO
+// replication gives no replica count is warned about once while it stays
+// so, though Admit reads the count again each second, and again once it
+// comes back after a count was read; without a count Admit waits for no
+// replica.
+func TestAdmitWarnsOnceARunWithoutAReplicaCount(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	hider := &replicaCountHider{}
+	hider.hide.Store(true)
+	c.AddHook(hider)
+	var logged testenv.LogBuffer
+	s := New(c, Options{Prefix: testPrefix(t, c), Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	room := twoAtATimeRoom(t, s)
+	admit := func() { admitTwo(t, s, room) }
+	warnings := func() int {
+		return strings.Count(logged.String(), "INFO replication has no replica count")
+	}
+
+	admit()
+	admit()
+	require.Equal(t, 1, warnings())
+	require.Equal(t, int64(1), hider.infos.Load(), "a missing count is not read again within the second")
+	time.Sleep(replicaCountFresh + 100*time.Millisecond)
+	admit()
+	require.Equal(t, int64(2), hider.infos.Load(), "read again after the second")
+	require.Equal(t, 1, warnings(), "still missing: no second warning")
+
+	hider.hide.Store(false)
+	time.Sleep(replicaCountFresh + 100*time.Millisecond)
+	admit()
+	require.Equal(t, int64(3), hider.infos.Load())
+	hider.hide.Store(true)
+	time.Sleep(replicaCountFresh + 100*time.Millisecond)
+	admit()
+	require.Equal(t, int64(4), hider.infos.Load())
+	require.Equal(t, 2, warnings(), "missing again after a count was read: warned again")
+
+	require.Zero(t, hider.waits.Load(), "no replica count, no replica waited for")
 }
 
 // pacedRoom is a room of rate 1000 with queued users waiting and its
