@@ -14,6 +14,9 @@
 # /proc) + wrk (its rusage), in µs. Other work on the machine moves the
 # CPU per request far less than the requests per second. A build's command
 # may set the environment: "p1=env GOMAXPROCS=1 /path/waitroom serve".
+# WRK_PIN=1 gives the builds cores of their own, as in a deployment where
+# Redis and the clients run elsewhere: redis-server and wrk on the last CPU,
+# each build on the others (taskset; at least two CPUs).
 set -eu
 cd "$(dirname "$0")"
 for tool in wrk redis-server bc /usr/bin/time; do
@@ -22,8 +25,15 @@ done
 rounds=$1
 shift
 conns=${WRK_CONNECTIONS:-32}
+pin_others=() pin_builds=()
+if [ -n "${WRK_PIN:-}" ]; then
+  command -v taskset >/dev/null || { echo "taskset is missing (Debian: apt-get install -y util-linux)" >&2; exit 1; }
+  last=$(($(nproc) - 1))
+  [ "$last" -ge 1 ] || { echo "WRK_PIN needs at least two CPUs" >&2; exit 1; }
+  pin_others=(taskset -c "$last") pin_builds=(taskset -c "0-$((last - 1))")
+fi
 rport=$((20000 + RANDOM % 20000))
-redis-server --port "$rport" --save '' --appendonly no >/dev/null 2>&1 &
+"${pin_others[@]}" redis-server --port "$rport" --save '' --appendonly no >/dev/null 2>&1 &
 rpid=$!
 labels=() ports=() pids=()
 cleanup() {
@@ -36,7 +46,7 @@ for spec in "$@"; do
   i=${#labels[@]}
   port=$((rport + 100 + i))
   # shellcheck disable=SC2086 # the spec's command line splits into words
-  ${spec#*=} --addr "127.0.0.1:$port" --redis-url "redis://127.0.0.1:$rport/$i" --max-queue 100000000 >/dev/null 2>&1 &
+  "${pin_builds[@]}" ${spec#*=} --addr "127.0.0.1:$port" --redis-url "redis://127.0.0.1:$rport/$i" --max-queue 100000000 >/dev/null 2>&1 &
   pids+=($!) labels+=("${spec%%=*}") ports+=("$port")
 done
 sleep 2
@@ -49,7 +59,7 @@ side() {
   shift
   local s0 r0 s1 r1 out
   s0=$(ticks "$pid") r0=$(ticks "$rpid")
-  out=$({ /usr/bin/time -f "wrkcpu %U %S" wrk "$@"; } 2>&1)
+  out=$({ /usr/bin/time -f "wrkcpu %U %S" "${pin_others[@]}" wrk "$@"; } 2>&1)
   s1=$(ticks "$pid") r1=$(ticks "$rpid")
   echo "$out" | awk -v ticks=$((s1 - s0 + r1 - r0)) '
     /Requests\/sec/ { rps = $2 }
