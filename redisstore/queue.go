@@ -33,18 +33,18 @@ import (
 //	                                    call confirms it: holder_sees)
 //	{"SCHEDULED", opens_in_ms, position}  an early arrival (now or before) of a
 //	                                    scheduled room; position 0 unless fifo
-//	{"WAITING", position, units_left}   queued (now or before); 1-based;
-//	                                    units_left -1 unless short (units); a
-//	                                    user silent past abandon_after has gone:
-//	                                    counted abandoned, queued anew
+//	{"WAITING", position, units_left}   queued (now or before), the units
+//	                                    short (units); 1-based; a user silent
+//	                                    past abandon_after has gone: counted
+//	                                    abandoned, queued anew
 //	{"QUEUED_SOLD_OUT"}                 queued, but the stock is all sold
 //	{"ROOM_CLOSED"}                     not queued, the room refuses entries
 //	{"INVITE_ONLY"}                     not queued, the room lets in pass holders only
 //	{"SOLD_OUT"}                        not queued, the stock is all sold
 //	{"QUEUE_FULL"}                      not queued; only stats.full counted
-//	position                            a bare number: {"WAITING", position, -1}
-//	                                    (a new place, units not short: one
-//	                                    number to send and decode, not a table)
+//	position                            the same, the units not short: a bare
+//	                                    number to send and decode, not a table
+//	                                    (waiting)
 //
 // seq_before and seq_after are the arrival sequence when the call began
 // and ended; the Store watches them for lost writes (lost.go).
@@ -90,7 +90,7 @@ local function enter(user)
 
   -- An early arrival waits for the draw: told when the room opens.
   if early_arrival(pre_key, stage, user) then
-    return {'SCHEDULED', math.max(0, opens_at - now), early_position(cfg[8], pre_key, user)}
+    return told_opening(opens_at, now, cfg[8], pre_key, user)
   end
 
   -- Already queued: the same place again, so a refresh never loses it, and
@@ -134,7 +134,7 @@ local function enter(user)
     -- Before the opening: an early arrival (plain sequence: it is placed
     -- at the draw, and silence counts from the opening).
     redis.call('ZADD', pre_key, next_seq, user)
-    return {'SCHEDULED', opens_at - now, early_position(cfg[8], pre_key, user)}
+    return told_opening(opens_at, now, cfg[8], pre_key, user)
   end
   redis.call('ZADD', q_key, queue_score(next_seq, math.floor(now / 1000)), user)
   local position = size + 1
@@ -143,8 +143,7 @@ local function enter(user)
     -- rooms alone (Wakes).
     redis.call('PUBLISH', q_key, '')
   end
-  local _, left = units(stock, stats_key, tok_key, position, counts)
-  return {'WAITING', position, left}
+  return waiting(position, stock, stats_key, tok_key, counts)
 end
 
 -- Most users of a drop's burst are new: not queued, no token, no order,
@@ -172,7 +171,7 @@ if open then
   entries = redis.call('HMGET', tok_key, unpack(ARGV))
 end
 local size -- those waiting (pre and q), places so far included; nil: read again
-local early_count -- fifo: the early arrivals, as early_position counts them
+local early_count -- fifo: the early arrivals, as told_opening counts them
 local placed, woken = {}, false -- users with a place not written yet
 local full = 0 -- refused as full, not counted yet
 local function write_places()
@@ -219,8 +218,7 @@ for i = 1, #ARGV do
         out[i + 3] = {'SCHEDULED', opens_at - now, early_count}
       else
         woken = woken or size == 1
-        local _, left = units(stock, stats_key, tok_key, size, counts)
-        out[i + 3] = left < 0 and size or {'WAITING', size, left}
+        out[i + 3] = waiting(size, stock, stats_key, tok_key, counts)
       end
     end
   else
@@ -316,11 +314,10 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 //	{"ALREADY_ORDERED"}                 one order per user, and it ordered
 //	{"SCHEDULED", opens_in_ms, position}  an early arrival; position 0 unless fifo
 //	{"ADMITTED", token, ms_left}        a second call confirms it (holder_sees)
-//	{"WAITING", position, units_left}   units_left -1 unless short (units)
+//	{"WAITING", position, units_left}   waiting, the units short (units)
 //	{"QUEUED_SOLD_OUT"}                 queued, but the stock is all sold
 //	{"NOT_IN_QUEUE"}
-//	position                            a bare number: {"WAITING", position, -1}
-//	                                    (a waiting user, units not short)
+//	position                            waiting, the units not short
 //
 // seq is the arrival sequence, which the Store watches for lost writes.
 var statusScript = newFunction("status", `
@@ -363,7 +360,7 @@ local function status(user)
 
   -- An early arrival waits for the draw.
   if early_arrival(pre_key, stage, user) then
-    return {'SCHEDULED', math.max(0, opens_at - now), early_position(cfg[6], pre_key, user)}
+    return told_opening(opens_at, now, cfg[6], pre_key, user)
   end
 
   -- Not queued: admitted (a live token), or not in the room.
@@ -414,7 +411,7 @@ for i = 1, #ARGV do
     end
   end
   if early then
-    out[i + 3] = {'SCHEDULED', math.max(0, opens_at - now), early_position(cfg[6], pre_key, user, early_scores[i])}
+    out[i + 3] = told_opening(opens_at, now, cfg[6], pre_key, user, early_scores[i])
   elseif score and not is_gone(score, s, abandon_s) then
     local fresh = queue_score(math.floor(score), s)
     if fresh ~= score then
@@ -427,13 +424,7 @@ for i = 1, #ARGV do
       q_ahead = q_ahead or ahead_of_q(pre_key, drawn_key, stage)
       ahead = q_ahead
     end
-    local position = ahead + redis.call('ZRANK', key, user) + 1
-    local sold_out, left = units(stock, stats_key, tok_key, position, counts)
-    if sold_out then
-      out[i + 3] = {'QUEUED_SOLD_OUT'}
-    else
-      out[i + 3] = left < 0 and position or {'WAITING', position, left}
-    end
+    out[i + 3] = waiting(ahead + redis.call('ZRANK', key, user) + 1, stock, stats_key, tok_key, counts)
   else
     write_seen()
     out[i + 3] = status(user)

@@ -732,6 +732,21 @@ local function ahead_of_q(pre_key, drawn_key, stage)
   return redis.call('ZCARD', pre_key)
 end
 
+-- waiting: the answer to a waiting user at position: the bare position
+-- while the units are not short (one number to send and decode), else
+-- {'WAITING', position, units_left}; {'QUEUED_SOLD_OUT'} once the stock is
+-- all sold (the place is kept for a restock).
+local function waiting(position, stock, stats_key, tok_key, counts)
+  local sold_out, left = units(stock, stats_key, tok_key, position, counts)
+  if sold_out then
+    return {'QUEUED_SOLD_OUT'}
+  end
+  if left < 0 then
+    return position
+  end
+  return {'WAITING', position, left}
+end
+
 -- queued_in: the zset user is queued in (drawn, after the draw, ahead of
 -- q; or q), its score, and how many wait ahead of that zset. nil when the
 -- user is not queued.
@@ -746,8 +761,7 @@ local function queued_in(q_key, pre_key, drawn_key, stage, user)
 end
 
 -- queued_standing: a queued user's standing as enter and status answer
--- it, {'WAITING', position, units_left} or {'QUEUED_SOLD_OUT'} (units),
--- the user marked seen now (its score's fraction, rewritten only when the
+-- it (waiting), the user marked seen now (its score's fraction, rewritten only when the
 -- second changed: the place is the same). nil when it is not queued, or
 -- was silent past abandon_s: then it has gone, out of the queue and
 -- counted abandoned, as the admitter would find it.
@@ -764,12 +778,7 @@ local function queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, st
   if fresh ~= score then
     redis.call('ZADD', key, 'XX', fresh, user)
   end
-  local position = ahead + redis.call('ZRANK', key, user) + 1
-  local sold_out, left = units(stock, stats_key, tok_key, position, counts)
-  if sold_out then
-    return {'QUEUED_SOLD_OUT'}
-  end
-  return {'WAITING', position, left}
+  return waiting(ahead + redis.call('ZRANK', key, user) + 1, stock, stats_key, tok_key, counts)
 end
 
 -- where_users: where one enter or status call's users stand, read with a
@@ -791,14 +800,17 @@ local function where_users(users, q_key, buyers_key, pre_key, drawn_key, one_ord
   return scores, bought, early, drawn
 end
 
--- early_position: a fifo early arrival's place among those in pre, by
--- arrival (those who left during the draw do not count); 0 when random:
--- its place is not drawn yet. score: its score in pre when the caller has
--- read it already, else nil.
-local function early_position(prequeue, pre_key, user, score)
-  if prequeue ~= 'fifo' then return 0 end
-  local s = score or redis.call('ZSCORE', pre_key, user)
-  return redis.call('ZCOUNT', pre_key, '(0', s)
+-- told_opening: an early arrival's answer: the time to the opening (0 once
+-- it has passed, until its draw) and, fifo, its place among those in pre
+-- by arrival (those who left during the draw do not count); 0 when
+-- random: its place is not drawn yet. score: its score in pre when the
+-- caller has read it already, else nil.
+local function told_opening(opens_at, now, prequeue, pre_key, user, score)
+  local position = 0
+  if prequeue == 'fifo' then
+    position = redis.call('ZCOUNT', pre_key, '(0', score or redis.call('ZSCORE', pre_key, user))
+  end
+  return {'SCHEDULED', math.max(0, opens_at - now), position}
 end
 
 -- refuses_entries: whether the room takes no new entry at now (its state
