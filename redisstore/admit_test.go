@@ -485,7 +485,13 @@ func TestPaceFoldsOnceASecond(t *testing.T) {
 	require.Greater(t, pending, 0.05)
 	st := testenv.Stats(t, s, room)
 	require.InDelta(t, pending, st.Pace.Measured.Seconds(), 1e-6, "Stats folds what is pending")
-	require.InDelta(t, 1, st.Pace.Efficiency, 0.25, "%+v", st.Pace)
+	// The ticks' admissions within the rate over their time; how close to
+	// 1 depends on how evenly this machine ran them, so only its bounds.
+	regular, err := strconv.ParseFloat(b["a_regular"], 64)
+	require.NoError(t, err)
+	require.InDelta(t, regular/pending, st.Pace.Efficiency, 1e-6, "%+v", st.Pace)
+	require.Positive(t, st.Pace.Efficiency)
+	require.LessOrEqual(t, st.Pace.Efficiency, 1.25, "%+v", st.Pace)
 
 	time.Sleep(time.Second - time.Since(started))
 	got, err := s.Admit(ctx, room)
