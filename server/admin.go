@@ -104,22 +104,32 @@ func underAdmin(pattern string) bool {
 }
 
 // requireAdmin lets a request through only with "Authorization: Bearer
-// <token>". Digests are compared in constant time, so neither the token's
-// bytes nor its length leak through timing.
+// <token>", from a client address within the limit of failed attempts
+// (adminauth.go). Digests are compared in constant time, so neither the
+// token's bytes nor its length leak through timing.
 func (s *Server) requireAdmin(want [sha256.Size]byte, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, given, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		got := sha256.Sum256([]byte(strings.TrimSpace(given)))
-		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			if refused, ok := s.adminRefusals.allow(time.Now()); ok {
-				s.log.WarnContext(r.Context(), "admin request refused: missing or wrong bearer token",
-					"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "refused_since_last_warning", refused)
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admin"`)
-			s.writeError(w, r, errUnauthorized)
+		right := strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(got[:], want[:]) == 1
+		client := s.trusted.clientIP(r)
+		limited, wait := s.adminAuth.attempt(clientKey(client), right)
+		if right && !limited {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		if refused, ok := s.adminRefusals.allow(time.Now()); ok {
+			s.log.WarnContext(r.Context(), "admin request refused: missing or wrong bearer token, or too many of them",
+				"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "client", client, "rate_limited", limited,
+				"refused_since_last_warning", refused)
+		}
+		if limited {
+			// The admin message, with the wait of the limit's refusal.
+			s.writeError(w, r, errors.Join(errAdminRateLimited, &rateLimited{wait: wait}))
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admin"`)
+		s.writeError(w, r, errUnauthorized)
 	})
 }
 

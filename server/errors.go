@@ -22,6 +22,9 @@ var (
 
 	errUnauthorized = &waitroom.Error{Code: "UNAUTHORIZED", Message: "a valid admin bearer token is required", Status: http.StatusUnauthorized}
 	errRoomExists   = &waitroom.Error{Code: "ROOM_EXISTS", Message: "the room exists already", Status: http.StatusConflict}
+
+	// Too many wrong admin tokens from one address (adminauth.go).
+	errAdminRateLimited = &waitroom.Error{Code: errRateLimited.Code, Message: "too many wrong admin tokens from this address; wait as Retry-After says", Status: http.StatusTooManyRequests}
 )
 
 // classify is waitroom.Classify with the log line the error deserves: the
