@@ -171,9 +171,16 @@ func (in *Instance) Run(ctx context.Context) error {
 	if err := in.openStore(startCtx); err != nil {
 		return err
 	}
-	for _, room := range in.Config.Rooms {
-		if err := in.declareRoom(startCtx, room); err != nil {
+	// The default room's settings as the store keeps them: an existing
+	// room's live ones, not the flags'.
+	var live waitroom.RoomConfig
+	for i, room := range in.Config.Rooms {
+		cfg, err := in.declareRoom(startCtx, room)
+		if err != nil {
 			return err
+		}
+		if i == 0 {
+			live = cfg
 		}
 	}
 	// A Redis restarted without its data has lost the rooms: the keeper
@@ -350,7 +357,7 @@ func (in *Instance) Run(ctx context.Context) error {
 		adminAPI = in.Addr()
 	}
 	log.Info("waiting room listening", "addr", in.Addr(), "rooms", in.Config.Rooms,
-		"rate", in.Config.Room.Rate, "rate_derived", in.Config.RateDerived, "slice", in.Config.Room.Slice,
+		"rate", live.Rate, "rate_derived", in.Config.RateDerived && live.Rate == in.Config.Room.Rate, "slice", live.Slice,
 		"upstream", upstream, "gated_routes", in.Config.GatedRoutes, "admin_api", adminAPI, "failure_policy", in.Config.FailurePolicy.String(),
 		"gomaxprocs", runtime.GOMAXPROCS(0)) // the cores this process schedules on (OPERATIONS.md)
 	return nil
@@ -500,28 +507,36 @@ func (in *Instance) openStore(ctx context.Context) error {
 	return nil
 }
 
-// declareRoom creates room with the configured settings unless it exists.
-// An existing room keeps its live settings, which belong to the operator
-// (they may have been changed on purpose); a difference is worth a warning.
-func (in *Instance) declareRoom(ctx context.Context, room string) error {
+// declareRoom creates room with the configured settings unless it exists,
+// and returns the settings the room has. An existing room keeps its live
+// settings, which belong to the operator (they may have been changed on
+// purpose); a difference is worth a warning.
+func (in *Instance) declareRoom(ctx context.Context, room string) (waitroom.RoomConfig, error) {
 	want := in.Config.Room.WithDefaults()
 	created, err := in.store.CreateRoom(ctx, room, want)
 	if err != nil {
-		return fmt.Errorf("declaring room %s: %w", room, err)
+		return want, fmt.Errorf("declaring room %s: %w", room, err)
 	}
 	if created {
 		in.Logger.Info("room created", "room", room)
-		return nil
+		// A start after the opening with the same flags must still start
+		// (the room may have opened on time before a restart), so a
+		// passed opening is told, not refused; a new room opens at once.
+		if opens := want.OpensAt; !opens.IsZero() && !opens.After(time.Now()) {
+			in.Logger.Warn("--opens-at is in the past: the room opens at once, without the scheduled wait and draw; check the date",
+				"room", room, "opens_at", opens.Format(time.RFC3339), "ago", time.Since(opens).Round(time.Second))
+		}
+		return want, nil
 	}
 	live, err := in.store.RoomConfig(ctx, room)
 	if err != nil {
-		return fmt.Errorf("reading room %s: %w", room, err)
+		return want, fmt.Errorf("reading room %s: %w", room, err)
 	}
 	if diff := roomDiff(live, want); len(diff) > 0 {
 		in.Logger.Warn("room exists with other settings than the flags; keeping the live ones",
 			append([]any{"room", room}, diff...)...)
 	}
-	return nil
+	return live, nil
 }
 
 // roomDiff lists the fields in which live differs from flags, as slog

@@ -386,6 +386,9 @@ func (s *Server) adminCreateRoom(w http.ResponseWriter, r *http.Request) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := s.opensAhead(cfg.OpensAt); err != nil {
+		return err
+	}
 	created, err := s.store.CreateRoom(r.Context(), body.Name, cfg)
 	if err != nil {
 		return err
@@ -470,6 +473,13 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		}
+		// Only a new opening: the room's own, once passed, may come back
+		// in a body that repeats every setting.
+		if !next.OpensAt.Equal(c.OpensAt) {
+			if err := s.opensAhead(next.OpensAt); err != nil {
+				return err
+			}
+		}
 		*c = next
 		return nil
 	})
@@ -500,6 +510,16 @@ func (s *Server) notOpenedYet(ctx context.Context, room string) error {
 	case d.State == waitroom.DrawDone:
 		return waitroom.BadRequest(fmt.Sprintf("opens_at: the room opened at %s and its draw is done; a room opens once (\"\" clears the time)",
 			d.DrawnAt.UTC().Format(time.RFC3339)))
+	}
+	return nil
+}
+
+// opensAhead refuses an opening time that has passed (OPENS_AT_PAST): the
+// room would open at once, without the wait and the draw the operator
+// scheduled, most likely a typo in the date.
+func (s *Server) opensAhead(opensAt time.Time) error {
+	if !opensAt.IsZero() && !opensAt.After(s.now()) {
+		return fmt.Errorf("%w (%s, now %s)", errOpensAtPast, opensAt.UTC().Format(time.RFC3339), s.now().UTC().Format(time.RFC3339))
 	}
 	return nil
 }

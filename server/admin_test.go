@@ -606,3 +606,33 @@ func TestAdminApart(t *testing.T) {
 	together.AdminHandler().ServeHTTP(rec, req)
 	require.Equal(t, http.StatusNotFound, rec.Code)
 }
+
+// TestAdminRefusesOpeningInThePast: a new opens_at that has passed (by the
+// server's clock) is refused with 400 OPENS_AT_PAST on create and on
+// change, and changes nothing; the room's own opening, once passed, may
+// come back in a body that repeats it.
+func TestAdminRefusesOpeningInThePast(t *testing.T) {
+	t.Parallel()
+	f := newAdminFixture(t, fixtureOptions{})
+	at := func(d time.Duration) string { return f.clock.Now().Add(d).UTC().Format(time.RFC3339) }
+	for _, past := range []string{at(-time.Minute), at(0), "2026-03-01T10:00:00+09:00"} {
+		f.admin("POST", "/admin/rooms", `{"name":"drop","opens_at":"`+past+`"}`).
+			requireError(t, http.StatusBadRequest, "OPENS_AT_PAST", past)
+		f.admin("PATCH", "/admin/rooms/"+f.room, `{"opens_at":"`+past+`"}`).
+			requireError(t, http.StatusBadRequest, "OPENS_AT_PAST", past)
+	}
+	rooms, err := f.store.Rooms(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, []string{f.room}, rooms)
+	cfg, err := f.store.RoomConfig(t.Context(), f.room)
+	require.NoError(t, err)
+	require.True(t, cfg.OpensAt.IsZero(), "the refused opening was not written")
+
+	opens := at(time.Minute)
+	created := f.admin("POST", "/admin/rooms", `{"name":"drop","opens_at":"`+opens+`"}`)
+	require.Equal(t, http.StatusCreated, created.status, created.raw)
+	f.clock.Advance(2 * time.Minute)
+	again := f.admin("PATCH", "/admin/rooms/drop", `{"opens_at":"`+opens+`","rate":7}`)
+	require.Equal(t, http.StatusOK, again.status, again.raw)
+	require.Equal(t, opens, again.str("opens_at"))
+}
