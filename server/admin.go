@@ -113,7 +113,7 @@ func (s *Server) requireAdmin(want [sha256.Size]byte, next http.Handler) http.Ha
 		got := sha256.Sum256([]byte(strings.TrimSpace(given)))
 		right := strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(got[:], want[:]) == 1
 		client := s.trusted.clientIP(r)
-		limited, wait := s.adminAuth.attempt(clientKey(client), right)
+		limited, wait := s.adminAuth.attempt(addressKey(client), right)
 		if right && !limited {
 			next.ServeHTTP(w, r)
 			return

@@ -9,7 +9,7 @@ import (
 )
 
 // Failed bearer attempts on the operator API are limited per client
-// address (clientKey of the address visitor.go decides): a guesser gets
+// address (addressKey of the address visitor.go decides): a guesser gets
 // DefaultAdminAuthLimit's burst of wrong tokens, then one per interval,
 // and meanwhile every request from the address is refused with 429
 // RATE_LIMITED and Retry-After, the right token too, so that a guess made
@@ -34,7 +34,7 @@ const (
 	// bounded and the crowd is still limited, together.
 	maxAuthAddresses = 100_000
 	// sharedAuthKey is the one count of the addresses beyond
-	// maxAuthAddresses; no clientKey is empty.
+	// maxAuthAddresses; no addressKey is empty.
 	sharedAuthKey = ""
 	// authSweepEvery is how often the counts of addresses whose limit is
 	// whole again are dropped (forgetting them changes nothing).
@@ -48,7 +48,7 @@ type authFailures struct {
 	now   func() time.Time
 
 	mu    sync.Mutex
-	tats  map[string]time.Time // clientKey → theoretical arrival time of its failures
+	tats  map[string]time.Time // addressKey → theoretical arrival time of its failures
 	swept time.Time
 }
 
@@ -93,13 +93,15 @@ func (a *authFailures) sweep(now time.Time) {
 	}
 }
 
-// clientKey is the key a per-address limit counts a client under: an IPv4
-// address whole, an IPv6 address by its /64, the network one subscriber
-// gets (the rest of the address, and a zone, the client picks at will).
-func clientKey(ip netip.Addr) string {
-	if ip.Is6() {
-		p, _ := ip.Prefix(64) // a valid IPv6 address always has a /64
-		return p.String()
+// addressKey is the key of a client address for the per-address limits:
+// an IPv4 address, or the /64 of an IPv6 one, the least a subscriber is
+// given (RFC 6177), so that a client cannot be a new key per address of
+// its prefix, nor per zone suffix written after an address.
+func addressKey(a netip.Addr) string {
+	a = a.Unmap()
+	if !a.Is6() {
+		return a.String()
 	}
-	return ip.String()
+	p, _ := a.WithZone("").Prefix(64) // an IPv6 address always has a /64
+	return p.String()
 }
