@@ -52,6 +52,9 @@ func (c Config) Validate() error {
 	if c.AdminToken != "" && (len(c.AdminToken) < MinAdminToken || strings.ContainsAny(c.AdminToken, " \t\r\n")) {
 		bad("admin_token", "must be at least %d characters without spaces", MinAdminToken)
 	}
+	if c.AdminAddr != "" && c.AdminToken == "" {
+		bad("admin_addr", "serves the admin API, which is off without --admin-token")
+	}
 	return errors.Join(errs...)
 }
 

@@ -100,6 +100,10 @@ type Config struct {
 	// MetricsAddr is the listener of /metrics alone; empty: /metrics is
 	// on Addr behind the admin token, or not served without one.
 	MetricsAddr string
+	// AdminAddr is the listener of the operator API and the dashboard
+	// (and /metrics behind the admin token), which Addr then answers 404
+	// for; empty: they are on Addr. Needs AdminToken.
+	AdminAddr string
 }
 
 // Instance is one running waiting room: the store, the admitter and the HTTP
@@ -133,9 +137,12 @@ type Instance struct {
 	lostWrites func() (places, tokens, spent int64) // nil without Redis
 	listener   net.Listener
 	httpServer *http.Server
-	// metricsServer serves /metrics on --metrics-addr; nil without it.
+	// The listeners of their own: /metrics on --metrics-addr, the
+	// operator API on --admin-addr; nil without them.
 	metricsServer   *http.Server
 	metricsListener net.Listener
+	adminServer     *http.Server
+	adminListener   net.Listener
 	serveErr        chan error
 	stopAdmit       context.CancelFunc
 	admitDone       chan struct{}
@@ -164,9 +171,16 @@ func (in *Instance) Run(ctx context.Context) error {
 	if err := in.openStore(startCtx); err != nil {
 		return err
 	}
-	for _, room := range in.Config.Rooms {
-		if err := in.declareRoom(startCtx, room); err != nil {
+	// The default room's settings as the store keeps them: an existing
+	// room's live ones, not the flags'.
+	var live waitroom.RoomConfig
+	for i, room := range in.Config.Rooms {
+		cfg, err := in.declareRoom(startCtx, room)
+		if err != nil {
 			return err
+		}
+		if i == 0 {
+			live = cfg
 		}
 	}
 	// A Redis restarted without its data has lost the rooms: the keeper
@@ -230,6 +244,7 @@ func (in *Instance) Run(ctx context.Context) error {
 		OnGateServed: in.observeOrders(),
 		AdminToken:   in.Config.AdminToken,
 		AdminRoutes:  adminRoutes,
+		AdminApart:   in.Config.AdminAddr != "",
 		CookieSecret: in.Config.CookieSecret,
 		OrderProduct: in.Config.PageProduct,
 		// What the gate does while Redis is down or slow.
@@ -308,7 +323,7 @@ func (in *Instance) Run(ctx context.Context) error {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	in.serveErr = make(chan error, 2)
+	in.serveErr = make(chan error, 3)
 	go func() {
 		if err := in.httpServer.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			in.serveErr <- err
@@ -316,32 +331,54 @@ func (in *Instance) Run(ctx context.Context) error {
 	}()
 	if in.Config.MetricsAddr != "" {
 		// The scraper's own listener: /metrics off the public one.
-		mln, err := net.Listen("tcp", in.Config.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("listening on --metrics-addr %s: %w", in.Config.MetricsAddr, err)
-		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", handler.MetricsHandler())
-		in.metricsListener = mln
-		in.metricsServer = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
-			WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		go func() {
-			if err := in.metricsServer.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
-				in.serveErr <- err
-			}
-		}()
+		if in.metricsServer, in.metricsListener, err = in.serveAside("--metrics-addr", in.Config.MetricsAddr, mux); err != nil {
+			return err
+		}
+	}
+	if in.Config.AdminAddr != "" {
+		// The operator's own listener: the admin API off the public one.
+		if in.adminServer, in.adminListener, err = in.serveAside("--admin-addr", in.Config.AdminAddr, handler.AdminHandler()); err != nil {
+			return err
+		}
 	}
 
 	upstream := "built-in shop"
 	if in.Config.Upstream != nil {
 		upstream = in.Config.Upstream.Redacted()
 	}
+	// Where the operator API is served, or off.
+	adminAPI := "off"
+	switch {
+	case in.Config.AdminAddr != "":
+		adminAPI = in.AdminAddr()
+	case in.Config.AdminToken != "":
+		adminAPI = in.Addr()
+	}
 	log.Info("waiting room listening", "addr", in.Addr(), "rooms", in.Config.Rooms,
-		"rate", in.Config.Room.Rate, "rate_derived", in.Config.RateDerived, "slice", in.Config.Room.Slice,
-		"upstream", upstream, "gated_routes", in.Config.GatedRoutes, "admin_api", in.Config.AdminToken != "", "failure_policy", in.Config.FailurePolicy.String(),
+		"rate", live.Rate, "rate_derived", in.Config.RateDerived && live.Rate == in.Config.Room.Rate, "slice", live.Slice,
+		"upstream", upstream, "gated_routes", in.Config.GatedRoutes, "admin_api", adminAPI, "failure_policy", in.Config.FailurePolicy.String(),
 		"gomaxprocs", runtime.GOMAXPROCS(0)) // the cores this process schedules on (OPERATIONS.md)
 	return nil
+}
+
+// serveAside serves h on a listener of its own at addr (named by its flag
+// in the error), with the public server's bounds.
+func (in *Instance) serveAside(flag, addr string, h http.Handler) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listening on %s %s: %w", flag, addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(in.Logger.Handler(), slog.LevelWarn)}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			in.serveErr <- err
+		}
+	}()
+	return srv, ln, nil
 }
 
 // ServeStore serves store with cfg's server (on cfg.Addr, routes beside
@@ -376,6 +413,14 @@ func (in *Instance) MetricsAddr() string {
 	return in.metricsListener.Addr().String()
 }
 
+// AdminAddr is the address of the --admin-addr listener, or "".
+func (in *Instance) AdminAddr() string {
+	if in.adminListener == nil {
+		return ""
+	}
+	return in.adminListener.Addr().String()
+}
+
 // ServeErr delivers the error that stopped serving before Close.
 func (in *Instance) ServeErr() <-chan error { return in.serveErr }
 
@@ -395,6 +440,9 @@ func (in *Instance) Close() error {
 	}
 	if in.metricsServer != nil {
 		_ = in.metricsServer.Close() // scrapes are short; nothing to wait for
+	}
+	if in.adminServer != nil {
+		_ = in.adminServer.Close() // an operator's call is retried by hand
 	}
 	if in.stopAdmit != nil {
 		in.stopAdmit()
@@ -459,28 +507,36 @@ func (in *Instance) openStore(ctx context.Context) error {
 	return nil
 }
 
-// declareRoom creates room with the configured settings unless it exists.
-// An existing room keeps its live settings, which belong to the operator
-// (they may have been changed on purpose); a difference is worth a warning.
-func (in *Instance) declareRoom(ctx context.Context, room string) error {
+// declareRoom creates room with the configured settings unless it exists,
+// and returns the settings the room has. An existing room keeps its live
+// settings, which belong to the operator (they may have been changed on
+// purpose); a difference is worth a warning.
+func (in *Instance) declareRoom(ctx context.Context, room string) (waitroom.RoomConfig, error) {
 	want := in.Config.Room.WithDefaults()
 	created, err := in.store.CreateRoom(ctx, room, want)
 	if err != nil {
-		return fmt.Errorf("declaring room %s: %w", room, err)
+		return want, fmt.Errorf("declaring room %s: %w", room, err)
 	}
 	if created {
 		in.Logger.Info("room created", "room", room)
-		return nil
+		// A start after the opening with the same flags must still start
+		// (the room may have opened on time before a restart), so a
+		// passed opening is told, not refused; a new room opens at once.
+		if opens := want.OpensAt; !opens.IsZero() && !opens.After(time.Now()) {
+			in.Logger.Warn("--opens-at is in the past: the room opens at once, without the scheduled wait and draw; check the date",
+				"room", room, "opens_at", opens.Format(time.RFC3339), "ago", time.Since(opens).Round(time.Second))
+		}
+		return want, nil
 	}
 	live, err := in.store.RoomConfig(ctx, room)
 	if err != nil {
-		return fmt.Errorf("reading room %s: %w", room, err)
+		return want, fmt.Errorf("reading room %s: %w", room, err)
 	}
 	if diff := roomDiff(live, want); len(diff) > 0 {
 		in.Logger.Warn("room exists with other settings than the flags; keeping the live ones",
 			append([]any{"room", room}, diff...)...)
 	}
-	return nil
+	return live, nil
 }
 
 // roomDiff lists the fields in which live differs from flags, as slog

@@ -104,22 +104,32 @@ func underAdmin(pattern string) bool {
 }
 
 // requireAdmin lets a request through only with "Authorization: Bearer
-// <token>". Digests are compared in constant time, so neither the token's
-// bytes nor its length leak through timing.
+// <token>", from a client address within the limit of failed attempts
+// (adminauth.go). Digests are compared in constant time, so neither the
+// token's bytes nor its length leak through timing.
 func (s *Server) requireAdmin(want [sha256.Size]byte, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, given, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		got := sha256.Sum256([]byte(strings.TrimSpace(given)))
-		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			if refused, ok := s.adminRefusals.allow(time.Now()); ok {
-				s.log.WarnContext(r.Context(), "admin request refused: missing or wrong bearer token",
-					"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "refused_since_last_warning", refused)
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admin"`)
-			s.writeError(w, r, errUnauthorized)
+		right := strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(got[:], want[:]) == 1
+		client := s.trusted.clientIP(r)
+		limited, wait := s.adminAuth.attempt(addressKey(client), right)
+		if right && !limited {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		if refused, ok := s.adminRefusals.allow(time.Now()); ok {
+			s.log.WarnContext(r.Context(), "admin request refused: missing or wrong bearer token, or too many of them",
+				"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "client", client, "rate_limited", limited,
+				"refused_since_last_warning", refused)
+		}
+		if limited {
+			// The admin message, with the wait of the limit's refusal.
+			s.writeError(w, r, errors.Join(errAdminRateLimited, &rateLimited{wait: wait}))
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admin"`)
+		s.writeError(w, r, errUnauthorized)
 	})
 }
 
@@ -376,6 +386,9 @@ func (s *Server) adminCreateRoom(w http.ResponseWriter, r *http.Request) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := s.opensAhead(cfg.OpensAt); err != nil {
+		return err
+	}
 	created, err := s.store.CreateRoom(r.Context(), body.Name, cfg)
 	if err != nil {
 		return err
@@ -460,6 +473,13 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		}
+		// Only a new opening: the room's own, once passed, may come back
+		// in a body that repeats every setting.
+		if !next.OpensAt.Equal(c.OpensAt) {
+			if err := s.opensAhead(next.OpensAt); err != nil {
+				return err
+			}
+		}
 		*c = next
 		return nil
 	})
@@ -490,6 +510,16 @@ func (s *Server) notOpenedYet(ctx context.Context, room string) error {
 	case d.State == waitroom.DrawDone:
 		return waitroom.BadRequest(fmt.Sprintf("opens_at: the room opened at %s and its draw is done; a room opens once (\"\" clears the time)",
 			d.DrawnAt.UTC().Format(time.RFC3339)))
+	}
+	return nil
+}
+
+// opensAhead refuses an opening time that has passed (OPENS_AT_PAST): the
+// room would open at once, without the wait and the draw the operator
+// scheduled, most likely a typo in the date.
+func (s *Server) opensAhead(opensAt time.Time) error {
+	if !opensAt.IsZero() && !opensAt.After(s.now()) {
+		return fmt.Errorf("%w (%s, now %s)", errOpensAtPast, opensAt.UTC().Format(time.RFC3339), s.now().UTC().Format(time.RFC3339))
 	}
 	return nil
 }

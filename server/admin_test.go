@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -124,11 +125,15 @@ func TestAdminRefusesWithoutTheToken(t *testing.T) {
 		adminToken,
 		"Token " + adminToken,
 	}
+	// Each from an address of its own (told by the trusted loopback
+	// proxy), so that the limit of failed attempts stays out of the way.
+	client := 0
 	for _, req := range requests {
 		for _, auth := range auths {
-			headers := []string{}
+			client++
+			headers := []string{"X-Forwarded-For", fmt.Sprintf("192.0.2.%d", client)}
 			if auth != "" {
-				headers = []string{"Authorization", auth}
+				headers = append(headers, "Authorization", auth)
 			}
 			a := f.do(req.method, req.path, req.body, headers...)
 			a.requireError(t, http.StatusUnauthorized, "UNAUTHORIZED", "%s %s %q", req.method, req.path, auth)
@@ -487,4 +492,147 @@ func TestAdminChangeReachesOtherInstances(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.status, a.body)
 	a = enterB("newcomer")
 	a.requireError(t, http.StatusForbidden, "ROOM_CLOSED")
+}
+
+// TestAdminLimitsFailedAttempts: 300 wrong tokens at once from one address
+// get exactly the limit's burst of 401s and 429 RATE_LIMITED with
+// Retry-After for the rest; meanwhile the right token from that address is
+// refused too (a guess then tells nothing), from another address it is
+// not; once Retry-After has passed, the address may try again.
+func TestAdminLimitsFailedAttempts(t *testing.T) {
+	t.Parallel()
+	f := newAdminFixture(t, fixtureOptions{})
+	const guesses = 300
+	burst := server.DefaultAdminAuthLimit.Burst
+	statuses, codes, retries := make([]int, guesses), make([]string, guesses), make([]string, guesses)
+	testenv.AtOnce(guesses, func(i int) {
+		a := f.do("GET", "/admin/rooms", "", "Authorization", fmt.Sprintf("Bearer wrong-guess-%04d-of-some-length", i))
+		statuses[i], codes[i], retries[i] = a.status, a.code(), a.header.Get("Retry-After")
+	})
+	counts := map[string]int{}
+	for i := range guesses {
+		counts[fmt.Sprintf("%d %s Retry-After=%q", statuses[i], codes[i], retries[i])]++
+	}
+	// The fake clock stands still: the wait is exactly one interval, 6 s.
+	require.Equal(t, map[string]int{
+		`401 UNAUTHORIZED Retry-After=""`:  burst,
+		`429 RATE_LIMITED Retry-After="6"`: guesses - burst,
+	}, counts)
+
+	limited := f.admin("GET", "/admin/rooms", "")
+	limited.requireError(t, http.StatusTooManyRequests, "RATE_LIMITED")
+	require.Contains(t, limited.raw, "admin tokens")
+	require.Equal(t, http.StatusOK, f.do("GET", "/admin/rooms", "", "Authorization", "Bearer "+adminToken,
+		"X-Forwarded-For", "192.0.2.7").status, "another address is not slowed")
+
+	f.clock.Advance(6 * time.Second)
+	require.Equal(t, http.StatusOK, f.admin("GET", "/admin/rooms", "").status)
+	require.Equal(t, http.StatusOK, f.admin("GET", "/admin/rooms", "").status, "a right token is not counted")
+	f.do("GET", "/admin/rooms", "", "Authorization", "Bearer wrong").requireError(t, http.StatusUnauthorized, "UNAUTHORIZED")
+	f.do("GET", "/admin/rooms", "", "Authorization", "Bearer wrong").requireError(t, http.StatusTooManyRequests, "RATE_LIMITED")
+	require.Equal(t, 1, strings.Count(f.logs.String(), "admin request refused"), "refusals are logged once a minute")
+}
+
+// TestAdminAttemptsCountPerAddress: the failed attempts count per IPv4
+// address and per IPv6 /64 (any address and zone in it), of the client
+// the trusted proxies name; from anyone else X-Forwarded-For is not
+// believed, so a guesser cannot pick a fresh address per guess.
+func TestAdminAttemptsCountPerAddress(t *testing.T) {
+	t.Parallel()
+	burst := server.DefaultAdminAuthLimit.Burst
+	guess := func(f *adminFixture, client string) int {
+		return f.do("GET", "/admin/rooms", "", "Authorization", "Bearer wrong", "X-Forwarded-For", client).status
+	}
+	behindProxy := newAdminFixture(t, fixtureOptions{})
+	for i := range burst {
+		require.Equal(t, http.StatusUnauthorized, guess(behindProxy, fmt.Sprintf("2001:db8:1:2:%x::%x", i, i+1)))
+	}
+	require.Equal(t, http.StatusTooManyRequests, guess(behindProxy, "2001:db8:1:2:ffff::1"), "the same /64")
+	require.Equal(t, http.StatusUnauthorized, guess(behindProxy, "2001:db8:1:3::1"), "the next /64 is another client")
+	for i := range burst {
+		require.Equal(t, http.StatusUnauthorized, guess(behindProxy, fmt.Sprintf("fe80::%x%%eth%d", i+1, i)))
+	}
+	require.Equal(t, http.StatusTooManyRequests, guess(behindProxy, "fe80::99%eth9"), "a zone is no new client")
+	require.Equal(t, http.StatusUnauthorized, guess(behindProxy, "198.51.100.1"))
+	require.Equal(t, http.StatusOK, behindProxy.do("GET", "/admin/rooms", "", "Authorization", "Bearer "+adminToken,
+		"X-Forwarded-For", "2001:db8:1:3::2").status)
+
+	// Trusting nobody, the peer (loopback) is the client whatever the
+	// header says.
+	direct := &adminFixture{fixture: newStoreFixture(t, waitroom.RoomConfig{})}
+	direct.serve(server.Config{AdminToken: adminToken, TrustedProxies: []netip.Prefix{}})
+	for i := range burst {
+		require.Equal(t, http.StatusUnauthorized, guess(direct, fmt.Sprintf("203.0.113.%d", i)))
+	}
+	require.Equal(t, http.StatusTooManyRequests, guess(direct, "203.0.113.200"))
+}
+
+// TestAdminApart: with AdminApart the Server answers 404 for the operator
+// API, the dashboard and /metrics behind the token, and AdminHandler
+// serves them, behind the same token.
+func TestAdminApart(t *testing.T) {
+	t.Parallel()
+	store := memRoom(t, "default", waitroom.RoomConfig{})
+	s := mustServer(t, server.Config{Store: store, AdminToken: adminToken, AdminApart: true,
+		AdminRoutes: map[string]http.Handler{"GET /admin/products": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprint(w, `{"products":[]}`)
+		})}})
+	public, admin := httptest.NewServer(s), httptest.NewServer(s.AdminHandler())
+	t.Cleanup(public.Close)
+	t.Cleanup(admin.Close)
+	request := func(base, path, auth string) *http.Request {
+		req, err := http.NewRequestWithContext(t.Context(), "GET", base+path, nil)
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		return req
+	}
+	get := func(base, path, auth string) answer { return send(t, http.DefaultClient, request(base, path, auth)) }
+	for _, path := range []string{"/admin/rooms", "/admin/rooms/default", "/admin/dashboard", "/admin/products", "/admin/", "/metrics"} {
+		get(public.URL, path, adminToken).requireError(t, http.StatusNotFound, "NOT_FOUND", path)
+		p := pageOf(t, http.DefaultClient, request(admin.URL, path, adminToken))
+		require.Equal(t, http.StatusOK, p.status, "%s: %s", path, p.body)
+	}
+	get(admin.URL, "/admin/rooms", "").requireError(t, http.StatusUnauthorized, "UNAUTHORIZED")
+	get(admin.URL, "/rooms/default/status", "").requireError(t, http.StatusNotFound, "NOT_FOUND", "the crowd's API is not on the operator's listener")
+	require.Equal(t, http.StatusOK, get(public.URL, "/healthz", "").status)
+
+	// Without AdminApart the Server serves them and AdminHandler nothing.
+	together := mustServer(t, server.Config{Store: store, AdminToken: adminToken})
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/admin/rooms", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	together.AdminHandler().ServeHTTP(rec, req)
+	require.Equal(t, http.StatusNotFound, rec.Code)
+}
+
+// TestAdminRefusesOpeningInThePast: a new opens_at that has passed (by the
+// server's clock) is refused with 400 OPENS_AT_PAST on create and on
+// change, and changes nothing; the room's own opening, once passed, may
+// come back in a body that repeats it.
+func TestAdminRefusesOpeningInThePast(t *testing.T) {
+	t.Parallel()
+	f := newAdminFixture(t, fixtureOptions{})
+	at := func(d time.Duration) string { return f.clock.Now().Add(d).UTC().Format(time.RFC3339) }
+	for _, past := range []string{at(-time.Minute), at(0), "2026-03-01T10:00:00+09:00"} {
+		f.admin("POST", "/admin/rooms", `{"name":"drop","opens_at":"`+past+`"}`).
+			requireError(t, http.StatusBadRequest, "OPENS_AT_PAST", past)
+		f.admin("PATCH", "/admin/rooms/"+f.room, `{"opens_at":"`+past+`"}`).
+			requireError(t, http.StatusBadRequest, "OPENS_AT_PAST", past)
+	}
+	rooms, err := f.store.Rooms(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, []string{f.room}, rooms)
+	cfg, err := f.store.RoomConfig(t.Context(), f.room)
+	require.NoError(t, err)
+	require.True(t, cfg.OpensAt.IsZero(), "the refused opening was not written")
+
+	opens := at(time.Minute)
+	created := f.admin("POST", "/admin/rooms", `{"name":"drop","opens_at":"`+opens+`"}`)
+	require.Equal(t, http.StatusCreated, created.status, created.raw)
+	f.clock.Advance(2 * time.Minute)
+	again := f.admin("PATCH", "/admin/rooms/drop", `{"opens_at":"`+opens+`","rate":7}`)
+	require.Equal(t, http.StatusOK, again.status, again.raw)
+	require.Equal(t, opens, again.str("opens_at"))
 }

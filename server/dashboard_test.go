@@ -318,3 +318,23 @@ func TestDashboardBrowser(t *testing.T) {
 	require.Equal(t, "", op.eval(`sessionStorage.getItem("waitroom.adminToken") || ""`))
 	require.Equal(t, "0", op.eval(`String(document.querySelectorAll("[data-room]").length)`))
 }
+
+// TestDashboardBrowserRateLimited: once an address has used up its wrong
+// tokens, the sign-in says so and when to try again, even with the right
+// token, instead of blaming the network.
+func TestDashboardBrowserRateLimited(t *testing.T) {
+	t.Parallel()
+	store := memRoom(t, "default", waitroom.RoomConfig{})
+	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, AdminToken: adminToken,
+		AdminAuthLimit: waitroom.Limit{Rate: 1.0 / 3600, Burst: 1}}))
+	t.Cleanup(srv.Close)
+	op := newVisitor(t, newBrowser(t))
+	op.open(srv.URL + "/admin/")
+	op.waitState("login")
+	op.do(chromedp.SendKeys(chromedp.ID("token"), "not-the-admin-token"), chromedp.Click(chromedp.ID("signin")))
+	op.waitState("login-error")
+	require.Equal(t, "That token was refused.", op.text("login-error"))
+	op.do(chromedp.SendKeys(chromedp.ID("token"), adminToken), chromedp.Click(chromedp.ID("signin")))
+	op.waitText("login-error", "Too many wrong tokens from this address; try again in 3600 s.")
+	require.Equal(t, "", op.eval(`sessionStorage.getItem("waitroom.adminToken") || ""`))
+}

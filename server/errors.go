@@ -22,6 +22,11 @@ var (
 
 	errUnauthorized = &waitroom.Error{Code: "UNAUTHORIZED", Message: "a valid admin bearer token is required", Status: http.StatusUnauthorized}
 	errRoomExists   = &waitroom.Error{Code: "ROOM_EXISTS", Message: "the room exists already", Status: http.StatusConflict}
+
+	// Too many wrong admin tokens from one address (adminauth.go); an
+	// opening set in the past (admin.go).
+	errAdminRateLimited = &waitroom.Error{Code: errRateLimited.Code, Message: "too many wrong admin tokens from this address; wait as Retry-After says", Status: http.StatusTooManyRequests}
+	errOpensAtPast      = &waitroom.Error{Code: "OPENS_AT_PAST", Message: "opens_at is in the past, so the room would open at once; give a time to come (\"\" clears it)", Status: http.StatusBadRequest}
 )
 
 // classify is waitroom.Classify with the log line the error deserves: the

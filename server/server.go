@@ -70,6 +70,18 @@ type Config struct {
 	// AdminRoutes are extra ServeMux patterns under /admin/, such as the
 	// shop's "/admin/products", served behind the same bearer token.
 	AdminRoutes map[string]http.Handler
+	// AdminApart serves the operator API and the dashboard (and /metrics
+	// behind the admin token) only through AdminHandler, for a listener of
+	// their own (waitroom serve --admin-addr); the Server itself answers
+	// 404 for them.
+	AdminApart bool
+	// AdminAuthLimit bounds the failed bearer attempts per client address
+	// (adminauth.go); zero: DefaultAdminAuthLimit.
+	AdminAuthLimit waitroom.Limit
+	// Now is the clock of the operator API: what counts as an opens_at in
+	// the past, and the failed attempts' limit. Nil: time.Now; a test whose
+	// store keeps a clock of its own gives that one.
+	Now func() time.Time
 	// Registry receives the server's metrics, served by MetricsHandler
 	// and at /metrics (PublicMetrics); default a new one per Server (with
 	// Go and process metrics), never the global one.
@@ -151,8 +163,11 @@ type Server struct {
 	defaultRoom   string
 	configRefresh time.Duration
 	mux           *http.ServeMux
+	adminMux      *http.ServeMux // the operator's routes with Config.AdminApart; else nil
 	metrics       *metrics
 	adminRefusals everyMinute
+	adminAuth     *authFailures
+	now           func() time.Time
 	rooms         sync.Map // room name → *cachedRoom
 	paces         sync.Map // room name → *cachedPace
 	visitors      visitors
@@ -252,6 +267,19 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = m
 	s.dashboard = newSampler(s.store)
+	authLimit := cfg.AdminAuthLimit
+	switch {
+	case authLimit == waitroom.Limit{}:
+		authLimit = DefaultAdminAuthLimit
+	case math.IsNaN(authLimit.Rate) || authLimit.Rate <= 0 || authLimit.Rate > maxRateLimit || authLimit.Burst < 1:
+		return nil, fmt.Errorf("server: Config.AdminAuthLimit needs a rate in (0, %d] per second and a burst of at least 1, got %g and %d",
+			maxRateLimit, authLimit.Rate, authLimit.Burst)
+	}
+	s.now = cfg.Now
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.adminAuth = newAuthFailures(authLimit, s.now)
 	gated := cfg.GatedRoutes
 	if len(gated) == 0 {
 		gated = []string{DefaultGatedRoute}
@@ -307,6 +335,12 @@ func New(cfg Config) (*Server, error) {
 		}
 		routes[p] = h
 	}
+	// The operator's routes: beside the crowd's, or on their own
+	// listener.
+	adminRoutes := routes
+	if cfg.AdminApart {
+		adminRoutes = map[string]http.Handler{}
+	}
 	// /metrics tells the sale's figures to whoever asks: public only when
 	// the operator says so, else behind the admin token, else not here at
 	// all (a listener of its own serves MetricsHandler).
@@ -315,19 +349,33 @@ func New(cfg Config) (*Server, error) {
 		case cfg.PublicMetrics:
 			routes["GET /metrics"] = s.metrics.handler
 		case cfg.AdminToken != "":
-			routes["GET /metrics"] = s.requireAdmin(sha256.Sum256([]byte(cfg.AdminToken)), s.metrics.handler)
+			adminRoutes["GET /metrics"] = s.requireAdmin(sha256.Sum256([]byte(cfg.AdminToken)), s.metrics.handler)
 		}
 	}
-	if err := s.addAdminRoutes(routes, cfg.AdminToken, cfg.AdminRoutes); err != nil {
+	if err := s.addAdminRoutes(adminRoutes, cfg.AdminToken, cfg.AdminRoutes); err != nil {
 		return nil, err
 	}
-	s.metrics.declareRoutes(routes)
-	for p, h := range routes {
-		if err := handle(s.mux, p, h); err != nil {
+	if cfg.AdminApart {
+		s.adminMux = http.NewServeMux()
+		if err := register(s.adminMux, s.metrics, adminRoutes); err != nil {
 			return nil, err
 		}
 	}
+	if err := register(s.mux, s.metrics, routes); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// register adds routes to mux and declares them to the metrics.
+func register(mux *http.ServeMux, m *metrics, routes map[string]http.Handler) error {
+	m.declareRoutes(routes)
+	for p, h := range routes {
+		if err := handle(mux, p, h); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Store is the guarded store the server's handlers and gate use
@@ -339,6 +387,18 @@ func (s *Server) Store() *waitroom.GuardedStore { return s.store }
 // MetricsHandler serves the Prometheus metrics, for a listener of their own
 // (waitroom serve --metrics-addr) that only the scraper reaches.
 func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler }
+
+// AdminHandler serves the operator API and the dashboard on a listener of
+// their own (waitroom serve --admin-addr), with Config.AdminApart: the
+// same bearer token, limits, recovery and metrics as the Server's. Without
+// AdminApart it answers 404 for everything: the Server serves them.
+func (s *Server) AdminHandler() http.Handler {
+	mux := s.adminMux
+	if mux == nil {
+		mux = http.NewServeMux()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serveOn(mux, w, r) })
+}
 
 // handle registers h, turning ServeMux's panic on a bad or conflicting
 // pattern into an error.
@@ -353,7 +413,10 @@ func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 }
 
 // ServeHTTP serves r.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serveOn(s.mux, w, r) }
+
+// serveOn serves r by mux's routes.
+func (s *Server) serveOn(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 	rw := waitroom.NewStatusRecorder(w)
 	start := time.Now()
 	route := unmatchedRoute
@@ -378,19 +441,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	s.identify(r)
-	_, pattern := s.mux.Handler(r)
+	_, pattern := mux.Handler(r)
 	if pattern == "" {
-		s.unmatched(rw, r)
+		s.unmatched(mux, rw, r)
 		return
 	}
 	route = pattern
-	s.mux.ServeHTTP(rw, r)
+	mux.ServeHTTP(rw, r)
 }
 
-// unmatched answers a request no route matches with the JSON error body,
-// keeping ServeMux's choice between 404 and 405 (and its Allow header).
-func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
-	h, _ := s.mux.Handler(r)
+// unmatched answers a request no route of mux matches with the JSON error
+// body, keeping ServeMux's choice between 404 and 405 (and its Allow
+// header).
+func (s *Server) unmatched(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	h, _ := mux.Handler(r)
 	probe := &statusProbe{header: http.Header{}}
 	h.ServeHTTP(probe, r)
 	if probe.status == http.StatusMethodNotAllowed {

@@ -79,11 +79,11 @@ func newStoreFixture(t *testing.T, cfg waitroom.RoomConfig) *fixture {
 	return f
 }
 
-// serve starts a server with cfg on f's store, room (the default one) and
-// log, behind a real listener.
+// serve starts a server with cfg on f's store, room (the default one),
+// clock and log, behind a real listener.
 func (f *fixture) serve(cfg server.Config) *server.Server {
 	f.t.Helper()
-	cfg.Store, cfg.DefaultRoom = f.store, f.room
+	cfg.Store, cfg.DefaultRoom, cfg.Now = f.store, f.room, f.clock.Now
 	cfg.Logger = slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s := mustServer(f.t, cfg)
 	f.srv = httptest.NewServer(s)

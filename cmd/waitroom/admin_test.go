@@ -182,3 +182,61 @@ func get(t *testing.T, url string) string {
 	_, body := testenv.Get(t, http.DefaultClient, url)
 	return body
 }
+
+// TestServeAdminAddr: with --admin-addr the operator API, the dashboard
+// and /metrics behind the token move to a listener of their own, which
+// 'waitroom admin' talks to; --addr answers 404 for them.
+func TestServeAdminAddr(t *testing.T) {
+	t.Parallel()
+	m := startMain(t, []string{"--admin-token", testAdminToken, "--admin-addr", "127.0.0.1:0"}, envOf())
+	base, operator := "http://"+m.Addr(), "http://"+m.AdminAddr()
+	require.NotEqual(t, base, operator)
+	status := func(url string) int {
+		if strings.HasSuffix(url, "/admin/products") {
+			return bearerStatus(t, "POST", url, testAdminToken, `{"id":"drop","name":"Drop","stock":3}`)
+		}
+		return bearerStatus(t, "GET", url, testAdminToken, "")
+	}
+	for _, path := range []string{"/admin/rooms", "/admin/rooms/default?window=0", "/admin/dashboard", "/admin/", "/admin/products", "/metrics"} {
+		require.Equal(t, http.StatusNotFound, status(base+path), "public "+path)
+		require.Contains(t, []int{http.StatusOK, http.StatusCreated}, status(operator+path), "operator "+path)
+	}
+	require.Equal(t, http.StatusOK, status(base+"/healthz"))
+
+	code, out, errOut := runCmd(t, envOf("WAITROOM_ADMIN_TOKEN", testAdminToken, "WAITROOM_ADMIN_URL", operator), "admin", "rooms", "list")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "default")
+	code, _, errOut = runCmd(t, envOf("WAITROOM_ADMIN_TOKEN", testAdminToken, "WAITROOM_ADMIN_URL", base), "admin", "rooms", "list")
+	require.Equal(t, exitFailure, code)
+	require.Contains(t, errOut, "404")
+}
+
+func TestParseServeAdminAddr(t *testing.T) {
+	t.Parallel()
+	c, err := parseServe(nil, envOf("WAITROOM_ADMIN_ADDR", "10.0.0.5:9090", "WAITROOM_ADMIN_TOKEN", testAdminToken))
+	require.NoError(t, err)
+	require.Equal(t, "10.0.0.5:9090", c.AdminAddr)
+	c, err = parseServe(nil, envOf())
+	require.NoError(t, err)
+	require.Empty(t, c.AdminAddr, "off by default: the admin API stays on --addr")
+
+	_, err = parseServe([]string{"--admin-addr", "127.0.0.1:9090"}, envOf())
+	require.ErrorContains(t, err, "--admin-addr")
+	require.ErrorContains(t, err, "--admin-token")
+	_, err = parseServe([]string{"--admin-addr", "nonsense", "--admin-token", testAdminToken}, envOf())
+	require.ErrorContains(t, err, "--admin-addr")
+	require.ErrorContains(t, err, "host:port")
+}
+
+// bearerStatus sends an admin request with token as its bearer and returns
+// the status.
+func bearerStatus(t *testing.T, method, url, token, body string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}

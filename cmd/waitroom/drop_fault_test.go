@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,13 +35,7 @@ func TestFaultOneOrderPerUserAcrossLossyFailover(t *testing.T) {
 	base := "http://" + m.Addr()
 	patchState := func(state string) int {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, "PATCH", base+"/admin/rooms/default", strings.NewReader(`{"state":"`+state+`"}`))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+adminTok)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		return resp.StatusCode
+		return bearerStatus(t, "PATCH", base+"/admin/rooms/default", adminTok, `{"state":"`+state+`"}`)
 	}
 	setState := func(state string) {
 		t.Helper()

@@ -248,10 +248,7 @@ func TestServeEndToEndMemstore(t *testing.T) {
 // default the loopback one). A missing Redis fails the test.
 func TestServeEndToEndRedis(t *testing.T) {
 	t.Parallel()
-	redisURL := testenv.RedisURL()
-	prefix := fmt.Sprintf("wrtest-cmd-%d", time.Now().UnixNano())
-	env := envOf("REDIS_URL", redisURL, "WAITROOM_REDIS_PREFIX", prefix)
-	t.Cleanup(func() { deleteKeys(t, redisURL, prefix) })
+	env := redisEnv(t, "wrtest-cmd")
 	testEndToEnd(t, []string{"--rooms", "sale"}, env)
 
 	// A second instance on the same Redis with other settings keeps the
@@ -306,6 +303,15 @@ func call(t *testing.T, method, url, user, token string) map[string]any {
 	t.Helper()
 	_, body := testenv.Request(t, method, url, user, token, "")
 	return body
+}
+
+// redisEnv is the environment of a serve on the test Redis under a key
+// prefix of its own, starting with name, removed after the test.
+func redisEnv(t *testing.T, name string) func(string) string {
+	redisURL := testenv.RedisURL()
+	prefix := fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
+	t.Cleanup(func() { deleteKeys(t, redisURL, prefix) })
+	return envOf("REDIS_URL", redisURL, "WAITROOM_REDIS_PREFIX", prefix)
 }
 
 // deleteKeys removes what a test left under prefix in the shared Redis.

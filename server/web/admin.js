@@ -46,6 +46,7 @@
     if (!r.ok) {
       const e = new Error((data && data.error && data.error.message) || "HTTP " + r.status);
       e.code = data && data.error && data.error.code;
+      e.retryAfter = r.headers.get("Retry-After");
       throw e;
     }
     return data;
@@ -82,7 +83,9 @@
       schedule(gen);
     } catch (e) {
       if (gen !== generation) return;
-      signOut(e instanceof Refused ? "That token was refused." : "Could not reach the server: " + e.message);
+      signOut(e instanceof Refused ? "That token was refused."
+        : e.code === "RATE_LIMITED" ? "Too many wrong tokens from this address; try again in " + e.retryAfter + " s."
+        : "Could not reach the server: " + e.message);
     }
   }
 
