@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -119,6 +121,29 @@ func TestUserRateLimit(t *testing.T) {
 	st, err := f.store.Status(t.Context(), f.room, "alice")
 	require.NoError(t, err)
 	require.Equal(t, int64(1), st.Position, "alice keeps her place")
+}
+
+// A scheduled room counts an enter or a status once against the user's
+// limit, as any room does: the answer's poll spread reads the user without
+// counting it again.
+func TestUserRateLimitCountsAScheduledRequestOnce(t *testing.T) {
+	t.Parallel()
+	opens := time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC) // two hours after the fixture's clock
+	f := newPageFixture(t, pageOptions{room: waitroom.RoomConfig{OpensAt: opens}, server: func(c *server.Config) { c.UserRateLimit = 5 }})
+	var codes []int
+	for i := range 10 { // the burst: two seconds' worth of 5/s
+		path, method := "/rooms/"+f.room+"/status", "GET"
+		if i == 0 {
+			path, method = "/rooms/"+f.room+"/enter", "POST"
+		}
+		p := f.request(method, path, nil, "X-User-Id", "alice")
+		codes = append(codes, p.status)
+		if p.status == http.StatusOK {
+			require.Equal(t, "scheduled", p.json(t)["state"], p.body)
+		}
+	}
+	require.Equal(t, slices.Repeat([]int{http.StatusOK}, 10), codes)
+	require.Equal(t, http.StatusTooManyRequests, f.request("GET", "/rooms/"+f.room+"/status", nil, "X-User-Id", "alice").status, "the 11th is beyond the burst")
 }
 
 // New visitors are limited per client address; behind a trusted proxy the
