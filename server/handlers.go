@@ -132,11 +132,11 @@ func (s *Server) enterOnce(r *http.Request, room, user, challenge, nonce, pass s
 			if !errors.Is(err, waitroom.ErrNotInQueue) {
 				return st, err
 			}
-			return waitroom.Status{}, &challengeRequired{s.newChallenge(room, user), s.joinDifficulty}
+			return waitroom.Status{}, &challengeRequired{s.newChallenge(challengeForUser, room, user), s.joinDifficulty}
 		}
 		if err := s.checkSolution(room, user, challenge, nonce); err != nil {
 			if errors.Is(err, errChallengeRequired) {
-				err = &challengeRequired{s.newChallenge(room, user), s.joinDifficulty}
+				err = &challengeRequired{s.newChallenge(challengeForUser, room, user), s.joinDifficulty}
 			}
 			return waitroom.Status{}, err
 		}
