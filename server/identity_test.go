@@ -126,6 +126,35 @@ func TestJoinNeverAdoptsAKnownVisitorID(t *testing.T) {
 	require.Equal(t, "BAD_REQUEST", errorCode(t, p))
 	noVictim(p, "a forged challenge")
 	require.Equal(t, int64(1), f.waiting(), "the victim (admitted) and the attacker's own place: one waits")
+
+	// A known visitor's own challenge (its page after it left the line)
+	// proves work for that visitor's cookie, and makes nobody else it.
+	left := f.postJoin(f.solvedJoin(), nil).visitorCookie()
+	require.NotNil(t, left)
+	require.Equal(t, http.StatusNoContent, f.request("DELETE", "/rooms/"+f.room+"/queue", []*http.Cookie{left}).status)
+	challenge, _ := bootOf(t, f.get("/", left))["challenge"].(string)
+	require.NotEmpty(t, challenge)
+	p = f.postJoin(url.Values{"challenge": {challenge}, "nonce": {solve(challenge, identityDifficulty)}}, nil)
+	require.Equal(t, http.StatusBadRequest, p.status, p.body)
+	require.Nil(t, p.visitorCookie(), "a known visitor's challenge issues no cookie")
+}
+
+// The spent challenge is refused on another instance too, even one that
+// counts apart (an in-process limiter each): the id has a place by then.
+func TestJoinChallengeSpentOnAnotherInstance(t *testing.T) {
+	t.Parallel()
+	f := newPageFixture(t, pageOptions{server: func(c *server.Config) { c.JoinChallenge = identityDifficulty }})
+	other := newTestServer(t, mustServer(t, server.Config{Store: f.store, DefaultRoom: f.room, CookieSecret: testSecret, JoinChallenge: identityDifficulty}))
+	form := f.solvedJoin()
+	require.Equal(t, http.StatusOK, f.postJoin(form, nil).status)
+	req, err := http.NewRequestWithContext(t.Context(), "POST", other+"/", strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	replay := pageOf(t, http.DefaultClient, req)
+	require.Equal(t, http.StatusPreconditionRequired, replay.status, replay.body)
+	require.Nil(t, replay.visitorCookie())
+	require.Equal(t, int64(1), f.waiting())
 }
 
 // A challenge issued to a new visitor is spent by its join: posted again
@@ -146,6 +175,11 @@ func TestJoinChallengeIsSingleUse(t *testing.T) {
 			require.Equal(t, "CHALLENGE_REQUIRED", errorCode(t, replay))
 			require.NotEqual(t, form.Get("challenge"), replay.json(t)["challenge"], "a fresh challenge to solve")
 			require.Nil(t, replay.visitorCookie())
+			// Nor once the place it bought is gone (left, or used).
+			require.Equal(t, http.StatusNoContent, f.request("DELETE", "/rooms/"+f.room+"/queue", []*http.Cookie{first.visitorCookie()}).status)
+			replay = f.postJoin(form, nil)
+			require.Equal(t, http.StatusPreconditionRequired, replay.status, replay.body)
+			require.Nil(t, replay.visitorCookie())
 
 			// Many copies of one solved challenge at once: one join.
 			form = f.solvedJoin()
@@ -161,7 +195,7 @@ func TestJoinChallengeIsSingleUse(t *testing.T) {
 			}
 			require.Equal(t, map[int]int{http.StatusOK: 1, http.StatusPreconditionRequired: 19}, codes)
 			require.Equal(t, 1, cookies)
-			require.Equal(t, int64(2), f.waiting())
+			require.Equal(t, int64(1), f.waiting())
 		})
 	}
 }
