@@ -1,7 +1,6 @@
 package server
 
 import (
-	"net/netip"
 	"sync"
 	"time"
 
@@ -91,17 +90,4 @@ func (a *authFailures) sweep(now time.Time) {
 			delete(a.tats, key)
 		}
 	}
-}
-
-// addressKey is the key of a client address for the per-address limits:
-// an IPv4 address, or the /64 of an IPv6 one, the least a subscriber is
-// given (RFC 6177), so that a client cannot be a new key per address of
-// its prefix, nor per zone suffix written after an address.
-func addressKey(a netip.Addr) string {
-	a = a.Unmap()
-	if !a.Is6() {
-		return a.String()
-	}
-	p, _ := a.WithZone("").Prefix(64) // an IPv6 address always has a /64
-	return p.String()
 }

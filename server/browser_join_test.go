@@ -51,6 +51,19 @@ func TestBrowserJoin(t *testing.T) {
 		require.Equal(t, int64(1), f.waiting(), "one early arrival, by the page's own join")
 	})
 
+	t.Run("refused by the address limit, the page tries again", func(t *testing.T) {
+		// One new visitor per 2 s from this address, the burst being one.
+		f := newPageFixture(t, pageOptions{server: func(c *server.Config) { c.VisitorRateLimit = 0.5; c.JoinChallenge = 8 }})
+		first := newVisitor(t, browser)
+		first.open(f.srv.URL + "/")
+		first.waitState("waiting")
+		second := newVisitor(t, browser)
+		second.open(f.srv.URL + "/")
+		second.waitState("waiting")
+		require.Equal(t, "2", second.text("position"), "joined after waiting out the Retry-After")
+		require.Equal(t, int64(2), f.waiting())
+	})
+
 	t.Run("join challenge on a phone's CPU", func(t *testing.T) {
 		f := newPageFixture(t, pageOptions{server: func(c *server.Config) { c.JoinChallenge = server.DefaultJoinDifficulty }})
 		const rounds = 6

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,15 @@ func (e *rateLimited) As(target any) bool {
 	}
 	return false
 }
+
+// DefaultVisitorRateLimit is the bound on new visitors per client address
+// that the serve command sets by default: 50 a second with a burst of 100,
+// so one script makes at most 150 places in its first second (and the
+// default queue of 100,000 is not filled from one address in under half an
+// hour), while a carrier's NAT with hundreds of shoppers on one address
+// still lets them all in within seconds of a drop's opening, each one
+// refused told when to try again. The zero value of Config keeps it off.
+const DefaultVisitorRateLimit = 50
 
 // limitBurst is the burst allowed at rate: two seconds' worth (at least 1),
 // so that a page's join, poll and order in quick succession pass.
@@ -56,11 +66,31 @@ func (s *Server) allow(ctx context.Context, key string, limit waitroom.Limit) er
 	return nil
 }
 
+// joinOrigins refuses a join another site's page sent (by Sec-Fetch-Site,
+// or by Origin from a browser too old for it): a cross-site form would
+// put a visitor of that site's choosing into the shopper's browser, and
+// SameSite=Lax does not keep a top-level POST from setting the cookie.
+// Clients that are no browser send neither header and pass.
+var joinOrigins = http.NewCrossOriginProtection()
+
+func checkJoinOrigin(r *http.Request) error {
+	if err := joinOrigins.Check(r); err != nil {
+		return fmt.Errorf("%w: %v", errCrossSiteJoin, err)
+	}
+	return nil
+}
+
 // The join challenge: proof of work before a new place. A challenge names
-// the room and the user it is for and when it was issued, under the
-// server's MAC; a solution is a nonce such that SHA-256(challenge "."
+// its kind, the room and the user it is for and when it was issued, under
+// the server's MAC; a solution is a nonce such that SHA-256(challenge "."
 // nonce) starts with difficulty zero bits. One solution buys one identity
 // one place, so a scripted crowd pays CPU per place.
+//
+// A new visitor's challenge (kind n1) is also how the server issues its
+// id: the join adopts the id the challenge names, and only once, so
+// nobody joins as an id it merely knows (the entrants export lists them).
+// A known user's challenge (c1) only proves work for the user its cookie
+// or the user header already says.
 const (
 	// DefaultJoinDifficulty is what --join-challenge=on asks: about 2^14
 	// hashes, a few seconds on a slow phone (BENCHMARKS.md).
@@ -71,13 +101,22 @@ const (
 	challengeContext  = "waitroom join challenge v1\x00"
 	maxChallengeLen   = 400
 	maxNonceLen       = 20
+
+	challengeForUser       = "c1"
+	challengeForNewVisitor = "n1"
 )
 
-// newChallenge returns a challenge for user to join room.
-func (s *Server) newChallenge(room, user string) string {
-	payload := "c1." + room + "." + base64.RawURLEncoding.EncodeToString([]byte(user)) + "." +
+// newChallenge returns a challenge of kind for user to join room.
+func (s *Server) newChallenge(kind, room, user string) string {
+	payload := kind + "." + room + "." + base64.RawURLEncoding.EncodeToString([]byte(user)) + "." +
 		strconv.FormatInt(s.visitors.now().Unix(), 10) + "." + strconv.Itoa(s.joinDifficulty)
 	return payload + "." + s.challengeMAC(payload)
+}
+
+// newVisitorChallenge issues a new visitor's id, in a challenge to solve
+// before the join adopts it.
+func (s *Server) newVisitorChallenge(room string) *challengeRequired {
+	return &challengeRequired{s.newChallenge(challengeForNewVisitor, room, visitorPrefix+newVisitorID()), s.joinDifficulty}
 }
 
 func (s *Server) challengeMAC(payload string) string {
@@ -87,40 +126,108 @@ func (s *Server) challengeMAC(payload string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
+// challengeClaims is what a challenge this server issued says.
+type challengeClaims struct {
+	kind, room, user string
+	issued           time.Time
+	difficulty       int
+}
+
+var errNotAChallenge = waitroom.BadRequest("not a join challenge of this waiting room")
+
+// readChallenge checks a challenge's MAC and shape and returns its claims.
+func (s *Server) readChallenge(challenge string) (challengeClaims, error) {
+	if len(challenge) > maxChallengeLen {
+		return challengeClaims{}, waitroom.BadRequest("malformed join challenge or nonce")
+	}
+	cut := strings.LastIndexByte(challenge, '.')
+	if cut < 0 || !hmac.Equal([]byte(challenge[cut+1:]), []byte(s.challengeMAC(challenge[:cut]))) {
+		return challengeClaims{}, errNotAChallenge
+	}
+	parts := strings.Split(challenge[:cut], ".")
+	if len(parts) != 5 || parts[0] != challengeForUser && parts[0] != challengeForNewVisitor {
+		return challengeClaims{}, errNotAChallenge
+	}
+	subject, err := base64.RawURLEncoding.DecodeString(parts[2])
+	issued, err2 := strconv.ParseInt(parts[3], 10, 64)
+	difficulty, err3 := strconv.Atoi(parts[4])
+	if err != nil || err2 != nil || err3 != nil {
+		return challengeClaims{}, errNotAChallenge
+	}
+	return challengeClaims{kind: parts[0], room: parts[1], user: string(subject), issued: time.Unix(issued, 0), difficulty: difficulty}, nil
+}
+
 // checkSolution reports whether nonce solves challenge for user joining
 // room, with a challenge this server issued, recently, at today's
 // difficulty or above.
 func (s *Server) checkSolution(room, user, challenge, nonce string) error {
-	if len(challenge) > maxChallengeLen || len(nonce) == 0 || len(nonce) > maxNonceLen {
+	if len(nonce) == 0 || len(nonce) > maxNonceLen {
 		return waitroom.BadRequest("malformed join challenge or nonce")
 	}
 	if _, err := strconv.ParseUint(nonce, 10, 64); err != nil {
 		return waitroom.BadRequest("the nonce must be a decimal number")
 	}
-	cut := strings.LastIndexByte(challenge, '.')
-	if cut < 0 || !hmac.Equal([]byte(challenge[cut+1:]), []byte(s.challengeMAC(challenge[:cut]))) {
-		return waitroom.BadRequest("not a join challenge of this waiting room")
-	}
-	parts := strings.Split(challenge[:cut], ".")
-	if len(parts) != 5 || parts[0] != "c1" {
-		return waitroom.BadRequest("not a join challenge of this waiting room")
-	}
-	subject, err := base64.RawURLEncoding.DecodeString(parts[2])
-	issued, err2 := strconv.ParseInt(parts[3], 10, 64)
-	difficulty, err3 := strconv.Atoi(parts[4])
+	c, err := s.readChallenge(challenge)
 	switch {
-	case err != nil || err2 != nil || err3 != nil:
-		return waitroom.BadRequest("not a join challenge of this waiting room")
-	case parts[1] != room || string(subject) != user:
+	case err != nil:
+		return err
+	case c.room != room || c.user != user:
 		return waitroom.BadRequest("the join challenge is for another room or user")
-	case s.visitors.now().Sub(time.Unix(issued, 0)) > challengeTTL, difficulty < s.joinDifficulty:
+	case s.visitors.now().Sub(c.issued) > challengeTTL, c.difficulty < s.joinDifficulty:
 		return errors.Join(errChallengeRequired, fmt.Errorf("stale challenge"))
 	}
 	sum := sha256.Sum256([]byte(challenge + "." + nonce))
-	if leadingZeroBits(sum[:]) < difficulty {
+	if leadingZeroBits(sum[:]) < c.difficulty {
 		return waitroom.BadRequest("the nonce does not solve the join challenge")
 	}
 	return nil
+}
+
+// spentChallengeLimit lets one join per new visitor's challenge through
+// while the challenge could still be solved (its TTL, and the clock skew
+// an issue time may have): spent, it is refused until it is stale anyway.
+var spentChallengeLimit = waitroom.Limit{Rate: 1 / (challengeTTL + cookieClockSkew).Seconds(), Burst: 1}
+
+// adoptVisitor returns the id a new visitor joins room as: the one the
+// server issued in the challenge the visitor solved, once, and never an
+// id that holds a place already. Anything else is refused with a fresh
+// challenge (a replay, a stale one) or as a bad request (forged, another
+// room's, not a new visitor's).
+func (s *Server) adoptVisitor(ctx context.Context, room, challenge, nonce string) (string, error) {
+	if challenge == "" && nonce == "" {
+		return "", s.newVisitorChallenge(room)
+	}
+	c, err := s.readChallenge(challenge)
+	if err != nil {
+		return "", err
+	}
+	id, ok := visitorID(c.user)
+	if c.kind != challengeForNewVisitor || !ok || !validVisitorID(id) {
+		return "", waitroom.BadRequest("the join challenge is not a new visitor's")
+	}
+	if err := s.checkSolution(room, c.user, challenge, nonce); err != nil {
+		if errors.Is(err, errChallengeRequired) {
+			return "", s.newVisitorChallenge(room)
+		}
+		return "", err
+	}
+	// Spent once, across the instances on a shared limiter. Without an
+	// answer from the limiter the place check below still holds.
+	spent, _, err := s.limiter.Allow(ctx, "join-challenge:"+id, spentChallengeLimit)
+	if err != nil {
+		s.log.DebugContext(ctx, "limiter failed; a join challenge is checked by its place alone", "err", err)
+	}
+	if err == nil && !spent {
+		return "", s.newVisitorChallenge(room)
+	}
+	switch _, err := s.store.Status(ctx, room, c.user); {
+	case err == nil:
+		// The id has a place, so its challenge was spent already.
+		return "", s.newVisitorChallenge(room)
+	case !errors.Is(err, waitroom.ErrNotInQueue):
+		return "", err
+	}
+	return id, nil
 }
 
 func leadingZeroBits(b []byte) int {

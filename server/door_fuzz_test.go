@@ -2,8 +2,10 @@ package server
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +44,7 @@ func FuzzEnterBody(f *testing.F) {
 func FuzzJoinSolution(f *testing.F) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	s := &Server{joinDifficulty: 4, visitors: visitors{secret: []byte("0123456789abcdef0123456789abcdef"), now: func() time.Time { return now }}}
-	good := s.newChallenge("sale", "u1")
+	good := s.newChallenge(challengeForUser, "sale", "u1")
 	f.Add("sale", "u1", good, "7")
 	f.Add("sale", "u2", good, "7")
 	f.Add("sale", "u1", good+"x", "1")
@@ -72,6 +74,39 @@ func FuzzClientIP(f *testing.F) {
 		p, ok := peer(req)
 		if ok && !trustedProxies(DefaultTrustedProxies).contains(p) && ip != p {
 			t.Fatalf("untrusted peer %s, but the client is %s", p, ip)
+		}
+	})
+}
+
+// FuzzAddressKey: an address and any other of its IPv6 /64, with or
+// without a zone, or written IPv4-mapped, are one key; two IPv4 addresses
+// are two.
+func FuzzAddressKey(f *testing.F) {
+	f.Add("2001:db8:1:2::1", uint64(5), "eth0")
+	f.Add("203.0.113.5", uint64(0), "")
+	f.Add("::ffff:203.0.113.5", uint64(1), "1")
+	f.Fuzz(func(t *testing.T, text string, low uint64, zone string) {
+		a, err := netip.ParseAddr(text)
+		if err != nil {
+			return
+		}
+		key := addressKey(a)
+		if a.Unmap().Is4() {
+			b := a.Unmap().As4()
+			b[3]++
+			if addressKey(netip.AddrFrom4(b)) == key || addressKey(netip.AddrFrom16(a.As16())) != key {
+				t.Fatalf("%s: IPv4 keys do not go per address", a)
+			}
+			return
+		}
+		b := a.WithZone("").As16()
+		binary.BigEndian.PutUint64(b[8:], low)
+		other := netip.AddrFrom16(b)
+		if zone != "" && !strings.ContainsAny(zone, "%") {
+			other = other.WithZone(zone)
+		}
+		if addressKey(other) != key {
+			t.Fatalf("%s and %s are in one /64 but have keys %q and %q", a, other, key, addressKey(other))
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
@@ -8,14 +9,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
 )
@@ -121,6 +125,29 @@ func TestUserRateLimit(t *testing.T) {
 	require.Equal(t, int64(1), st.Position, "alice keeps her place")
 }
 
+// A scheduled room counts an enter or a status once against the user's
+// limit, as any room does: the answer's poll spread reads the user without
+// counting it again.
+func TestUserRateLimitCountsAScheduledRequestOnce(t *testing.T) {
+	t.Parallel()
+	opens := time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC) // two hours after the fixture's clock
+	f := newPageFixture(t, pageOptions{room: waitroom.RoomConfig{OpensAt: opens}, server: func(c *server.Config) { c.UserRateLimit = 5 }})
+	var codes []int
+	for i := range 10 { // the burst: two seconds' worth of 5/s
+		path, method := "/rooms/"+f.room+"/status", "GET"
+		if i == 0 {
+			path, method = "/rooms/"+f.room+"/enter", "POST"
+		}
+		p := f.request(method, path, nil, "X-User-Id", "alice")
+		codes = append(codes, p.status)
+		if p.status == http.StatusOK {
+			require.Equal(t, "scheduled", p.json(t)["state"], p.body)
+		}
+	}
+	require.Equal(t, slices.Repeat([]int{http.StatusOK}, 10), codes)
+	require.Equal(t, http.StatusTooManyRequests, f.request("GET", "/rooms/"+f.room+"/status", nil, "X-User-Id", "alice").status, "the 11th is beyond the burst")
+}
+
 // New visitors are limited per client address; behind a trusted proxy the
 // address is the X-Forwarded-For hop before it, and hops a client wrote
 // itself do not count.
@@ -153,12 +180,7 @@ func TestVisitorRateLimitPerClientAddress(t *testing.T) {
 // what the share let through.
 func TestRateLimitsHoldAcrossInstances(t *testing.T) {
 	t.Parallel()
-	client, err := redisstore.Open(testenv.RedisURL())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = client.Close() })
-	prefix := "wrtest:limit:" + waitroom.NewToken()
-	t.Cleanup(func() { _ = redisstore.DeletePrefix(t.Context(), client, prefix) })
-	limiter := redisstore.New(client, redisstore.Options{Prefix: prefix})
+	limiter := redisLimiter(t)
 	// 1/s with a burst of 2; each instance's share: 0.5/s, a burst of 1.
 	shared := func(c *server.Config) { c.UserRateLimit = 1; c.Limiter = limiter; c.FailurePolicy.Instances = 2 }
 	a := newPageFixture(t, pageOptions{server: shared})
@@ -485,4 +507,97 @@ func flip(s string, i int) string {
 		c = 'B'
 	}
 	return s[:i] + string(c) + s[i+1:]
+}
+
+// With the default bound, one address (a script, or a carrier's NAT) makes
+// at most the burst, 100 new visitors at once, then 50 a second: 1,000
+// cookie-less joins within a second take 150 places, and each of the rest
+// is told RATE_LIMITED with a Retry-After.
+func TestDefaultVisitorLimitBoundsOneAddress(t *testing.T) {
+	t.Parallel()
+	var f *pageFixture
+	f = newPageFixture(t, pageOptions{server: func(c *server.Config) {
+		c.VisitorRateLimit = server.DefaultVisitorRateLimit
+		c.Limiter = memstore.NewLimiter(memstore.Options{Now: func() time.Time { return f.clock.Now() }})
+	}})
+	joins := func(n int) (ok int, limited int) {
+		codes := make([]page, n)
+		testenv.AtOnce(n, func(i int) {
+			codes[i] = f.request("POST", "/", nil, "Accept", "application/json", "X-Forwarded-For", "203.0.113.9")
+		})
+		for _, p := range codes {
+			switch p.status {
+			case http.StatusOK:
+				ok++
+			case http.StatusTooManyRequests:
+				require.Equal(t, "RATE_LIMITED", p.json(t)["error"].(map[string]any)["code"])
+				require.NotEmpty(t, p.header.Get("Retry-After"))
+				limited++
+			default:
+				t.Fatalf("join answered %d: %s", p.status, p.body)
+			}
+		}
+		return ok, limited
+	}
+	ok, limited := joins(500)
+	require.Equal(t, [2]int{100, 400}, [2]int{ok, limited}, "the burst, at once")
+	f.clock.Advance(time.Second)
+	ok, limited = joins(500)
+	require.Equal(t, [2]int{50, 450}, [2]int{ok, limited}, "a second's worth")
+	require.Equal(t, int64(150), f.waiting())
+	require.Equal(t, http.StatusOK, f.request("POST", "/", nil, "Accept", "application/json", "X-Forwarded-For", "203.0.113.10").status, "another address has its own bound")
+}
+
+// New visitors are counted per IPv4 address and per IPv6 /64 (what one
+// subscriber gets), a zone suffix being no new address; on both limiters.
+func TestVisitorLimitKeyedPerIPv6Slash64(t *testing.T) {
+	t.Parallel()
+	for name, limiter := range bothLimiters(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			// One new visitor per 100 s: a second one from a key is refused
+			// however slow the machine.
+			f := newPageFixture(t, pageOptions{server: func(c *server.Config) { c.VisitorRateLimit = 0.01; c.Limiter = limiter }})
+			join := func(from string) int {
+				return f.request("POST", "/", nil, "Accept", "application/json", "X-Forwarded-For", from).status
+			}
+			for _, step := range []struct {
+				from string
+				want int
+				why  string
+			}{
+				{"2001:db8:1:2::1", http.StatusOK, "the first of its /64"},
+				{"2001:db8:1:2:ffff:ffff:ffff:fffe", http.StatusTooManyRequests, "another address of the same /64"},
+				{"2001:db8:1:2::1%eth0", http.StatusTooManyRequests, "the same address with a zone"},
+				{"2001:db8:1:2::7%25", http.StatusTooManyRequests, "a zone of any name"},
+				{"2001:db8:1:3::1", http.StatusOK, "the next /64"},
+				{"203.0.113.5", http.StatusOK, "an IPv4 address"},
+				{"::ffff:203.0.113.5", http.StatusTooManyRequests, "the same IPv4 address, mapped"},
+				{"203.0.113.6", http.StatusOK, "each IPv4 address is its own"},
+			} {
+				require.Equal(t, step.want, join(step.from), step.why)
+			}
+			require.Equal(t, int64(4), f.waiting())
+		})
+	}
+}
+
+// redisLimiter is a limiter on the test Redis under a prefix of the test's
+// own.
+func redisLimiter(t *testing.T) *redisstore.Store {
+	t.Helper()
+	client, err := redisstore.Open(testenv.RedisURL())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	prefix := "wrtest:limit:" + waitroom.NewToken()
+	t.Cleanup(func() { _ = redisstore.DeletePrefix(context.Background(), client, prefix) })
+	return redisstore.New(client, redisstore.Options{Prefix: prefix})
+}
+
+// bothLimiters is a fresh limiter of each store, by name.
+func bothLimiters(t *testing.T) map[string]waitroom.Limiter {
+	return map[string]waitroom.Limiter{
+		"memstore":   memstore.NewLimiter(memstore.Options{}),
+		"redisstore": redisLimiter(t),
+	}
 }

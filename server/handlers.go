@@ -132,11 +132,11 @@ func (s *Server) enterOnce(r *http.Request, room, user, challenge, nonce, pass s
 			if !errors.Is(err, waitroom.ErrNotInQueue) {
 				return st, err
 			}
-			return waitroom.Status{}, &challengeRequired{s.newChallenge(room, user), s.joinDifficulty}
+			return waitroom.Status{}, &challengeRequired{s.newChallenge(challengeForUser, room, user), s.joinDifficulty}
 		}
 		if err := s.checkSolution(room, user, challenge, nonce); err != nil {
 			if errors.Is(err, errChallengeRequired) {
-				err = &challengeRequired{s.newChallenge(room, user), s.joinDifficulty}
+				err = &challengeRequired{s.newChallenge(challengeForUser, room, user), s.joinDifficulty}
 			}
 			return waitroom.Status{}, err
 		}
@@ -370,9 +370,10 @@ func (s *Server) scheduled(r *http.Request, room string, st waitroom.Status) (sc
 	if err != nil {
 		return scheduledBody{}, err
 	}
-	user, _ := s.user(r)
+	// The user was read (and counted against its limit) by the handler:
+	// here only its id spreads the poll, so it is not counted again.
 	h := fnv.New32a()
-	h.Write([]byte(user))
+	h.Write([]byte(r.Header.Get(s.userHeader)))
 	spread := float64(h.Sum32()) / (1 << 32)
 	return scheduledBody{
 		State:       st.State,

@@ -85,7 +85,6 @@ type pageView struct {
 	RetryAfter   int
 	CanOrder     bool
 	Message      string
-	Visitor      string // the id a new visitor joins as
 	Pass         string // the pass code the visitor came with, if any
 	Challenge    string // the join challenge to solve, if on
 	Boot         pageBoot
@@ -106,7 +105,6 @@ type pageBoot struct {
 	Token       string `json:"token,omitempty"`
 	ExpiresInMS int64  `json:"expires_in_ms,omitempty"`
 	RetryAfter  int    `json:"retry_after,omitempty"`
-	Visitor     string `json:"visitor,omitempty"`
 	Pass        string `json:"pass,omitempty"`
 	Challenge   string `json:"challenge,omitempty"`
 	Difficulty  int    `json:"difficulty,omitempty"`
@@ -173,30 +171,36 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) error {
 }
 
 // joinView is the page of someone without a place: a button that joins
-// (and, with the join challenge on, the challenge for user to solve).
+// (and, with the join challenge on, the challenge for user to solve: a
+// new visitor's, which names the id it will join as, when the request
+// has no user).
 func (s *Server) joinView(r *http.Request, room, user string) pageView {
 	v := s.baseView(r, room, pageJoin)
-	if id, ok := visitorID(user); ok && len(r.Header.Values(s.userHeader)) == 0 {
-		// A new visitor: the join makes this id its cookie.
-		v.Visitor, v.Boot.Visitor = id, id
-	}
 	// A pass link: the join takes the code along (checked there).
 	if code := r.URL.Query().Get("pass"); code != "" && len(code) <= maxPassCode {
 		v.Pass, v.Boot.Pass = code, code
 	}
 	if s.joinDifficulty > 0 {
-		v.Challenge = s.newChallenge(room, user)
+		// A new visitor's challenge issues its id (adoptVisitor); the
+		// page never names one for the join to send back.
+		kind := challengeForUser
+		if len(r.Header.Values(s.userHeader)) == 0 {
+			kind = challengeForNewVisitor
+		}
+		v.Challenge = s.newChallenge(kind, room, user)
 		v.Boot.Challenge, v.Boot.Difficulty = v.Challenge, s.joinDifficulty
 	}
 	return v
 }
 
-// maxJoinForm bounds the join form: a visitor id, a challenge and a nonce.
+// maxJoinForm bounds the join form: a challenge, a nonce and a pass code.
 const maxJoinForm = 2 << 10
 
 // join: POST / and POST /rooms/{room}, the explicit step that takes a
-// place. A request without a user becomes a new visitor (limited per client
-// address) whose cookie is set here. Answers the status JSON to the page's
+// place, refused from another site's page. A request without a user
+// becomes a new visitor (limited per client address; with the join
+// challenge on, the one its solved challenge issued) whose cookie is set
+// here. Answers the status JSON to the page's
 // script, and a redirect back to the page to a form without scripts.
 func (s *Server) join(w http.ResponseWriter, r *http.Request) error {
 	api := wantsJSON(r.Header.Get("Accept"))
@@ -210,7 +214,7 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) error {
 			// Without scripts the challenge cannot be solved: say so on
 			// the join view rather than on an error page.
 			user := r.Header.Get(s.userHeader)
-			if newVisitor != "" {
+			if newVisitor != "" || user == "" {
 				r.Header.Del(s.userHeader)
 				user = visitorPrefix + newVisitorID()
 			}
@@ -226,20 +230,26 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fail("", err)
 	}
+	if err := checkJoinOrigin(r); err != nil {
+		return fail(room, err)
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxJoinForm)
 	if err := r.ParseForm(); err != nil {
 		return fail(room, waitroom.BadRequest("the join form is malformed or too large"))
 	}
 	form := r.PostForm
 	if len(r.Header.Values(s.userHeader)) == 0 {
-		if err := s.allow(r.Context(), "visitor-ip:"+s.trusted.clientIP(r).String(), s.visitorLimit); err != nil {
+		if err := s.allow(r.Context(), "visitor-ip:"+addressKey(s.trusted.clientIP(r)), s.visitorLimit); err != nil {
 			return fail(room, err)
 		}
 		newVisitor = newVisitorID()
-		if s.joinDifficulty > 0 {
-			// The challenge was issued for this id: the solution buys it.
-			if newVisitor = form.Get("visitor"); !validVisitorID(newVisitor) {
-				return fail(room, &challengeRequired{s.newChallenge(room, visitorPrefix+newVisitorID()), s.joinDifficulty})
+		if s.joinDifficulty > 0 && form.Get("pass") == "" {
+			// The id is the one the solved challenge issued; a visitor
+			// id the form names is never taken. (A pass, checked by the
+			// enter, stands for the challenge, as for a known user, and
+			// its visitor gets a fresh id.)
+			if newVisitor, err = s.adoptVisitor(r.Context(), room, form.Get("challenge"), form.Get("nonce")); err != nil {
+				return fail(room, err)
 			}
 		}
 		r.Header.Set(s.userHeader, visitorPrefix+newVisitor)

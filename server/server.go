@@ -133,8 +133,10 @@ type Config struct {
 	// seconds' worth; beyond it 429 RATE_LIMITED, and the place is kept.
 	// 0: off.
 	UserRateLimit float64
-	// VisitorRateLimit is new visitors per second per client address
-	// (TrustedProxies decide which X-Forwarded-For hop that is); 0: off.
+	// VisitorRateLimit is new visitors per second per client address, an
+	// IPv4 address or an IPv6 /64 (TrustedProxies decide which
+	// X-Forwarded-For hop that is); 0: off. The serve command's default is
+	// DefaultVisitorRateLimit.
 	VisitorRateLimit float64
 	// Limiter keeps the counts of both limits; nil: in this process only
 	// (memstore.Limiter). A waitroom.SharedLimiter (redisstore.Store)

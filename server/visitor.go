@@ -195,6 +195,19 @@ func (t trustedProxies) clientIP(r *http.Request) netip.Addr {
 	return ip
 }
 
+// addressKey is the key of a client address for the per-address limits:
+// an IPv4 address, or the /64 of an IPv6 one, the least a subscriber is
+// given (RFC 6177), so that a client cannot be a new key per address of
+// its prefix, nor per zone suffix written after an address.
+func addressKey(a netip.Addr) string {
+	a = a.Unmap()
+	if !a.Is6() {
+		return a.String()
+	}
+	p, _ := a.WithZone("").Prefix(64) // an IPv6 address always has a /64
+	return p.String()
+}
+
 // identify decides who a request is for, before any route runs: the user
 // header only from a trusted proxy (from anyone else it is removed, so no
 // handler, gate or upstream believes it), otherwise the visitor cookie.

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/instance"
 	"github.com/waitroom/waitroom/redisstore"
+	"github.com/waitroom/waitroom/server"
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
@@ -50,6 +51,7 @@ func TestParseServeDefaults(t *testing.T) {
 	require.Equal(t, []string{"default"}, c.Rooms)
 	require.Equal(t, "text", c.LogFormat)
 	require.Equal(t, slog.LevelInfo, c.LogLevel)
+	require.InDelta(t, server.DefaultVisitorRateLimit, c.VisitorRateLimit, 1e-9, "new visitors are bounded per address out of the box")
 }
 
 func TestParseServeSources(t *testing.T) {

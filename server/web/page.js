@@ -139,7 +139,7 @@
 
   function read(res) {
     return res.json().catch(function () { return {}; }).then(function (body) {
-      return { status: res.status, body: body || {} };
+      return { status: res.status, body: body || {}, retryAfter: parseInt(res.headers.get("Retry-After"), 10) || 0 };
     });
   }
   function codeOf(body) { return (body && body.error && body.error.code) || ""; }
@@ -280,7 +280,10 @@
   }
 
   // join takes the place: the page's explicit step (the form's button does
-  // the same without scripts).
+  // the same without scripts). A refusal that says how to go on is
+  // followed by itself: a fresh challenge (the one on the page was stale
+  // or spent) is solved, a rate limit waited out, a few times at most.
+  var joinRetries = 0;
   function join() {
     var button = $("join-button");
     button.disabled = true;
@@ -289,7 +292,6 @@
     solved.then(function (nonce) {
       if (boot.challenge) { document.body.setAttribute("data-solve-ms", String(Date.now() - started)); }
       var form = new URLSearchParams();
-      if (boot.visitor) { form.set("visitor", boot.visitor); }
       if (boot.pass) { form.set("pass", boot.pass); }
       if (boot.challenge) { form.set("challenge", boot.challenge); form.set("nonce", nonce); }
       return fetch(boot.page_url, {
@@ -323,6 +325,18 @@
           // Trying again changes nothing: the way in is a (valid) invitation.
           $("invitation-message").textContent = messageOf(r.body);
           show("invitation");
+        } else if (code === "CHALLENGE_REQUIRED" && r.body.challenge && joinRetries < 3) {
+          joinRetries++;
+          boot.challenge = r.body.challenge;
+          boot.difficulty = r.body.difficulty;
+          join();
+        } else if (code === "RATE_LIMITED" && joinRetries < 5) {
+          // Spread the retries: many shoppers behind one address were
+          // refused at the same moment.
+          joinRetries++;
+          $("join-note").textContent = "Many people are joining from your network. We'll add you in a moment.";
+          $("join-note").hidden = false;
+          setTimeout(join, (Math.max(r.retryAfter, 1) + Math.random() * 2) * 1000);
         } else {
           $("join-note").textContent = "We couldn't add you to the line: " + messageOf(r.body) + ". Try again in a moment.";
           $("join-note").hidden = false;
