@@ -1,6 +1,7 @@
 package waitroom
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -33,13 +34,21 @@ type RateTuner struct {
 	// MaxStep is the largest relative change per interval; default 0.25.
 	MaxStep float64
 	// MinRate and MaxRate bound the rate; defaults 1 and the most one tick
-	// can admit at the room's slice.
+	// can admit at the room's slice. A MinRate below the settings' least
+	// (waitroom.MinRate) is that least.
 	MinRate, MaxRate float64
-	Logger           *slog.Logger
+	// StartRate is the rate a room with users waiting climbs back to, a
+	// step per interval, while no order measures the API (nobody ordered
+	// in an interval): a rate lowered once is otherwise never raised when
+	// its few admissions do not order. Default: the room's rate at the
+	// first Tune.
+	StartRate float64
+	Logger    *slog.Logger
 
 	mu    sync.Mutex
 	total time.Duration
 	n     int
+	start float64 // StartRate, or the rate the first Tune read
 }
 
 // Observe records how long one successful order took.
@@ -86,17 +95,39 @@ func (t *RateTuner) Tune(ctx context.Context) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	t.mu.Lock()
+	if t.start <= 0 {
+		t.start = cmp.Or(t.StartRate, cfg.Rate)
+	}
+	start := t.start
+	t.mu.Unlock()
 	minSamples := t.MinSamples
 	if minSamples <= 0 {
 		minSamples = 20
 	}
-	if n < minSamples {
+	var target float64
+	var mean time.Duration
+	switch {
+	case n == 0 && cfg.Rate < start:
+		// Nobody ordered: if users wait, the rate climbs back towards
+		// where it started, since only admissions that order can tell
+		// it to fall again.
+		stats, err := t.Store.Stats(ctx, t.Room)
+		if err != nil {
+			return cfg.Rate, err
+		}
+		if stats.Waiting == 0 {
+			return cfg.Rate, nil
+		}
+		target = start
+	case n < minSamples:
 		return cfg.Rate, nil
-	}
-	mean := total / time.Duration(n)
-	target, err := RateFromCapacity(t.Pool, mean, t.Margin)
-	if err != nil {
-		return cfg.Rate, err
+	default:
+		mean = total / time.Duration(n)
+		target, err = RateFromCapacity(t.Pool, mean, t.Margin)
+		if err != nil {
+			return cfg.Rate, err
+		}
 	}
 	step := t.MaxStep
 	if step <= 0 {
@@ -106,13 +137,14 @@ func (t *RateTuner) Tune(ctx context.Context) (float64, error) {
 	if lo <= 0 {
 		lo = 1
 	}
+	lo = max(lo, MinRate)
 	if most := float64(MaxTickQuota) / cfg.Slice.Seconds(); hi <= 0 || hi > most {
 		hi = most
 	}
 	next := min(max(target, cfg.Rate*(1-step)), cfg.Rate*(1+step))
 	next = min(max(next, lo), hi)
 	// Rates are kept to 0.1 user/s; a change below 2% is noise, not news.
-	next = math.Round(next*10) / 10
+	next = max(math.Round(next*10)/10, lo)
 	if math.Abs(next-cfg.Rate) < 0.02*cfg.Rate {
 		return cfg.Rate, nil
 	}

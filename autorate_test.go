@@ -2,6 +2,7 @@ package waitroom_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -121,4 +122,77 @@ func TestRateTunerNeverUndoesAnOperator(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, waitroom.RoomPaused, cfg.State)
 	require.Equal(t, 100.0, cfg.Rate)
+}
+
+// TestRateTunerBehindASlowUpstream: orders take 2 s on a pool of 10 at
+// margin 0.7, so the tuner lowers the rate from 11.2/s to 3.5/s, below one
+// user per 100 ms slice; each interval still admits its rate × 10 s (within
+// one user), and every user admitted orders. When nobody orders any more
+// while users still wait, the rate climbs back a step per interval to where
+// it started, not beyond; with nobody waiting it stays.
+func TestRateTunerBehindASlowUpstream(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	clock := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	store := memstore.New(memstore.Options{Now: clock.Now})
+	_, err := store.CreateRoom(ctx, "drop", waitroom.RoomConfig{Rate: 11.2, MaxActive: 1000})
+	require.NoError(t, err)
+	for i := range 1000 {
+		_, err := store.Enter(ctx, "drop", fmt.Sprintf("buyer-%04d", i))
+		require.NoError(t, err)
+	}
+	tuner := &waitroom.RateTuner{Store: store, Room: "drop", Pool: 10, Margin: 0.7, MinSamples: 5}
+	// interval admits for 10 s in 100 ms ticks and returns how many; each
+	// admitted user orders, taking 2 s, when orders is set.
+	interval := func(orders bool) int {
+		admitted := 0
+		for range 100 {
+			clock.Advance(100 * time.Millisecond)
+			got, err := store.Admit(ctx, "drop")
+			require.NoError(t, err)
+			admitted += len(got)
+			if orders {
+				observe(tuner, len(got), 2*time.Second)
+			}
+		}
+		return admitted
+	}
+	_, err = store.Admit(ctx, "drop") // starts the bucket
+	require.NoError(t, err)
+
+	var rates []float64
+	for range 6 {
+		cfg, err := store.RoomConfig(ctx, "drop")
+		require.NoError(t, err)
+		admitted := interval(true)
+		require.InDelta(t, cfg.Rate*10, float64(admitted), 1, "at %g/s", cfg.Rate)
+		rates = append(rates, tune(t, tuner))
+	}
+	require.Equal(t, []float64{8.4, 6.3, 4.7, 3.5, 3.5, 3.5}, rates, "10 / 2 s × 0.7, a quarter at most per interval")
+
+	// Nobody orders, users wait: back up to 11.2, a quarter per interval.
+	rates = nil
+	for range 6 {
+		require.Positive(t, interval(false))
+		rates = append(rates, tune(t, tuner))
+	}
+	require.Equal(t, []float64{4.4, 5.5, 6.9, 8.6, 10.8, 11.2}, rates)
+
+	// Lowered again, then nobody waits: the rate stays.
+	for range 4 {
+		interval(true)
+		tune(t, tuner)
+	}
+	for {
+		st, err := store.Stats(ctx, "drop")
+		require.NoError(t, err)
+		if st.Waiting == 0 {
+			break
+		}
+		interval(false)
+	}
+	low := tune(t, tuner)
+	require.Less(t, low, 11.2)
+	interval(false)
+	require.Equal(t, low, tune(t, tuner), "nobody waits: nothing to climb for")
 }

@@ -569,7 +569,10 @@ func (in *Instance) observeOrders() func(room string, took time.Duration, status
 		Room:   in.Config.Rooms[0],
 		Pool:   in.Config.Pool,
 		Margin: in.Config.Margin,
-		Logger: in.Logger,
+		// Without orders to measure, the rate returns to the one from
+		// --service-time, not to what a restart finds live.
+		StartRate: in.Config.Room.Rate,
+		Logger:    in.Logger,
 	}
 	return func(_ string, took time.Duration, status int) {
 		// Only orders that ran to success measure the service time; a

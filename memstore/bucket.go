@@ -21,11 +21,12 @@ type bucket struct {
 
 // take refills the bucket for the time since the last call and takes as
 // many whole users as it holds, at most limit (which the caller has already
-// bounded by the tick quota, the queue and MaxActive).
+// bounded by the tick quota, the queue and MaxActive), with users still
+// waiting after it.
 func (b *bucket) take(nowMicros int64, cfg waitroom.RoomConfig, limit int) int {
 	allow, _ := b.refill(nowMicros, cfg, 0)
 	n := int(min(allow/picosPerUser, int64(max(limit, 0))))
-	b.settle(n, allow, cfg)
+	b.settle(n, allow, cfg, true)
 	return n
 }
 
@@ -45,25 +46,43 @@ func (b *bucket) refill(nowMicros int64, cfg waitroom.RoomConfig, owed int64) (a
 	elapsed := max(nowMicros-b.last, 0)
 	b.last = max(b.last, nowMicros)
 
-	rate := max(int64(math.Round(cfg.Rate*1e6)), 1) // 1e-12 users per µs
-	carryCap := rate * cfg.Slice.Microseconds()
+	rate := bucketRate(cfg)
+	slice := rate * cfg.Slice.Microseconds()
 	// Beyond a full tick plus a full carry more refill changes nothing;
 	// capping the span keeps rate × elapsed inside int64 after long idles.
-	useful := carryCap + int64(cfg.TickQuota())*picosPerUser
+	useful := carryCap(cfg, true) + int64(cfg.TickQuota())*picosPerUser
 	elapsed = min(elapsed, useful/rate+1)
-	extra = min(owed*picosPerUser, rate*elapsed, carryCap)
+	extra = min(owed*picosPerUser, rate*elapsed, slice)
 	return b.carry + rate*elapsed, max(extra, 0)
 }
 
 // settle records that n users were admitted out of allow (refill's): the
 // first of them are the rate's share, the rest made up no-shows, which it
-// returns. The carry lets what was allowed but not admitted through on the
-// next call, so the average rate is exact, but never more than one slice's
-// worth, so no burst builds up while the queue is empty or the cap is
-// reached.
-func (b *bucket) settle(n int, allow int64, cfg waitroom.RoomConfig) (madeUp int) {
+// returns. What was allowed but not admitted is carried to the next call
+// (carryCap), so the average rate is exact, whatever the rate.
+func (b *bucket) settle(n int, allow int64, cfg waitroom.RoomConfig, waiting bool) (madeUp int) {
 	regular := min(int64(n), allow/picosPerUser)
-	rate := max(int64(math.Round(cfg.Rate*1e6)), 1)
-	b.carry = min(allow-regular*picosPerUser, rate*cfg.Slice.Microseconds())
+	b.carry = min(allow-regular*picosPerUser, carryCap(cfg, waiting))
 	return n - int(regular)
+}
+
+// carryCap is the most allowance the bucket carries to the next call, in
+// 1e-12 users. With users still waiting it is one slice's worth plus one
+// user: the fraction of a user the rate has built up towards the next
+// admission (a cap below one user would never let a slow room admit
+// anyone), plus what a tick late by up to a slice could not admit within
+// its quota; a longer stall loses the rest, so it cannot make up a burst.
+// With nobody waiting it is one user: an idle room saves up no burst, yet
+// the next user to come is let in as soon as the rate had allowed.
+func carryCap(cfg waitroom.RoomConfig, waiting bool) int64 {
+	if !waiting {
+		return picosPerUser
+	}
+	return bucketRate(cfg)*cfg.Slice.Microseconds() + picosPerUser
+}
+
+// bucketRate is the room's rate in 1e-12 users per µs (millionths of a
+// user per second), at least one.
+func bucketRate(cfg waitroom.RoomConfig) int64 {
+	return max(int64(math.Round(cfg.Rate*1e6)), 1)
 }

@@ -65,5 +65,5 @@ func TestBucketLongIdle(t *testing.T) {
 	var b bucket
 	b.take(0, cfg, 0)
 	require.Equal(t, cfg.TickQuota(), b.take(int64(100*365*24*time.Hour/time.Microsecond), cfg, cfg.TickQuota()))
-	require.Equal(t, int64(cfg.TickQuota())*picosPerUser, b.carry, "carry capped at one slice")
+	require.Equal(t, int64(cfg.TickQuota()+1)*picosPerUser, b.carry, "carry capped at one slice and one user")
 }

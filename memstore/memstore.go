@@ -376,7 +376,7 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 		admitted = append(admitted, waitroom.Admission{User: user, Token: t.value})
 	}
 	r.stats.Abandoned += int64(skipped)
-	madeUp := r.bucket.settle(len(admitted), allow, r.cfg)
+	madeUp := r.bucket.settle(len(admitted), allow, r.cfg, r.queue.Len() > 0)
 	r.bucket.madeUp += int64(madeUp)
 	tick := r.sinceTick
 	tick.Admitted, tick.Regular, tick.Skipped = len(admitted), len(admitted)-madeUp, skipped

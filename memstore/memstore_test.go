@@ -725,6 +725,12 @@ func TestConformance(t *testing.T) {
 			Advance:   func(_ *testing.T, d time.Duration) { clock.Advance(d) },
 			FakeClock: true,
 			Now:       clock.Now,
+			AdmitAfter: func(t *testing.T, room string, d time.Duration) (int, time.Duration) {
+				clock.Advance(d)
+				got, err := s.Admit(t.Context(), room)
+				require.NoError(t, err)
+				return len(got), d
+			},
 		}
 	})
 }

@@ -21,9 +21,12 @@ import (
 // many as are queued, within max_active, within the stock (live tokens +
 // completed orders never exceed it), and no more than tokens were
 // supplied. What it may admit but does not is carried, up to one slice's
-// worth (rate × slice): a late tick's excess is made up, so the average rate
-// is exact (175/s in 100 ms ticks admits 17, 18, 17, 18, …), while idle time
-// or a pause cannot save up a burst. The first call ever only starts the
+// worth plus one user (rate × slice + 1) while users wait: a fraction of a
+// user adds up to a whole one at any rate (0.5/s in 100 ms ticks admits one
+// every 20th tick), a late tick's excess is made up, so the average rate is
+// exact (175/s in 100 ms ticks admits 17, 18, 17, 18, …), while a stall
+// longer than a slice or a pause cannot save up a burst. With nobody
+// waiting at most one user is carried: idle time saves up nothing more. The first call ever only starts the
 // bucket, empty: it admits nobody, like the first call after a pause, so a
 // room's admissions never exceed rate × time since its first call. A paused
 // room admits nobody and keeps its bucket empty, so resuming starts at the
@@ -159,7 +162,7 @@ end
 local counts = redis.call('HMGET', stats_key, 'admitted', 'no_shows', 'completed', 'left', 'left_after')
 local admitted_before = tonumber(counts[1] or '0')
 local out = {'OK', quota, counter(seq_key), admitted_before, admitted_before, 0, math.floor(rate * 1000000), 0, 0}
-local cap = rate * slice_ms / 1000 -- one slice's worth of users
+local slice_users = rate * slice_ms / 1000 -- one slice's worth of users
 
 -- No-shows not yet made up: each is admitted again, at most as fast again
 -- as the rate (so never above 2 × rate). With max_active the slots they
@@ -206,7 +209,7 @@ else
     local elapsed_us = math.max(0, now_us - tonumber(b[1]))
     allow = tonumber(b[2]) + elapsed_us * rate / 1000000
     -- Making up no-shows at most doubles this call's share of the rate.
-    extra = math.min(owed, math.min(elapsed_us * rate / 1000000, cap))
+    extra = math.min(owed, math.min(elapsed_us * rate / 1000000, slice_users))
   end
 
   -- The epsilon absorbs float error (14.999999… users is 15).
@@ -231,6 +234,10 @@ else
     end
     return {'MORE', n}
   end
+  -- Of the rate's share, what a call with enough tokens would admit: a
+  -- short call carries the users it could not issue, beyond the cap, for
+  -- the Store's next call to admit.
+  local due = math.min(n, math.floor(allow + 1e-9))
   if n > #tokens then
     out[9] = 1
     n = #tokens
@@ -321,10 +328,22 @@ else
       out[5] = redis.call('HINCRBY', stats_key, 'admitted', issued)
     end
   end
-  -- Carry what was allowed but not admitted, at most one slice's worth;
-  -- admissions beyond the allowance made up no-shows.
+  -- Carry what was allowed but not admitted, as memstore's carryCap: with
+  -- users still waiting at most one slice's worth plus one user (the
+  -- fraction towards the next admission, which a slow room needs whole,
+  -- and what a late tick's quota left), with nobody waiting at most one
+  -- user (idle time saves up no burst). Admissions beyond the allowance
+  -- made up no-shows.
   local regular = math.min(issued, math.floor(allow + 1e-9))
-  local carry = math.min(allow - regular, cap)
+  local carry_cap = 1
+  if waiting > 0 then
+    carry_cap = slice_users + 1
+  end
+  local unissued = 0
+  if out[9] == 1 then
+    unissued = math.max(0, due - regular)
+  end
+  local carry = unissued + math.min(allow - regular - unissued, carry_cap)
   out[6] = math.floor(carry * 1000000)
   -- Those waiting now: the count before, less those popped above.
   out[8] = waiting
@@ -511,9 +530,9 @@ type tickState struct {
 // the users waiting. The default quota before the first reply, and the
 // quota after a call that was short of tokens: the time since a reply
 // underestimates the Redis time since its call when replies are slow, and
-// the carry keeps the difference only up to a slice. Too few cost nothing
-// otherwise, and a call that brought none when some could go gets a second
-// run (MORE).
+// a short call carries the users it could not issue for the next. Too few
+// cost nothing otherwise, and a call that brought none when some could go
+// gets a second run (MORE).
 func (s *Store) tokensWanted(room string) int {
 	v, ok := s.ticks.Load(room)
 	if !ok {

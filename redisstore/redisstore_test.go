@@ -84,8 +84,9 @@ func TestStore(t *testing.T) {
 						return New(openURL(t, url), Options{Prefix: s.prefix})
 					},
 					// The clock is Redis's, on this machine: real time.
-					Advance:   func(t *testing.T, d time.Duration) { time.Sleep(d) },
-					FakeClock: false,
+					Advance:    func(t *testing.T, d time.Duration) { time.Sleep(d) },
+					FakeClock:  false,
+					AdmitAfter: admitAfter(s),
 				}
 			})
 		})
@@ -343,6 +344,42 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 redis.call('HSET', bucket_key, 'last_us', now_us - slice_us)
 return now_us
 `)
+
+// moveBucket sets a room's last admission ARGV[1] µs before the Redis
+// clock's now and returns that moment, or -1 when the bucket has not
+// started. Test-only; the key comes in KEYS like any script's.
+var moveBucket = redis.NewScript(`
+local bucket_key = KEYS[1]
+local back_us    = tonumber(ARGV[1])
+if not redis.call('HGET', bucket_key, 'last_us') then
+  return -1 -- not started: the first Admit starts it
+end
+local t = redis.call('TIME')
+local from_us = tonumber(t[1]) * 1000000 + tonumber(t[2]) - back_us
+redis.call('HSET', bucket_key, 'last_us', from_us)
+return from_us
+`)
+
+// admitAfter is storetest's Harness.AdmitAfter on s: the room's bucket is
+// moved so that its last admission was d before Redis's now, then Admit
+// runs; the span the bucket counted is read back, d plus the µs until the
+// script ran.
+func admitAfter(s *Store) func(t *testing.T, room string, d time.Duration) (int, time.Duration) {
+	return func(t *testing.T, room string, d time.Duration) (int, time.Duration) {
+		ctx := t.Context()
+		k := s.keys(room)
+		from, err := moveBucket.Run(ctx, s.client, []string{k.bucket}, d.Microseconds()).Int64()
+		require.NoError(t, err)
+		got, err := s.Admit(ctx, room)
+		require.NoError(t, err)
+		if from < 0 {
+			return len(got), 0
+		}
+		to, err := s.client.HGet(ctx, k.bucket, "last_us").Int64()
+		require.NoError(t, err)
+		return len(got), time.Duration(to-from) * time.Microsecond
+	}
+}
 
 // TestAdmitFractionalRate: at 175/s in 100 ms slices, ticks admit 17 and 18
 // in turn, exactly 175 a second, never 18 × 10 = 180. The Redis clock is

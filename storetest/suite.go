@@ -43,6 +43,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"AdmitNeverExceedsTickQuota", testAdmitNeverExceedsTickQuota},
 		{"AdmitFractionalRateExactly", testAdmitFractionalRateExactly},
 		{"AdmitRateWithJitter", testAdmitRateWithJitter},
+		{"AdmitsRateTimesElapsed", testAdmitsRateTimesElapsed},
 		{"PausedAdmitsNoneAndResumesWithoutBurst", testPausedAdmitsNoneAndResumesWithoutBurst},
 		{"MaxActiveCapsLiveTokens", testMaxActiveCapsLiveTokens},
 		{"TwoInstancesAdmitTheRateOnce", testTwoInstancesAdmitTheRateOnce},
@@ -661,9 +662,10 @@ func testAdmitRateRealClock(t *testing.T, h Harness, rate float64) {
 // at least gap passes before each (a wait never ends early, even on a busy
 // machine): each call earns rate × gap; a call that cannot pass all it has
 // passes its whole quota, which is more; and the bucket carries the rest,
-// so at most one slice's worth (the carry's cap) is still in it at the end.
+// so at most one slice's worth and one user (the carry's cap) is still in
+// it at the end.
 func earnedAtLeast(calls int, rate float64, gap, slice time.Duration) int {
-	return int(math.Floor(float64(calls)*rate*gap.Seconds() - rate*slice.Seconds()))
+	return int(math.Floor(float64(calls)*rate*gap.Seconds() - rate*slice.Seconds() - 1))
 }
 
 // testAdmitRateWithJitter: ticks that come early and late still add up to

@@ -49,7 +49,7 @@ func serveSettings(f *serveFlags) []flagenv.Setting {
 		flagenv.Var("closes-at", "WAITROOM_CLOSES_AT", "", "time", "RFC 3339 time from which new entries get ROOM_CLOSED; empty: never", flagenv.Time(&c.Room.ClosesAt)),
 		flagenv.Var("stock", "WAITROOM_STOCK", "0", "n", "units the default room sells in all; a live entry token reserves one, so nobody is admitted to find nothing; 0: not tracked", flagenv.IntIn(&c.Room.Stock, math.MinInt, math.MaxInt)),
 		flagenv.Var("abandon-after", "WAITROOM_ABANDON_AFTER", "5m", "duration", "a waiting user silent (no enter, no status) this long has left: skipped at the head, counted abandoned", flagenv.DurationIn(&c.Room.AbandonAfter, math.MinInt64, math.MaxInt64)),
-		flagenv.Var("first-use-within", "WAITROOM_FIRST_USE_WITHIN", "60s", "duration", "an admitted user must confirm (one status call after the one that told it) or order this soon, else its token expires as a no-show and frees its slot; at most --token-ttl", flagenv.DurationIn(&c.Room.FirstUseWithin, math.MinInt64, math.MaxInt64)),
+		flagenv.Var("first-use-within", "WAITROOM_FIRST_USE_WITHIN", "60s", "duration", "an admitted user must confirm (one status call after the one that told it) or order this soon, else its token expires as a no-show and frees its slot; at most --token-ttl, which it follows when shorter unless given", flagenv.DurationIn(&c.Room.FirstUseWithin, math.MinInt64, math.MaxInt64)),
 		flagenv.Var("upstream", "WAITROOM_UPSTREAM", "", "url", "order API the gate guards; empty: the built-in reference shop", flagenv.HTTPURL(&c.Upstream)),
 		flagenv.Var("upstream-timeout", "WAITROOM_UPSTREAM_TIMEOUT", "25s", "duration", "longest wait for the upstream's answer to an order; then 502 and the token is released", flagenv.DurationIn(&c.UpstreamTimeout, 100*time.Millisecond, instance.MaxUpstreamTimeout)),
 		flagenv.Var("upstream-dial-timeout", "WAITROOM_UPSTREAM_DIAL_TIMEOUT", "5s", "duration", "longest wait to connect to the upstream", flagenv.DurationIn(&c.UpstreamDialTimeout, 10*time.Millisecond, time.Minute)),
@@ -128,6 +128,11 @@ func parseServe(args []string, getenv func(string) string) (instance.Config, err
 		c.Room.Rate, c.RateDerived = rate, true
 	}
 	c.Room.State = waitroom.RoomOpen
+	// The first-use deadline's default follows a shorter token TTL (as
+	// RoomConfig.WithDefaults does); only a value given is held to it.
+	if !raw["first-use-within"].Given && !v.Failed("token-ttl") && c.Room.TokenTTL >= waitroom.MinFirstUseWithin {
+		c.Room.FirstUseWithin = min(c.Room.FirstUseWithin, c.Room.TokenTTL)
+	}
 	if rateOK {
 		v.SettingErrors(c.Room.Validate())
 	}

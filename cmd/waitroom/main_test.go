@@ -84,6 +84,15 @@ func TestParseServeSources(t *testing.T) {
 				require.Equal(t, []string{"default", "sale", "vip"}, c.Rooms)
 				require.Equal(t, []string{"POST /orders", "PUT /carts/{id}"}, c.GatedRoutes)
 			}},
+		{"a short token TTL brings the first-use deadline's default along", []string{"--token-ttl", "3s"}, nil,
+			func(t *testing.T, c instance.Config) {
+				require.Equal(t, 3*time.Second, c.Room.TokenTTL)
+				require.Equal(t, 3*time.Second, c.Room.FirstUseWithin)
+			}},
+		{"a first-use deadline given within the TTL", []string{"--token-ttl", "3s", "--first-use-within", "2s"}, nil,
+			func(t *testing.T, c instance.Config) {
+				require.Equal(t, 2*time.Second, c.Room.FirstUseWithin)
+			}},
 		{"everything else", []string{"--upstream", "http://127.0.0.1:9001/api", "--slice", "50ms", "--max-queue", "10",
 			"--token-ttl", "2m", "--lease", "5s", "--max-active", "300", "--user-header", "X-Customer",
 			"--log-format", "json", "--log-level", "debug"}, []string{"WAITROOM_REDIS_PREFIX", "wr-test"},
@@ -131,6 +140,8 @@ func TestParseServeRejectsBadValues(t *testing.T) {
 		{[]string{"--token-ttl", "300"}, nil, `--token-ttl="300": not a duration`},
 		{[]string{"--token-ttl", "100ms"}, nil, `--token-ttl="100ms": must be in [1s,`},
 		{[]string{"--lease", "-1s"}, nil, `--lease="-1s"`},
+		{[]string{"--token-ttl", "3s", "--first-use-within", "10s"}, nil, `--first-use-within="10s": must be in [1s, token_ttl 3s]`},
+		{nil, []string{"WAITROOM_TOKEN_TTL", "3s", "WAITROOM_FIRST_USE_WITHIN", "1m"}, `WAITROOM_FIRST_USE_WITHIN="1m": must be in [1s, token_ttl 3s]`},
 		{[]string{"--max-active", "-1"}, nil, `--max-active="-1": must be in [0,`},
 		{[]string{"--rate", "100000", "--slice", "1s"}, nil, "--rate and --slice"},
 		{[]string{"--upstream", "ftp://example.test"}, nil, `--upstream="ftp://example.test": must be an absolute http`},
