@@ -27,11 +27,11 @@ type Harness struct {
 	// FakeClock says Advance is exact and instant, so the suite may run
 	// long simulated spans (10 s of admissions) exactly.
 	FakeClock bool
-	// AdmitAfter (required) runs Admit in room as though d had passed on the store's
-	// clock since the room's last Admit, and returns how many it admitted
-	// and the span its bucket counted: d, or on a real clock d plus the
-	// moments the call itself took. The rate's exactness is checked on it
-	// over simulated hours; nil: that check runs on no clock of its own.
+	// AdmitAfter (required) runs Admit in room as though d had passed on
+	// the store's clock since the room's last Admit, and returns how many
+	// it admitted and the span its bucket counted: d, or on a real clock d
+	// plus the moments the call itself took. The rate's exactness is
+	// checked on it over simulated hours; nil fails that check.
 	AdmitAfter func(t *testing.T, room string, d time.Duration) (admitted int, counted time.Duration)
 	// Now reads the store's clock, for settings that name a time (a
 	// scheduled opening); nil: time.Now, the clock of a Redis on this
