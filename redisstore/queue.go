@@ -73,7 +73,7 @@ local abandon_s = abandon_secs(cfg[5])
 local now = now_ms()
 local stage = draw_stage(cfg[10], opens_at, draw_key)
 local scheduled = opens_at > 0 and stage ~= 'done'
-local counts = {per = per_order(cfg[11])} -- units' sold and live tokens, read once a call
+local counts = {per = per_order(cfg[11])} -- units per order; units sold and live tokens, read once a call
 -- The sequence before the call: read when no user takes a new place,
 -- else one less than the first new place's.
 local seq_before, seq_after
@@ -344,7 +344,7 @@ local abandon_s = abandon_secs(cfg[4])
 local seq = counter(seq_key)
 local now = now_ms()
 local stage = draw_stage(cfg[7], opens_at, draw_key)
-local counts = {per = per_order(cfg[8])} -- units' sold and live tokens, read once a call
+local counts = {per = per_order(cfg[8])} -- units per order; units sold and live tokens, read once a call
 
 local function status(user)
   if cfg[3] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then

@@ -233,7 +233,7 @@ func (r AdminRoom) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "lease:\t%s\n", r.Lease)
 	fmt.Fprintf(tw, "max active:\t%s\n", countOr(r.MaxActive, "no cap"))
 	fmt.Fprintf(tw, "stock:\t%s\n", countOr(r.Stock, "not tracked"))
-	fmt.Fprintf(tw, "units per order:\t%d\n", r.UnitsPerOrder)
+	fmt.Fprintf(tw, "per order:\t%d units\n", r.UnitsPerOrder)
 	if r.OneOrderPerUser {
 		fmt.Fprintf(tw, "one order:\tper user\n")
 	}
