@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -174,6 +175,22 @@ func builtInShopOrders(t *testing.T, r *unitsRoom, d *inmem.Store) {
 	p, err = d.Product(ctx, "drop")
 	require.NoError(t, err)
 	require.Equal(t, int64(16), p.Stock)
+
+	// 14 units unsold: the 4th in line is not short of its 3 (12), the
+	// 5th is (15), and its answer says so.
+	for i := 1; i <= 5; i++ {
+		req, err := http.NewRequestWithContext(ctx, "POST", r.url+"/rooms/"+r.room+"/enter", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-User-Id", fmt.Sprintf("w%d", i))
+		a := send(t, http.DefaultClient, req)
+		require.Equal(t, http.StatusOK, a.status, a.raw)
+		require.EqualValues(t, i, a.num("position"))
+		left, told := a.body["units_left"]
+		require.Equal(t, i == 5, told, "w%d: %s", i, a.raw)
+		if told {
+			require.Equal(t, 14.0, left)
+		}
+	}
 }
 
 // An --upstream learns the units the token reserved in Waitroom-Units,
