@@ -459,13 +459,13 @@ func TestDropRoomCallsReadTheirUsersTogether(t *testing.T) {
 	}
 	require.Equal(t, map[string]int64{
 		"fcall": 1, "hmget": 3, "time": 1, // the settings, the tokens, the units sold; the clock
-		"hlen": 1, // the live tokens (none: no HEXISTS)
+		"hlen":    1,                  // the live tokens (none: no HEXISTS)
 		"zmscore": 1, "smismember": 1, // the places, the buyers
 		"zcard": 1, "incrby": 1, "zadd": 1, "publish": 1, // the places made; the first wakes the admitter
 	}, commands(enterOp))
 	require.Equal(t, map[string]int64{
 		"fcall": 1, "hmget": 2, "get": 1, "time": 1, // the settings, the units sold, the sequence, the clock
-		"hlen": 1, // the live tokens
+		"hlen":    1,                  // the live tokens
 		"zmscore": 1, "smismember": 1, // the places, the buyers
 		"zrank": 8, // a rank each
 	}, commands(statusOp))
