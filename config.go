@@ -35,6 +35,8 @@ const (
 	// DefaultFirstUseWithin: an admitted user who neither confirms nor
 	// claims its token this soon is a no-show (capped at the token TTL).
 	DefaultFirstUseWithin = 60 * time.Second
+	// DefaultUnitsPerOrder: a token buys one unit.
+	DefaultUnitsPerOrder = 1
 )
 
 // Bounds on RoomConfig that keep one admission tick small enough for one
@@ -63,6 +65,9 @@ const (
 	MinAbandonAfter   = time.Second
 	MaxAbandonAfter   = 24 * time.Hour
 	MinFirstUseWithin = time.Second
+	// MaxUnitsPerOrder bounds what one token reserves: a basket, not a
+	// wholesale lot; the order API's own limit may be lower.
+	MaxUnitsPerOrder = 1_000
 )
 
 // RoomConfig holds the live settings of one room. It is kept in the store so
@@ -96,9 +101,19 @@ type RoomConfig struct {
 	State RoomState
 	// Stock is how many units the room sells in all, sold ones included;
 	// 0 means the room does not track stock. A live entry token reserves
-	// one unit, a completed order sells it, and the admitter never lets
-	// live tokens + sold units exceed Stock. Raising it is a restock.
+	// UnitsPerOrder units, a completed order sells them, and the admitter
+	// never lets live tokens × UnitsPerOrder + sold units exceed Stock: a
+	// token is issued only while a whole order's units are left, so with
+	// a stock that is no multiple of UnitsPerOrder the rest is never
+	// reserved (and the room is sold out once fewer than UnitsPerOrder
+	// are unsold). Raising it is a restock.
 	Stock int
+	// UnitsPerOrder is how many units one entry token reserves and one
+	// completed order sells: the most one order may buy. The gate tells
+	// the order API (header Waitroom-Units), which refuses an order for
+	// more (the built-in shop: 422 QUANTITY_OVER_LIMIT). At most Stock
+	// when stock is tracked.
+	UnitsPerOrder int
 	// OneOrderPerUser: once a user's order completed in the room, entering
 	// again is ErrAlreadyOrdered, and the gate's Idempotency-Key names the
 	// buyer in the room rather than the token, so the order API refuses a
@@ -136,6 +151,7 @@ func (c RoomConfig) WithDefaults() RoomConfig {
 	c.TokenTTL = cmp.Or(c.TokenTTL, DefaultTokenTTL)
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.State = cmp.Or(c.State, RoomOpen)
+	c.UnitsPerOrder = cmp.Or(c.UnitsPerOrder, DefaultUnitsPerOrder)
 	c.AbandonAfter = cmp.Or(c.AbandonAfter, DefaultAbandonAfter)
 	c.FirstUseWithin = cmp.Or(c.FirstUseWithin, min(DefaultFirstUseWithin, c.TokenTTL))
 	// Times as the store keeps them: UTC milliseconds.
@@ -176,6 +192,14 @@ func (c RoomConfig) Validate() error {
 		bad("must be in [0, %d] (0: no cap), got %d", MaxMaxActive, c.MaxActive))
 	check(c.Stock >= 0 && c.Stock <= MaxStock, "stock",
 		bad("must be in [0, %d] units (0: not tracked), got %d", MaxStock, c.Stock))
+	if c.UnitsPerOrder < 1 || c.UnitsPerOrder > MaxUnitsPerOrder {
+		check(false, "units_per_order", bad("must be in [1, %d] units, got %d", MaxUnitsPerOrder, c.UnitsPerOrder))
+	} else {
+		// A token that reserves more than the whole stock could never be
+		// issued: a typo, not a sale.
+		check(c.Stock <= 0 || c.UnitsPerOrder <= c.Stock, "units_per_order",
+			bad("must be at most stock (%d units), got %d", c.Stock, c.UnitsPerOrder))
+	}
 	check(c.AbandonAfter >= MinAbandonAfter && c.AbandonAfter <= MaxAbandonAfter, "abandon_after",
 		bad("must be in [%s, %s], got %s", MinAbandonAfter, MaxAbandonAfter, c.AbandonAfter))
 	check(c.FirstUseWithin >= MinFirstUseWithin && c.FirstUseWithin <= c.TokenTTL, "first_use_within",
@@ -282,6 +306,7 @@ func (c RoomConfig) Changes(to RoomConfig) []FieldChange {
 	add("lease", c.Lease, to.Lease)
 	add("max_active", c.MaxActive, to.MaxActive)
 	add("stock", c.Stock, to.Stock)
+	add("units_per_order", c.UnitsPerOrder, to.UnitsPerOrder)
 	add("one_order_per_user", c.OneOrderPerUser, to.OneOrderPerUser)
 	add("abandon_after", c.AbandonAfter, to.AbandonAfter)
 	add("first_use_within", c.FirstUseWithin, to.FirstUseWithin)

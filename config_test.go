@@ -31,7 +31,7 @@ func TestRoomConfigValidateNamesFields(t *testing.T) {
 		require.True(t, errors.As(e, &se), "%v", e)
 		fields = append(fields, se.Fields...)
 	}
-	require.Equal(t, []string{"rate", "slice", "max_queue", "token_ttl", "lease", "max_active", "stock", "abandon_after", "first_use_within", "state"}, fields)
+	require.Equal(t, []string{"rate", "slice", "max_queue", "token_ttl", "lease", "max_active", "stock", "units_per_order", "abandon_after", "first_use_within", "state"}, fields)
 	a := waitroom.Classify(err)
 	require.Equal(t, 400, a.Status)
 	require.Equal(t, fmt.Sprintf("rate: must be in [%g, 100000] users/s, got NaN", waitroom.MinRate), a.Message)
@@ -46,4 +46,17 @@ func TestRoomConfigValidateNamesFields(t *testing.T) {
 	require.Equal(t, "rate × slice: must admit at most 1000 users per slice, got 100000", waitroom.ErrorMessage(tick.Validate()))
 	max := waitroom.RoomConfig{MaxActive: waitroom.MaxMaxActive + 1}.WithDefaults()
 	require.Equal(t, "max_active: must be in [0, 100000000] (0: no cap), got 100000001", waitroom.ErrorMessage(max.Validate()))
+
+	// A token reserves 1 to 1000 units, and never more than the stock.
+	require.Equal(t, 1, waitroom.RoomConfig{}.WithDefaults().UnitsPerOrder)
+	for units, want := range map[int]string{
+		-1:   "units_per_order: must be in [1, 1000] units, got -1",
+		1001: "units_per_order: must be in [1, 1000] units, got 1001",
+		26:   "units_per_order: must be at most stock (25 units), got 26",
+	} {
+		cfg := waitroom.RoomConfig{Stock: 25, UnitsPerOrder: units}.WithDefaults()
+		require.Equal(t, want, waitroom.ErrorMessage(cfg.Validate()), "units %d", units)
+	}
+	require.NoError(t, waitroom.RoomConfig{Stock: 25, UnitsPerOrder: 25}.WithDefaults().Validate())
+	require.NoError(t, waitroom.RoomConfig{UnitsPerOrder: 1000}.WithDefaults().Validate(), "no stock: no bound by it")
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -16,6 +17,12 @@ const (
 	DefaultUserHeader    = "X-User-Id"
 	EntryTokenHeader     = "X-Entry-Token"
 	IdempotencyKeyHeader = "Idempotency-Key"
+	// UnitsHeader tells the order API how many units the order's token
+	// reserved (Hold.Units): the most the order may buy. The gate cannot
+	// read every order API's body; the order API refuses a larger
+	// quantity before it touches its stock (the built-in shop: 422
+	// QUANTITY_OVER_LIMIT), so the room never sells more than it reserved.
+	UnitsHeader          = "Waitroom-Units"
 	defaultSettleTimeout = 5 * time.Second
 )
 
@@ -51,10 +58,11 @@ type Gate struct {
 	// the behaviour when nil). Every request tries the store first, so
 	// recovery needs no reset.
 	StoreDown func(r *http.Request) bool
-	// OneOrderPerUser, if set, tells a request StoreDown lets through the
-	// room's last known setting, so that it is keyed upstream as a claim
-	// would have keyed it (orderKey); nil: by the token.
-	OneOrderPerUser func(ctx context.Context) bool
+	// LastConfig, if set, tells a request StoreDown lets through the
+	// room's last known settings, so that it is keyed and limited upstream
+	// as a claim would have done it (orderKey, UnitsHeader); nil or not
+	// known: keyed by the token, one unit.
+	LastConfig func(ctx context.Context) (RoomConfig, bool)
 }
 
 // OutcomeStoreDown is the outcome of a request StoreDown let through.
@@ -122,7 +130,7 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 			return
 		}
 
-		r = vouch(r, userHeader, hold.User, orderKey(hold))
+		r = vouch(r, userHeader, hold)
 		rec := NewStatusRecorder(w)
 		completed := false
 		stopRenewing := g.keepLease(r.Context(), hold)
@@ -192,37 +200,41 @@ func (g *Gate) keepLease(ctx context.Context, hold Hold) (stop func()) {
 
 // gateHeaders is what the gate vouches for on a request it let through.
 type gateHeaders struct {
-	userHeader, user, idempotencyKey string
+	userHeader, user, idempotencyKey, units string
 }
 
 type gateHeadersKey struct{}
 
 // vouch sets the headers the upstream relies on (the user the token was
-// claimed for, exactly once; the idempotency key; never the token) and
-// keeps them in r's context, so that a reverse proxy sets them again on its
-// outgoing request after hop-by-hop handling (SetGateHeaders): a client
-// naming them in Connection cannot strip them.
-func vouch(r *http.Request, userHeader, user, key string) *http.Request {
+// claimed for, exactly once; the idempotency key; the units the token
+// reserved; never the token) and keeps them in r's context, so that a
+// reverse proxy sets them again on its outgoing request after hop-by-hop
+// handling (SetGateHeaders): a client naming them in Connection cannot
+// strip them.
+func vouch(r *http.Request, userHeader string, h Hold) *http.Request {
+	v := gateHeaders{userHeader, h.User, orderKey(h), strconv.Itoa(max(h.Units, 1))}
 	r.Header.Del(EntryTokenHeader)
-	r.Header.Set(IdempotencyKeyHeader, key)
-	r.Header.Set(userHeader, user)
-	return r.WithContext(context.WithValue(r.Context(), gateHeadersKey{}, gateHeaders{userHeader, user, key}))
+	r.Header.Set(IdempotencyKeyHeader, v.idempotencyKey)
+	r.Header.Set(UnitsHeader, v.units)
+	r.Header.Set(userHeader, v.user)
+	return r.WithContext(context.WithValue(r.Context(), gateHeadersKey{}, v))
 }
 
 // SetGateHeaders sets on h, the headers of a request on its way upstream,
-// what the gate vouched for on the request whose context is ctx: the user
-// and the Idempotency-Key, each exactly once, and no entry token. A proxy
-// calls it last, after its own header handling (httputil.ReverseProxy's
-// Rewrite). Without a gate in front it removes those headers, so nothing a
-// client sent passes for what the gate vouches.
+// what the gate vouched for on the request whose context is ctx: the user,
+// the Idempotency-Key and Waitroom-Units, each exactly once, and no entry
+// token. A proxy calls it last, after its own header handling
+// (httputil.ReverseProxy's Rewrite). Without a gate in front it removes
+// those headers, so nothing a client sent passes for what the gate vouches.
 func SetGateHeaders(ctx context.Context, h http.Header) {
 	v, ok := ctx.Value(gateHeadersKey{}).(gateHeaders)
-	delSpellings(h, EntryTokenHeader, IdempotencyKeyHeader, v.userHeader)
+	delSpellings(h, EntryTokenHeader, IdempotencyKeyHeader, UnitsHeader, v.userHeader)
 	if !ok {
 		return
 	}
 	h.Set(v.userHeader, v.user)
 	h.Set(IdempotencyKeyHeader, v.idempotencyKey)
+	h.Set(UnitsHeader, v.units)
 }
 
 // delSpellings removes from h every header that is one of names to a
@@ -243,8 +255,12 @@ func delSpellings(h http.Header, names ...string) {
 // after the store is back reaches the same order by its Idempotency-Key.
 func (g *Gate) passUnclaimed(w http.ResponseWriter, r *http.Request, userHeader, user, token string, next http.Handler) {
 	h := Hold{Room: g.Room, User: user, Token: token}
-	h.OneOrderPerUser = g.OneOrderPerUser != nil && g.OneOrderPerUser(r.Context())
-	r = vouch(r, userHeader, user, orderKey(h))
+	if g.LastConfig != nil {
+		if cfg, ok := g.LastConfig(r.Context()); ok {
+			h.OneOrderPerUser, h.Units = cfg.OneOrderPerUser, cfg.UnitsPerOrder
+		}
+	}
+	r = vouch(r, userHeader, h)
 	if g.OnOutcome != nil {
 		g.OnOutcome(g.Room, OutcomeStoreDown)
 	}

@@ -43,8 +43,9 @@ type Status struct {
 	// when scheduled (0 once the opening is being drawn).
 	OpensIn time.Duration
 	// UnitsLeft is set, with FewLeft, when the room tracks stock and the
-	// units neither sold nor reserved are fewer than Position: not enough
-	// for everyone up to this user, unless some reservations come back.
+	// units neither sold nor reserved are fewer than the orders up to this
+	// user take (Position × UnitsPerOrder): not enough for everyone up to
+	// it, unless some reservations come back.
 	UnitsLeft int64
 	FewLeft   bool
 	// Token and ExpiresIn are set when admitted.
@@ -53,20 +54,32 @@ type Status struct {
 }
 
 // Units says where a room's stock stands for a user at position (0: not
-// waiting), given sold units and live reservations: sold out (stock gone,
-// a restock may bring it back), or how many units are neither sold nor
-// reserved when they are fewer than position. A room without stock is
-// never sold out and never short.
-func (c RoomConfig) Units(position, sold, reserved int64) (soldOut bool, left int64, few bool) {
+// waiting), given sold units and live tokens, each reserving
+// UnitsPerOrder: sold out (fewer units unsold than one order takes; a
+// restock may bring it back), or how many units are neither sold nor
+// reserved when they are fewer than the orders up to position take. A
+// room without stock is never sold out and never short.
+func (c RoomConfig) Units(position, sold, live int64) (soldOut bool, left int64, few bool) {
 	if c.Stock <= 0 {
 		return false, 0, false
 	}
-	stock := int64(c.Stock)
-	if sold >= stock {
+	stock, per := int64(c.Stock), int64(max(c.UnitsPerOrder, 1))
+	if stock-sold < per {
 		return true, 0, false
 	}
-	left = max(0, stock-sold-reserved)
-	return false, left, left < position
+	left = max(0, stock-sold-live*per)
+	return false, left, left < position*per
+}
+
+// TokensLeft is how many more tokens the stock lets live at once, given
+// sold units and live tokens: one per whole order's units neither sold
+// nor reserved. A room without stock has no such bound (-1).
+func (c RoomConfig) TokensLeft(sold, live int64) int64 {
+	if c.Stock <= 0 {
+		return -1
+	}
+	per := int64(max(c.UnitsPerOrder, 1))
+	return max(0, int64(c.Stock)-sold-live*per) / per
 }
 
 // Ahead is how many users wait in front of a waiting user.
@@ -97,6 +110,10 @@ type Hold struct {
 	// OneOrderPerUser is the room's setting at the claim: the gate then
 	// keys the order by the buyer, not the token (BuyerKey).
 	OneOrderPerUser bool
+	// Units is what the token reserves, the room's UnitsPerOrder at the
+	// claim: the most this order may buy, which the gate tells the order
+	// API (UnitsHeader), and what Complete sells. Zero counts as one.
+	Units int
 }
 
 // Stats are a room's figures.
@@ -106,7 +123,8 @@ type Stats struct {
 	Entered   int64 // enters that took a new place
 	Full      int64 // enters refused with QUEUE_FULL
 	Admitted  int64 // tokens issued
-	Completed int64 // tokens spent by a successful order: with stock, units sold
+	Completed int64 // tokens spent by a successful order
+	Sold      int64 // units sold: each completed order's Hold.Units
 	Released  int64 // tokens given back by a failed order
 	Expired   int64 // confirmed tokens that ran out unused
 	// NoShows are tokens that expired at the first-use deadline, neither

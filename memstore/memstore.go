@@ -177,7 +177,7 @@ func (s *Store) Enter(ctx context.Context, name, user string) (waitroom.Status, 
 	if r.cfg.InviteOnly {
 		return waitroom.Status{}, waitroom.ErrInviteOnly
 	}
-	if soldOut, _, _ := r.cfg.Units(0, r.stats.Completed, 0); soldOut {
+	if soldOut, _, _ := r.cfg.Units(0, r.stats.Sold, 0); soldOut {
 		return waitroom.Status{}, waitroom.ErrSoldOut
 	}
 	if r.queue.Len()+r.pre.Len() >= r.cfg.MaxQueue {
@@ -332,9 +332,10 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 	if r.cfg.MaxActive > 0 {
 		n = min(n, int64(r.cfg.MaxActive-len(r.tokens.byUser)))
 	}
-	// Every token left after dropExpired is live: a reservation.
-	if r.cfg.Stock > 0 {
-		n = min(n, int64(r.cfg.Stock-int(r.stats.Completed)-len(r.tokens.byUser)))
+	// Every token left after dropExpired is live: a reservation of an
+	// order's units.
+	if left := r.cfg.TokensLeft(r.stats.Sold, int64(len(r.tokens.byUser))); left >= 0 {
+		n = min(n, left)
 	}
 	n = max(n, 0)
 	admitted := make([]waitroom.Admission, 0, n)
@@ -424,7 +425,8 @@ func (s *Store) Claim(ctx context.Context, name, user, token string) (waitroom.H
 	// Claiming is using: an unconfirmed token gets its full TTL.
 	t.confirmed, t.expiresAt = true, t.ttlEnd
 	r.tokens.setLease(t, waitroom.NewToken(), now.Add(r.cfg.Lease))
-	return waitroom.Hold{Room: name, User: user, Token: token, Lease: t.lease, LeaseFor: r.cfg.Lease, OneOrderPerUser: r.cfg.OneOrderPerUser}, nil
+	return waitroom.Hold{Room: name, User: user, Token: token, Lease: t.lease, LeaseFor: r.cfg.Lease,
+		OneOrderPerUser: r.cfg.OneOrderPerUser, Units: r.cfg.UnitsPerOrder}, nil
 }
 
 // tokenRoom is the room a token lives in, locked for the caller to
@@ -461,7 +463,8 @@ func (s *Store) Renew(ctx context.Context, h waitroom.Hold) error {
 
 // Complete spends the token while it is still stored, whatever became of
 // the lease or the expiry: the order succeeded, so the token must not buy a
-// second one, and it counts as completed rather than expired.
+// second one, and it counts as completed rather than expired, with h.Units
+// sold.
 func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 	r, err := s.tokenRoom(ctx, h.Room, waitroom.ErrTokenNotFound)
 	if err != nil {
@@ -477,6 +480,7 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 	}
 	r.tokens.remove(t)
 	r.stats.Completed++
+	r.stats.Sold += int64(max(h.Units, 1))
 	if r.cfg.OneOrderPerUser {
 		r.buyers[h.User] = struct{}{}
 	}
@@ -688,7 +692,7 @@ func (r *room) waiting(position int, now time.Time) waitroom.Status {
 	if r.cfg.Stock == 0 {
 		return st
 	}
-	soldOut, left, few := r.cfg.Units(st.Position, r.stats.Completed, int64(r.tokens.liveCount(now)))
+	soldOut, left, few := r.cfg.Units(st.Position, r.stats.Sold, int64(r.tokens.liveCount(now)))
 	if soldOut {
 		return waitroom.Status{State: waitroom.StateSoldOut}
 	}

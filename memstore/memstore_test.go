@@ -422,7 +422,7 @@ func TestAdmitMaxActive(t *testing.T) {
 	st := testenv.Stats(t, s, room)
 	require.Less(t, st.Pace.Efficiency, 0.1, "the cap, not the rate, held admissions back")
 	st.Pace = waitroom.Pace{}
-	require.Equal(t, waitroom.Stats{Waiting: 3, Active: 3, Entered: 10, Admitted: 7, Completed: 1, NoShows: 3}, st, "never confirmed: no-shows")
+	require.Equal(t, waitroom.Stats{Waiting: 3, Active: 3, Entered: 10, Admitted: 7, Completed: 1, Sold: 1, NoShows: 3}, st, "never confirmed: no-shows")
 }
 
 // admit runs one Admit and fails the test if the store refuses.
@@ -496,7 +496,7 @@ func TestClaimCompleteRelease(t *testing.T) {
 	require.ErrorIs(t, err, waitroom.ErrTokenInvalid)
 
 	h := claim(t, s, room, "ann", token)
-	require.Equal(t, waitroom.Hold{Room: room, User: "ann", Token: token, Lease: h.Lease, LeaseFor: 5 * time.Second}, h)
+	require.Equal(t, waitroom.Hold{Room: room, User: "ann", Token: token, Lease: h.Lease, LeaseFor: 5 * time.Second, Units: 1}, h)
 	require.NotEmpty(t, h.Lease)
 	_, err = s.Claim(ctx, room, "ann", token)
 	require.ErrorIs(t, err, waitroom.ErrTokenInUse)
@@ -524,7 +524,7 @@ func TestClaimCompleteRelease(t *testing.T) {
 	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
 
 	stats := testenv.Stats(t, s, room)
-	require.Equal(t, waitroom.Stats{Entered: 1, Admitted: 1, Completed: 1, Released: 1}, stats)
+	require.Equal(t, waitroom.Stats{Entered: 1, Admitted: 1, Completed: 1, Sold: 1, Released: 1}, stats)
 }
 
 func TestLeaseRunsOut(t *testing.T) {
@@ -618,7 +618,7 @@ func TestLeaseOutlivesExpiry(t *testing.T) {
 	require.ErrorIs(t, err, waitroom.ErrTokenNotFound)
 
 	st = testenv.Stats(t, s, room)
-	require.Equal(t, waitroom.Stats{Entered: 2, Admitted: 2, Completed: 1, Expired: 1}, st)
+	require.Equal(t, waitroom.Stats{Entered: 2, Admitted: 2, Completed: 1, Sold: 1, Expired: 1}, st)
 }
 
 // Exactly one of many concurrent claims of one token wins.

@@ -88,11 +88,10 @@ func (s *Store) EnterWithPass(ctx context.Context, name, user, id string) (waitr
 		return waitroom.Status{}, waitroom.ErrRoomClosed
 	}
 	live := r.tokens.liveCount(now)
-	if soldOut, _, _ := r.cfg.Units(0, r.stats.Completed, 0); soldOut {
+	if soldOut, _, _ := r.cfg.Units(0, r.stats.Sold, 0); soldOut {
 		return waitroom.Status{}, waitroom.ErrSoldOut
 	}
-	if r.cfg.MaxActive > 0 && live >= r.cfg.MaxActive ||
-		r.cfg.Stock > 0 && int(r.stats.Completed)+live >= r.cfg.Stock {
+	if r.cfg.MaxActive > 0 && live >= r.cfg.MaxActive || r.cfg.TokensLeft(r.stats.Sold, int64(live)) == 0 {
 		return waitroom.Status{}, waitroom.ErrNoFreeSlot
 	}
 	p.Left--

@@ -18,8 +18,8 @@ import (
 // The bucket keeps the Redis time of the last admission (µs) and a
 // fractional carry of users allowed but not yet admitted. A call may admit
 // carry + elapsed × rate users, at most quota (= ceil(rate × slice)), as
-// many as are queued, within max_active, within the stock (live tokens +
-// completed orders never exceed it), and no more than tokens were
+// many as are queued, within max_active, within the stock (live tokens ×
+// units per order + units sold never exceed it), and no more than tokens were
 // supplied. What it may admit but does not is carried, up to one slice's
 // worth plus one user (rate × slice + 1) while users wait: a fraction of a
 // user adds up to a whole one at any rate (0.5/s in 100 ms ticks admits one
@@ -117,7 +117,7 @@ local drawn_key  = KEYS[9]
 local draw_key   = KEYS[10]
 local tokens     = ARGV
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock', 'one_order', 'abandon_ms', 'first_use_ms', 'opens_at_ms', 'had_opening')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock', 'one_order', 'abandon_ms', 'first_use_ms', 'opens_at_ms', 'had_opening', 'units')
 local state = cfg[1]
 if not state then
   return {'ROOM_NOT_FOUND'}
@@ -159,7 +159,7 @@ if no_shows > 0 then
 end
 
 -- The counters this call reads, in one command.
-local counts = redis.call('HMGET', stats_key, 'admitted', 'no_shows', 'completed', 'left', 'left_after')
+local counts = redis.call('HMGET', stats_key, 'admitted', 'no_shows', 'completed', 'left', 'left_after', 'sold')
 local admitted_before = tonumber(counts[1] or '0')
 local out = {'OK', quota, counter(seq_key), admitted_before, admitted_before, 0, math.floor(rate * 1000000), 0, 0}
 local slice_users = rate * slice_ms / 1000 -- one slice's worth of users
@@ -220,10 +220,9 @@ else
       n = math.min(n, math.max(0, max_active - live))
     end
     if stock > 0 then
-      -- Each live token reserves a unit: reservations + sales stay
-      -- within the stock.
-      local sold = tonumber(counts[3] or '0')
-      n = math.min(n, math.max(0, stock - sold - live))
+      -- Each live token reserves an order's units: reservations + sales
+      -- stay within the stock.
+      n = math.min(n, tokens_left(stock, units_sold(counts[6], counts[3]), live, per_order(cfg[13])))
     end
   end
   if n > 0 and #tokens == 0 then

@@ -145,7 +145,7 @@ func TestStockCountsReadOncePerCall(t *testing.T) {
 	require.NoError(t, err)
 	stats, err := CommandStats(ctx, pc)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), stats["hget"].Calls, "units sold")
+	require.Equal(t, int64(2), stats["hmget"].Calls, "the settings, and the units sold")
 	require.Equal(t, int64(1), stats["hlen"].Calls, "live tokens")
 	require.Equal(t, int64(1), stats["hexists"].Calls, "the token hash's field")
 	r, ok := asReply(res)

@@ -203,7 +203,7 @@ local stats_key, buyers_key, passes_key = KEYS[5], KEYS[6], KEYS[7]
 local pre_key, drawn_key, draw_key = KEYS[8], KEYS[9], KEYS[10]
 local user, id, token = ARGV[1], ARGV[2], ARGV[3]
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'ttl_ms', 'max_active', 'stock', 'one_order', 'first_use_ms', 'closes_at_ms')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'ttl_ms', 'max_active', 'stock', 'one_order', 'first_use_ms', 'closes_at_ms', 'units')
 local state = cfg[1]
 if not state then
   return {'ROOM_NOT_FOUND'}
@@ -243,11 +243,12 @@ end
 -- Counted like any token: within max_active and the stock.
 local live = live_tokens(tok_key)
 if stock > 0 then
-  local sold = tonumber(redis.call('HGET', stats_key, 'completed') or '0')
-  if sold >= stock then
+  local c = redis.call('HMGET', stats_key, 'sold', 'completed')
+  local sold, per = units_sold(c[1], c[2]), per_order(cfg[8])
+  if stock - sold < per then
     return {'SOLD_OUT'}
   end
-  if sold + live >= stock then
+  if tokens_left(stock, sold, live, per) == 0 then
     return {'NO_FREE_SLOT'}
   end
 end

@@ -34,10 +34,12 @@ import (
 //	{"SCHEDULED", opens_in_ms, position}  an early arrival (now or before) of a
 //	                                    scheduled room; position 0 unless fifo
 //	{"WAITING", position, units_left}   queued (now or before), the units
-//	                                    short (units); 1-based; a user silent
+//	                                    short (units: fewer than position ×
+//	                                    units per order); 1-based; a user silent
 //	                                    past abandon_after has gone: counted
 //	                                    abandoned, queued anew
-//	{"QUEUED_SOLD_OUT"}                 queued, but the stock is all sold
+//	{"QUEUED_SOLD_OUT"}                 queued, but the stock is all sold (less
+//	                                    than one order's units unsold)
 //	{"ROOM_CLOSED"}                     not queued, the room refuses entries
 //	{"INVITE_ONLY"}                     not queued, the room lets in pass holders only
 //	{"SOLD_OUT"}                        not queued, the stock is all sold
@@ -61,7 +63,7 @@ local drawn_key  = KEYS[9]
 local draw_key   = KEYS[10]
 
 local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock', 'one_order', 'abandon_ms', 'invite_only',
-  'opens_at_ms', 'prequeue', 'closes_at_ms', 'had_opening')
+  'opens_at_ms', 'prequeue', 'closes_at_ms', 'had_opening', 'units')
 local state, max_queue, stock = cfg[1], tonumber(cfg[2]), tonumber(cfg[3] or '0')
 local opens_at = tonumber(cfg[7] or '0')
 if not state then
@@ -71,7 +73,7 @@ local abandon_s = abandon_secs(cfg[5])
 local now = now_ms()
 local stage = draw_stage(cfg[10], opens_at, draw_key)
 local scheduled = opens_at > 0 and stage ~= 'done'
-local counts = {} -- units' sold and live tokens, read once a call
+local counts = {per = per_order(cfg[11])} -- units per order; units sold and live tokens, read once a call
 -- The sequence before the call: read when no user takes a new place,
 -- else one less than the first new place's.
 local seq_before, seq_after
@@ -332,7 +334,7 @@ local pre_key    = KEYS[8]
 local drawn_key  = KEYS[9]
 local draw_key   = KEYS[10]
 
-local cfg = redis.call('HMGET', cfg_key, 'state', 'stock', 'one_order', 'abandon_ms', 'opens_at_ms', 'prequeue', 'had_opening')
+local cfg = redis.call('HMGET', cfg_key, 'state', 'stock', 'one_order', 'abandon_ms', 'opens_at_ms', 'prequeue', 'had_opening', 'units')
 if not cfg[1] then
   return {'ROOM_NOT_FOUND'}
 end
@@ -342,7 +344,7 @@ local abandon_s = abandon_secs(cfg[4])
 local seq = counter(seq_key)
 local now = now_ms()
 local stage = draw_stage(cfg[7], opens_at, draw_key)
-local counts = {} -- units' sold and live tokens, read once a call
+local counts = {per = per_order(cfg[8])} -- units per order; units sold and live tokens, read once a call
 
 local function status(user)
   if cfg[3] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then

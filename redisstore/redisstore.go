@@ -13,6 +13,7 @@
 //
 //	wr:{ROOM}:cfg     hash   live settings: rate, slice_ms, quota, max_queue, ttl_ms, lease_ms, max_active, state, stock, one_order,
 //	                         abandon_ms, first_use_ms, invite_only, opens_at_ms, prequeue, closes_at_ms,
+//	                         units (units_per_order),
 //	                         had_opening ("1" once the room had an opening time: its draw's keys matter)
 //	wr:{ROOM}:q       zset   user → arrival sequence + last seen second / 2^20: the queue
 //	wr:{ROOM}:seq     string INCR: the arrival sequence
@@ -23,7 +24,8 @@
 //	wr:{ROOM}:bucket  hash   last_us, carry, made_up: the admission token bucket; the pace:
 //	                         p_* (decayed sums), a_* (measured since their fold at f_us),
 //	                         m_* (the counters at that fold)
-//	wr:{ROOM}:stats   hash   counters: entered, full, admitted, completed, released, expired, no_shows, abandoned
+//	wr:{ROOM}:stats   hash   counters: entered, full, admitted, completed, sold (units), released, expired,
+//	                         no_shows, abandoned
 //	wr:{ROOM}:buyers  set    users whose order completed while one_order was on
 //	wr:{ROOM}:passes  hash   pass id → "n|uses|left|expires_ms|revoked": passes (passes.go)
 //	wr:{ROOM}:pre     zset   user → arrival sequence: early arrivals of a scheduled
@@ -494,13 +496,13 @@ local function active_score(e)
 end
 
 -- live_tokens: the token entries not spent, given up or cleaned up yet:
--- the live tokens, each a reservation of one unit when stock is tracked,
--- and those past their time that cleanup has not reached, which Admit
--- cleans up before it counts (every tick of a room with tokens, at least
--- once a second). So between an expiry and that cleanup a token still
--- reserves its unit: never fewer units reserved than live tokens. The
--- hash's one other field is TOK_HASH_TABLE (issue_tokens), absent from a
--- hash written before it existed.
+-- the live tokens, each a reservation of an order's units when stock is
+-- tracked, and those past their time that cleanup has not reached, which
+-- Admit cleans up before it counts (every tick of a room with tokens, at
+-- least once a second). So between an expiry and that cleanup a token
+-- still reserves its units: never fewer units reserved than live tokens
+-- take. The hash's one other field is TOK_HASH_TABLE (issue_tokens),
+-- absent from a hash written before it existed.
 local function live_tokens(tok_key)
   local n = redis.call('HLEN', tok_key)
   if n == 0 then return 0 end
@@ -597,27 +599,51 @@ local function due_tokens(tok_key, active_key, now, budget)
   return members, gone, entries
 end
 
+-- per_order: the units one token reserves and one order sells (cfg
+-- units); a room written before the setting existed has one.
+local function per_order(units)
+  return tonumber(units or '1')
+end
+
+-- units_sold: the room's units sold (stats sold, which Complete grows by
+-- each order's units); a room whose orders were all completed before it
+-- was counted has one unit per completed order.
+local function units_sold(sold, completed)
+  return tonumber(sold or completed or '0')
+end
+
+-- tokens_left: how many more tokens the stock lets live at once: one per
+-- whole order's units neither sold nor reserved by the live tokens (so
+-- with a stock that is no multiple of per the rest is never reserved).
+-- RoomConfig.TokensLeft is the same rule.
+local function tokens_left(stock, sold, live, per)
+  return math.floor(math.max(0, stock - sold - live * per) / per)
+end
+
 -- units: where the stock stands for a user at position (0: not queued).
--- Returns sold_out, and the units neither sold (stats.completed) nor
--- reserved when they are fewer than position, else -1. stock 0: not
--- tracked, never sold out.
+-- Returns sold_out (fewer units unsold than one order takes), and the
+-- units neither sold nor reserved (each live token reserves counts.per)
+-- when they are fewer than the orders up to position take, else -1.
+-- stock 0: not tracked, never sold out. RoomConfig.Units is the same
+-- rule.
 --
 -- counts keeps what it read for the rest of the call (a table the call
--- makes, empty at first): an Enter or Status call sells no unit and issues
--- or drops no token, so every user of its batch sees the same counts, read
--- once.
+-- makes with per, the room's per_order): an Enter or Status call sells no
+-- unit and issues or drops no token, so every user of its batch sees the
+-- same counts, read once.
 local function units(stock, stats_key, tok_key, position, counts)
   if stock <= 0 then return false, -1 end
   if not counts.sold then
-    counts.sold = tonumber(redis.call('HGET', stats_key, 'completed') or '0')
+    local c = redis.call('HMGET', stats_key, 'sold', 'completed')
+    counts.sold = units_sold(c[1], c[2])
   end
-  if counts.sold >= stock then return true, -1 end
+  if stock - counts.sold < counts.per then return true, -1 end
   if position == 0 then return false, -1 end
   if not counts.live then
     counts.live = live_tokens(tok_key)
   end
-  local left = math.max(0, stock - counts.sold - counts.live)
-  if left < position then return false, left end
+  local left = math.max(0, stock - counts.sold - counts.live * counts.per)
+  if left < position * counts.per then return false, left end
   return false, -1
 end
 
@@ -855,7 +881,7 @@ const tokHashTableField = " hashtable"
 // roomConfigFields are the cfg hash fields, in the order configArgs gives
 // their values.
 var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state", "stock", "one_order", "abandon_ms", "first_use_ms", "invite_only",
-	"opens_at_ms", "prequeue", "closes_at_ms"}
+	"opens_at_ms", "prequeue", "closes_at_ms", "units"}
 
 // configArgs flattens cfg into field, value pairs for HSET. Durations are
 // kept in (possibly fractional) milliseconds, what the scripts compute in.
@@ -877,6 +903,7 @@ func configArgs(cfg waitroom.RoomConfig) []any {
 		unixMillis(cfg.OpensAt),
 		string(cfg.PrequeueOrder),
 		unixMillis(cfg.ClosesAt),
+		strconv.Itoa(cfg.UnitsPerOrder),
 	}
 	args := make([]any, 0, 2*len(vals))
 	for i, v := range vals {

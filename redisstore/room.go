@@ -183,6 +183,9 @@ func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
 	if m["first_use_ms"] != "" {
 		cfg.FirstUseWithin = millis("first_use_ms")
 	}
+	if m["units"] != "" {
+		cfg.UnitsPerOrder = int(num("units"))
+	}
 	if bad != nil {
 		return cfg, bad
 	}
@@ -222,7 +225,7 @@ func (s *Store) Rooms(ctx context.Context) ([]string, error) {
 // Returns {"OK", waiting, active, entered, full, admitted, completed,
 // released, expired, no_shows, abandoned, max_active, pace_time,
 // pace_regular, pace_admitted, pace_abandoned, pace_no_shows, pace_arrivals,
-// pace_left, pace_left_after}, or
+// pace_left, pace_left_after, sold}, or
 // {"ROOM_NOT_FOUND"}. The pace sums (admitScript) are strings, exact
 // floats.
 var statsScript = newFunction("stats", `
@@ -249,7 +252,7 @@ local _, gone = due_tokens(tok_key, active_key, now, stats_due_budget)
 local active = live_tokens(tok_key) - #gone
 -- Every place given took the next arrival sequence: it is the count of
 -- entries (Enter keeps no second counter).
-local c = redis.call('HMGET', stats_key, 'full', 'admitted', 'completed', 'released', 'expired', 'no_shows', 'abandoned', 'left', 'left_after')
+local c = redis.call('HMGET', stats_key, 'full', 'admitted', 'completed', 'released', 'expired', 'no_shows', 'abandoned', 'left', 'left_after', 'sold')
 local seq = counter(KEYS[6])
 local out = {'OK', waiting, active, seq}
 for i = 1, 7 do
@@ -265,6 +268,7 @@ local folded = a_time > 0 and pace_fold(p, {a_time, tonumber(p[10] or '0'), tonu
 for i = 1, 8 do
   out[#out + 1] = folded and string.format('%.17g', folded[i]) or p[i] or '0'
 end
+out[#out + 1] = units_sold(c[10], c[3])
 return out
 `, "no-writes")
 
@@ -297,10 +301,14 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 		}
 		p[i] = f
 	}
+	sold, ok := r.int(len(v) + 1 + len(p))
+	if !ok {
+		return waitroom.Stats{}, s.unexpected(ctx, "stats", r)
+	}
 	return waitroom.Stats{
 		Waiting: v[0], Active: v[1],
 		Entered: v[2], Full: v[3], Admitted: v[4],
-		Completed: v[5], Released: v[6], Expired: v[7],
+		Completed: v[5], Sold: sold, Released: v[6], Expired: v[7],
 		NoShows: v[8], Abandoned: v[9],
 		Pace: waitroom.PaceSums{Time: p[0], Regular: p[1], Admitted: p[2], Abandoned: p[3], NoShows: p[4],
 			Arrivals: p[5], Left: p[6], LeftAfter: p[7]}.Pace(v[10] == 0),

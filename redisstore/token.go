@@ -19,10 +19,11 @@ import (
 //
 // Returns one of
 //
-//	{"OK", lease_ms, one}    held with lease ARGV[3] for lease_ms (now, or
+//	{"OK", lease_ms, one, units}  held with lease ARGV[3] for lease_ms (now, or
 //	                         by this same claim whose reply was lost and is
 //	                         retried: then the lease it has left); one is 1
-//	                         in a room with one order per user, else 0
+//	                         in a room with one order per user, else 0;
+//	                         units the room's units per order
 //	"ENTRY_TOKEN_NOT_FOUND"  no entry (also when the room does not exist), or
 //	                         it expired (then it is cleaned up, counted a
 //	                         no-show when never confirmed)
@@ -45,11 +46,12 @@ if not e then
   return 'ENTRY_TOKEN_NOT_FOUND'
 end
 local now = now_ms()
-local cfg = redis.call('HMGET', cfg_key, 'lease_ms', 'one_order')
+local cfg = redis.call('HMGET', cfg_key, 'lease_ms', 'one_order', 'units')
 local one_order = 0
 if cfg[2] == '1' then
   one_order = 1
 end
+local per = per_order(cfg[3])
 
 if e.expires_at <= now then
   -- Expired: clean it up now, unless an order still holds it under a live
@@ -71,7 +73,7 @@ if e.state == 'held' and e.lease_until > now then
   if e.lease == lease then
     -- The client's retry of this very claim (its reply was lost): the
     -- same answer, not TOKEN_IN_USE against itself for a whole lease.
-    return {'OK', e.lease_until - now, one_order}
+    return {'OK', e.lease_until - now, one_order, per}
   end
   return 'TOKEN_IN_USE'
 end
@@ -89,7 +91,7 @@ e.state, e.lease, e.lease_until = 'held', lease, now + lease_ms
 redis.call('HSET', tok_key, user, format_entry(e))
 -- Cleanup must wait for the lease too: the token cannot vanish mid-order.
 redis.call('ZADD', active_key, active_score(e), user)
-return {'OK', lease_ms, one_order}
+return {'OK', lease_ms, one_order, per}
 `)
 
 // Claim holds user's token for the room's lease under a fresh lease id.
@@ -106,15 +108,16 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 	}
 	ms, ok1 := r.int(1)
 	one, ok2 := r.int(2)
-	if r.code() != "OK" || len(r) != 3 || !ok1 || !ok2 {
+	units, ok3 := r.int(3)
+	if r.code() != "OK" || len(r) != 4 || !ok1 || !ok2 || !ok3 || units < 1 || units > waitroom.MaxUnitsPerOrder {
 		return waitroom.Hold{}, s.unexpected(ctx, "claim", r)
 	}
 	return waitroom.Hold{Room: room, User: user, Token: token, Lease: lease,
-		LeaseFor: time.Duration(ms) * time.Millisecond, OneOrderPerUser: one == 1}, nil
+		LeaseFor: time.Duration(ms) * time.Millisecond, OneOrderPerUser: one == 1, Units: int(units)}, nil
 }
 
-// completeScript spends a token: the order succeeded. With one order per
-// user it remembers the buyer.
+// completeScript spends a token: the order succeeded, and sold the units
+// its claim reserved. With one order per user it remembers the buyer.
 //
 // KEYS[1] tok
 // KEYS[2] active
@@ -123,6 +126,7 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 // KEYS[5] buyers
 // ARGV[1] user
 // ARGV[2] token
+// ARGV[3] units the order sold (the hold's)
 //
 // Returns "OK" (the entry is gone), "ENTRY_TOKEN_NOT_FOUND" or
 // "ENTRY_TOKEN_INVALID".
@@ -134,6 +138,7 @@ local cfg_key    = KEYS[4]
 local buyers_key = KEYS[5]
 local user       = ARGV[1]
 local token      = ARGV[2]
+local sold_now   = tonumber(ARGV[3])
 
 local e = parse_entry(redis.call('HGET', tok_key, user))
 if not e then
@@ -145,6 +150,10 @@ end
 
 -- Whatever the lease and expiry: the order succeeded, the token is spent.
 drop_tokens(tok_key, active_key, {user}, {user})
+-- Units sold from what was counted so far (units_sold: before this
+-- counter, one per completed order), then the order counted.
+local c = redis.call('HMGET', stats_key, 'sold', 'completed')
+redis.call('HSET', stats_key, 'sold', units_sold(c[1], c[2]) + sold_now)
 redis.call('HINCRBY', stats_key, 'completed', 1)
 if redis.call('HGET', cfg_key, 'one_order') == '1' then
   redis.call('SADD', buyers_key, user)
@@ -152,14 +161,14 @@ end
 return 'OK'
 `)
 
-// Complete spends the token: the order succeeded. It does not check the
-// lease: even a holder whose lease ran out placed its order.
+// Complete spends the token: the order succeeded and sold h.Units. It does
+// not check the lease: even a holder whose lease ran out placed its order.
 func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 	if err := checkRoom(h.Room); err != nil {
 		return err
 	}
 	k := s.keys(h.Room)
-	r, err := s.do(ctx, "complete", completeScript, []string{k.tok, k.active, k.stats, k.cfg, k.buyers}, h.User, h.Token)
+	r, err := s.do(ctx, "complete", completeScript, []string{k.tok, k.active, k.stats, k.cfg, k.buyers}, h.User, h.Token, max(h.Units, 1))
 	if err != nil {
 		return err
 	}

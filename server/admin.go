@@ -26,7 +26,7 @@ import (
 //	POST  /admin/rooms            {"name", settings…} → 201 room; 409 ROOM_EXISTS
 //	GET   /admin/rooms/{room}     room with "figures"; ?window=1s measures admitted/s (0 skips)
 //	PATCH /admin/rooms/{room}     any of rate, slice, max_queue, token_ttl, lease, max_active, state, stock,
-//	                              one_order_per_user, abandon_after, first_use_within, opens_at,
+//	                              units_per_order, one_order_per_user, abandon_after, first_use_within, opens_at,
 //	                              prequeue_order, closes_at → 200 room
 //	GET   /admin/rooms/{room}/entrants  the draw's record and its entrants with their places, for
 //	                              'waitroom draw verify'; 409 DRAW_PENDING before the draw
@@ -167,7 +167,9 @@ type AdminRoom struct {
 	MaxActive int                `json:"max_active"`
 	// Stock is the units the room sells in all, sold ones included; 0:
 	// not tracked. Raising it is a restock.
-	Stock           int  `json:"stock"`
+	Stock int `json:"stock"`
+	// UnitsPerOrder is what one token reserves and one order may buy.
+	UnitsPerOrder   int  `json:"units_per_order"`
 	OneOrderPerUser bool `json:"one_order_per_user"`
 	// InviteOnly: only pass holders get in.
 	InviteOnly bool `json:"invite_only"`
@@ -192,6 +194,7 @@ func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
 		Lease:           cfg.Lease.String(),
 		MaxActive:       cfg.MaxActive,
 		Stock:           cfg.Stock,
+		UnitsPerOrder:   cfg.UnitsPerOrder,
 		OneOrderPerUser: cfg.OneOrderPerUser,
 		InviteOnly:      cfg.InviteOnly,
 		AbandonAfter:    cfg.AbandonAfter.String(),
@@ -223,12 +226,14 @@ type AdminFigures struct {
 	QueueFull         int64    `json:"queue_full"`
 	Admitted          int64    `json:"admitted"`
 	Completed         int64    `json:"completed"`
+	UnitsSold         int64    `json:"units_sold"`
 	Released          int64    `json:"released"`
 	Expired           int64    `json:"expired"`
 	NoShows           int64    `json:"no_shows"`
 	Abandoned         int64    `json:"abandoned"`
-	// UnitsLeft are the units neither sold nor reserved by a live token,
-	// and SoldOut says all are sold; both only when the room tracks stock.
+	// UnitsLeft are the units neither sold nor reserved by a live token
+	// (each reserving units_per_order), and SoldOut says fewer than one
+	// order's units are unsold; both only when the room tracks stock.
 	UnitsLeft *int64 `json:"units_left,omitempty"`
 	SoldOut   bool   `json:"sold_out,omitempty"`
 }
@@ -243,12 +248,13 @@ func newAdminFigures(cfg waitroom.RoomConfig, st waitroom.Stats, perSecond *floa
 		QueueFull:         st.Full,
 		Admitted:          st.Admitted,
 		Completed:         st.Completed,
+		UnitsSold:         st.Sold,
 		Released:          st.Released,
 		Expired:           st.Expired,
 		NoShows:           st.NoShows,
 		Abandoned:         st.Abandoned,
 	}
-	if soldOut, left, _ := cfg.Units(0, st.Completed, st.Active); cfg.Stock > 0 {
+	if soldOut, left, _ := cfg.Units(0, st.Sold, st.Active); cfg.Stock > 0 {
 		f.SoldOut, f.UnitsLeft = soldOut, &left
 	}
 	return f
@@ -287,6 +293,7 @@ type roomSettings struct {
 	MaxActive       *int     `json:"max_active"`
 	State           *string  `json:"state"`
 	Stock           *int     `json:"stock"`
+	UnitsPerOrder   *int     `json:"units_per_order"`
 	OneOrderPerUser *bool    `json:"one_order_per_user"`
 	InviteOnly      *bool    `json:"invite_only"`
 	AbandonAfter    *string  `json:"abandon_after"`
@@ -329,6 +336,7 @@ func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error
 	set(p.MaxQueue, &cfg.MaxQueue)
 	set(p.MaxActive, &cfg.MaxActive)
 	set(p.Stock, &cfg.Stock)
+	set(p.UnitsPerOrder, &cfg.UnitsPerOrder)
 	set(p.InviteOnly, &cfg.InviteOnly)
 	set(p.OneOrderPerUser, &cfg.OneOrderPerUser)
 	if p.PrequeueOrder != nil {
@@ -527,7 +535,7 @@ func (s *Server) opensAhead(opensAt time.Time) error {
 func settingsAttr(cfg waitroom.RoomConfig) slog.Attr {
 	return slog.Group("settings", "state", cfg.State, "rate", cfg.Rate, "slice", cfg.Slice, "max_queue", cfg.MaxQueue,
 		"token_ttl", cfg.TokenTTL, "lease", cfg.Lease, "max_active", cfg.MaxActive, "stock", cfg.Stock,
-		"one_order_per_user", cfg.OneOrderPerUser, "invite_only", cfg.InviteOnly)
+		"units_per_order", cfg.UnitsPerOrder, "one_order_per_user", cfg.OneOrderPerUser, "invite_only", cfg.InviteOnly)
 }
 
 // settingsDiff lists the changed fields as old → new attributes.

@@ -168,14 +168,14 @@ func TestAdminRooms(t *testing.T) {
 	require.Equal(t, http.StatusCreated, a.status, a.body)
 	require.Equal(t, map[string]any{
 		"name": name, "state": "paused", "rate": 50.0, "slice": "100ms", "max_queue": 100000.0,
-		"token_ttl": "2m0s", "lease": "30s", "max_active": 0.0, "stock": 0.0, "one_order_per_user": false, "invite_only": false,
+		"token_ttl": "2m0s", "lease": "30s", "max_active": 0.0, "stock": 0.0, "units_per_order": 1.0, "one_order_per_user": false, "invite_only": false,
 		"abandon_after": "5m0s", "first_use_within": "1m0s",
 		"opens_at": "", "prequeue_order": "random", "closes_at": "",
 	}, a.body)
 	cfg, err := f.store.RoomConfig(t.Context(), name)
 	require.NoError(t, err)
 	require.Equal(t, waitroom.RoomConfig{Rate: 50, Slice: 100 * time.Millisecond, MaxQueue: 100_000,
-		TokenTTL: 2 * time.Minute, Lease: 30 * time.Second, State: waitroom.RoomPaused,
+		TokenTTL: 2 * time.Minute, Lease: 30 * time.Second, State: waitroom.RoomPaused, UnitsPerOrder: 1,
 		AbandonAfter: 5 * time.Minute, FirstUseWithin: time.Minute}, cfg)
 	require.Contains(t, f.logs.String(), `msg="room created" room=`+name+" by=admin")
 
@@ -198,9 +198,10 @@ func TestAdminRooms(t *testing.T) {
 	require.Equal(t, 140.0, byName[f.room]["rate"])
 
 	// A partial update changes only what it names.
-	a = f.admin("PATCH", "/admin/rooms/"+name, `{"max_queue":10,"lease":"45s","abandon_after":"90s","first_use_within":"20s"}`)
+	a = f.admin("PATCH", "/admin/rooms/"+name, `{"max_queue":10,"lease":"45s","abandon_after":"90s","first_use_within":"20s","units_per_order":4}`)
 	require.Equal(t, http.StatusOK, a.status, a.body)
 	require.Equal(t, 10.0, a.body["max_queue"])
+	require.Equal(t, 4.0, a.body["units_per_order"])
 	require.Equal(t, "45s", a.body["lease"])
 	require.Equal(t, 50.0, a.body["rate"])
 	require.Equal(t, "paused", a.body["state"])
@@ -209,7 +210,7 @@ func TestAdminRooms(t *testing.T) {
 	require.Equal(t, "1m30s", a.body["abandon_after"])
 	require.Equal(t, "20s", a.body["first_use_within"])
 	require.Equal(t, waitroom.RoomConfig{Rate: 50, Slice: 100 * time.Millisecond, MaxQueue: 10,
-		TokenTTL: 2 * time.Minute, Lease: 45 * time.Second, State: waitroom.RoomPaused,
+		TokenTTL: 2 * time.Minute, Lease: 45 * time.Second, State: waitroom.RoomPaused, UnitsPerOrder: 4,
 		AbandonAfter: 90 * time.Second, FirstUseWithin: 20 * time.Second}, cfg)
 	require.Contains(t, f.logs.String(), `msg="room updated" room=`+name+" by=admin")
 	require.Contains(t, f.logs.String(), "max_queue.old=100000 max_queue.new=10")
@@ -220,7 +221,7 @@ func TestAdminRooms(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.status, a.body)
 	require.Equal(t, map[string]any{
 		"waiting": 1.0, "live_tokens": 0.0, "admitted_per_second": nil, "window": "0s",
-		"entered": 1.0, "queue_full": 0.0, "admitted": 0.0, "completed": 0.0, "released": 0.0, "expired": 0.0,
+		"entered": 1.0, "queue_full": 0.0, "admitted": 0.0, "completed": 0.0, "units_sold": 0.0, "released": 0.0, "expired": 0.0,
 		"no_shows": 0.0, "abandoned": 0.0,
 	}, a.body["figures"])
 	require.Equal(t, "open", a.body["state"])
@@ -251,6 +252,11 @@ func TestAdminRejectsBadInput(t *testing.T) {
 		{"PATCH", path, `{"stock":-1}`, 400, "BAD_REQUEST", "stock"},
 		{"PATCH", path, `{"stock":2000000000}`, 400, "BAD_REQUEST", "stock"},
 		{"PATCH", path, `{"stock":1.5}`, 400, "BAD_REQUEST", "stock"},
+		{"PATCH", path, `{"units_per_order":0}`, 400, "BAD_REQUEST", "units_per_order"},
+		{"PATCH", path, `{"units_per_order":1001}`, 400, "BAD_REQUEST", "units_per_order"},
+		{"PATCH", path, `{"units_per_order":2.5}`, 400, "BAD_REQUEST", "units_per_order"},
+		{"PATCH", path, `{"units_per_order":"3"}`, 400, "BAD_REQUEST", "units_per_order"},
+		{"PATCH", path, `{"stock":5,"units_per_order":6}`, 400, "BAD_REQUEST", "units_per_order: must be at most stock"},
 		{"PATCH", path, `{"one_order_per_user":"yes"}`, 400, "BAD_REQUEST", "one_order_per_user"},
 		{"PATCH", path, `{"state":"half-open"}`, 400, "BAD_REQUEST", "state"},
 		{"PATCH", path, `{"abandon_after":"500ms"}`, 400, "BAD_REQUEST", "abandon_after"},

@@ -233,6 +233,7 @@ func (r AdminRoom) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "lease:\t%s\n", r.Lease)
 	fmt.Fprintf(tw, "max active:\t%s\n", countOr(r.MaxActive, "no cap"))
 	fmt.Fprintf(tw, "stock:\t%s\n", countOr(r.Stock, "not tracked"))
+	fmt.Fprintf(tw, "per order:\t%d units\n", r.UnitsPerOrder)
 	if r.OneOrderPerUser {
 		fmt.Fprintf(tw, "one order:\tper user\n")
 	}
@@ -257,6 +258,7 @@ func (r AdminRoom) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "queue full:\t%d\n", f.QueueFull)
 		fmt.Fprintf(tw, "admitted:\t%d\n", f.Admitted)
 		fmt.Fprintf(tw, "completed:\t%d\n", f.Completed)
+		fmt.Fprintf(tw, "units sold:\t%d\n", f.UnitsSold)
 		fmt.Fprintf(tw, "released:\t%d\n", f.Released)
 		fmt.Fprintf(tw, "expired:\t%d\n", f.Expired)
 		if f.UnitsLeft != nil {

@@ -36,7 +36,8 @@ type waitingPlace struct {
 	// Paused says the room admits nobody for now, so the ETA is on hold.
 	Paused bool `json:"paused,omitempty"`
 	// UnitsLeft is set when the room's unreserved units are fewer than
-	// the users up to this one (waitroom.Status.FewLeft).
+	// the users up to this one take, units_per_order each
+	// (waitroom.Status.FewLeft).
 	UnitsLeft *int64 `json:"units_left,omitempty"`
 }
 

@@ -251,7 +251,7 @@ func newRoomCollector(store *waitroom.GuardedStore, log *slog.Logger, lost func(
 		store:     store,
 		log:       log,
 		lost:      lost,
-		stock:     prometheus.NewDesc("waitroom_room_stock", "The room's stock setting: units it sells in all, sold ones included; 0: not tracked. Units sold are waitroom_room_tokens_total{outcome=\"completed\"}.", room, nil),
+		stock:     prometheus.NewDesc("waitroom_room_stock", "The room's stock setting: units it sells in all, sold ones included; 0: not tracked. A completed order sells the room's units_per_order (waitroom admin shows units sold).", room, nil),
 		unitsLeft: prometheus.NewDesc("waitroom_room_units_left", "Units neither sold nor reserved by a live token (rooms that track stock only).", room, nil),
 		soldOut:   prometheus.NewDesc("waitroom_room_sold_out", "1 when every unit is sold (rooms that track stock only).", room, nil),
 		lastWait:  prometheus.NewDesc("waitroom_room_last_place_wait_seconds", "How long the last user in the queue waits at the room's rate (absent while the room is paused).", room, nil),
@@ -330,7 +330,7 @@ func (c *roomCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.tokens, st.NoShows, "no_show")
 		counter(c.abandoned, st.Abandoned)
 		gauge(c.stock, float64(cfg.Stock))
-		if soldOut, left, _ := cfg.Units(0, st.Completed, st.Active); cfg.Stock > 0 {
+		if soldOut, left, _ := cfg.Units(0, st.Sold, st.Active); cfg.Stock > 0 {
 			gauge(c.unitsLeft, float64(left))
 			gauge(c.soldOut, boolGauge(soldOut))
 		}

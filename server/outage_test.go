@@ -60,14 +60,16 @@ func newOutageStore() *outageStore {
 // orderCounter is the protected handler: it answers 201 and remembers the
 // headers each order arrived with.
 type orderCounter struct {
-	mu   sync.Mutex
-	keys []string
-	leak bool // an entry token reached the upstream
+	mu    sync.Mutex
+	keys  []string
+	units []string // Waitroom-Units of each
+	leak  bool     // an entry token reached the upstream
 }
 
 func (o *orderCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	o.mu.Lock()
 	o.keys = append(o.keys, r.Header.Get(waitroom.IdempotencyKeyHeader))
+	o.units = append(o.units, r.Header.Get(waitroom.UnitsHeader))
 	o.leak = o.leak || r.Header.Get(waitroom.EntryTokenHeader) != ""
 	o.mu.Unlock()
 	w.WriteHeader(http.StatusCreated)
@@ -378,4 +380,27 @@ func TestRedisFreezeLoggedOnce(t *testing.T) {
 	out := logs.String()
 	require.Equal(t, 1, strings.Count(out, `msg="store unavailable`), out)
 	require.Equal(t, 1, strings.Count(out, `msg="store reachable again"`), out)
+}
+
+// An order the open policy lets through unclaimed is keyed and limited as
+// a claim would have done it, from the room's settings last read: keyed by
+// the buyer with one order per user, Waitroom-Units the room's units per
+// order.
+func TestOpenPolicyPassesTheLastKnownUnits(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newOutageStore()
+		_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{Rate: 40, UnitsPerOrder: 3, OneOrderPerUser: true})
+		require.NoError(t, err)
+		f := &policyFixture{t: t, store: store, orders: &orderCounter{}}
+		f.srv = mustServer(t, server.Config{Store: store, Protected: f.orders,
+			FailurePolicy: server.FailurePolicy{Default: server.PolicyOpen, OpenShare: 1, Instances: 1, SeedRate: 40}})
+		require.Equal(t, http.StatusOK, f.do("GET", "/readyz", "", "").status) // reads the settings
+		f.store.down.Store(true)
+		time.Sleep(time.Second)
+		a := f.do("POST", "/orders", "u1", waitroom.NewToken())
+		require.Equal(t, http.StatusCreated, a.status, a.body)
+		require.Equal(t, []string{waitroom.BuyerKey("default", "u1")}, f.orders.keys)
+		require.Equal(t, []string{"3"}, f.orders.units)
+	})
 }

@@ -318,9 +318,8 @@ func New(cfg Config) (*Server, error) {
 			StoreDown:  s.failover.storeDown(s.defaultRoom),
 			// Only while the store is down: the settings last read, never
 			// a store call that would wait out another timeout.
-			OneOrderPerUser: func(context.Context) bool {
-				cfg, ok := s.lastRoomConfig(s.defaultRoom)
-				return ok && cfg.OneOrderPerUser
+			LastConfig: func(context.Context) (waitroom.RoomConfig, bool) {
+				return s.lastRoomConfig(s.defaultRoom)
 			},
 		}
 		protected = gate.Wrap(cfg.Protected)

@@ -14,6 +14,7 @@ var (
 	ErrProductNotFound     = errors.New("product not found")
 	ErrProductExists       = errors.New("product already exists")
 	ErrSoldOut             = errors.New("sold out")
+	ErrQuantityOverLimit   = errors.New("quantity over limit")
 	ErrCouponNotFound      = errors.New("coupon not found")
 	ErrCouponNotOwned      = errors.New("coupon belongs to another user")
 	ErrCouponUsed          = errors.New("coupon already used")
@@ -26,7 +27,9 @@ var (
 // COUPON_NOT_FOUND, not 403: the request is well formed and authenticated,
 // it names a coupon this user cannot use, and the answer must not tell
 // whether someone else holds it. COUPON_USED and SOLD_OUT are 409: the
-// state changed under the user (another order won).
+// state changed under the user (another order won). QUANTITY_OVER_LIMIT
+// is 422: the order asks for more units than the user's turn reserved
+// (UnitsHeader), and asking again with the same token and fewer works.
 var errorTable = []struct {
 	err     error
 	status  int
@@ -37,6 +40,7 @@ var errorTable = []struct {
 	{ErrProductNotFound, http.StatusNotFound, "PRODUCT_NOT_FOUND", "no such product"},
 	{ErrProductExists, http.StatusConflict, "PRODUCT_EXISTS", "a product with this id already exists"},
 	{ErrSoldOut, http.StatusConflict, "SOLD_OUT", "not enough stock left"},
+	{ErrQuantityOverLimit, http.StatusUnprocessableEntity, "QUANTITY_OVER_LIMIT", ""}, // message from the error itself
 	{ErrCouponNotFound, http.StatusUnprocessableEntity, "COUPON_NOT_FOUND", "no such coupon"},
 	{ErrCouponNotOwned, http.StatusUnprocessableEntity, "COUPON_NOT_OWNED", "this coupon is not yours"},
 	{ErrCouponUsed, http.StatusConflict, "COUPON_USED", "this coupon was already used"},

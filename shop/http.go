@@ -3,9 +3,11 @@ package shop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +16,12 @@ import (
 
 // DefaultUserHeader carries the user id set by the shop's auth layer.
 const DefaultUserHeader = "X-User-Id"
+
+// UnitsHeader carries the units the order's entry token reserved, set by
+// the waiting room's gate (waitroom.UnitsHeader): an order may buy at most
+// that many. Without it (no gate in front) only MaxQuantity bounds an
+// order.
+const UnitsHeader = "Waitroom-Units"
 
 // Options configures the handlers; the zero value is valid.
 type Options struct {
@@ -44,9 +52,10 @@ type handler struct {
 // NewHandler serves the user-facing order API:
 //
 //	POST /orders        {"product_id", "quantity" (default 1), "coupon_id"}
-//	                    with the Idempotency-Key header (set by the gate);
-//	                    201 with the new order, 200 with the first order on a
-//	                    replay of the key.
+//	                    with the Idempotency-Key and Waitroom-Units headers
+//	                    (set by the gate); 201 with the new order, 200 with
+//	                    the first order on a replay of the key; 422
+//	                    QUANTITY_OVER_LIMIT for more units than reserved.
 //	GET  /orders/{id}   the user's own order; anyone else's is 404.
 //
 // Mount it behind the waiting room's gate for POST /orders.
@@ -100,8 +109,8 @@ func (h *handler) serve(fn func(w http.ResponseWriter, r *http.Request) error) h
 			}
 			msg := e.message
 			if msg == "" {
-				// Bad-request errors are built from safe text only.
-				msg = strings.TrimPrefix(err.Error(), ErrBadRequest.Error()+": ")
+				// Such errors are built from safe text only.
+				msg = strings.TrimPrefix(err.Error(), e.err.Error()+": ")
 			}
 			jsonhttp.Error(w, e.status, e.code, msg)
 			return
@@ -155,6 +164,11 @@ func (h *handler) placeOrder(w http.ResponseWriter, r *http.Request) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
+	// Refused before the stock is touched: the room counted the units the
+	// token reserved, not what the body asks for.
+	if err := withinReserved(r.Header, qty); err != nil {
+		return err
+	}
 	o, created, err := h.store.PlaceOrder(r.Context(), req)
 	if err != nil {
 		return err
@@ -166,6 +180,28 @@ func (h *handler) placeOrder(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	jsonhttp.Write(w, http.StatusCreated, o)
+	return nil
+}
+
+// maxReserved bounds what UnitsHeader may say: the room's own limit on
+// units per order (waitroom.MaxUnitsPerOrder).
+const maxReserved = 1000
+
+// withinReserved refuses an order of qty units when the request's
+// UnitsHeader reserved fewer; a header that is not one whole number in
+// [1, maxReserved] is a bad request.
+func withinReserved(h http.Header, qty int) error {
+	vals := h.Values(UnitsHeader)
+	if len(vals) == 0 {
+		return nil
+	}
+	n, err := strconv.Atoi(vals[0])
+	if len(vals) > 1 || err != nil || n < 1 || n > maxReserved {
+		return badRequest("%s must be one whole number of units in [1, %d]", UnitsHeader, maxReserved)
+	}
+	if qty > n {
+		return fmt.Errorf("%w: quantity %d is more than the %d units your turn reserved", ErrQuantityOverLimit, qty, n)
+	}
 	return nil
 }
 

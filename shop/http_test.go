@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/jsonhttp"
 	"github.com/waitroom/waitroom/shop"
 	"github.com/waitroom/waitroom/shop/inmem"
@@ -216,4 +218,44 @@ func TestStoreFailureHTTP(t *testing.T) {
 	require.Equal(t, "1", w.Header().Get("Retry-After"))
 	require.NotContains(t, w.Body.String(), "10.0.0.5", "the cause stays in the log")
 	require.Contains(t, logs.String(), "10.0.0.5")
+}
+
+// The units the gate reserved (Waitroom-Units) bound an order's quantity:
+// more is 422 QUANTITY_OVER_LIMIT with the stock untouched, as much
+// passes; a header that is no count the room could have set is a bad
+// request, never taken for no bound.
+func TestOrderWithinReservedUnits(t *testing.T) {
+	t.Parallel()
+	s := inmem.New()
+	require.NoError(t, s.CreateProduct(t.Context(), shop.Product{ID: "tv", Name: "TV", Stock: 30}))
+	orders := shop.NewHandler(s, shop.Options{})
+	placed := func(key, quantity string, units ...string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"product_id":"tv","quantity":`+quantity+`}`))
+		r.Header.Set("X-User-Id", "alice")
+		r.Header.Set("Idempotency-Key", key)
+		for _, u := range units {
+			r.Header.Add(shop.UnitsHeader, u)
+		}
+		w := httptest.NewRecorder()
+		orders.ServeHTTP(w, r)
+		return w
+	}
+	w := placed("k1", "3", "2")
+	require.Equal(t, http.StatusUnprocessableEntity, w.Code)
+	require.Equal(t, "QUANTITY_OVER_LIMIT", errorCode(t, w))
+	for _, bad := range [][]string{{"0"}, {"-1"}, {"two"}, {"2.0"}, {""}, {strconv.Itoa(waitroom.MaxUnitsPerOrder + 1)}, {"3", "3"}} {
+		w := placed("k2", "1", bad...)
+		require.Equal(t, http.StatusBadRequest, w.Code, "%q", bad)
+		require.Equal(t, "BAD_REQUEST", errorCode(t, w))
+	}
+	p, err := s.Product(t.Context(), "tv")
+	require.NoError(t, err)
+	require.Equal(t, int64(30), p.Stock, "no refused order touched the stock")
+
+	require.Equal(t, http.StatusCreated, placed("k3", "2", "2").Code)
+	require.Equal(t, http.StatusCreated, placed("k4", "10", strconv.Itoa(waitroom.MaxUnitsPerOrder)).Code, "the room's largest reservation")
+	require.Equal(t, http.StatusCreated, placed("k5", "10").Code, "no gate in front: only the shop's own limit")
+	p, err = s.Product(t.Context(), "tv")
+	require.NoError(t, err)
+	require.Equal(t, int64(30-2-10-10), p.Stock)
 }

@@ -24,12 +24,16 @@ func buy(t *testing.T, s waitroom.Store, room string, a waitroom.Admission) erro
 }
 
 // requireWithinStock reads the room's figures and fails when live
-// reservations and sales exceed stock; it returns them.
+// reservations (each token the room's units per order) and units sold
+// exceed stock; it returns them.
 func requireWithinStock(t *testing.T, s waitroom.Store, room string, stock int) waitroom.Stats {
 	t.Helper()
+	cfg, err := s.RoomConfig(ctxFor(t), room)
+	require.NoError(t, err)
 	st, err := s.Stats(ctxFor(t), room)
 	require.NoError(t, err)
-	require.LessOrEqual(t, st.Active+st.Completed, int64(stock), "reservations %d + sold %d", st.Active, st.Completed)
+	reserved := st.Active * int64(cfg.UnitsPerOrder)
+	require.LessOrEqual(t, reserved+st.Sold, int64(stock), "reservations %d + sold %d", reserved, st.Sold)
 	return st
 }
 
@@ -202,9 +206,27 @@ func testUnitsLeft(t *testing.T, h Harness) {
 // a sampler reads the figures: reservations + sales never exceed 100, and
 // exactly 100 are sold.
 func testStockHoldsUnderConcurrency(t *testing.T, h Harness) {
+	stockUnderConcurrency(t, h, 100, 1, 1000)
+}
+
+// testUnitsPerOrderHoldUnderConcurrency: the same with 4 units per order
+// and a stock of 102, no multiple of 4: live tokens × 4 + units sold never
+// exceed 102, exactly 25 orders sell 100 units, and the last 2 units are
+// never reserved (a token is issued only while 4 are left), so the room is
+// sold out.
+func testUnitsPerOrderHoldUnderConcurrency(t *testing.T, h Harness) {
+	stockUnderConcurrency(t, h, 102, 4, 400)
+}
+
+// stockUnderConcurrency: buyers entering at once on two instances, both
+// instances admitting and buying at once (every goroutine released at one
+// signal) while a sampler reads the figures: live tokens × per + units
+// sold never exceed stock, exactly stock / per orders complete, each
+// selling per units, and the room is sold out after.
+func stockUnderConcurrency(t *testing.T, h Harness, stock, per, buyers int) {
 	ctx := ctxFor(t)
-	const stock, buyers = 100, 1000
-	room := newRoom(t, h, waitroom.RoomConfig{Rate: 2000, Stock: stock})
+	orders := stock / per
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 2000, Stock: stock, UnitsPerOrder: per})
 	stores := []waitroom.Store{h.Store, h.Peer(t)}
 	errs := race(buyers, func(i int) error {
 		_, err := stores[i%2].Enter(ctx, room, user(i))
@@ -212,13 +234,15 @@ func testStockHoldsUnderConcurrency(t *testing.T, h Harness) {
 	})
 	require.Equal(t, map[string]int{"ok": buyers}, countErrors(errs))
 
-	var sold atomic.Int64
+	var sold atomic.Int64 // orders completed
 	var outcomes sync.Map // user → error of its order
 	done := make(chan struct{})
 	var over atomic.Int64 // samples above the stock
 	var samples atomic.Int64
 	var wg sync.WaitGroup
+	start := make(chan struct{})
 	wg.Go(func() {
+		<-start
 		for {
 			select {
 			case <-done:
@@ -228,25 +252,24 @@ func testStockHoldsUnderConcurrency(t *testing.T, h Harness) {
 			st, err := h.Store.Stats(ctx, room)
 			if err == nil {
 				samples.Add(1)
-				if st.Active+st.Completed > stock {
+				if st.Active*int64(per)+st.Sold > int64(stock) {
 					over.Add(1)
 				}
 			}
 		}
 	})
-	start := make(chan struct{})
 	var admitErrs atomic.Int64
 	for _, s := range stores {
 		wg.Go(func() {
 			<-start
-			var orders sync.WaitGroup
-			for i := 0; sold.Load() < stock && i < 2000; i++ {
+			var placed sync.WaitGroup
+			for i := 0; sold.Load() < int64(orders) && i < 2000; i++ {
 				got, err := s.Admit(ctx, room)
 				if err != nil {
 					admitErrs.Add(1)
 				}
 				for _, a := range got {
-					orders.Go(func() {
+					placed.Go(func() {
 						err := buy(t, s, room, a)
 						outcomes.Store(a.User, err)
 						if err == nil {
@@ -256,11 +279,11 @@ func testStockHoldsUnderConcurrency(t *testing.T, h Harness) {
 				}
 				h.Advance(t, 5*time.Millisecond)
 			}
-			orders.Wait()
+			placed.Wait()
 		})
 	}
 	close(start)
-	for sold.Load() < stock {
+	for sold.Load() < int64(orders) {
 		select {
 		case <-ctx.Done():
 			t.Fatal(ctx.Err())
@@ -284,15 +307,23 @@ func testStockHoldsUnderConcurrency(t *testing.T, h Harness) {
 		}
 		return true
 	})
-	require.Equal(t, map[string]int{"ok": stock}, orderErrs, "every admitted buyer found its unit")
+	require.Equal(t, map[string]int{"ok": orders}, orderErrs, "every admitted buyer found its units")
 	require.Positive(t, samples.Load())
 	require.Zero(t, over.Load(), "of %d samples", samples.Load())
 	st := requireWithinStock(t, h.Store, room, stock)
-	require.Equal(t, int64(stock), st.Completed)
-	require.Equal(t, int64(stock), st.Admitted)
-	require.Equal(t, int64(buyers-stock), st.Waiting)
+	require.Equal(t, int64(orders), st.Completed)
+	require.Equal(t, int64(orders*per), st.Sold)
+	require.Equal(t, int64(orders), st.Admitted)
+	require.Equal(t, int64(buyers-orders), st.Waiting)
 	_, err := h.Store.Enter(ctx, room, "latecomer")
 	require.True(t, errors.Is(err, waitroom.ErrSoldOut), "%v", err)
+	waiting := 0 // one who was never admitted (they entered in no fixed order)
+	for _, admitted := outcomes.Load(user(waiting)); admitted; _, admitted = outcomes.Load(user(waiting)) {
+		waiting++
+	}
+	status, err := h.Store.Status(ctx, room, user(waiting))
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateSoldOut, status.State, "fewer than one order's units are left")
 }
 
 // testOneOrderPerUser: once a buyer's order completed, entering again is

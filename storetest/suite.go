@@ -61,6 +61,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"SoldOutHolderStillOrders", testSoldOutHolderStillOrders},
 		{"UnitsLeft", testUnitsLeft},
 		{"StockHoldsUnderConcurrency", testStockHoldsUnderConcurrency},
+		{"UnitsPerOrderHoldUnderConcurrency", testUnitsPerOrderHoldUnderConcurrency},
+		{"UnitsPerOrder", testUnitsPerOrder},
 		{"WorkFollowsUsersAndTokens", testWorkFollowsUsersAndTokens},
 		{"AdmittersLiveForTheirTTL", testAdmittersLiveForTheirTTL},
 		{"WakesWhenAnEmptyRoomGetsAUser", testWakesWhenAnEmptyRoomGetsAUser},
@@ -137,6 +139,20 @@ func admitOne(t *testing.T, h Harness, room string) waitroom.Admission {
 	}
 	t.Fatal("nobody was admitted")
 	return waitroom.Admission{}
+}
+
+// admitTicks runs n admission ticks, gap apart, and returns everyone they
+// admitted.
+func admitTicks(t *testing.T, h Harness, room string, n int, gap time.Duration) []waitroom.Admission {
+	t.Helper()
+	var admitted []waitroom.Admission
+	for range n {
+		got, err := h.Store.Admit(ctxFor(t), room)
+		require.NoError(t, err)
+		admitted = append(admitted, got...)
+		h.Advance(t, gap)
+	}
+	return admitted
 }
 
 // race runs fn(i) for i in 0..n-1 on n goroutines released at one signal and
@@ -216,7 +232,8 @@ func testRoomConfigExtremesRoundTrip(t *testing.T, h Harness) {
 		{Rate: waitroom.MinRate, MaxQueue: 1, TokenTTL: waitroom.MinTokenTTL, Lease: waitroom.MinLease, MaxActive: 1,
 			AbandonAfter: waitroom.MinAbandonAfter, FirstUseWithin: waitroom.MinFirstUseWithin, Stock: 1},
 		{Rate: 100, Slice: waitroom.MaxSlice, MaxQueue: waitroom.MaxMaxQueue, TokenTTL: waitroom.MaxTokenTTL, Lease: waitroom.MaxLease,
-			MaxActive: waitroom.MaxMaxActive, AbandonAfter: waitroom.MaxAbandonAfter, FirstUseWithin: waitroom.MaxTokenTTL, Stock: waitroom.MaxStock},
+			MaxActive: waitroom.MaxMaxActive, AbandonAfter: waitroom.MaxAbandonAfter, FirstUseWithin: waitroom.MaxTokenTTL, Stock: waitroom.MaxStock,
+			UnitsPerOrder: waitroom.MaxUnitsPerOrder},
 		{Rate: waitroom.MaxRate, Slice: waitroom.MinSlice},
 	} {
 		room := newRoom(t, h, cfg)
@@ -242,6 +259,7 @@ func testRoomConfigExtremesRoundTrip(t *testing.T, h Harness) {
 	for _, bad := range []waitroom.RoomConfig{
 		{MaxActive: waitroom.MaxMaxActive + 1}, {MaxActive: math.MaxInt64}, {MaxQueue: waitroom.MaxMaxQueue + 1},
 		{Stock: waitroom.MaxStock + 1}, {Rate: waitroom.MinRate / 2}, {Rate: 1e-300}, {Rate: math.Inf(1)},
+		{UnitsPerOrder: waitroom.MaxUnitsPerOrder + 1}, {UnitsPerOrder: -1}, {Stock: 2, UnitsPerOrder: 3},
 	} {
 		_, err := h.Store.CreateRoom(ctx, room+"-bad", bad)
 		require.ErrorIs(t, err, waitroom.ErrBadRequest, "%+v", bad)
@@ -725,13 +743,7 @@ func testMaxActiveCapsLiveTokens(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
 	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1000, MaxActive: 3})
 	enterAll(t, h.Store, room, 10)
-	var admitted []waitroom.Admission
-	for range 5 {
-		got, err := h.Store.Admit(ctx, room)
-		require.NoError(t, err)
-		admitted = append(admitted, got...)
-		h.Advance(t, 100*time.Millisecond)
-	}
+	admitted := admitTicks(t, h, room, 5, 100*time.Millisecond)
 	require.Len(t, admitted, 3)
 	// Spending one token makes room for one more.
 	hold, err := h.Store.Claim(ctx, room, admitted[0].User, admitted[0].Token)
@@ -806,7 +818,7 @@ func testConcurrentClaimsOneWins(t *testing.T, h Harness) {
 		}
 	}
 	require.Equal(t, map[string]int{"ok": 1, "TOKEN_IN_USE": 49}, countErrors(errs))
-	require.Equal(t, waitroom.Hold{Room: room, User: a.User, Token: a.Token, Lease: winner.Lease, LeaseFor: waitroom.DefaultLease}, winner)
+	require.Equal(t, waitroom.Hold{Room: room, User: a.User, Token: a.Token, Lease: winner.Lease, LeaseFor: waitroom.DefaultLease, Units: 1}, winner)
 	require.NotEmpty(t, winner.Lease)
 }
 

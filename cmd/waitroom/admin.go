@@ -73,6 +73,7 @@ var settingFlags = []struct{ flag, kind, help string }{
 	{"lease", "duration", "how long an order may hold a token, e.g. 30s"},
 	{"max-active", "n", "most live entry tokens at once; 0: no cap"},
 	{"stock", "n", "units the room sells in all, sold ones included;\n0: not tracked; raising it is a restock"},
+	{"units-per-order", "n", "units one entry token reserves and one order may buy\n(1 to 1000, at most stock)"},
 	{"one-order-per-user", "bool", "a buyer whose order completed cannot enter again\n(ALREADY_ORDERED), and orders are keyed by buyer"},
 	{"invite-only", "bool", "only pass holders get in (see passes create)"},
 	{"abandon-after", "duration", "a waiting user silent this long has left, e.g. 5m"},

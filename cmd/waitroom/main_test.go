@@ -94,12 +94,12 @@ func TestParseServeSources(t *testing.T) {
 				require.Equal(t, 2*time.Second, c.Room.FirstUseWithin)
 			}},
 		{"everything else", []string{"--upstream", "http://127.0.0.1:9001/api", "--slice", "50ms", "--max-queue", "10",
-			"--token-ttl", "2m", "--lease", "5s", "--max-active", "300", "--user-header", "X-Customer",
+			"--token-ttl", "2m", "--lease", "5s", "--max-active", "300", "--units-per-order", "4", "--user-header", "X-Customer",
 			"--log-format", "json", "--log-level", "debug"}, []string{"WAITROOM_REDIS_PREFIX", "wr-test"},
 			func(t *testing.T, c instance.Config) {
 				require.Equal(t, "http://127.0.0.1:9001/api", c.Upstream.String())
 				require.Equal(t, waitroom.RoomConfig{Rate: 140, Slice: 50 * time.Millisecond, MaxQueue: 10,
-					TokenTTL: 2 * time.Minute, Lease: 5 * time.Second, MaxActive: 300, State: waitroom.RoomOpen,
+					TokenTTL: 2 * time.Minute, Lease: 5 * time.Second, MaxActive: 300, State: waitroom.RoomOpen, UnitsPerOrder: 4,
 					AbandonAfter: waitroom.DefaultAbandonAfter, FirstUseWithin: waitroom.DefaultFirstUseWithin}, c.Room)
 				require.Equal(t, "X-Customer", c.UserHeader)
 				require.Equal(t, "json", c.LogFormat)
