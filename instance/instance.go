@@ -133,6 +133,10 @@ type Instance struct {
 	lostWrites func() (places, tokens, spent int64) // nil without Redis
 	listener   net.Listener
 	httpServer *http.Server
+
+	// drainSettles ends the gate's settles still being retried.
+	drainSettles func()
+
 	// metricsServer serves /metrics on --metrics-addr; nil without it.
 	metricsServer   *http.Server
 	metricsListener net.Listener
@@ -251,6 +255,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	// From here on every part uses the server's guarded store: one set of
 	// timeouts, one outage watch, one keeper.
 	in.store = handler.Store()
+	in.drainSettles = handler.DrainSettles
 	keeper := handler.Store().Keeper()
 	if in.tuner != nil {
 		in.tuner.Store = in.store
@@ -395,6 +400,11 @@ func (in *Instance) Close() error {
 	}
 	if in.metricsServer != nil {
 		_ = in.metricsServer.Close() // scrapes are short; nothing to wait for
+	}
+	if in.drainSettles != nil {
+		// Orders that succeeded while the store stalled: a last attempt to
+		// settle each before the store is closed.
+		in.drainSettles()
 	}
 	if in.stopAdmit != nil {
 		in.stopAdmit()
