@@ -60,7 +60,10 @@ type Gate struct {
 	// Logger receives settle failures; default slog.Default().
 	Logger *slog.Logger
 	// OnOutcome, if set, is told each request's outcome: "completed",
-	// "released", or the error code of a refused claim.
+	// "released", or the error code of a refused claim; and of the
+	// settles it retried, OutcomeSettleRetrying when the retries start,
+	// then how they ended (OutcomeSettleAbandoned among them), and
+	// OutcomeClaimWithdrawn.
 	OnOutcome func(room, outcome string)
 	// OnServed, if set, is told how long each request the gate let
 	// through took in the protected handler and what it answered: the
