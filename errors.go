@@ -43,6 +43,19 @@ var (
 	ErrStoreUnavailable = &Error{"STORE_UNAVAILABLE", "the waiting room store is unavailable", http.StatusServiceUnavailable}
 )
 
+// UnansweredClaimError is a Claim whose call got no answer (a timeout, a
+// lost connection): the store may still make it, holding the token under
+// Hold's lease, which nobody would then settle. Releasing Hold gives that
+// hold back, or, when the claim has not landed yet, voids it should it
+// land later. It answers as Err does.
+type UnansweredClaimError struct {
+	Hold Hold
+	Err  error
+}
+
+func (e *UnansweredClaimError) Error() string { return e.Err.Error() }
+func (e *UnansweredClaimError) Unwrap() error { return e.Err }
+
 // ErrorCode returns the code of the first *Error in err's chain, or
 // "INTERNAL" when there is none.
 func ErrorCode(err error) string {

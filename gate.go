@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -26,6 +27,31 @@ const (
 	defaultSettleTimeout = 5 * time.Second
 )
 
+// Retrying a settle the store did not answer: the first retry soon, then
+// backing off to settleMaxBackoff between attempts, for as long as the
+// store keeps the hold unsettled (SettleWindow after the lease the gate
+// last got) less settleMargin, so that the last attempt lands in time.
+const (
+	settleFirstBackoff = 50 * time.Millisecond
+	settleMaxBackoff   = 2 * time.Second
+	settleMargin       = SettleWindow / 10
+)
+
+// Outcomes of settles the gate retried (OnOutcome), besides "completed"
+// and "released" once a retry lands.
+const (
+	// OutcomeSettleRetrying: a settle's first attempt got no answer; the
+	// gate retries it in the background.
+	OutcomeSettleRetrying = "settle_retrying"
+	// OutcomeSettleAbandoned: no retry landed within the settle window;
+	// the hold is abandoned and its unit may be admitted to another buyer.
+	OutcomeSettleAbandoned = "settle_abandoned"
+	// OutcomeClaimWithdrawn: a claim the store did not answer in time was
+	// given back (or voided, should it land later), so that the buyer's
+	// retry is not TOKEN_IN_USE for a whole lease.
+	OutcomeClaimWithdrawn = "claim_withdrawn"
+)
+
 // Gate is net/http middleware that lets a request through only with a live
 // entry token: it claims the token, runs the protected handler, then
 // completes the token when the handler answered 2xx and releases it
@@ -41,7 +67,10 @@ type Gate struct {
 	// Logger receives settle failures; default slog.Default().
 	Logger *slog.Logger
 	// OnOutcome, if set, is told each request's outcome: "completed",
-	// "released", or the error code of a refused claim.
+	// "released", or the error code of a refused claim; and of the
+	// settles it retried, OutcomeSettleRetrying when the retries start,
+	// then how they ended (OutcomeSettleAbandoned among them), and
+	// OutcomeClaimWithdrawn.
 	OnOutcome func(room, outcome string)
 	// OnServed, if set, is told how long each request the gate let
 	// through took in the protected handler and what it answered: the
@@ -63,6 +92,11 @@ type Gate struct {
 	// as a claim would have done it (orderKey, UnitsHeader); nil or not
 	// known: keyed by the token, one unit.
 	LastConfig func(ctx context.Context) (RoomConfig, bool)
+
+	// The settles being retried in the background, and Drain's signal.
+	mu       sync.Mutex
+	retrying sync.WaitGroup
+	draining chan struct{}
 }
 
 // OutcomeStoreDown is the outcome of a request StoreDown let through.
@@ -120,8 +154,16 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		user, token := users[0], tokens[0]
+		claimed := time.Now()
 		hold, err := g.Store.Claim(r.Context(), g.Room, user, token)
 		if err != nil {
+			var unanswered *UnansweredClaimError
+			if errors.As(err, &unanswered) {
+				// The claim may yet land and hold the token under a lease
+				// nobody here knows of: give it back, in the background,
+				// since the store just did not answer.
+				g.retry(r.Context(), unanswered.Hold, OutcomeClaimWithdrawn, leaseEnd(claimed, unanswered.Hold), 1, 0)
+			}
 			if errors.Is(err, ErrStoreUnavailable) && g.StoreDown != nil && g.StoreDown(r) {
 				g.passUnclaimed(w, r, userHeader, user, token, next)
 				return
@@ -133,18 +175,16 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 		r = vouch(r, userHeader, hold)
 		rec := NewStatusRecorder(w)
 		completed := false
-		stopRenewing := g.keepLease(r.Context(), hold)
+		stopRenewing := g.keepLease(r.Context(), hold, leaseEnd(claimed, hold))
 		defer func() {
-			stopRenewing()
+			until := stopRenewing()
 			// Settle even when the request was cancelled: the hold must not
 			// wait out its lease.
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), defaultSettleTimeout)
-			defer cancel()
 			if completed {
-				g.settle(ctx, "completed", g.Store.Complete(ctx, hold))
+				g.settle(r.Context(), hold, "completed", until)
 				return
 			}
-			g.settle(ctx, "released", g.Store.Release(ctx, hold))
+			g.settle(r.Context(), hold, "released", until)
 		}()
 		started := time.Now()
 		next.ServeHTTP(rec, r)
@@ -155,12 +195,23 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 	})
 }
 
+// leaseEnd is when, by this process's clock, a lease the store granted
+// for hold to a call sent at sent ends at the earliest: the store counts
+// it from when the call reached it, later.
+func leaseEnd(sent time.Time, hold Hold) time.Time {
+	if hold.LeaseFor <= 0 {
+		return sent.Add(DefaultLease) // a store that did not say: the default
+	}
+	return sent.Add(hold.LeaseFor)
+}
+
 // keepLease renews hold's lease while the protected handler works, well
 // before each lease runs out, so a slow order keeps its token held and a
 // second request with it gets TOKEN_IN_USE; the lease then frees only the
-// tokens of a process that died. The returned func stops renewing and
-// waits until it has.
-func (g *Gate) keepLease(ctx context.Context, hold Hold) (stop func()) {
+// tokens of a process that died. The returned func stops renewing, waits
+// until it has, and tells when the last lease granted ends (from ends,
+// the claim's).
+func (g *Gate) keepLease(ctx context.Context, hold Hold, ends time.Time) (stop func() time.Time) {
 	every := hold.LeaseFor / 3
 	if every <= 0 {
 		every = DefaultLease / 3 // a store that did not say: the default
@@ -178,10 +229,13 @@ func (g *Gate) keepLease(ctx context.Context, hold Hold) (stop func()) {
 			case <-t.C:
 			}
 			rctx, rcancel := context.WithTimeout(ctx, every)
+			sent := time.Now()
 			err := g.Store.Renew(rctx, hold)
 			rcancel()
 			switch {
-			case err == nil, ctx.Err() != nil:
+			case err == nil:
+				ends = leaseEnd(sent, hold)
+			case ctx.Err() != nil:
 			case errors.Is(err, ErrTokenNotFound):
 				// Lost (the store missed renewals while down): nothing
 				// left to keep; settling will find it lost too.
@@ -192,9 +246,10 @@ func (g *Gate) keepLease(ctx context.Context, hold Hold) (stop func()) {
 			}
 		}
 	}()
-	return func() {
+	return func() time.Time {
 		cancel()
 		<-done
+		return ends
 	}
 }
 
@@ -272,20 +327,143 @@ func (g *Gate) passUnclaimed(w http.ResponseWriter, r *http.Request, userHeader,
 	}
 }
 
-func (g *Gate) settle(ctx context.Context, outcome string, err error) {
-	if err != nil {
-		g.logger().ErrorContext(ctx, "settling entry token failed", "room", g.Room, "outcome", outcome, "err", err)
+// settle settles hold as outcome: "completed" spends the token,
+// "released" and OutcomeClaimWithdrawn give it back. An attempt the store
+// did not answer is retried in the background until one lands or until,
+// less a margin, the store stops keeping the hold unsettled
+// (SettleWindow after leaseEnds), so that a 2xx the gate passed on ends as
+// a sold unit and a recorded buyer through a store stall, and the request
+// does not wait for it. Not tied to ctx's cancel: a client that hung up
+// still settles.
+func (g *Gate) settle(ctx context.Context, hold Hold, outcome string, leaseEnds time.Time) {
+	ctx = context.WithoutCancel(ctx)
+	until := leaseEnds.Add(SettleWindow - settleMargin)
+	err := g.settleOnce(ctx, hold, outcome)
+	if err == nil || !unanswered(err) {
+		g.settled(ctx, hold, outcome, err, 1)
+		return
+	}
+	g.logger().WarnContext(ctx, "settling entry token got no answer; retrying in the background",
+		"room", g.Room, "user", hold.User, "outcome", outcome, "until", until, "err", err)
+	g.count(OutcomeSettleRetrying)
+	g.retry(ctx, hold, outcome, leaseEnds, 2, settleFirstBackoff)
+}
+
+// retry settles hold as outcome in the background, from attempt number
+// attempt after wait, backing off, until one lands, until (SettleWindow
+// after leaseEnds, less a margin) passes, or Drain: then with one last
+// attempt at once. Once Drain has begun there is no background left: the
+// one attempt is made here.
+func (g *Gate) retry(ctx context.Context, hold Hold, outcome string, leaseEnds time.Time, attempt int, wait time.Duration) {
+	ctx = context.WithoutCancel(ctx)
+	until := leaseEnds.Add(SettleWindow - settleMargin)
+	g.mu.Lock()
+	drain := g.drainSignal()
+	if isClosed(drain) {
+		g.mu.Unlock()
+		g.settled(ctx, hold, outcome, g.settleOnce(ctx, hold, outcome), attempt)
+		return
+	}
+	g.retrying.Add(1)
+	g.mu.Unlock()
+	go func() {
+		defer g.retrying.Done()
+		for ; ; attempt++ {
+			select {
+			case <-drain: // one last attempt, now
+			case <-time.After(min(wait, time.Until(until))):
+			}
+			err := g.settleOnce(ctx, hold, outcome)
+			if err == nil || !unanswered(err) || !time.Now().Before(until) || isClosed(drain) {
+				g.settled(ctx, hold, outcome, err, attempt)
+				return
+			}
+			wait = min(2*max(wait, settleFirstBackoff), settleMaxBackoff)
+		}
+	}()
+}
+
+// settleOnce makes one attempt at settling hold as outcome, bounded by
+// defaultSettleTimeout. A late attempt does no harm (a Complete spends
+// only this token, a Release gives back only this hold): until bounds the
+// retries, not an attempt.
+func (g *Gate) settleOnce(ctx context.Context, hold Hold, outcome string) error {
+	ctx, cancel := context.WithTimeout(ctx, defaultSettleTimeout)
+	defer cancel()
+	if outcome == "completed" {
+		return g.Store.Complete(ctx, hold)
+	}
+	return g.Store.Release(ctx, hold)
+}
+
+// unanswered reports whether a settle's error leaves its outcome open:
+// anything but the store's word that the token is gone or another.
+func unanswered(err error) bool {
+	return !errors.Is(err, ErrTokenNotFound) && !errors.Is(err, ErrTokenInvalid)
+}
+
+// settled logs and counts how the settle of hold as outcome ended after
+// attempts attempts, the last with err.
+func (g *Gate) settled(ctx context.Context, hold Hold, outcome string, err error, attempts int) {
+	log := g.logger().With("room", g.Room, "user", hold.User, "outcome", outcome, "attempts", attempts)
+	switch {
+	case err == nil && attempts > 1:
+		log.InfoContext(ctx, "entry token settled after retrying")
+	case err == nil:
+	case attempts > 1 && outcome == "completed" && errors.Is(err, ErrTokenNotFound):
+		// Within the settle window nothing but a Complete removes a held
+		// token: an earlier attempt landed and its answer was lost.
+		log.InfoContext(ctx, "entry token settled after retrying: an earlier attempt had landed")
+	case unanswered(err):
+		log.ErrorContext(ctx, "settling entry token abandoned: no attempt landed within the settle window; "+
+			"its unit may be admitted to another buyer (the order API's idempotency key and stock still hold)", "err", err)
+		outcome = OutcomeSettleAbandoned
+	default:
+		log.ErrorContext(ctx, "settling entry token failed", "err", err)
 		outcome = "settle_failed"
 	}
+	g.count(outcome)
+}
+
+// Drain ends the settles being retried in the background: each makes one
+// last attempt now, and Drain returns once all have ended. Settles that
+// start afterwards make their attempts at once. Called on shutdown, after
+// the protected handlers have returned.
+func (g *Gate) Drain() {
+	g.mu.Lock()
+	drain := g.drainSignal()
+	if !isClosed(drain) {
+		close(drain)
+	}
+	g.mu.Unlock()
+	g.retrying.Wait()
+}
+
+// drainSignal is Drain's channel; g.mu is held.
+func (g *Gate) drainSignal() chan struct{} {
+	if g.draining == nil {
+		g.draining = make(chan struct{})
+	}
+	return g.draining
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g *Gate) count(outcome string) {
 	if g.OnOutcome != nil {
 		g.OnOutcome(g.Room, outcome)
 	}
 }
 
 func (g *Gate) reject(w http.ResponseWriter, r *http.Request, err error) {
-	if g.OnOutcome != nil {
-		g.OnOutcome(g.Room, ErrorCode(err))
-	}
+	g.count(ErrorCode(err))
 	if g.Reject != nil {
 		g.Reject(w, r, err)
 		return

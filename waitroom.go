@@ -116,6 +116,14 @@ type Hold struct {
 	Units int
 }
 
+// SettleWindow is how long after its lease ran out a hold is still
+// unsettled rather than abandoned: its token keeps its unit reserved, is
+// not cleaned up as expired and cannot be claimed by another request, so
+// a gate whose Complete met a store outage can still land it. The gate
+// retries a settle for at most this long after the lease it last got
+// (Gate); past it the hold is abandoned and its token lapses as any other.
+const SettleWindow = 15 * time.Second
+
 // Stats are a room's figures.
 type Stats struct {
 	Waiting   int64 // users in the queue now

@@ -137,6 +137,10 @@ type Instance struct {
 	lostWrites func() (places, tokens, spent int64) // nil without Redis
 	listener   net.Listener
 	httpServer *http.Server
+
+	// drainSettles ends the gate's settles still being retried.
+	drainSettles func()
+
 	// The listeners of their own: /metrics on --metrics-addr, the
 	// operator API on --admin-addr; nil without them.
 	metricsServer   *http.Server
@@ -266,6 +270,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	// From here on every part uses the server's guarded store: one set of
 	// timeouts, one outage watch, one keeper.
 	in.store = handler.Store()
+	in.drainSettles = handler.DrainSettles
 	keeper := handler.Store().Keeper()
 	if in.tuner != nil {
 		in.tuner.Store = in.store
@@ -443,6 +448,11 @@ func (in *Instance) Close() error {
 	}
 	if in.adminServer != nil {
 		_ = in.adminServer.Close() // an operator's call is retried by hand
+	}
+	if in.drainSettles != nil {
+		// Orders that succeeded while the store stalled: a last attempt to
+		// settle each before the store is closed.
+		in.drainSettles()
 	}
 	if in.stopAdmit != nil {
 		in.stopAdmit()

@@ -356,8 +356,9 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 		if r.bought(user) {
 			continue // ordered already: leaves the queue without a token
 		}
-		if t, ok := r.tokens.byUser[user]; ok && t.expiresAt.After(now) {
-			// Let in by a pass while still waiting for the draw: it keeps
+		if t, ok := r.tokens.byUser[user]; ok && (t.expiresAt.After(now) || t.unsettled(now)) {
+			// Let in by a pass while still waiting for the draw, or an
+			// order holds its token and may yet complete it: it keeps
 			// that token and takes no share of the rate.
 			continue
 		}
@@ -406,22 +407,20 @@ func (s *Store) Claim(ctx context.Context, name, user, token string) (waitroom.H
 	if !ok {
 		return waitroom.Hold{}, waitroom.ErrTokenNotFound
 	}
-	if !t.expiresAt.After(now) {
-		// Expired: drop it now, unless an order still holds it under a
-		// running lease and may yet complete it.
-		if !t.held(now) {
-			r.tokens.remove(t)
-			r.countGone(t)
-		}
+	if !t.expiresAt.After(now) && !t.unsettled(now) {
+		// Expired, and no order holds it that may yet complete it: drop
+		// it now. One that may is in use (below).
+		r.tokens.remove(t)
+		r.countGone(t)
 		return waitroom.Hold{}, waitroom.ErrTokenNotFound
 	}
 	if t.value != token {
 		return waitroom.Hold{}, waitroom.ErrTokenInvalid
 	}
-	if t.held(now) {
+	if t.unsettled(now) {
 		return waitroom.Hold{}, waitroom.ErrTokenInUse
 	}
-	// Not held, or held under a lease that ran out: its holder died.
+	// Not held, or abandoned: its lease and the settle window ran out.
 	// Claiming is using: an unconfirmed token gets its full TTL.
 	t.confirmed, t.expiresAt = true, t.ttlEnd
 	r.tokens.setLease(t, waitroom.NewToken(), now.Add(r.cfg.Lease))

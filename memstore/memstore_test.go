@@ -532,11 +532,14 @@ func TestLeaseRunsOut(t *testing.T) {
 	ctx := t.Context()
 	s, clock, room, token, h := annClaimed(t)
 	clock.Advance(5 * time.Second)
+	_, err := s.Claim(ctx, room, "ann", token)
+	require.ErrorIs(t, err, waitroom.ErrTokenInUse, "within the settle window the holder may be retrying a Complete")
+	clock.Advance(waitroom.SettleWindow)
 	// The holder died: the token is usable again by itself, and the dead
 	// holder's late release cannot undo the new claim.
 	h2 := claim(t, s, room, "ann", token)
 	require.NoError(t, s.Release(ctx, h))
-	_, err := s.Claim(ctx, room, "ann", token)
+	_, err = s.Claim(ctx, room, "ann", token)
 	require.ErrorIs(t, err, waitroom.ErrTokenInUse)
 
 	// A late completion by the dead holder still spends the token: its
@@ -566,10 +569,10 @@ func TestReleaseAfterLapsedLease(t *testing.T) {
 }
 
 // A user whose token expired while an order still holds it may queue
-// again (its token is no longer live) and be admitted again: the new token
-// replaces the old, which counts as expired, and the old hold can no
-// longer complete.
-func TestReadmittedWhileExpiredTokenIsHeld(t *testing.T) {
+// again (its token is no longer live) but is not admitted again while the
+// hold may yet settle: a new token would replace the old, and the order's
+// late Complete could no longer sell its unit.
+func TestNotReadmittedWhileExpiredTokenIsHeld(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s, clock, room := newRoom(t, waitroom.RoomConfig{Rate: 1, Slice: time.Second, TokenTTL: 10 * time.Second, Lease: 30 * time.Second})
@@ -580,14 +583,14 @@ func TestReadmittedWhileExpiredTokenIsHeld(t *testing.T) {
 	st, err := s.Enter(ctx, room, "ann")
 	require.NoError(t, err)
 	require.Equal(t, waitroom.StateWaiting, st.State)
-	fresh := tokenOfAdmitted(t, s, room)
-	require.NotEqual(t, old, fresh)
+	clock.Advance(time.Second)
+	admitted, err := s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Empty(t, admitted, "the held token stays hers")
 
-	require.ErrorIs(t, s.Complete(ctx, h), waitroom.ErrTokenInvalid)
-	require.NoError(t, s.Release(ctx, h))
-	require.Equal(t, fresh, tokenOf(t, s, room, "ann"))
+	require.NoError(t, s.Complete(ctx, h))
 	stats := testenv.Stats(t, s, room)
-	require.Equal(t, waitroom.Stats{Active: 1, Entered: 2, Admitted: 2, Expired: 1}, stats)
+	require.Equal(t, waitroom.Stats{Entered: 2, Admitted: 1, Completed: 1}, stats)
 }
 
 func TestLeaseOutlivesExpiry(t *testing.T) {
@@ -610,7 +613,7 @@ func TestLeaseOutlivesExpiry(t *testing.T) {
 	require.Equal(t, int64(2), st.Active)
 	require.Zero(t, st.Expired)
 	_, err := s.Claim(ctx, room, "ann", ann)
-	require.ErrorIs(t, err, waitroom.ErrTokenNotFound, "expired tokens cannot be claimed")
+	require.ErrorIs(t, err, waitroom.ErrTokenInUse, "an expired token an order holds is in use")
 
 	require.NoError(t, s.Complete(ctx, hAnn), "the order succeeded")
 	require.NoError(t, s.Release(ctx, hBob), "the order failed after expiry: the token is dropped")

@@ -3,6 +3,8 @@ package memstore
 import (
 	"container/heap"
 	"time"
+
+	"github.com/waitroom/waitroom"
 )
 
 // entryToken is one admitted user's entry token.
@@ -16,12 +18,14 @@ type entryToken struct {
 	shown     bool // its holder was told of it once
 	confirmed bool
 	// lease and leaseUntil are set by Claim; the token is held while
-	// leaseUntil is after now.
+	// leaseUntil is after now, and unsettled within the settle window
+	// after it.
 	lease      string
 	leaseUntil time.Time
-	// deadline is when the token may be dropped: its expiry, or the end
-	// of a lease that runs past it, so that an order in flight can still
-	// complete. Kept rather than computed: it orders the heap.
+	// deadline is when the token may be dropped: its expiry, or when its
+	// hold is abandoned (the settle window after the lease) if that is
+	// later, so that an order in flight can still complete. Kept rather
+	// than computed: it orders the heap.
 	deadline time.Time
 	index    int // in tokenSet.byDeadline
 }
@@ -35,9 +39,12 @@ func (s *tokenSet) confirm(t *entryToken) {
 	s.setLease(t, t.lease, t.leaseUntil) // recomputes the deadline
 }
 
-// held reports whether a claim's lease is running.
-func (t *entryToken) held(now time.Time) bool {
-	return t.lease != "" && t.leaseUntil.After(now)
+// unsettled reports whether a claim holds t and may still settle it: its
+// lease runs, or ran out less than waitroom.SettleWindow ago (a gate
+// retrying a Complete). Until then t keeps its unit and nobody else may
+// claim it.
+func (t *entryToken) unsettled(now time.Time) bool {
+	return t.lease != "" && t.leaseUntil.Add(waitroom.SettleWindow).After(now)
 }
 
 // tokenSet holds a room's entry tokens by user and by deadline, so that
@@ -76,8 +83,8 @@ func (s *tokenSet) remove(t *entryToken) {
 func (s *tokenSet) setLease(t *entryToken, lease string, until time.Time) {
 	t.lease, t.leaseUntil = lease, until
 	t.deadline = t.expiresAt
-	if until.After(t.expiresAt) {
-		t.deadline = until
+	if abandoned := until.Add(waitroom.SettleWindow); lease != "" && abandoned.After(t.expiresAt) {
+		t.deadline = abandoned
 	}
 	heap.Fix(&s.byDeadline, t.index)
 }

@@ -296,9 +296,10 @@ else
         if bought[i - from + 1] == 1 then
           -- Ordered already (queued again by a failover that lost the
           -- admission): leaves the queue without a token.
-        elseif old and old.expires_at > now then
-          -- Already holds a live token (Enter does not queue such users):
-          -- it keeps that one and takes no share of the rate.
+        elseif old and (old.expires_at > now or unsettled(old, now)) then
+          -- Already holds a live token (Enter does not queue such users),
+          -- or one an order holds that may yet be completed: it keeps
+          -- that one and takes no share of the rate.
         else
           if old and (old.state == 'new' or old.state == 'shown') then
             late_no_shows = late_no_shows + 1 -- a stale entry cleanup had not reached

@@ -609,7 +609,7 @@ func TestTokenIndexCoversEveryToken(t *testing.T) {
 					continue
 				}
 				if n%5 == 4 {
-					continue // died holding it: the lease runs out
+					continue // died holding it: the lease and the settle window run out
 				}
 				if (n+w)%2 == 0 {
 					err = s.Complete(ctx, hold)
@@ -648,14 +648,16 @@ func TestTokenIndexCoversEveryToken(t *testing.T) {
 		due := expires
 		if f[1] == "held" {
 			leaseUntil, _ := strconv.ParseFloat(f[3], 64)
-			due = max(expires, leaseUntil)
+			due = max(expires, leaseUntil+float64(waitroom.SettleWindow.Milliseconds()))
 		}
 		require.GreaterOrEqual(t, latest[user], due, "%s %s has no entry due as late as it", user, v)
 	}
 
 	wg.Wait()
 	require.Empty(t, errs)
-	time.Sleep(3100 * time.Millisecond) // every token and lease has run out
+	// Every token and lease has run out, and the holds of the holders that
+	// died are abandoned (the settle window after the lease).
+	time.Sleep(3100*time.Millisecond + waitroom.SettleWindow)
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
 	require.Zero(t, s.client.Exists(ctx, k.tok, k.active).Val(), "nothing left behind")

@@ -19,7 +19,7 @@
 //	wr:{ROOM}:seq     string INCR: the arrival sequence
 //	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens; and
 //	                         " hashtable" (no user id has a space), which keeps it a hash table
-//	wr:{ROOM}:active  zset   user → max(expires_at, lease_until) ms: tokens not yet cleaned up; a new
+//	wr:{ROOM}:active  zset   user → max(expires_at, lease_until + settle window) ms: tokens not yet cleaned up; a new
 //	                         token is in its Admit call's entry instead, " user1 user2 …" → expires_at
 //	wr:{ROOM}:bucket  hash   last_us, carry, made_up: the admission token bucket; the pace:
 //	                         p_* (decayed sums), a_* (measured since their fold at f_us),
@@ -425,6 +425,7 @@ func (r reply) reading(i int) (reading, bool) {
 var luaLib = `
 local PACE_WINDOW_S = ` + paceWindowSeconds + ` -- waitroom.PaceWindow
 local TOK_HASH_TABLE = '` + tokHashTableField + `'
+local SETTLE_WINDOW_MS = ` + settleWindowMS + ` -- waitroom.SettleWindow
 -- keep_hash_table: a hash read many fields at a time (HMGET of the
 -- settings, the bucket) stays a hash table. Redis keeps a small hash as a
 -- listpack, where every field read scans the list; one value longer than
@@ -488,10 +489,19 @@ local function format_entry(e)
   return string.format('%s|%s|%s|%d|%d', e.token, e.state, e.lease, e.lease_until, e.expires_at)
 end
 
--- active_score: cleanup may drop an entry only once both its expiry and
--- any lease have passed, so a token cannot vanish mid-order.
+-- unsettled: a hold whose order may still be settled: its lease runs,
+-- or ran out less than SETTLE_WINDOW_MS ago, while its gate may still be
+-- retrying a Complete that met an outage. Until then the token keeps its
+-- unit, is not cleaned up and no other claim may take it.
+local function unsettled(e, now)
+  return e.state == 'held' and e.lease_until + SETTLE_WINDOW_MS > now
+end
+
+-- active_score: cleanup may drop an entry only once its expiry has passed
+-- and its hold, if any, is abandoned (unsettled), so a sold unit cannot
+-- be handed back before its order's Complete lands.
 local function active_score(e)
-  if e.state == 'held' then return math.max(e.expires_at, e.lease_until) end
+  if e.state == 'held' then return math.max(e.expires_at, e.lease_until + SETTLE_WINDOW_MS) end
   return e.expires_at
 end
 
@@ -864,6 +874,8 @@ end
 
 // paceWindowSeconds is waitroom.PaceWindow in Lua.
 var paceWindowSeconds = strconv.FormatFloat(waitroom.PaceWindow.Seconds(), 'f', -1, 64)
+
+var settleWindowMS = strconv.FormatInt(waitroom.SettleWindow.Milliseconds(), 10)
 
 // hashTableField is the field that keeps a hash read many fields at a
 // time a hash table (keep_hash_table); hashTableNote, its value, says why

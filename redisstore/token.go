@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/waitroom/waitroom"
@@ -28,7 +29,9 @@ import (
 //	                         it expired (then it is cleaned up, counted a
 //	                         no-show when never confirmed)
 //	"ENTRY_TOKEN_INVALID"    the user's token has another value
-//	"TOKEN_IN_USE"           held under a lease that has not run out
+//	"TOKEN_IN_USE"           held, and the hold is not abandoned: its lease
+//	                         runs or ran out within waitroom.SettleWindow;
+//	                         or this claim was released before it landed
 //	"ROOM_NOT_FOUND"         a token but no settings (the cfg key was deleted)
 var claimScript = newFunction("claim", `
 local cfg_key    = KEYS[1]
@@ -53,13 +56,11 @@ if cfg[2] == '1' then
 end
 local per = per_order(cfg[3])
 
-if e.expires_at <= now then
-  -- Expired: clean it up now, unless an order still holds it under a live
-  -- lease and may yet complete it.
-  if not (e.state == 'held' and e.lease_until > now) then
-    drop_tokens(tok_key, active_key, {user}, {user})
-    count_gone(stats_key, e)
-  end
+if e.expires_at <= now and not unsettled(e, now) then
+  -- Expired, and no order holds it that may yet complete it: clean it up
+  -- now. One that may is in use (below).
+  drop_tokens(tok_key, active_key, {user}, {user})
+  count_gone(stats_key, e)
   return 'ENTRY_TOKEN_NOT_FOUND'
 end
 
@@ -67,13 +68,21 @@ if e.token ~= token then
   return 'ENTRY_TOKEN_INVALID'
 end
 
--- Held by a claim whose lease still runs. A lease that ran out means its
--- holder died: the token is claimable again.
-if e.state == 'held' and e.lease_until > now then
+if e.state ~= 'held' and e.lease == lease then
+  -- This claim's gate gave up on it and released it before it landed
+  -- (release): it holds nothing, and nobody waits for this answer.
+  return 'TOKEN_IN_USE'
+end
+
+-- Held, and not abandoned: a lease that ran out within the settle window
+-- may be a gate cut off from Redis whose order succeeded and whose
+-- Complete is on its way; a second order with the token must not pass.
+-- Past the window its holder is gone: the token is claimable again.
+if unsettled(e, now) then
   if e.lease == lease then
     -- The client's retry of this very claim (its reply was lost): the
     -- same answer, not TOKEN_IN_USE against itself for a whole lease.
-    return {'OK', e.lease_until - now, one_order, per}
+    return {'OK', math.max(0, e.lease_until - now), one_order, per}
   end
   return 'TOKEN_IN_USE'
 end
@@ -96,6 +105,7 @@ return {'OK', lease_ms, one_order, per}
 
 // Claim holds user's token for the room's lease under a fresh lease id.
 // Exactly one of concurrent claims succeeds; the others get ErrTokenInUse.
+// A call that got no answer is a *waitroom.UnansweredClaimError.
 func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.Hold, error) {
 	if err := checkRoom(room); err != nil {
 		return waitroom.Hold{}, err
@@ -103,6 +113,10 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 	lease := waitroom.NewToken()
 	k := s.keys(room)
 	r, err := s.do(ctx, "claim", claimScript, []string{k.cfg, k.tok, k.active, k.stats}, user, token, lease)
+	if err != nil && (errors.Is(err, waitroom.ErrStoreUnavailable) || ctx.Err() != nil) {
+		// Sent, maybe run: the caller releases the hold it may have made.
+		return waitroom.Hold{}, &waitroom.UnansweredClaimError{Hold: waitroom.Hold{Room: room, User: user, Token: token, Lease: lease}, Err: err}
+	}
 	if err != nil {
 		return waitroom.Hold{}, err
 	}
@@ -193,9 +207,11 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 //
 //	"RELEASED"  ready again with the expiry it had
 //	"EXPIRED"   its expiry passed meanwhile: deleted, counted expired
-//	"LOST"      not held under this lease any more (spent, expired and
-//	            cleaned up, or claimed again after the lease ran out):
-//	            nothing written
+//	"LOST"      not held under this lease (spent, expired and cleaned up,
+//	            claimed again after the hold was abandoned, or a claim
+//	            that got no answer and has not landed): nothing written but,
+//	            on a token not held, the lease, which voids that claim
+//	            should it land later
 var releaseScript = newFunction("release", `
 local tok_key    = KEYS[1]
 local active_key = KEYS[2]
@@ -206,6 +222,14 @@ local lease      = ARGV[3]
 
 local e = held_entry(tok_key, user, token, lease)
 if not e then
+  local other = parse_entry(redis.call('HGET', tok_key, user))
+  if other and other.token == token and other.state ~= 'held' and other.lease ~= lease then
+    -- A claim whose gate got no answer and gave it up, not landed yet:
+    -- remembered in the unheld entry's lease field, so it holds nothing
+    -- when it lands (claim).
+    other.lease = lease
+    redis.call('HSET', tok_key, user, format_entry(other))
+  end
   return 'LOST'
 end
 

@@ -78,7 +78,7 @@ func newMetrics(reg *prometheus.Registry, store *waitroom.GuardedStore, log *slo
 			"Users this instance's admitter turned into entry-token holders.",
 			"room"),
 		claims: counterVec("waitroom_claims_total",
-			"Gated requests on this instance by result: completed (token spent), released (order failed, token kept), settle_failed, passed_store_down (let through unclaimed by the open failure policy), or the code of a refused claim (token_in_use, entry_token_not_found, entry_token_invalid, bad_request, store_unavailable).",
+			"Gated requests on this instance by result: completed (token spent), released (order failed, token kept), settle_failed, settle_retrying (a settle the store did not answer, retried in the background: completed or released follows when it lands), settle_abandoned (no retry landed within the settle window: the unit may be admitted again), claim_withdrawn (a claim the store did not answer in time, given back), passed_store_down (let through unclaimed by the open failure policy), or the code of a refused claim (token_in_use, entry_token_not_found, entry_token_invalid, bad_request, store_unavailable).",
 			"room", "result"),
 		http: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "waitroom_http_request_duration_seconds",

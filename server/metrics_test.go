@@ -146,9 +146,10 @@ func TestMetricsScriptedScenario(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusConflict, f.order("u3", tokens["u3"]).status)
 
-	// Expiry: u2's released token and u3's held one run out; the same
-	// tick admits the last two queued users.
-	f.clock.Advance(5 * time.Second)
+	// Expiry: u2's released token runs out, and u3's held one once its
+	// hold is abandoned (the lease and the settle window after it); the
+	// same tick admits the last two queued users.
+	f.clock.Advance(5*time.Second + waitroom.SettleWindow)
 	n, err := f.admitter.Tick(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 2, n)

@@ -160,6 +160,7 @@ type Config struct {
 // Server is the waiting room's http.Handler.
 type Server struct {
 	store         *waitroom.GuardedStore
+	gate          *waitroom.Gate // nil without a protected handler
 	log           *slog.Logger
 	userHeader    string
 	defaultRoom   string
@@ -323,6 +324,7 @@ func New(cfg Config) (*Server, error) {
 			},
 		}
 		protected = gate.Wrap(cfg.Protected)
+		s.gate = gate
 	}
 	for _, p := range gated {
 		if _, dup := routes[p]; dup {
@@ -384,6 +386,15 @@ func register(mux *http.ServeMux, m *metrics, routes map[string]http.Handler) er
 // failure policy's rates). Give the same one to the admitter, the keeper
 // (Store().Keeper()) and the rate tuner, so every part sees one store.
 func (s *Server) Store() *waitroom.GuardedStore { return s.store }
+
+// DrainSettles ends the settles the gate still retries after a store
+// stall, each with one last attempt (waitroom.Gate.Drain): on shutdown,
+// after the HTTP server stopped and before the store is closed.
+func (s *Server) DrainSettles() {
+	if s.gate != nil {
+		s.gate.Drain()
+	}
+}
 
 // MetricsHandler serves the Prometheus metrics, for a listener of their own
 // (waitroom serve --metrics-addr) that only the scraper reaches.

@@ -52,6 +52,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"CompleteSpendsToken", testCompleteSpendsToken},
 		{"ReleaseKeepsRemainingTTL", testReleaseKeepsRemainingTTL},
 		{"LapsedLeaseFreesToken", testLapsedLeaseFreesToken},
+		{"UnsettledHoldKeepsItsUnit", testUnsettledHoldKeepsItsUnit},
 		{"StaleReleaseKeepsNewHold", testStaleReleaseKeepsNewHold},
 		{"RenewKeepsTokenHeld", testRenewKeepsTokenHeld},
 		{"ExpiredTokenNotFound", testExpiredTokenNotFound},
@@ -885,8 +886,13 @@ func testLapsedLeaseFreesToken(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	_, err = h.Store.Claim(ctx, room, a.User, a.Token)
 	require.ErrorIs(t, err, waitroom.ErrTokenInUse)
-	// The holder died: after the lease the token is usable again.
+	// Within the settle window after the lease its gate may be retrying a
+	// Complete: still in use.
 	h.Advance(t, 250*time.Millisecond)
+	_, err = h.Store.Claim(ctx, room, a.User, a.Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenInUse)
+	// The holder died: once the window is over the token is usable again.
+	h.Advance(t, waitroom.SettleWindow)
 	_, err = h.Store.Claim(ctx, room, a.User, a.Token)
 	require.NoError(t, err)
 }
@@ -906,8 +912,9 @@ func testRenewKeepsTokenHeld(t *testing.T, h Harness) {
 		_, err = h.Store.Claim(ctx, room, a.User, a.Token)
 		require.ErrorIs(t, err, waitroom.ErrTokenInUse)
 	}
-	// Renewal stops (the holder died): the lease frees the token.
-	h.Advance(t, lease+50*time.Millisecond)
+	// Renewal stops (the holder died): the lease and the settle window
+	// after it free the token.
+	h.Advance(t, lease+waitroom.SettleWindow+50*time.Millisecond)
 	fresh, err := h.Store.Claim(ctx, room, a.User, a.Token)
 	require.NoError(t, err)
 	// The first holder wakes up: its hold is lost, and renewing it neither
@@ -925,7 +932,7 @@ func testStaleReleaseKeepsNewHold(t *testing.T, h Harness) {
 	room, a := admitted(t, h, waitroom.RoomConfig{Lease: 200 * time.Millisecond})
 	stale, err := h.Store.Claim(ctx, room, a.User, a.Token)
 	require.NoError(t, err)
-	h.Advance(t, 250*time.Millisecond)
+	h.Advance(t, 250*time.Millisecond+waitroom.SettleWindow)
 	fresh, err := h.Store.Claim(ctx, room, a.User, a.Token)
 	require.NoError(t, err)
 	require.NotEqual(t, stale.Lease, fresh.Lease)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
 )
 
@@ -81,9 +82,12 @@ func (c *child) kill(t *testing.T) {
 // SIGKILLed while a burst of orders holds claimed tokens (the pool of 2
 // connections keeps most orders waiting after their claim). A new process
 // on the same Redis and PostgreSQL serves the same users retrying with
-// their tokens: a held token is claimable again once its lease (2 s) has
-// passed, no user gets a second order, and an order committed before the
-// kill is answered again (200, replayed) rather than placed twice.
+// their tokens: a held token is claimable again once it is abandoned, its
+// lease (2 s) and the settle window after it (waitroom.SettleWindow, in
+// which a living gate would still be retrying its Complete) passed; no
+// user gets a second order, and an order committed before the kill (its
+// 2xx never settled) is answered again (200, replayed) by its
+// Idempotency-Key rather than placed twice.
 func TestFaultServerKilledBetweenClaimAndComplete(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "waitroom")
@@ -198,7 +202,7 @@ func TestFaultServerKilledBetweenClaimAndComplete(t *testing.T) {
 			continue
 		}
 		wg.Go(func() {
-			deadline := time.Now().Add(lease + 15*time.Second)
+			deadline := time.Now().Add(lease + waitroom.SettleWindow + 15*time.Second)
 			for time.Now().Before(deadline) {
 				// A TOKEN_IN_USE answer proves the lease was live after the
 				// request left; its send time bounds that moment from below
@@ -233,7 +237,7 @@ func TestFaultServerKilledBetweenClaimAndComplete(t *testing.T) {
 				mu.Unlock()
 				return
 			}
-			t.Errorf("%s: no answer but TOKEN_IN_USE within %s", user(i), lease+15*time.Second)
+			t.Errorf("%s: no answer but TOKEN_IN_USE within %s", user(i), lease+waitroom.SettleWindow+15*time.Second)
 		})
 	}
 	wg.Wait()
@@ -245,8 +249,9 @@ func TestFaultServerKilledBetweenClaimAndComplete(t *testing.T) {
 	t.Logf("kill after %d of %d orders committed: %d tokens held, %d answers delivered, %d lost in the kill; retries: %v; TOKEN_IN_USE seen until %s after the kill (lease %s)",
 		committedAtKill, users, held, answered, unanswered, outcomes, inUseFor.Round(time.Millisecond), lease)
 
-	// No token stayed held past its lease (plus the retry pause).
-	require.Less(t, inUseFor, lease+500*time.Millisecond)
+	// No token stayed held past its lease and the settle window (plus the
+	// retry pause).
+	require.Less(t, inUseFor, lease+waitroom.SettleWindow+500*time.Millisecond)
 	// Every retry ended in an order or a spent token, nothing else.
 	require.Equal(t, unanswered, outcomes["created on retry"]+outcomes["replayed"]+outcomes["spent"], outcomes)
 	// What committed before the kill was answered again, not placed again.

@@ -1,0 +1,46 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
+)
+
+// testUnsettledHoldKeepsItsUnit: an order whose gate lost touch with the
+// store (no renewal, no Complete yet) outlives both its lease and its
+// token's TTL: until the settle window is over the token is not cleaned
+// up, keeps its unit from the next buyer and cannot be claimed again, so
+// the Complete that lands late sells the unit and records the buyer.
+func testUnsettledHoldKeepsItsUnit(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 100, TokenTTL: time.Second, Lease: 200 * time.Millisecond,
+		Stock: 1, OneOrderPerUser: true})
+	enterAll(t, h.Store, room, 2)
+	a := admitOne(t, h, room)
+	hold, err := h.Store.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+
+	h.Advance(t, 1200*time.Millisecond)  // past the TTL and the lease
+	got, err := h.Store.Admit(ctx, room) // runs expiry cleanup
+	require.NoError(t, err)
+	require.Empty(t, got, "the held token keeps the only unit")
+	stats := testenv.Stats(t, h.Store, room)
+	require.Equal(t, int64(1), stats.Active, "still reserved")
+	require.Zero(t, stats.Expired+stats.NoShows, "not cleaned up")
+	_, err = h.Store.Claim(ctx, room, a.User, a.Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenInUse, "a second order with the token must not pass")
+
+	require.NoError(t, h.Store.Complete(ctx, hold))
+	got, err = h.Store.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Empty(t, got, "sold out")
+	stats = testenv.Stats(t, h.Store, room)
+	require.Equal(t, int64(1), stats.Completed)
+	require.Zero(t, stats.Active)
+	_, err = h.Store.Enter(ctx, room, a.User)
+	require.ErrorIs(t, err, waitroom.ErrAlreadyOrdered, "the buyer is recorded")
+}
