@@ -281,7 +281,7 @@ func (b *Result) writeIdle(w io.Writer) {
 	c := b.cfg
 	fmt.Fprintf(w, "\n### What rooms nobody is in cost (%d instances, %d declared rooms)\n\n", c.IdleInstances, c.IdleRooms)
 	fmt.Fprintf(w, "Each instance as a server runs it beside its HTTP API: its own client and Store, guarded, with an admitter and a room keeper. Every room idle is read %s after the instances started (from %s on); Redis alone and the busy rooms over %s after %s. redis-server's CPU from INFO cpu over the window (the whole server: clean only on a Redis serving nobody else); commands/s from INFO commandstats (a command a function runs counts as one); exact rate: per busy room, (admitted + bucket carry) ÷ (rate × bucket time), min–max.\n\n",
-		joinSeconds(c.IdleMarks), seconds(IdleSettle), c.IdleFor, seconds(IdleSettle))
+		joinSeconds(c.IdleMarks), seconds(IdleSettle), seconds(c.IdleFor), seconds(IdleSettle))
 	fmt.Fprintf(w, "| phase | rooms | busy | redis-server, share of a core | commands/s | this process, share of a core | busy rooms' rate ÷ exact |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, f := range b.idle {
 		exact := ""
