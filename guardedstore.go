@@ -150,6 +150,10 @@ func (g *GuardedStore) Rooms(ctx context.Context) ([]string, error) {
 	return guarded(ctx, g, "", g.store.Rooms)
 }
 
+func (g *GuardedStore) RoomVersions(ctx context.Context, rooms []string) ([]string, error) {
+	return guarded(ctx, g, "", func(ctx context.Context) ([]string, error) { return g.store.RoomVersions(ctx, rooms) })
+}
+
 func (g *GuardedStore) Enter(ctx context.Context, room, user string) (Status, error) {
 	return guarded(ctx, g, room, func(ctx context.Context) (Status, error) { return g.store.Enter(ctx, room, user) })
 }

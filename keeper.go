@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -36,14 +38,15 @@ type RoomKeeper struct {
 
 	mu    sync.Mutex
 	known map[string]RoomConfig // last settings read, by room
+	seen  map[string]string     // the version those settings had, by room
 
 	restoreMu sync.Mutex
 	restored  map[string]time.Time // room → last Restore's CreateRoom
 }
 
-// DefaultKeeperInterval is RoomKeeper.Interval's default: two round trips
-// per room a second are nothing next to the traffic, and a lost room is
-// back before most users poll again.
+// DefaultKeeperInterval is RoomKeeper.Interval's default: a check costs
+// a few commands whatever the rooms (Tick), and a lost room is back
+// before most users poll again.
 const DefaultKeeperInterval = time.Second
 
 // Run checks every Interval until ctx is done; it returns ctx's error. A
@@ -71,28 +74,48 @@ func (k *RoomKeeper) Run(ctx context.Context) error {
 // each known room that is missing, and returns those it re-created. A
 // server may also call it when a request for a declared room finds
 // ErrRoomNotFound, to bring the room back at once.
+//
+// What it costs does not grow with the rooms: one Rooms and one
+// RoomVersions for all of them (a few commands on Redis, one per slot on
+// Cluster). Only a room whose version changed since it was read (or was
+// never read) has its settings read again, and only a room that is gone
+// is created again. While the versions cannot be read (a Cluster shard
+// down), it creates every known room that is missing, one call each, so
+// rooms on the healthy shards still come back.
 func (k *RoomKeeper) Tick(ctx context.Context) ([]string, error) {
 	var errs []error
-	if rooms, err := k.Store.Rooms(ctx); err != nil {
+	listed, err := k.Store.Rooms(ctx)
+	if err != nil {
 		// Still re-create: the rooms set may live on a shard that is down
 		// while the rooms themselves are on others.
 		errs = append(errs, err)
-	} else {
-		for _, room := range rooms {
-			cfg, err := k.Store.RoomConfig(ctx, room)
-			switch {
-			case errors.Is(err, ErrRoomNotFound):
-				// Listed but its settings are gone: re-created below if known.
-			case err != nil:
-				errs = append(errs, err)
-			default:
-				k.learn(room, cfg)
-			}
+	}
+	known := k.rooms()
+	names := slices.Sorted(maps.Keys(known))
+	for _, room := range listed {
+		if _, ok := known[room]; !ok {
+			names = append(names, room)
 		}
+	}
+	versions, err := k.readVersions(ctx, names)
+	if err != nil {
+		errs = append(errs, err)
 	}
 
 	var recreated []string
-	for room, cfg := range k.rooms() {
+	for i, room := range names {
+		if versions != nil && versions[i] != "" {
+			if versions[i] != k.version(room) {
+				errs = append(errs, k.read(ctx, room, versions[i]))
+			}
+			continue
+		}
+		cfg, ok := known[room]
+		if !ok {
+			// Listed but its settings are gone before they were seen:
+			// nothing to bring it back as.
+			continue
+		}
 		created, err := k.Store.CreateRoom(ctx, room, cfg)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("room %s: %w", room, err))
@@ -104,6 +127,36 @@ func (k *RoomKeeper) Tick(ctx context.Context) ([]string, error) {
 		}
 	}
 	return recreated, errors.Join(errs...)
+}
+
+// readVersions asks the store for the versions of rooms' settings, in
+// batches of at most MaxWorkRoomsBatch.
+func (k *RoomKeeper) readVersions(ctx context.Context, rooms []string) ([]string, error) {
+	var out []string
+	for from := 0; from < len(rooms); from += MaxWorkRoomsBatch {
+		v, err := k.Store.RoomVersions(ctx, rooms[from:min(from+MaxWorkRoomsBatch, len(rooms))])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v...)
+	}
+	return out, nil
+}
+
+// read learns room's settings, which the store holds at version.
+func (k *RoomKeeper) read(ctx context.Context, room, version string) error {
+	cfg, err := k.Store.RoomConfig(ctx, room)
+	switch {
+	case errors.Is(err, ErrRoomNotFound):
+		// Gone since its version was read: the next Tick re-creates it.
+		return nil
+	case err != nil:
+		return err
+	}
+	// Read after the version: should the settings have changed between
+	// the two, the next Tick reads them again, as their version differs.
+	k.learn(room, cfg, version)
+	return nil
 }
 
 // restoreEvery bounds how often Restore creates one room: a store that
@@ -166,13 +219,20 @@ func (k *RoomKeeper) recreated(ctx context.Context, room string, cfg RoomConfig)
 	}
 }
 
-func (k *RoomKeeper) learn(room string, cfg RoomConfig) {
+func (k *RoomKeeper) learn(room string, cfg RoomConfig, version string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.known == nil {
-		k.known = map[string]RoomConfig{}
+		k.known, k.seen = map[string]RoomConfig{}, map[string]string{}
 	}
-	k.known[room] = cfg
+	k.known[room], k.seen[room] = cfg, version
+}
+
+// version is the version of the settings last read of room; "" if none.
+func (k *RoomKeeper) version(room string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.seen[room]
 }
 
 // rooms returns the declared rooms overlaid with the settings last read.

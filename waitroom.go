@@ -164,6 +164,14 @@ type Store interface {
 	RoomConfig(ctx context.Context, room string) (RoomConfig, error)
 	// Rooms lists the names of all rooms.
 	Rooms(ctx context.Context) ([]string, error)
+	// RoomVersions returns, for each of rooms, the version of its
+	// settings: a value that changes at every CreateRoom that creates it
+	// and every UpdateRoom, and "" for a room that does not exist (or was
+	// made by a version of waitroom that kept none: CreateRoom gives it
+	// one). One round trip for all rooms, a few commands in all: the room
+	// keeper asks it every second, and reads a room's settings only when
+	// its version changed, or re-creates it when it is gone.
+	RoomVersions(ctx context.Context, rooms []string) ([]string, error)
 
 	// Enter queues user, or returns the standing it already has: its own
 	// live token, or its place. ErrRoomClosed, ErrSoldOut, ErrQueueFull,
@@ -293,7 +301,7 @@ func CheckAdmitter(id string, ttl time.Duration) error {
 	return nil
 }
 
-// CheckWorkRooms validates Store.Work's argument: at most
+// CheckWorkRooms validates Store.Work's and Store.RoomVersions' argument: at most
 // MaxWorkRoomsBatch valid room names.
 func CheckWorkRooms(rooms []string) error {
 	if len(rooms) > MaxWorkRoomsBatch {

@@ -51,10 +51,13 @@ type Config struct {
 	Rate                float64       // room rate for the poll load figure
 	CPUProfile          string        // file for a CPU profile; empty: none
 	// IdleRooms, when > 0, measures what rooms nobody is in cost Redis:
-	// IdleInstances admitters over IdleRooms rooms, all idle, then with
-	// IdleBusy of them busy, each phase IdleFor long.
+	// IdleInstances instances over IdleRooms declared rooms, all idle and
+	// read at IdleMarks from the instances' start (CheckIdleMarks), then
+	// with IdleBusy of them busy; Redis alone and the busy phase IdleFor
+	// long.
 	IdleRooms, IdleBusy, IdleInstances int
 	IdleFor                            time.Duration
+	IdleMarks                          []time.Duration
 	// Serve starts a waiting-room server on store, with routes added to
 	// its own, listening on loopback; it returns the base URL
 	// (http://host:port) and a function that stops the server.

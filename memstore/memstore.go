@@ -52,13 +52,15 @@ func New(opts Options) *Store {
 // Operations read the clock inside that step, so that, as with the Redis
 // clock inside a script, a room sees time only move forward.
 type room struct {
-	mu     sync.Mutex
-	cfg    waitroom.RoomConfig
-	queue  *queue
-	tokens *tokenSet
-	bucket bucket
-	stats  waitroom.Stats // counters only; Waiting, Active and Pace are computed
-	pace   waitroom.PaceSums
+	mu  sync.Mutex
+	cfg waitroom.RoomConfig
+	// version changes at every write of cfg (RoomVersions).
+	version string
+	queue   *queue
+	tokens  *tokenSet
+	bucket  bucket
+	stats   waitroom.Stats // counters only; Waiting, Active and Pace are computed
+	pace    waitroom.PaceSums
 	// sinceTick gathers the arrivals and leaves between admission ticks
 	// for the pace.
 	sinceTick waitroom.PaceTick
@@ -104,7 +106,7 @@ func (s *Store) CreateRoom(ctx context.Context, name string, cfg waitroom.RoomCo
 	if _, ok := s.rooms[name]; ok {
 		return false, nil
 	}
-	s.rooms[name] = &room{cfg: cfg, queue: newQueue(), tokens: newTokenSet(), buyers: make(map[string]struct{}),
+	s.rooms[name] = &room{cfg: cfg, version: waitroom.NewToken(), queue: newQueue(), tokens: newTokenSet(), buyers: make(map[string]struct{}),
 		pre: newQueue(), draw: drawRecord{seed: waitroom.NewSeed()}}
 	return true, nil
 }
@@ -128,8 +130,31 @@ func (s *Store) UpdateRoom(ctx context.Context, name string, from, to waitroom.R
 	if r.cfg != from.WithDefaults() {
 		return waitroom.ErrRoomChanged
 	}
-	r.cfg = to
+	r.cfg, r.version = to, waitroom.NewToken()
 	return nil
+}
+
+// RoomVersions returns each room's settings version, "" for a room that
+// does not exist.
+func (s *Store) RoomVersions(ctx context.Context, rooms []string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := waitroom.CheckWorkRooms(rooms); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(rooms))
+	for i, name := range rooms {
+		s.mu.RLock()
+		r := s.rooms[name]
+		s.mu.RUnlock()
+		if r != nil {
+			r.mu.Lock()
+			out[i] = r.version
+			r.mu.Unlock()
+		}
+	}
+	return out, nil
 }
 
 // RoomConfig returns a room's live settings.

@@ -10,9 +10,12 @@ import (
 // tests, benchmarks and tests that work under a throwaway prefix in a
 // Redis that may serve others. On a cluster it visits every primary, and it
 // unlinks key by key (pipelined), since one command may not span slots.
+// The prefix is matched literally: what SCAN MATCH would read as a
+// wildcard in it is escaped, as in the wakes' pattern.
 func DeletePrefix(ctx context.Context, client redis.UniversalClient, prefix string) error {
+	match := globEscaper.Replace(prefix) + ":*"
 	purge := func(ctx context.Context, node redis.UniversalClient) error {
-		iter := node.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		iter := node.Scan(ctx, 0, match, 1000).Iterator()
 		pipe := node.Pipeline()
 		for iter.Next(ctx) {
 			pipe.Unlink(ctx, iter.Val())

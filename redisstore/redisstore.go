@@ -15,6 +15,7 @@
 //	                         abandon_ms, first_use_ms, invite_only, opens_at_ms, prequeue, closes_at_ms,
 //	                         units (units_per_order),
 //	                         had_opening ("1" once the room had an opening time: its draw's keys matter)
+//	wr:{ROOM}:ver     string the settings' version: a fresh random value at every write of cfg (RoomVersions)
 //	wr:{ROOM}:q       zset   user → arrival sequence + last seen second / 2^20: the queue
 //	wr:{ROOM}:seq     string INCR: the arrival sequence
 //	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens; and
@@ -213,8 +214,8 @@ func (s *Store) AutoPipelined() bool { return s.ap != nil }
 // roomKeys are the keys of one room; every field carries the same hash tag.
 // enter and status are the KEYS of the two hottest scripts, made once.
 type roomKeys struct {
-	cfg, q, seq, tok, active, bucket, stats, buyers, passes string
-	pre, drawn, ent, places, draw                           string
+	cfg, ver, q, seq, tok, active, bucket, stats, buyers, passes string
+	pre, drawn, ent, places, draw                                string
 	// The calls of Enter and Status, their command lines made once.
 	enter, status fcall
 	// The lines gather concurrent Enters, and Status calls, into calls
@@ -237,6 +238,7 @@ func (s *Store) keys(room string) *roomKeys {
 	p := s.prefix + ":{" + room + "}:"
 	k := &roomKeys{
 		cfg:    p + "cfg",
+		ver:    p + "ver",
 		q:      p + "q",
 		seq:    p + "seq",
 		tok:    p + "tok",

@@ -711,25 +711,41 @@ func TestHungRedisCallerDeadline(t *testing.T) {
 	}
 }
 
-// TestDeletePrefix: every key of a prefix goes, another prefix's stay.
+// TestDeletePrefix: every key of a prefix goes, another prefix's stay,
+// also when the prefixes hold what SCAN MATCH reads as a pattern: "w*"
+// unescaped would take "wX" along, "w?[x]" would match nothing and leave
+// every key behind.
 func TestDeletePrefix(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	c := newClient(t)
-	gone, kept := New(c, Options{Prefix: testPrefix(t, c)}), New(c, Options{Prefix: testPrefix(t, c)})
-	for _, s := range []*Store{gone, kept} {
-		room := newRoom(t, s, waitroom.RoomConfig{})
-		fill(t, s, room, 3)
+	base := randomPrefix()
+	for _, pair := range [][2]string{{"-a", "-b"}, {"-w*", "-wX"}, {"-w?[x]", "-w?[x]y"}, {`-w\`, `-w\\`}} {
+		gone, kept := New(c, Options{Prefix: base + pair[0]}), New(c, Options{Prefix: base + pair[1]})
+		for _, s := range []*Store{gone, kept} {
+			t.Cleanup(func() { _ = DeletePrefix(context.Background(), c, s.prefix) })
+			room := newRoom(t, s, waitroom.RoomConfig{})
+			fill(t, s, room, 3)
+		}
+		// Counted without a pattern of the prefix, so not by the escaping
+		// under test: base holds no wildcard.
+		count := func(prefix string) int {
+			n := 0
+			iter := c.Scan(ctx, 0, base+"*", 1000).Iterator()
+			for iter.Next(ctx) {
+				if strings.HasPrefix(iter.Val(), prefix+":") {
+					n++
+				}
+			}
+			require.NoError(t, iter.Err())
+			return n
+		}
+		require.Positive(t, count(gone.prefix), "%q", gone.prefix)
+		keptBefore := count(kept.prefix)
+		require.NoError(t, DeletePrefix(ctx, c, gone.prefix))
+		require.Zero(t, count(gone.prefix), "%q", gone.prefix)
+		require.Equal(t, keptBefore, count(kept.prefix), "%q is another prefix", kept.prefix)
 	}
-	count := func(prefix string) int {
-		keys, err := c.Keys(ctx, prefix+":*").Result()
-		require.NoError(t, err)
-		return len(keys)
-	}
-	require.Positive(t, count(gone.prefix))
-	require.NoError(t, DeletePrefix(ctx, c, gone.prefix))
-	require.Zero(t, count(gone.prefix))
-	require.Positive(t, count(kept.prefix))
 }
 
 // TestLimiter: the GCRA script on the test Redis; two clients on one prefix

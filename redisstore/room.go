@@ -6,7 +6,10 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom"
 )
@@ -14,18 +17,25 @@ import (
 // createRoomScript stores a room's settings unless it has some.
 //
 // KEYS[1] cfg
-// ARGV    field, value, … (configArgs, then openingArgs)
+// KEYS[2] ver
+// ARGV[1] the settings' new version (RoomVersions)
+// ARGV[2 ..] field, value, … (configArgs, then openingArgs)
 //
-// Returns "CREATED", or "EXISTS" (nothing written).
+// Returns "CREATED", or "EXISTS" (nothing written but a missing version).
 var createRoomScript = newFunction("create_room", `
-local cfg_key = KEYS[1]
+local cfg_key, ver_key = KEYS[1], KEYS[2]
+local version          = ARGV[1]
 
--- Never overwrite a live room: CreateRoom is create-if-absent.
+-- Never overwrite a live room: CreateRoom is create-if-absent. A room
+-- made before its settings had a version gets one, so that RoomVersions
+-- tells it is there.
 if redis.call('EXISTS', cfg_key) == 1 then
+  redis.call('SET', ver_key, version, 'NX')
   return 'EXISTS'
 end
-redis.call('HSET', cfg_key, unpack(ARGV))
+redis.call('HSET', cfg_key, unpack(ARGV, 2))
 keep_hash_table(cfg_key)
+redis.call('SET', ver_key, version)
 return 'CREATED'
 `)
 
@@ -41,7 +51,8 @@ func (s *Store) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomCo
 		return false, err
 	}
 	k := s.keys(room)
-	r, err := s.do(ctx, "create room", createRoomScript, []string{k.cfg}, append(configArgs(cfg), openingArgs(cfg, true)...)...)
+	args := append(append([]any{waitroom.NewToken()}, configArgs(cfg)...), openingArgs(cfg, true)...)
+	r, err := s.do(ctx, "create room", createRoomScript, []string{k.cfg, k.ver}, args...)
 	if err != nil {
 		return false, err
 	}
@@ -72,14 +83,17 @@ func (s *Store) seedDraw(ctx context.Context, room string, cfg waitroom.RoomConf
 // what the caller read (compare and set).
 //
 // KEYS[1] cfg
-// ARGV[1] n: how many of the following values are the expected settings
-// ARGV[2 .. n+1]   field, value, … the settings the caller read (configArgs)
-// ARGV[n+2 ..]     field, value, … the new settings (configArgs, openingArgs)
+// KEYS[2] ver
+// ARGV[1] the settings' new version (RoomVersions)
+// ARGV[2] n: how many of the following values are the expected settings
+// ARGV[3 .. n+2]   field, value, … the settings the caller read (configArgs)
+// ARGV[n+3 ..]     field, value, … the new settings (configArgs, openingArgs)
 //
 // Returns "OK", "ROOM_CHANGED" or "ROOM_NOT_FOUND" (nothing written).
 var updateRoomScript = newFunction("update_room", `
-local cfg_key = KEYS[1]
-local n       = tonumber(ARGV[1])
+local cfg_key, ver_key = KEYS[1], KEYS[2]
+local version          = ARGV[1]
+local n                = tonumber(ARGV[2])
 
 -- Updating must not create a room behind CreateRoom's back.
 if redis.call('EXISTS', cfg_key) == 0 then
@@ -87,7 +101,7 @@ if redis.call('EXISTS', cfg_key) == 0 then
 end
 -- Someone else changed the room since the caller read it: writing would
 -- silently undo their change.
-for i = 2, n, 2 do
+for i = 3, n + 1, 2 do
   local stored, expected = redis.call('HGET', cfg_key, ARGV[i]), ARGV[i + 1]
   -- A setting added after the room was made is absent: the caller read
   -- what parseConfig gives for it (its zero value or its default).
@@ -99,9 +113,10 @@ for i = 2, n, 2 do
     end
   end
 end
-redis.call('HSET', cfg_key, unpack(ARGV, n + 2))
+redis.call('HSET', cfg_key, unpack(ARGV, n + 3))
 -- A room made before its settings were kept a hash table becomes one.
 keep_hash_table(cfg_key)
+redis.call('SET', ver_key, version)
 return 'OK'
 `)
 
@@ -116,8 +131,9 @@ func (s *Store) UpdateRoom(ctx context.Context, room string, from, to waitroom.R
 		return err
 	}
 	expected := configArgs(from.WithDefaults())
-	args := append(append(append([]any{len(expected)}, expected...), configArgs(to)...), openingArgs(to, false)...)
-	r, err := s.do(ctx, "update room", updateRoomScript, []string{s.keys(room).cfg}, args...)
+	args := append(append(append([]any{waitroom.NewToken(), len(expected)}, expected...), configArgs(to)...), openingArgs(to, false)...)
+	k := s.keys(room)
+	r, err := s.do(ctx, "update room", updateRoomScript, []string{k.cfg, k.ver}, args...)
 	if err != nil {
 		return err
 	}
@@ -198,6 +214,116 @@ func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
 		}
 	}
 	return cfg.WithDefaults(), nil
+}
+
+// RoomVersions reads, for every group of rooms on one slot (all of them
+// off Cluster), the versions in one MGET and whether the settings are
+// there in one EXISTS, all groups in one pipeline: what tells a keeper
+// that nothing was lost costs a few commands, not some per room. Only a
+// group short of a cfg while its versions stayed (a key deleted or
+// evicted by itself) is asked again, room by room.
+func (s *Store) RoomVersions(ctx context.Context, rooms []string) ([]string, error) {
+	if err := waitroom.CheckWorkRooms(rooms); err != nil {
+		return nil, err
+	}
+	groups := s.slotGroups(rooms)
+	versions := make([]*redis.SliceCmd, len(groups))
+	settings := make([]*redis.IntCmd, len(groups))
+	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for g, group := range groups {
+			vers, cfgs := make([]string, len(group)), make([]string, len(group))
+			for j, i := range group {
+				k := s.keys(rooms[i])
+				vers[j], cfgs[j] = k.ver, k.cfg
+			}
+			versions[g], settings[g] = p.MGet(ctx, vers...), p.Exists(ctx, cfgs...)
+		}
+		return nil
+	}); err != nil {
+		return nil, s.fail("room versions", err)
+	}
+	out := make([]string, len(rooms))
+	var short []int // rooms of groups short of a cfg
+	for g, group := range groups {
+		for j, i := range group {
+			if v, ok := versions[g].Val()[j].(string); ok {
+				out[i] = v
+			}
+		}
+		if settings[g].Val() < int64(len(group)) {
+			short = append(short, group...)
+		}
+	}
+	if len(short) == 0 {
+		return out, nil
+	}
+	exists := make([]*redis.IntCmd, len(short))
+	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for j, i := range short {
+			exists[j] = p.Exists(ctx, s.keys(rooms[i]).cfg)
+		}
+		return nil
+	}); err != nil {
+		return nil, s.fail("room versions", err)
+	}
+	for j, i := range short {
+		if exists[j].Val() == 0 {
+			out[i] = ""
+		}
+	}
+	return out, nil
+}
+
+// slotGroups groups rooms (by index) that one multi-key command may name
+// together: on Cluster the rooms whose keys hash to one slot, elsewhere
+// all of them.
+func (s *Store) slotGroups(rooms []string) [][]int {
+	if len(rooms) == 0 {
+		return nil // a command with no key is an error
+	}
+	if _, cluster := s.client.(*redis.ClusterClient); !cluster {
+		all := make([]int, len(rooms))
+		for i := range all {
+			all[i] = i
+		}
+		return [][]int{all}
+	}
+	var groups [][]int
+	bySlot := map[int]int{} // slot → its group
+	for i, room := range rooms {
+		slot := keySlot(s.keys(room).cfg)
+		g, ok := bySlot[slot]
+		if !ok {
+			g = len(groups)
+			bySlot[slot] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// keySlot is Redis Cluster's hash slot of key: CRC16 (XMODEM) of its hash
+// tag (what stands between its first "{" and the next "}", if anything),
+// else of the whole key, modulo 16384.
+func keySlot(key string) int {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			key = key[open+1 : open+1+end]
+		}
+	}
+	var crc uint16
+	for i := range len(key) {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
 }
 
 // Rooms lists the names of all rooms, sorted.

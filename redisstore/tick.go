@@ -15,31 +15,59 @@ import (
 	"github.com/waitroom/waitroom"
 )
 
-// Work tells what each room holds for the admitter. An idle room costs one
-// command: EXISTS of its queue and token hash together (one slot, so also
-// on Cluster), for all rooms in one pipeline, which the cluster client
-// splits per shard. Only rooms with one of the two get a second EXISTS, of
-// the queue alone, to tell which. No script: a probe of an idle room
-// should cost Redis as little as a command can.
+// Work tells what each room holds for the admitter. Idle rooms cost one
+// command for all: EXISTS of every room's queues and token hash, one per
+// group of rooms on one slot (all rooms in one group off Cluster), in one
+// pipeline. Only the rooms of a group that holds something get an EXISTS
+// each, of their queues and token hash together (one slot), and those
+// with one of the four a second, of the queues alone, to tell which. No
+// script: a probe of an idle room should cost Redis as little as a
+// command can.
 func (s *Store) Work(ctx context.Context, rooms []string) ([]waitroom.Work, error) {
 	if err := waitroom.CheckWorkRooms(rooms); err != nil {
 		return nil, err
 	}
 	work := make([]waitroom.Work, len(rooms))
-	held := make([]*redis.IntCmd, len(rooms))
+	groups := s.slotGroups(rooms)
+	// Early arrivals wait in pre until the draw, then in drawn.
+	workKeys := func(room string) []string {
+		k := s.keys(room)
+		return []string{k.q, k.pre, k.drawn, k.tok}
+	}
+	anything := make([]*redis.IntCmd, len(groups))
 	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, room := range rooms {
-			k := s.keys(room)
-			// Early arrivals wait in pre until the draw, then in drawn.
-			held[i] = p.Exists(ctx, k.q, k.pre, k.drawn, k.tok)
+		for g, group := range groups {
+			keys := make([]string, 0, 4*len(group))
+			for _, i := range group {
+				keys = append(keys, workKeys(rooms[i])...)
+			}
+			anything[g] = p.Exists(ctx, keys...)
+		}
+		return nil
+	}); err != nil {
+		return nil, s.fail("work", err)
+	}
+	var busy []int // rooms of groups that hold something
+	for g, group := range groups {
+		if anything[g].Val() > 0 {
+			busy = append(busy, group...)
+		}
+	}
+	if len(busy) == 0 {
+		return work, nil
+	}
+	held := make([]*redis.IntCmd, len(busy))
+	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for j, i := range busy {
+			held[j] = p.Exists(ctx, workKeys(rooms[i])...)
 		}
 		return nil
 	}); err != nil {
 		return nil, s.fail("work", err)
 	}
 	var which []int
-	for i := range rooms {
-		switch n := held[i].Val(); {
+	for j, i := range busy {
+		switch n := held[j].Val(); {
 		case n >= 2: // a queue and tokens, or two queues
 			work[i] = waitroom.WorkQueue
 		case n == 1:

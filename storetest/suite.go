@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		fn   func(t *testing.T, h Harness)
 	}{
 		{"Rooms", testRooms},
+		{"RoomVersionsChangeWithTheSettings", testRoomVersionsChangeWithTheSettings},
 		{"RoomConfigRejectsBadValues", testRoomConfigRejectsBadValues},
 		{"RoomConfigExtremesRoundTrip", testRoomConfigExtremesRoundTrip},
 		{"UnknownRoom", testUnknownRoom},
@@ -201,6 +203,51 @@ func testRooms(t *testing.T, h Harness) {
 	rooms, err := h.Store.Rooms(ctx)
 	require.NoError(t, err)
 	require.Contains(t, rooms, room)
+}
+
+// testRoomVersionsChangeWithTheSettings: one call answers for many rooms
+// (on Cluster, rooms on many slots); a version changes when the settings
+// are written, also through another client, and not otherwise; a room
+// that does not exist has none.
+func testRoomVersionsChangeWithTheSettings(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	rooms := make([]string, 40)
+	for i := range rooms {
+		rooms[i] = newRoom(t, h, waitroom.RoomConfig{Rate: 50})
+	}
+	missing := testenv.Unique("missing-")
+	versions, err := h.Store.RoomVersions(ctx, append(slices.Clone(rooms), missing))
+	require.NoError(t, err)
+	require.Len(t, versions, len(rooms)+1)
+	require.Empty(t, versions[len(rooms)], "no room, no version")
+	seen := map[string]bool{}
+	for i, v := range versions[:len(rooms)] {
+		require.NotEmpty(t, v, rooms[i])
+		seen[v] = true
+	}
+	require.Len(t, seen, len(rooms), "each room's version is its own")
+
+	created, err := h.Store.CreateRoom(ctx, rooms[3], waitroom.RoomConfig{Rate: 99})
+	require.NoError(t, err)
+	require.False(t, created)
+	cfg, err := h.Store.RoomConfig(ctx, rooms[7])
+	require.NoError(t, err)
+	to := cfg
+	to.Rate = 70
+	require.NoError(t, h.Store.UpdateRoom(ctx, rooms[7], cfg, to))
+	again, err := h.Peer(t).RoomVersions(ctx, append(slices.Clone(rooms), missing))
+	require.NoError(t, err)
+	for i := range rooms {
+		if i == 7 {
+			require.NotEqual(t, versions[i], again[i], "updated")
+			require.NotEmpty(t, again[i])
+		} else {
+			require.Equal(t, versions[i], again[i], "%s: unchanged (creating it again writes nothing)", rooms[i])
+		}
+	}
+	require.Empty(t, again[len(rooms)])
+	_, err = h.Store.RoomVersions(ctx, []string{"bad{name"})
+	require.ErrorIs(t, err, waitroom.ErrBadRequest)
 }
 
 func testRoomConfigRejectsBadValues(t *testing.T, h Harness) {

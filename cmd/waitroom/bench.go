@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom"
@@ -30,7 +31,8 @@ func benchSettings(c *bench.Config) []flagenv.Setting {
 		flagenv.Var("idle-rooms", "WAITROOM_BENCH_IDLE_ROOMS", strconv.Itoa(bench.DefaultIdleRooms), "n", "rooms of the idle-cost measurement on Redis (0: skip it): admitters over rooms nobody is in, then with some busy, against redis-server's INFO cpu", flagenv.IntIn(&c.IdleRooms, 0, 100_000)),
 		flagenv.Var("idle-busy", "WAITROOM_BENCH_IDLE_BUSY", strconv.Itoa(bench.DefaultIdleBusy), "n", "of the idle-cost rooms, how many are busy in its last phase (their rate is checked exact)", flagenv.IntIn(&c.IdleBusy, 0, 1000)),
 		flagenv.Var("idle-instances", "WAITROOM_BENCH_IDLE_INSTANCES", strconv.Itoa(bench.DefaultIdleInstances), "n", "admitters of the idle-cost measurement, each with its own Redis client, as separate servers", flagenv.IntIn(&c.IdleInstances, 1, 100)),
-		flagenv.Var("idle-for", "WAITROOM_BENCH_IDLE_FOR", bench.DefaultIdleFor.String(), "duration", "length of each idle-cost phase", flagenv.DurationIn(&c.IdleFor, time.Second, time.Hour)),
+		flagenv.Var("idle-for", "WAITROOM_BENCH_IDLE_FOR", bench.DefaultIdleFor.String(), "duration", "length of the idle-cost phases of Redis alone and of the busy rooms", flagenv.DurationIn(&c.IdleFor, time.Second, time.Hour)),
+		flagenv.Var("idle-marks", "WAITROOM_BENCH_IDLE_MARKS", joinDurations(bench.DefaultIdleMarks), "list", "when the idle-cost phase with every room idle is read, from the instances' start: a row per window between two readings", flagenv.Func(func(t string) error { return benchIdleMarks(c, t) })),
 	}
 }
 
@@ -79,6 +81,28 @@ func parseBench(args []string, getenv func(string) string) (bench.Config, error)
 		return bench.Config{}, err
 	}
 	return c, nil
+}
+
+// benchIdleMarks reads --idle-marks: durations, each later than the one
+// before.
+func benchIdleMarks(c *bench.Config, text string) error {
+	c.IdleMarks = nil
+	for _, t := range flagenv.SplitList(text) {
+		d, err := time.ParseDuration(t)
+		if err != nil || d > time.Hour {
+			return fmt.Errorf("%q is no duration up to 1h", t)
+		}
+		c.IdleMarks = append(c.IdleMarks, d)
+	}
+	return bench.CheckIdleMarks(c.IdleMarks)
+}
+
+func joinDurations(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, ",")
 }
 
 // benchAutopipeline reads --autopipeline: on, off or both.

@@ -68,6 +68,10 @@ func (s *FaultStore) Rooms(ctx context.Context) ([]string, error) {
 	return faulted(ctx, s, "Rooms", func() ([]string, error) { return s.Store.Rooms(ctx) })
 }
 
+func (s *FaultStore) RoomVersions(ctx context.Context, rooms []string) ([]string, error) {
+	return faulted(ctx, s, "RoomVersions", func() ([]string, error) { return s.Store.RoomVersions(ctx, rooms) })
+}
+
 func (s *FaultStore) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
 	return faulted(ctx, s, "Enter", func() (waitroom.Status, error) { return s.Store.Enter(ctx, room, user) })
 }
