@@ -590,7 +590,7 @@ func TestNotReadmittedWhileExpiredTokenIsHeld(t *testing.T) {
 
 	require.NoError(t, s.Complete(ctx, h))
 	stats := testenv.Stats(t, s, room)
-	require.Equal(t, waitroom.Stats{Entered: 2, Admitted: 1, Completed: 1}, stats)
+	require.Equal(t, waitroom.Stats{Entered: 2, Admitted: 1, Completed: 1, Sold: 1}, stats)
 }
 
 func TestLeaseOutlivesExpiry(t *testing.T) {
