@@ -24,8 +24,10 @@ type Pace struct {
 	// share found gone (abandoned) rather than admitted: the share of the
 	// places ahead of a user that will not cost it any wait.
 	AbandonShare float64
-	// LeaveShare is the share of recent arrivals that left the queue
-	// (Leave) before their turn, and LeaveAfter how many arrivals came
+	// LeaveShare is the share of recent arrivals that leave the queue
+	// (Leave) before their turn (scaled up, while a crowd has just begun
+	// coming, for the latest arrivals' leavers not gone yet), and
+	// LeaveAfter how many arrivals came
 	// after a leaver before it left, on average: a newcomer has about
 	// LeaveShare × LeaveAfter leavers ahead of it that will not cost it
 	// any wait.
@@ -112,13 +114,39 @@ func (p PaceSums) Pace(makeUp bool) Pace {
 	if n := p.Admitted + p.Abandoned; n > 0 {
 		pace.AbandonShare = p.Abandoned / n
 	}
-	if p.Arrivals > 0 {
-		pace.LeaveShare = min(p.Left/p.Arrivals, 1)
-	}
 	if p.Left > 0 {
 		pace.LeaveAfter = p.LeftAfter / p.Left
 	}
+	if p.Arrivals > 0 {
+		// A leaver leaves LeaveAfter arrivals after its own, so the
+		// leavers counted belong to the arrivals of that long ago: while
+		// the measurement is young (a crowd that has just come) the
+		// recent arrivals' leavers are not counted yet, and the share is
+		// scaled up for them, as the no-shows' (Pace.admitting).
+		share := p.Left / p.Arrivals
+		lag := pace.LeaveAfter * p.Time / p.Arrivals // seconds, at the arrivals' pace
+		if scale, ok := lagScale(p.Time, lag); ok {
+			share *= scale
+		}
+		pace.LeaveShare = min(share, 1)
+	}
 	return pace
+}
+
+// lagScale is how many times more of an event there is than the sums
+// show when each is found lag after what causes it, for sums of a steady
+// flow decayed over PaceWindow that began measured ago (measured is the
+// decayed time, 1 − e^(−t/w) of the window): those caused within lag of
+// now are not found yet. ok is false when too few causes are lag old to
+// tell (under a quarter of those measured).
+func lagScale(measured, lag float64) (scale float64, ok bool) {
+	w := PaceWindow.Seconds()
+	seen := min(measured/w, 1) // 1 − e^(−t/w), t the time measured
+	old := 1 - (1-seen)*math.Exp(lag/w)
+	if old <= 0 || old < seen/4 {
+		return 1, false
+	}
+	return seen / old, true
 }
 
 // admitting is the measured admission rate over the configured one, the
@@ -139,13 +167,11 @@ func (p Pace) admitting(firstUse time.Duration) float64 {
 	if !p.MakeUp || p.NoShowShare <= 0 {
 		return e
 	}
-	w := PaceWindow.Seconds()
-	seen := min(p.Measured.Seconds()/w, 1) // 1 − e^(−t/w), t the time measured
-	old := 1 - (1-seen)*math.Exp(firstUse.Seconds()/w)
-	if old < seen/4 { // too few old enough to tell
+	scale, ok := lagScale(p.Measured.Seconds(), firstUse.Seconds())
+	if !ok {
 		return e
 	}
-	return e / (1 - min(p.NoShowShare*seen/old, 0.5))
+	return e / (1 - min(p.NoShowShare*scale, 0.5))
 }
 
 // Estimate is a waiting user's expected wait and a range around it.

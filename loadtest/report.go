@@ -158,7 +158,19 @@ type AdmissionStats struct {
 	ETARelErrorP50  float64 `json:"eta_rel_error_p50"`
 	ETARelErrorP90  float64 `json:"eta_rel_error_p90"`
 	ETAInRangeShare float64 `json:"eta_in_range_share"`
+	// The same by wait: a relative error on a wait of a few seconds says
+	// little, so users who waited LongWait or more are judged by the
+	// relative error, and those who waited less by the absolute one.
+	ETAUsers30s         int     `json:"eta_users_30s"`
+	ETARelErrorP50Long  float64 `json:"eta_rel_error_p50_30s"`
+	ETARelErrorP90Long  float64 `json:"eta_rel_error_p90_30s"`
+	ETAAbsErrorP90Short float64 `json:"eta_abs_error_p90_short_s"`
 }
+
+// LongWait splits the ETA figures by wait: eta_rel_error_p50_30s and
+// eta_rel_error_p90_30s are of waits this long or longer,
+// eta_abs_error_p90_short_s of the shorter ones.
+const LongWait = 30 * time.Second
 
 // DrawFigures are a scheduled opening's: how many early arrivals were
 // placed, and how long the placing took in the store.
@@ -400,31 +412,15 @@ func (r *runner) reportAdmissions(rep *Report, end time.Time) {
 	}
 
 	// Waits and ETA errors of the users who queued and were admitted.
-	var waits, absErrs, relErrs []float64
-	var errSum float64
-	inRange := 0
+	var samples []etaSample
 	for i := range r.users {
 		u := &r.users[i]
 		if u.entryPos == 0 || admittedAt[i] < 0 {
 			continue
 		}
-		wait := (admittedAt[i] - u.enteredAt).Seconds()
-		waits = append(waits, wait)
-		e := u.entryETA.Seconds() - wait
-		errSum += e
-		absErrs = append(absErrs, math.Abs(e))
-		if wait > 0 {
-			relErrs = append(relErrs, math.Abs(e)/wait)
-		}
-		if w := admittedAt[i] - u.enteredAt; w >= u.entryLow && w <= u.entryHigh {
-			inRange++
-		}
+		samples = append(samples, etaSample{ETA: u.entryETA, Low: u.entryLow, High: u.entryHigh, Wait: admittedAt[i] - u.enteredAt})
 	}
-	slices.Sort(relErrs)
-	a.ETARelErrorP50, a.ETARelErrorP90 = quantile(relErrs, 0.5), quantile(relErrs, 0.9)
-	if len(absErrs) > 0 {
-		a.ETAInRangeShare = float64(inRange) / float64(len(absErrs))
-	}
+	waits := a.judgeETA(samples)
 	var firstAdmission time.Duration = -1
 	for _, at := range pacing {
 		if firstAdmission < 0 || at < firstAdmission {
@@ -432,19 +428,6 @@ func (r *runner) reportAdmissions(rep *Report, end time.Time) {
 		}
 	}
 	r.firstAdmission = firstAdmission
-	slices.Sort(waits)
-	slices.Sort(absErrs)
-	a.WaitP50S, a.WaitP99S, a.WaitMaxS = quantile(waits, 0.5), quantile(waits, 0.99), quantile(waits, 1)
-	if n := len(absErrs); n > 0 {
-		a.ETAUsers = n
-		a.ETAErrorMeanS = errSum / float64(n)
-		var absSum float64
-		for _, e := range absErrs {
-			absSum += e
-		}
-		a.ETAAbsErrorMean = absSum / float64(n)
-		a.ETAAbsErrorP90 = quantile(absErrs, 0.9)
-	}
 
 	r.reportPositions(rep, pacing)
 	rep.charts = r.chartsOf(rep, end, pacing, admittedAt, waits)
@@ -493,6 +476,55 @@ func (r *runner) reportOrders(rep *Report) {
 		o.Oversold = true
 		rep.Violations = append(rep.Violations, fmt.Sprintf("oversold: %d orders placed for a stock of %d", o.Created, o.Stock))
 	}
+}
+
+// etaSample is one queued user's first answer (its ETA and range) and the
+// wait it then had until its admission.
+type etaSample struct {
+	ETA, Low, High, Wait time.Duration
+}
+
+// judgeETA sets the wait and ETA figures from the samples and returns
+// the waits in seconds, sorted.
+func (a *AdmissionStats) judgeETA(samples []etaSample) (waits []float64) {
+	var absErrs, relErrs, relErrsLong, absErrsShort []float64
+	var errSum, absSum float64
+	inRange := 0
+	for _, s := range samples {
+		wait := s.Wait.Seconds()
+		waits = append(waits, wait)
+		e := s.ETA.Seconds() - wait
+		errSum += e
+		absSum += math.Abs(e)
+		absErrs = append(absErrs, math.Abs(e))
+		if wait > 0 {
+			relErrs = append(relErrs, math.Abs(e)/wait)
+		}
+		if s.Wait >= LongWait {
+			relErrsLong = append(relErrsLong, math.Abs(e)/wait)
+		} else {
+			absErrsShort = append(absErrsShort, math.Abs(e))
+		}
+		if s.Wait >= s.Low && s.Wait <= s.High {
+			inRange++
+		}
+	}
+	for _, v := range [][]float64{waits, absErrs, relErrs, relErrsLong, absErrsShort} {
+		slices.Sort(v)
+	}
+	a.WaitP50S, a.WaitP99S, a.WaitMaxS = quantile(waits, 0.5), quantile(waits, 0.99), quantile(waits, 1)
+	a.ETARelErrorP50, a.ETARelErrorP90 = quantile(relErrs, 0.5), quantile(relErrs, 0.9)
+	a.ETAUsers30s = len(relErrsLong)
+	a.ETARelErrorP50Long, a.ETARelErrorP90Long = quantile(relErrsLong, 0.5), quantile(relErrsLong, 0.9)
+	a.ETAAbsErrorP90Short = quantile(absErrsShort, 0.9)
+	if n := len(samples); n > 0 {
+		a.ETAUsers = n
+		a.ETAErrorMeanS = errSum / float64(n)
+		a.ETAAbsErrorMean = absSum / float64(n)
+		a.ETAAbsErrorP90 = quantile(absErrs, 0.9)
+		a.ETAInRangeShare = float64(inRange) / float64(n)
+	}
+	return waits
 }
 
 // perBucket counts sorted times in buckets of width from the first one:
@@ -609,6 +641,8 @@ func (rep *Report) WriteText(w io.Writer) error {
 			a.ETAUsers, a.ETAErrorMeanS, a.ETAAbsErrorMean, a.ETAAbsErrorP90)
 		fmt.Fprintf(&b, "           ETA relative error |ETA − wait| ÷ wait: p50 %.3f, p90 %.3f; waits within the range given: %.1f%%\n",
 			a.ETARelErrorP50, a.ETARelErrorP90, 100*a.ETAInRangeShare)
+		fmt.Fprintf(&b, "           by wait: %d waited %s or more, relative error p50 %.3f, p90 %.3f; %d waited less, p90 |error| %.2fs\n",
+			a.ETAUsers30s, LongWait, a.ETARelErrorP50Long, a.ETARelErrorP90Long, a.ETAUsers-a.ETAUsers30s, a.ETAAbsErrorP90Short)
 	}
 
 	or := rep.Orders

@@ -65,7 +65,9 @@ func (s *Server) estimate(ctx context.Context, room string, cfg waitroom.RoomCon
 }
 
 // etaSeconds rounds an estimate to whole seconds for the answer: the ETA
-// and the top of the range up, the bottom down.
+// to the nearest second (rounding it up would promise half a second too
+// much on average), at least one while the user waits; the range outwards,
+// the bottom down and the top up.
 func etaSeconds(e waitroom.Estimate) (eta, low, high int64) {
-	return int64(math.Ceil(e.ETA.Seconds())), int64(e.Low.Seconds()), int64(math.Ceil(e.High.Seconds()))
+	return max(int64(math.Round(e.ETA.Seconds())), 1), int64(e.Low.Seconds()), int64(math.Ceil(e.High.Seconds()))
 }

@@ -530,6 +530,28 @@ func TestPollHintGrowsWithDistance(t *testing.T) {
 	}
 }
 
+// TestETARoundsToTheNearestSecond: the answer's ETA is the estimate to the
+// nearest second, not up (which promised half a second more than the
+// estimate on average), and at least one while waiting; its range still
+// surrounds it.
+func TestETARoundsToTheNearestSecond(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{room: waitroom.RoomConfig{Rate: 10}})
+	for i := 1; i <= 106; i++ {
+		_, err := f.store.Enter(t.Context(), f.room, fmt.Sprintf("u%d", i))
+		require.NoError(t, err)
+	}
+	for _, c := range []struct {
+		position, eta int64
+	}{{1, 1}, {4, 1}, {6, 1}, {102, 10}, {104, 10}, {106, 11}} { // 0.1 s, 0.4 s, 0.6 s, 10.2 s, 10.4 s, 10.6 s
+		a := f.status(fmt.Sprintf("u%d", c.position))
+		require.EqualValues(t, c.position, a.num("position"))
+		require.EqualValues(t, c.eta, a.num("eta_seconds"), "position %d", c.position)
+		require.LessOrEqual(t, a.num("eta_low_seconds"), a.num("eta_seconds"))
+		require.Greater(t, a.num("eta_high_seconds"), a.num("eta_seconds"))
+	}
+}
+
 // TestPollHintWithinAThirdOfAbandonAfter: far back the hint would be a
 // minute, but a page that follows it must never look gone; the ETA range
 // surrounds the ETA.
