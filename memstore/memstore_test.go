@@ -725,6 +725,9 @@ func TestConformance(t *testing.T) {
 			Advance:   func(_ *testing.T, d time.Duration) { clock.Advance(d) },
 			FakeClock: true,
 			Now:       clock.Now,
+			ReplaceSeed: func(_ *testing.T, room, seed string) {
+				memstore.ReplaceSeed(s, room, seed)
+			},
 		}
 	})
 }

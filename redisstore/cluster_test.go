@@ -37,8 +37,10 @@ func storeHarness(url string) func(t *testing.T) storetest.Harness {
 	url = withQuery(url, suiteTimeouts)
 	return func(t *testing.T) storetest.Harness {
 		prefix := randomPrefix()
+		s := New(openURL(t, url), Options{Prefix: prefix})
 		return storetest.Harness{
-			Store: New(openURL(t, url), Options{Prefix: prefix}),
+			Store:       s,
+			ReplaceSeed: replaceSeed(s),
 			Peer: func(t *testing.T) waitroom.Store {
 				return New(openURL(t, url), Options{Prefix: prefix})
 			},

@@ -154,6 +154,7 @@ type Server struct {
 	metrics       *metrics
 	adminRefusals everyMinute
 	rooms         sync.Map // room name → *cachedRoom
+	draws         drawCache
 	paces         sync.Map // room name → *cachedPace
 	visitors      visitors
 	orderPath     string // where the waiting page posts an order; "" for none

@@ -27,6 +27,9 @@ type Harness struct {
 	// FakeClock says Advance is exact and instant, so the suite may run
 	// long simulated spans (10 s of admissions) exactly.
 	FakeClock bool
+	// ReplaceSeed writes seedHex over room's draw seed behind the store's
+	// back, as an insider could (the key itself on Redis).
+	ReplaceSeed func(t *testing.T, room, seedHex string)
 	// Now reads the store's clock, for settings that name a time (a
 	// scheduled opening); nil: time.Now, the clock of a Redis on this
 	// machine.
