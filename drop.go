@@ -42,13 +42,22 @@ type Draw struct {
 	Order   PrequeueOrder
 	OpensAt time.Time
 	State   DrawState
-	// Commitment is hex SHA-256 of the seed, published before the draw.
+	// OpensIn is the time left before the opening by the store's clock;
+	// zero once it has come. A cache of the record may keep a pending one
+	// no longer than this: the seed is revealed only after the opening.
+	OpensIn time.Duration
+	// Commitment is hex SHA-256 of the seed, stored when the room was
+	// scheduled and published from then on: it is served as stored, never
+	// recomputed from the seed, so a replaced seed cannot change it.
 	Commitment string
 	// Seed is the hex seed, revealed once the draw is done.
 	Seed string
-	// Entrants is how many early arrivals were placed; DrawnAt and Took
-	// say when and how long the placing took. All set once done.
+	// Entrants is how many early arrivals were placed and Digest the
+	// EntrantsDigest of their draw values in place order, both taken at
+	// the draw; DrawnAt and Took say when and how long the placing took.
+	// All set once done.
 	Entrants int64
+	Digest   string
 	DrawnAt  time.Time
 	Took     time.Duration
 }
@@ -78,6 +87,18 @@ func Commitment(seedHex string) (string, error) {
 	}
 	sum := sha256.Sum256(seed)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// CheckSeed reports whether seedHex is still the seed commitment was
+// published for: ErrDrawSeedMismatch when it is not (the seed was replaced
+// after the commitment was published), so the store refuses the draw and
+// its record instead of answering with a different one.
+func CheckSeed(seedHex, commitment string) error {
+	got, err := Commitment(seedHex)
+	if err != nil || got != commitment {
+		return fmt.Errorf("%w (stored commitment %.16s…)", ErrDrawSeedMismatch, commitment)
+	}
+	return nil
 }
 
 func decodeSeed(seedHex string) ([]byte, error) {
@@ -122,50 +143,116 @@ func DrawPlaces(order PrequeueOrder, seedHex string, users []string) ([]string, 
 	return out, nil
 }
 
+// EntrantsDigest is the digest the draw's record carries of its entrant
+// list: hex SHA-256 over the entrants' draw values (32 bytes each) in
+// place order. It is taken at the draw, so an entrant later removed from
+// or added to a published list, or a list renumbered, no longer matches.
+func EntrantsDigest(values [][]byte) string {
+	h := sha256.New()
+	for _, v := range values {
+		h.Write(v)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// DrawnDigest is EntrantsDigest of users, placed in this order, under
+// seedHex.
+func DrawnDigest(seedHex string, users []string) (string, error) {
+	seed, err := decodeSeed(seedHex)
+	if err != nil {
+		return "", err
+	}
+	values := make([][]byte, len(users))
+	for i, u := range users {
+		values[i] = DrawValue(seed, u)
+	}
+	return EntrantsDigest(values), nil
+}
+
+// DrawnEntrant is one line of the public verification file: an entrant's
+// draw value (hex) and its place, without its user id. A user finds their
+// own line by computing DrawValue(seed, their id).
+type DrawnEntrant struct {
+	Value string `json:"value"`
+	Place int64  `json:"place"`
+}
+
+// PublicEntrants turns the operator's entrant list into the public one:
+// each user id replaced by its draw value under seedHex.
+func PublicEntrants(seedHex string, entrants []Entrant) ([]DrawnEntrant, error) {
+	seed, err := decodeSeed(seedHex)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DrawnEntrant, len(entrants))
+	for i, e := range entrants {
+		out[i] = DrawnEntrant{Value: hex.EncodeToString(DrawValue(seed, e.User)), Place: e.Place}
+	}
+	return out, nil
+}
+
+// DrawRecordCheck is what VerifyDraw checks a list of entrants against:
+// the revealed record's seed, commitment, entrant count and digest, and
+// the commitment a user saved before the opening ("" when none was).
+type DrawRecordCheck struct {
+	Seed, Commitment string
+	Entrants         int64
+	Digest           string
+	SavedCommitment  string
+}
+
 // DrawDifference is one entrant whose recorded place is not the one the
 // seed gives.
 type DrawDifference struct {
-	User     string `json:"user"`
+	Value    string `json:"value"`
 	Recorded int64  `json:"recorded"`
 	Expected int64  `json:"expected"`
 }
 
-// VerifyDraw recomputes a random draw from its revealed seed and the
-// exported entrants and returns every entrant whose recorded place
-// differs, and whether the seed matches the commitment (when one is
-// given).
-func VerifyDraw(seedHex, commitment string, entrants []Entrant) ([]DrawDifference, error) {
-	if commitment != "" {
-		got, err := Commitment(seedHex)
-		if err != nil {
-			return nil, err
-		}
-		if got != commitment {
-			return nil, BadRequest("the seed does not match the commitment published before the draw")
-		}
+// VerifyDraw checks a random draw's public entrant list against its
+// revealed record and returns every entrant whose place differs from the
+// one the seed gives. The seed must match the commitment, the commitment
+// the saved one (when given), and the list the record's count and digest
+// (so no entrant was removed or added, whatever the renumbering), with
+// places 1..N each once; each of these failing is an error.
+func VerifyDraw(rec DrawRecordCheck, entrants []DrawnEntrant) ([]DrawDifference, error) {
+	if rec.SavedCommitment != "" && rec.SavedCommitment != rec.Commitment {
+		return nil, BadRequest(fmt.Sprintf("the record's commitment %s is not the one saved before the opening (%s)", rec.Commitment, rec.SavedCommitment))
 	}
-	users := make([]string, len(entrants))
-	recorded := make(map[string]int64, len(entrants))
-	for i, e := range entrants {
-		// A list that was edited or cut short cannot be judged place by
-		// place: say what is wrong with it instead.
-		if !ValidUserID(e.User) {
-			return nil, BadRequest(fmt.Sprintf("entrant %d: %q is not a user id", i+1, e.User))
-		}
-		if _, twice := recorded[e.User]; twice {
-			return nil, BadRequest(fmt.Sprintf("entrant %d: %s is listed twice", i+1, e.User))
-		}
-		users[i] = e.User
-		recorded[e.User] = e.Place
-	}
-	order, err := DrawPlaces(PrequeueRandom, seedHex, users)
-	if err != nil {
+	if got, err := Commitment(rec.Seed); err != nil {
 		return nil, err
+	} else if got != rec.Commitment {
+		return nil, BadRequest("the seed does not match the commitment published before the draw")
+	}
+	if int64(len(entrants)) != rec.Entrants {
+		return nil, BadRequest(fmt.Sprintf("the list has %d entrants, the draw's record %d", len(entrants), rec.Entrants))
+	}
+	// Place order, each place once: the digest is taken in it.
+	byPlace := make([][]byte, len(entrants))
+	for i, e := range entrants {
+		v, err := hex.DecodeString(e.Value)
+		if err != nil || len(v) != sha256.Size {
+			return nil, BadRequest(fmt.Sprintf("entrant %d: %q is not a draw value", i+1, e.Value))
+		}
+		if e.Place < 1 || e.Place > int64(len(entrants)) || byPlace[e.Place-1] != nil {
+			return nil, BadRequest(fmt.Sprintf("entrant %d: place %d is out of 1..%d or given twice", i+1, e.Place, len(entrants)))
+		}
+		byPlace[e.Place-1] = v
+	}
+	if got := EntrantsDigest(byPlace); got != rec.Digest {
+		return nil, BadRequest(fmt.Sprintf("the list's digest %s is not the draw's record's %s: entrants were changed after the draw", got, rec.Digest))
+	}
+	// A random draw places by ascending value.
+	drawn := slices.Clone(byPlace)
+	slices.SortFunc(drawn, bytes.Compare)
+	expected := make(map[string]int64, len(drawn))
+	for i, v := range drawn {
+		expected[string(v)] = int64(i + 1)
 	}
 	var diffs []DrawDifference
-	for i, u := range order {
-		if want := int64(i + 1); recorded[u] != want {
-			diffs = append(diffs, DrawDifference{User: u, Recorded: recorded[u], Expected: want})
+	for i, v := range byPlace {
+		if want := expected[string(v)]; want != int64(i+1) {
+			diffs = append(diffs, DrawDifference{Value: hex.EncodeToString(v), Recorded: int64(i + 1), Expected: want})
 		}
 	}
 	return diffs, nil

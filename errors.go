@@ -33,6 +33,10 @@ var (
 	ErrNoDraw         = &Error{"NO_DRAW", "this room has no scheduled opening", http.StatusNotFound}
 	ErrDrawPending    = &Error{"DRAW_PENDING", "the opening has not been drawn yet", http.StatusConflict}
 	ErrAlreadyOrdered = &Error{"ALREADY_ORDERED", "you have ordered in this sale already; one order per buyer", http.StatusConflict}
+	// The draw's record (drop.go).
+	ErrDrawPublished    = &Error{"DRAW_PUBLISHED", "prequeue_order cannot change once the draw's commitment is published (the room is scheduled)", http.StatusConflict}
+	ErrQueueNotEmpty    = &Error{"QUEUE_NOT_EMPTY", "opens_at cannot be set while people wait in the queue: early arrivals would be placed ahead of them", http.StatusConflict}
+	ErrDrawSeedMismatch = &Error{"DRAW_SEED_MISMATCH", "the draw's seed no longer matches its published commitment; the draw is refused", http.StatusInternalServerError}
 	// Passes (pass.go).
 	ErrPassInvalid      = &Error{"PASS_INVALID", "this pass is not valid here: unknown, revoked or expired", http.StatusForbidden}
 	ErrPassUsedUp       = &Error{"PASS_USED_UP", "this pass has been used as many times as it allows", http.StatusForbidden}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -44,7 +45,9 @@ type GuardOptions struct {
 //     the keeper knows the room (RoomKeeper.retry);
 //   - watches for outages: it logs when one starts and when it ends, once
 //     each, and Down reports it;
-//   - tells OnRate each room's rate, for the failure policy.
+//   - tells OnRate each room's rate, for the failure policy;
+//   - counts and logs every draw refused for a replaced seed
+//     (ErrDrawSeedMismatch): tampering is never quiet.
 //
 // Every method is one line around guarded, so a method added to Store is a
 // one-liner here; there is no embedded Store, so one left out does not
@@ -56,6 +59,9 @@ type GuardedStore struct {
 	onRate  func(room string, rate float64)
 	keeper  *RoomKeeper
 	outage  storeOutage
+	// seedMismatches counts the calls the store refused because a draw's
+	// seed no longer matches its published commitment (CheckSeed).
+	seedMismatches atomic.Int64
 }
 
 var _ Store = (*GuardedStore)(nil)
@@ -114,9 +120,17 @@ func guarded[T any](ctx context.Context, g *GuardedStore, room string, call func
 		!errors.Is(err, ErrStoreUnavailable) {
 		err = fmt.Errorf("%w: no answer within %s: %w", ErrStoreUnavailable, g.timeout, err)
 	}
+	if errors.Is(err, ErrDrawSeedMismatch) {
+		g.seedMismatches.Add(1)
+		g.log.ErrorContext(ctx, "the draw's seed does not match its published commitment: the draw and its record are refused", "err", err)
+	}
 	g.outage.observe(ctx, g.log, epoch, err)
 	return v, err
 }
+
+// DrawSeedMismatches is how many calls this process saw refused because a
+// draw's seed no longer matches its published commitment.
+func (g *GuardedStore) DrawSeedMismatches() int64 { return g.seedMismatches.Load() }
 
 // guardedErr is guarded for calls that return only an error.
 func guardedErr(ctx context.Context, g *GuardedStore, room string, call func(context.Context) error) error {

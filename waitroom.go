@@ -157,8 +157,10 @@ type Store interface {
 	// if they are still from (compare and set): ErrRoomChanged when
 	// another writer changed them since from was read, so two operators,
 	// or an operator and the rate tuner, never silently undo each other.
-	// ErrRoomNotFound when the room does not exist. ChangeRoom wraps the
-	// read, change and retry.
+	// ErrRoomNotFound when the room does not exist. ErrDrawPublished when
+	// to changes the prequeue order of a room whose draw commitment is
+	// published (scheduled), ErrQueueNotEmpty when it sets an opening time
+	// while users are queued. ChangeRoom wraps the read, change and retry.
 	UpdateRoom(ctx context.Context, room string, from, to RoomConfig) error
 	// RoomConfig returns a room's live settings.
 	RoomConfig(ctx context.Context, room string) (RoomConfig, error)
@@ -251,6 +253,9 @@ type Store interface {
 	// Draw returns a scheduled room's draw record: before the opening the
 	// commitment to its seed, after it the seed. ErrNoDraw for a room
 	// without an opening time. Admit makes the draw, once, at the opening.
+	// The commitment is the one stored when the room was scheduled: a seed
+	// that no longer matches it is ErrDrawSeedMismatch, from Draw, Entrants
+	// and Admit's draw alike.
 	Draw(ctx context.Context, room string) (Draw, error)
 	// Entrants returns the early arrivals with the places the draw gave
 	// them, in place order; ErrDrawPending before the draw.

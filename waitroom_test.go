@@ -2,6 +2,8 @@ package waitroom_test
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,31 +239,61 @@ func TestETASaturatesAtExtremes(t *testing.T) {
 	}
 }
 
-// VerifyDraw judges a whole, well-formed entrant list: an empty or bad
-// user id, or a user listed twice, is said, not compared place by place.
+// VerifyDraw judges a whole, well-formed public list: a bad draw value,
+// a place out of range or given twice, a count or a digest other than the
+// record's, a commitment other than the saved one, each is said, not
+// compared place by place.
 func TestVerifyDrawChecksTheList(t *testing.T) {
+	t.Parallel()
 	seed := waitroom.NewSeed()
 	commitment, err := waitroom.Commitment(seed)
 	require.NoError(t, err)
-	users := []string{"ann", "bob", "cy"}
-	order, err := waitroom.DrawPlaces(waitroom.PrequeueRandom, seed, users)
+	order, err := waitroom.DrawPlaces(waitroom.PrequeueRandom, seed, []string{"ann", "bob", "cy"})
 	require.NoError(t, err)
 	var entrants []waitroom.Entrant
 	for i, u := range order {
 		entrants = append(entrants, waitroom.Entrant{User: u, Place: int64(i + 1)})
 	}
-	diffs, err := waitroom.VerifyDraw(seed, commitment, entrants)
+	digest, err := waitroom.DrawnDigest(seed, order)
+	require.NoError(t, err)
+	record := waitroom.DrawRecordCheck{Seed: seed, Commitment: commitment, Entrants: 3, Digest: digest, SavedCommitment: commitment}
+	public, err := waitroom.PublicEntrants(seed, entrants)
+	require.NoError(t, err)
+	diffs, err := waitroom.VerifyDraw(record, public)
 	require.NoError(t, err)
 	require.Empty(t, diffs)
 
-	whole := entrants[:len(entrants):len(entrants)] // each append below copies
-	for name, bad := range map[string][]waitroom.Entrant{
-		"empty user":  append(whole, waitroom.Entrant{User: "", Place: 4}),
-		"spaced user": append(whole, waitroom.Entrant{User: "a b", Place: 4}),
-		"twice":       append(whole, waitroom.Entrant{User: entrants[0].User, Place: 4}),
+	edited := func(edit func([]waitroom.DrawnEntrant)) []waitroom.DrawnEntrant {
+		l := slices.Clone(public)
+		edit(l)
+		return l
+	}
+	renumbered := func(l []waitroom.DrawnEntrant) []waitroom.DrawnEntrant {
+		l = slices.Clone(l)
+		for i := range l {
+			l[i].Place = int64(i + 1)
+		}
+		return l
+	}
+	saved := record
+	saved.SavedCommitment = strings.Repeat("0", 64)
+	fewer := record
+	fewer.Entrants = 2
+	for name, c := range map[string]struct {
+		record waitroom.DrawRecordCheck
+		list   []waitroom.DrawnEntrant
+		says   string
+	}{
+		"bad value":     {record, edited(func(l []waitroom.DrawnEntrant) { l[1].Value = "zz" }), "entrant 2"},
+		"place 0":       {record, edited(func(l []waitroom.DrawnEntrant) { l[2].Place = 0 }), "entrant 3"},
+		"place twice":   {record, edited(func(l []waitroom.DrawnEntrant) { l[2].Place = 1 }), "entrant 3"},
+		"renumbered":    {record, edited(func(l []waitroom.DrawnEntrant) { l[0].Place, l[1].Place = 2, 1 }), "digest"},
+		"one removed":   {fewer, renumbered(public[1:]), "digest"},
+		"count":         {record, public[1:], "the list has 2 entrants, the draw's record 3"},
+		"saved differs": {saved, public, "saved before the opening"},
 	} {
-		_, err := waitroom.VerifyDraw(seed, commitment, bad)
+		_, err := waitroom.VerifyDraw(c.record, c.list)
 		require.ErrorIs(t, err, waitroom.ErrBadRequest, name)
-		require.Contains(t, waitroom.ErrorMessage(err), "entrant 4", name)
+		require.Contains(t, waitroom.ErrorMessage(err), c.says, name)
 	}
 }

@@ -79,14 +79,29 @@ type room struct {
 	draw drawRecord
 }
 
-// drawRecord is a scheduled room's draw: the seed from the moment the room
-// is scheduled, the entrants and their places once it is done.
+// drawRecord is a scheduled room's draw: the seed and its commitment from
+// the moment the room is scheduled (the commitment is published from then
+// on), the order used, the entrants, their digest and their places once
+// it is done.
 type drawRecord struct {
-	seed     string
-	done     bool
-	entrants []waitroom.Entrant
-	drawnAt  time.Time
-	took     time.Duration
+	seed       string
+	commitment string
+	done       bool
+	order      waitroom.PrequeueOrder
+	entrants   []waitroom.Entrant
+	digest     string
+	drawnAt    time.Time
+	took       time.Duration
+}
+
+// schedule gives a scheduled room its seed and stores the commitment to
+// it, once: from here on the commitment is published as stored.
+func (d *drawRecord) schedule(cfg waitroom.RoomConfig) {
+	if cfg.OpensAt.IsZero() || d.seed != "" {
+		return
+	}
+	d.seed = waitroom.NewSeed()
+	d.commitment, _ = waitroom.Commitment(d.seed) // a fresh seed is well formed
 }
 
 // CreateRoom stores cfg, with defaults applied, unless the room exists.
@@ -106,8 +121,9 @@ func (s *Store) CreateRoom(ctx context.Context, name string, cfg waitroom.RoomCo
 	if _, ok := s.rooms[name]; ok {
 		return false, nil
 	}
-	s.rooms[name] = &room{cfg: cfg, version: waitroom.NewToken(), queue: newQueue(), tokens: newTokenSet(), buyers: make(map[string]struct{}),
-		pre: newQueue(), draw: drawRecord{seed: waitroom.NewSeed()}}
+	r := &room{cfg: cfg, version: waitroom.NewToken(), queue: newQueue(), tokens: newTokenSet(), buyers: make(map[string]struct{}), pre: newQueue()}
+	r.draw.schedule(cfg)
+	s.rooms[name] = r
 	return true, nil
 }
 
@@ -130,7 +146,25 @@ func (s *Store) UpdateRoom(ctx context.Context, name string, from, to waitroom.R
 	if r.cfg != from.WithDefaults() {
 		return waitroom.ErrRoomChanged
 	}
+	if err := r.drawSettingsRefusal(to); err != nil {
+		return err
+	}
 	r.cfg, r.version = to, waitroom.NewToken()
+	r.draw.schedule(to)
+	return nil
+}
+
+// drawSettingsRefusal refuses a change that would rewrite the draw's
+// record or its fairness; r.mu is held. The order cannot change once the
+// commitment is published; an opening cannot be set over a queue, whose
+// users the early arrivals would be placed ahead of.
+func (r *room) drawSettingsRefusal(to waitroom.RoomConfig) error {
+	if r.draw.commitment != "" && to.Order() != r.cfg.Order() {
+		return waitroom.ErrDrawPublished
+	}
+	if !to.OpensAt.IsZero() && !to.OpensAt.Equal(r.cfg.OpensAt) && r.queue.Len() > 0 {
+		return waitroom.ErrQueueNotEmpty
+	}
 	return nil
 }
 
@@ -340,7 +374,7 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 			return nil, nil
 		}
 		if err := r.drawPlaces(now); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("memstore draw of %q: %w", name, err)
 		}
 	}
 
@@ -728,6 +762,11 @@ func (r *room) waiting(position int, now time.Time) waitroom.Status {
 // section: by the draw or in arrival order at the head of the queue, the
 // later arrivals behind them in arrival order. The seed is revealed.
 func (r *room) drawPlaces(now time.Time) error {
+	// A seed that no longer matches the published commitment draws
+	// nothing: the early arrivals wait, the operator is told.
+	if err := waitroom.CheckSeed(r.draw.seed, r.draw.commitment); err != nil {
+		return err
+	}
 	began := time.Now()
 	users := make([]string, 0, r.pre.Len())
 	for r.pre.Len() > 0 {
@@ -753,7 +792,12 @@ func (r *room) drawPlaces(now time.Time) error {
 		q.Push(u, seen)
 	}
 	r.queue = q
-	r.draw = drawRecord{seed: r.draw.seed, done: true, entrants: entrants, drawnAt: now, took: time.Since(began)}
+	digest, err := waitroom.DrawnDigest(r.draw.seed, order)
+	if err != nil {
+		return err
+	}
+	r.draw = drawRecord{seed: r.draw.seed, commitment: r.draw.commitment, done: true, order: r.cfg.Order(),
+		entrants: entrants, digest: digest, drawnAt: now, took: time.Since(began)}
 	return nil
 }
 
@@ -770,14 +814,14 @@ func (s *Store) Draw(ctx context.Context, name string) (waitroom.Draw, error) {
 	if r.cfg.OpensAt.IsZero() && !r.draw.done {
 		return waitroom.Draw{}, waitroom.ErrNoDraw
 	}
-	commitment, err := waitroom.Commitment(r.draw.seed)
-	if err != nil {
-		return waitroom.Draw{}, err
+	if err := waitroom.CheckSeed(r.draw.seed, r.draw.commitment); err != nil {
+		return waitroom.Draw{}, fmt.Errorf("memstore draw of %q: %w", name, err)
 	}
-	d := waitroom.Draw{Order: r.cfg.Order(), OpensAt: r.cfg.OpensAt, State: waitroom.DrawPending, Commitment: commitment}
+	d := waitroom.Draw{Order: r.cfg.Order(), OpensAt: r.cfg.OpensAt, OpensIn: max(0, r.cfg.OpensAt.Sub(s.now())),
+		State: waitroom.DrawPending, Commitment: r.draw.commitment}
 	if r.draw.done {
-		d.State, d.Seed = waitroom.DrawDone, r.draw.seed
-		d.Entrants, d.DrawnAt, d.Took = int64(len(r.draw.entrants)), r.draw.drawnAt, r.draw.took
+		d.Order, d.OpensIn, d.State, d.Seed = r.draw.order, 0, waitroom.DrawDone, r.draw.seed
+		d.Entrants, d.Digest, d.DrawnAt, d.Took = int64(len(r.draw.entrants)), r.draw.digest, r.draw.drawnAt, r.draw.took
 	}
 	return d, nil
 }
@@ -796,6 +840,9 @@ func (s *Store) Entrants(ctx context.Context, name string) ([]waitroom.Entrant, 
 			return nil, waitroom.ErrNoDraw
 		}
 		return nil, waitroom.ErrDrawPending
+	}
+	if err := waitroom.CheckSeed(r.draw.seed, r.draw.commitment); err != nil {
+		return nil, fmt.Errorf("memstore entrants of %q: %w", name, err)
 	}
 	return slices.Clone(r.draw.entrants), nil
 }

@@ -734,6 +734,9 @@ func TestConformance(t *testing.T) {
 				require.NoError(t, err)
 				return len(got), d
 			},
+			ReplaceSeed: func(_ *testing.T, room, seed string) {
+				memstore.ReplaceSeed(s, room, seed)
+			},
 		}
 	})
 }

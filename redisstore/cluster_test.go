@@ -39,7 +39,8 @@ func storeHarness(url string) func(t *testing.T) storetest.Harness {
 		prefix := randomPrefix()
 		s := New(openURL(t, url), Options{Prefix: prefix})
 		return storetest.Harness{
-			Store: s,
+			Store:       s,
+			ReplaceSeed: replaceSeed(s),
 			Peer: func(t *testing.T) waitroom.Store {
 				return New(openURL(t, url), Options{Prefix: prefix})
 			},

@@ -45,18 +45,21 @@ const (
 // KEYS[3] pre
 // ARGV[1] owner: this Store's id
 // ARGV[2] lease_ms of the lock
-// ARGV[3] a fresh seed, kept only if the room has none yet
+// ARGV[3] a fresh seed and ARGV[4] its commitment, kept only if the room
+// has no seed yet
 //
 // Returns one of
 //
-//	{"DRAW", seed, prequeue, entrants}  the lock is this owner's: draw
+//	{"DRAW", seed, commitment, order, entrants}  the lock is this owner's:
+//	                                    draw; order is the one recorded when
+//	                                    the draw began (its first owner's)
 //	{"DONE"}                            the draw is done
 //	{"BUSY"}                            another owner holds the lock
 //	{"NOT_YET"}                         the opening has not come
 //	{"NO_DRAW"}                         the room has no opening time
 var drawBeginScript = newFunction("draw_begin", `
 local cfg_key, draw_key, pre_key = KEYS[1], KEYS[2], KEYS[3]
-local owner, lease_ms, seed = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local owner, lease_ms, seed, commitment = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 
 local cfg = redis.call('HMGET', cfg_key, 'opens_at_ms', 'prequeue')
 local opens_at = tonumber(cfg[1] or '0')
@@ -75,18 +78,42 @@ end
 if d[2] and d[2] ~= owner and tonumber(d[3]) > now then
   return {'BUSY'}
 end
-redis.call('HSETNX', draw_key, 'seed', seed)
+keep_seed(draw_key, seed, commitment)
 if not d[1] then
   -- From here Leave keeps entrants in pre (negative score) instead of
-  -- removing them: the draw's snapshot is being read.
-  redis.call('HSET', draw_key, 'state', 'drawing', 'entrants', redis.call('ZCARD', pre_key))
+  -- removing them: the draw's snapshot is being read. The order is the
+  -- record's from now on, whatever the settings say later.
+  redis.call('HSET', draw_key, 'state', 'drawing', 'entrants', redis.call('ZCARD', pre_key), 'order', cfg[2] or '')
 end
 redis.call('HSET', draw_key, 'lock', owner, 'lock_until', now + lease_ms)
-return {'DRAW', redis.call('HGET', draw_key, 'seed'), cfg[2] or '', redis.call('ZCARD', pre_key)}
+local kept = redis.call('HMGET', draw_key, 'seed', 'commitment', 'order')
+return {'DRAW', kept[1], kept[2] or '', kept[3] or '', redis.call('ZCARD', pre_key)}
+`)
+
+// drawSeedScript gives a scheduled room the seed of its draw and stores
+// the commitment to it, unless it has a seed: the commitment is published
+// from the moment the room is scheduled.
+//
+// KEYS[1] draw
+// ARGV[1] a fresh seed, ARGV[2] its commitment
+//
+// Returns "OK".
+var drawSeedScript = newFunction("draw_seed", `
+keep_seed(KEYS[1], ARGV[1], ARGV[2])
+return 'OK'
 `)
 
 // drawLib is prepended to the scripts that write a draw under its lock.
 const drawLib = `
+-- keep_seed: the draw's seed and the commitment to it (SHA-256, computed
+-- in Go: Lua has none) are written together and once; afterwards both
+-- are only read, so the published commitment is the stored one.
+local function keep_seed(draw_key, seed, commitment)
+  if redis.call('HEXISTS', draw_key, 'seed') == 0 then
+    redis.call('HSET', draw_key, 'seed', seed, 'commitment', commitment)
+  end
+end
+
 -- not_owner: 'DONE' when the draw is published, 'LOST' when the lock is
 -- another owner's (it took over a lapsed lock); nil: owner may write.
 local function not_owner(draw_key, owner)
@@ -154,17 +181,18 @@ return 'OK'
 // KEYS[3] ent
 // ARGV[1] owner
 // ARGV[2] took_ms: how long the owner took
+// ARGV[3] digest: EntrantsDigest of the entrants in place order
 //
 // Returns "DONE" (now or before) or "LOST".
 var drawDoneScript = newFunction("draw_done", `
 local draw_key, pre_key, ent_key = KEYS[1], KEYS[2], KEYS[3]
-local owner, took_ms = ARGV[1], ARGV[2]
+local owner, took_ms, digest = ARGV[1], ARGV[2], ARGV[3]
 
 local refused = not_owner(draw_key, owner)
 if refused then
   return refused
 end
-redis.call('HSET', draw_key, 'state', 'done', 'drawn_at_ms', now_ms(), 'took_ms', took_ms)
+redis.call('HSET', draw_key, 'state', 'done', 'drawn_at_ms', now_ms(), 'took_ms', took_ms, 'digest', digest)
 redis.call('HDEL', draw_key, 'lock', 'lock_until')
 -- O(1): the early arrivals become the draw's record of entrants.
 if redis.call('EXISTS', pre_key) == 1 then
@@ -183,8 +211,9 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 	defer cancel()
 	began := time.Now()
 	k := s.keys(room)
+	seed, commitment := newSeed()
 	r, err := s.do(ctx, "draw", drawBeginScript, []string{k.cfg, k.draw, k.pre},
-		s.id, drawLease.Milliseconds(), waitroom.NewSeed())
+		s.id, drawLease.Milliseconds(), seed, commitment)
 	if err != nil {
 		return false, err
 	}
@@ -198,11 +227,20 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 		return false, s.unexpected(ctx, "draw", r)
 	}
 	seed, ok1 := r.str(1)
-	order, ok2 := r.str(2)
-	n, ok3 := r.int(3)
-	if !ok1 || !ok2 || !ok3 {
+	commitment, ok2 := r.str(2)
+	order, ok3 := r.str(3)
+	n, ok4 := r.int(4)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return false, s.unexpected(ctx, "draw", r)
 	}
+	if commitment, err = s.keptCommitment(ctx, room, seed, commitment); err != nil {
+		return false, err
+	}
+	// A seed replaced after its commitment was published draws nothing.
+	if err := waitroom.CheckSeed(seed, commitment); err != nil {
+		return false, fmt.Errorf("redisstore draw of %q: %w", room, err)
+	}
+	order = string(waitroom.RoomConfig{PrequeueOrder: waitroom.PrequeueOrder(order)}.Order())
 
 	// The snapshot: nobody joins pre after the opening; leavers only turn
 	// negative, so reading by index sees every entrant once.
@@ -249,7 +287,11 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 			return false, s.unexpected(ctx, "draw", r)
 		}
 	}
-	r, err = s.do(ctx, "draw", drawDoneScript, []string{k.draw, k.pre, k.ent}, s.id, time.Since(began).Milliseconds())
+	digest, err := waitroom.DrawnDigest(seed, placed)
+	if err != nil {
+		return false, fmt.Errorf("redisstore draw of %q: %w", room, err)
+	}
+	r, err = s.do(ctx, "draw", drawDoneScript, []string{k.draw, k.pre, k.ent}, s.id, time.Since(began).Milliseconds(), digest)
 	if err != nil {
 		return false, err
 	}
@@ -265,15 +307,17 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 }
 
 // drawInfoScript reads a room's draw record, giving a scheduled room its
-// seed if it has none yet.
+// seed if it has none yet (a room scheduled before seeds were made at
+// scheduling); otherwise it only reads.
 //
 // KEYS[1] cfg
 // KEYS[2] draw
-// ARGV[1] a fresh seed
+// ARGV[1] a fresh seed, ARGV[2] its commitment
 //
-// Returns {"OK", state, seed, prequeue, opens_at_ms, entrants, drawn_at_ms,
-// took_ms}, {"NO_DRAW"} or {"ROOM_NOT_FOUND"}. state is "" before the
-// draw began.
+// Returns {"OK", state, seed, commitment, order, opens_at_ms, opens_in_ms,
+// entrants, digest, drawn_at_ms, took_ms}, {"NO_DRAW"} or
+// {"ROOM_NOT_FOUND"}. state is "" before the draw began; order is the
+// draw's recorded one once it began, the setting's before.
 var drawInfoScript = newFunction("draw_info", `
 local cfg_key, draw_key = KEYS[1], KEYS[2]
 
@@ -282,22 +326,60 @@ if not cfg[1] then
   return {'ROOM_NOT_FOUND'}
 end
 local state = redis.call('HGET', draw_key, 'state')
-if tonumber(cfg[2] or '0') == 0 and state ~= 'done' then
+local opens_at = tonumber(cfg[2] or '0')
+if opens_at == 0 and state ~= 'done' then
   return {'NO_DRAW'}
 end
-redis.call('HSETNX', draw_key, 'seed', ARGV[1])
-local d = redis.call('HMGET', draw_key, 'seed', 'entrants', 'drawn_at_ms', 'took_ms')
-return {'OK', state or '', d[1], cfg[3] or '', cfg[2] or '0', d[2] or '0', d[3] or '0', d[4] or '0'}
+keep_seed(draw_key, ARGV[1], ARGV[2])
+local d = redis.call('HMGET', draw_key, 'seed', 'commitment', 'order', 'entrants', 'digest', 'drawn_at_ms', 'took_ms')
+local order = d[3] or cfg[3] or ''
+-- Until the opening by Redis's clock the seed cannot be revealed.
+local opens_in = 0
+if opens_at > 0 then
+  opens_in = math.max(0, opens_at - now_ms())
+end
+return {'OK', state or '', d[1], d[2] or '', order, cfg[2] or '0', tostring(opens_in), d[4] or '0', d[5] or '', d[6] or '0', d[7] or '0'}
 `)
 
+// newSeed is a fresh seed and its commitment.
+func newSeed() (seed, commitment string) {
+	seed = waitroom.NewSeed()
+	commitment, _ = waitroom.Commitment(seed) // a fresh seed is well formed
+	return seed, commitment
+}
+
+// keptCommitment is the stored commitment, or, for a room seeded before
+// commitments were stored (commitment ""), the one its seed gives, stored
+// now once and for all.
+func (s *Store) keptCommitment(ctx context.Context, room, seed, commitment string) (string, error) {
+	if commitment != "" {
+		return commitment, nil
+	}
+	c, err := waitroom.Commitment(seed)
+	if err != nil {
+		return "", fmt.Errorf("redisstore draw of %q: %w", room, waitroom.ErrDrawSeedMismatch)
+	}
+	k := s.keys(room).draw
+	if err := s.client.HSetNX(ctx, k, "commitment", c).Err(); err != nil {
+		return "", s.fail("draw", err)
+	}
+	kept, err := s.client.HGet(ctx, k, "commitment").Result()
+	if err != nil {
+		return "", s.fail("draw", err)
+	}
+	return kept, nil
+}
+
 // Draw returns the room's draw record: the commitment to its seed before
-// the draw, the seed and figures after it.
+// the draw, the seed and figures after it. A seed that no longer matches
+// the stored commitment is ErrDrawSeedMismatch, never a new commitment.
 func (s *Store) Draw(ctx context.Context, room string) (waitroom.Draw, error) {
 	if err := checkRoom(room); err != nil {
 		return waitroom.Draw{}, err
 	}
 	k := s.keys(room)
-	r, err := s.do(ctx, "draw", drawInfoScript, []string{k.cfg, k.draw}, waitroom.NewSeed())
+	seed, commitment := newSeed()
+	r, err := s.do(ctx, "draw", drawInfoScript, []string{k.cfg, k.draw}, seed, commitment)
 	if err != nil {
 		return waitroom.Draw{}, err
 	}
@@ -307,30 +389,34 @@ func (s *Store) Draw(ctx context.Context, room string) (waitroom.Draw, error) {
 	if r.code() != "OK" {
 		return waitroom.Draw{}, s.unexpected(ctx, "draw", r)
 	}
-	var f [7]string
+	var f [10]string
 	var ok bool
 	for i := range f {
 		if f[i], ok = r.str(i + 1); !ok {
 			return waitroom.Draw{}, s.unexpected(ctx, "draw", r)
 		}
 	}
-	commitment, err := waitroom.Commitment(f[1])
-	if err != nil {
-		return waitroom.Draw{}, s.unexpected(ctx, "draw", r)
+	state, seed, order := f[0], f[1], f[3]
+	if commitment, err = s.keptCommitment(ctx, room, seed, f[2]); err != nil {
+		return waitroom.Draw{}, err
 	}
-	cfg := waitroom.RoomConfig{PrequeueOrder: waitroom.PrequeueOrder(f[2])}
-	d := waitroom.Draw{Order: cfg.Order(), State: waitroom.DrawPending, Commitment: commitment}
-	if ms, _ := strconv.ParseInt(f[3], 10, 64); ms > 0 {
+	if err := waitroom.CheckSeed(seed, commitment); err != nil {
+		return waitroom.Draw{}, fmt.Errorf("redisstore draw of %q: %w", room, err)
+	}
+	num := func(v string) int64 { n, _ := strconv.ParseInt(v, 10, 64); return n }
+	cfg := waitroom.RoomConfig{PrequeueOrder: waitroom.PrequeueOrder(order)}
+	d := waitroom.Draw{Order: cfg.Order(), State: waitroom.DrawPending, Commitment: commitment,
+		OpensIn: time.Duration(num(f[5])) * time.Millisecond}
+	if ms := num(f[4]); ms > 0 {
 		d.OpensAt = time.UnixMilli(ms).UTC()
 	}
-	if f[0] == "done" {
-		d.State, d.Seed = waitroom.DrawDone, f[1]
-		d.Entrants, _ = strconv.ParseInt(f[4], 10, 64)
-		if ms, _ := strconv.ParseInt(f[5], 10, 64); ms > 0 {
+	if state == "done" {
+		d.State, d.Seed, d.OpensIn = waitroom.DrawDone, seed, 0
+		d.Entrants, d.Digest = num(f[6]), f[7]
+		if ms := num(f[8]); ms > 0 {
 			d.DrawnAt = time.UnixMilli(ms).UTC()
 		}
-		ms, _ := strconv.ParseInt(f[6], 10, 64)
-		d.Took = time.Duration(ms) * time.Millisecond
+		d.Took = time.Duration(num(f[9])) * time.Millisecond
 	}
 	return d, nil
 }

@@ -94,7 +94,8 @@ func TestDrawHalfMadeIsInvisible(t *testing.T) {
 
 	// A drawer takes the draw for lockMS, writes the first 10 places, dies.
 	k := s.keys(room)
-	res, err := s.call(ctx, s.client, drawBeginScript, []string{k.cfg, k.draw, k.pre}, "dead", lockMS, waitroom.NewSeed()).Result()
+	fresh, freshCommitment := newSeed()
+	res, err := s.call(ctx, s.client, drawBeginScript, []string{k.cfg, k.draw, k.pre}, "dead", lockMS, fresh, freshCommitment).Result()
 	require.NoError(t, err)
 	r, _ := asReply(res)
 	require.Equal(t, "DRAW", r.code())

@@ -364,6 +364,7 @@ var refusals = func() map[string]error {
 		waitroom.ErrQueueFull, waitroom.ErrSoldOut, waitroom.ErrAlreadyOrdered, waitroom.ErrNoFreeSlot,
 		waitroom.ErrTokenNotFound, waitroom.ErrTokenInvalid, waitroom.ErrTokenInUse,
 		waitroom.ErrPassInvalid, waitroom.ErrPassUsedUp, waitroom.ErrTooManyPasses,
+		waitroom.ErrDrawPublished, waitroom.ErrQueueNotEmpty,
 	} {
 		m[err.Code] = err
 	}

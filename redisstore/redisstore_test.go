@@ -84,9 +84,10 @@ func TestStore(t *testing.T) {
 						return New(openURL(t, url), Options{Prefix: s.prefix})
 					},
 					// The clock is Redis's, on this machine: real time.
-					Advance:    func(t *testing.T, d time.Duration) { time.Sleep(d) },
-					FakeClock:  false,
-					AdmitAfter: admitAfter(s),
+					Advance:     func(t *testing.T, d time.Duration) { time.Sleep(d) },
+					FakeClock:   false,
+					AdmitAfter:  admitAfter(s),
+					ReplaceSeed: replaceSeed(s),
 				}
 			})
 		})
@@ -756,4 +757,12 @@ func TestLimiter(t *testing.T) {
 	s := New(c, Options{Prefix: testPrefix(t, c)})
 	peer := New(openURL(t, testenv.RedisURL()), Options{Prefix: s.prefix})
 	storetest.RunLimiter(t, s, peer, func(_ *testing.T, d time.Duration) { time.Sleep(d) })
+}
+
+// replaceSeed writes a room's draw seed directly, as an insider with
+// access to Redis could: storetest's DrawSeedReplaced.
+func replaceSeed(s *Store) func(t *testing.T, room, seed string) {
+	return func(t *testing.T, room, seed string) {
+		require.NoError(t, s.client.HSet(t.Context(), s.keys(room).draw, "seed", seed).Err())
+	}
 }

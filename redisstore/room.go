@@ -73,8 +73,13 @@ func (s *Store) seedDraw(ctx context.Context, room string, cfg waitroom.RoomConf
 	if cfg.OpensAt.IsZero() {
 		return nil
 	}
-	if err := s.client.HSetNX(ctx, s.keys(room).draw, "seed", waitroom.NewSeed()).Err(); err != nil {
-		return s.fail("seed draw", err)
+	seed, commitment := newSeed()
+	r, err := s.do(ctx, "seed draw", drawSeedScript, []string{s.keys(room).draw}, seed, commitment)
+	if err != nil {
+		return err
+	}
+	if r.code() != "OK" {
+		return s.unexpected(ctx, "seed draw", r)
 	}
 	return nil
 }
@@ -84,16 +89,25 @@ func (s *Store) seedDraw(ctx context.Context, room string, cfg waitroom.RoomConf
 //
 // KEYS[1] cfg
 // KEYS[2] ver
+// KEYS[3] draw
+// KEYS[4] q
 // ARGV[1] the settings' new version (RoomVersions)
-// ARGV[2] n: how many of the following values are the expected settings
-// ARGV[3 .. n+2]   field, value, … the settings the caller read (configArgs)
-// ARGV[n+3 ..]     field, value, … the new settings (configArgs, openingArgs)
+// ARGV[2] order_changed: "1" when the new settings place early arrivals
 //
-// Returns "OK", "ROOM_CHANGED" or "ROOM_NOT_FOUND" (nothing written).
+//	in another order
+//
+// ARGV[3] opening_set: "1" when they set a new opening time
+// ARGV[4] n: how many of the following values are the expected settings
+// ARGV[5 .. n+4]   field, value, … the settings the caller read (configArgs)
+// ARGV[n+5 ..]     field, value, … the new settings (configArgs, openingArgs)
+//
+// Returns "OK", "ROOM_CHANGED", "ROOM_NOT_FOUND", "DRAW_PUBLISHED" or
+// "QUEUE_NOT_EMPTY" (nothing written).
 var updateRoomScript = newFunction("update_room", `
-local cfg_key, ver_key = KEYS[1], KEYS[2]
-local version          = ARGV[1]
-local n                = tonumber(ARGV[2])
+local cfg_key, ver_key, draw_key, q_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local version = ARGV[1]
+local order_changed, opening_set = ARGV[2] == '1', ARGV[3] == '1'
+local n = tonumber(ARGV[4]) + 3
 
 -- Updating must not create a room behind CreateRoom's back.
 if redis.call('EXISTS', cfg_key) == 0 then
@@ -101,7 +115,7 @@ if redis.call('EXISTS', cfg_key) == 0 then
 end
 -- Someone else changed the room since the caller read it: writing would
 -- silently undo their change.
-for i = 3, n + 1, 2 do
+for i = 5, n, 2 do
   local stored, expected = redis.call('HGET', cfg_key, ARGV[i]), ARGV[i + 1]
   -- A setting added after the room was made is absent: the caller read
   -- what parseConfig gives for it (its zero value or its default).
@@ -113,7 +127,15 @@ for i = 3, n + 1, 2 do
     end
   end
 end
-redis.call('HSET', cfg_key, unpack(ARGV, n + 3))
+-- The commitment is published: the order it was published with stays.
+if order_changed and redis.call('HEXISTS', draw_key, 'commitment') == 1 then
+  return 'DRAW_PUBLISHED'
+end
+-- Early arrivals would be placed ahead of those already queued.
+if opening_set and redis.call('ZCARD', q_key) > 0 then
+  return 'QUEUE_NOT_EMPTY'
+end
+redis.call('HSET', cfg_key, unpack(ARGV, n + 2))
 -- A room made before its settings were kept a hash table becomes one.
 keep_hash_table(cfg_key)
 redis.call('SET', ver_key, version)
@@ -130,10 +152,21 @@ func (s *Store) UpdateRoom(ctx context.Context, room string, from, to waitroom.R
 	if err != nil {
 		return err
 	}
-	expected := configArgs(from.WithDefaults())
-	args := append(append(append([]any{waitroom.NewToken(), len(expected)}, expected...), configArgs(to)...), openingArgs(to, false)...)
+	from = from.WithDefaults()
+	expected := configArgs(from)
+	flag := func(b bool) int {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	// The script compares from with what is stored first, so these two
+	// say what the update changes.
+	orderChanged := flag(to.Order() != from.Order())
+	openingSet := flag(!to.OpensAt.IsZero() && !to.OpensAt.Equal(from.OpensAt))
+	args := append(append(append([]any{waitroom.NewToken(), orderChanged, openingSet, len(expected)}, expected...), configArgs(to)...), openingArgs(to, false)...)
 	k := s.keys(room)
-	r, err := s.do(ctx, "update room", updateRoomScript, []string{k.cfg, k.ver}, args...)
+	r, err := s.do(ctx, "update room", updateRoomScript, []string{k.cfg, k.ver, k.draw, k.q}, args...)
 	if err != nil {
 		return err
 	}

@@ -498,6 +498,7 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 		// This instance's hints follow at once; the others' within
 		// ConfigRefresh.
 		s.rooms.Delete(room)
+		s.draws.forget(room)
 		s.log.InfoContext(r.Context(), "room updated", append([]any{"room", room, "by", "admin", "remote", r.RemoteAddr},
 			settingsDiff(old, cfg)...)...)
 	}

@@ -302,33 +302,117 @@ func (p AdminPass) State(now time.Time) string {
 	return "valid"
 }
 
-// VerifyDraw recomputes a scheduled room's draw from raw, an
-// AdminEntrants answer (from the server or saved), and writes what it
-// finds to w: the seed against the commitment, then every place that
-// differs. It fails when the draw cannot be checked or a place differs.
-func VerifyDraw(w io.Writer, raw []byte) error {
+// DrawFile is the public verification file ('waitroom draw export'): the
+// draw's record and each entrant's draw value and place, without user ids
+// (personal data, and for a cookie visitor what taking its place over
+// needs). Anyone can check the draw with it; a user finds their own line
+// by computing HMAC-SHA256(seed, their id).
+type DrawFile struct {
+	Draw     DrawRecord              `json:"draw"`
+	Entrants []waitroom.DrawnEntrant `json:"entrants"`
+}
+
+// PublicDrawFile turns raw, an AdminEntrants answer (the operator's export,
+// with ids), into the public DrawFile, as indented JSON.
+func PublicDrawFile(raw []byte) ([]byte, error) {
 	var export AdminEntrants
 	if err := json.Unmarshal(raw, &export); err != nil {
+		return nil, fmt.Errorf("reading the draw: %w", err)
+	}
+	if export.Draw.State != string(waitroom.DrawDone) || export.Draw.Seed == "" {
+		return nil, fmt.Errorf("room %q: the draw is not done; there is no seed to publish yet", export.Draw.Room)
+	}
+	entrants, err := waitroom.PublicEntrants(export.Draw.Seed, export.Entrants)
+	if err != nil {
+		return nil, fmt.Errorf("room %q: %s", export.Draw.Room, waitroom.ErrorMessage(err))
+	}
+	return json.MarshalIndent(DrawFile{Draw: export.Draw, Entrants: entrants}, "", "  ")
+}
+
+// VerifyOptions are what a user brings to VerifyDraw besides the file.
+type VerifyOptions struct {
+	// Commitment is the commitment the user saved before the opening; the
+	// record's must be the same. "": not checked.
+	Commitment string
+	// User, if set, is the user's own id: VerifyDraw computes its draw
+	// value and reports its place in the file.
+	User string
+}
+
+// VerifyDraw checks a scheduled room's draw from raw, a public DrawFile or
+// an AdminEntrants answer (from the server or saved), and writes what it
+// finds to w: the seed against the commitment, the list against the
+// record's count and digest, then every place that differs. It fails when
+// the draw cannot be checked, the record or the list was changed, or a
+// place differs.
+func VerifyDraw(w io.Writer, raw []byte, o VerifyOptions) error {
+	// Either file: an entrant has a user id (the operator's), a draw value
+	// (the public one) or both.
+	var file struct {
+		Draw     DrawRecord `json:"draw"`
+		Entrants []struct {
+			User  string `json:"user"`
+			Value string `json:"value"`
+			Place int64  `json:"place"`
+		} `json:"entrants"`
+	}
+	if err := json.Unmarshal(raw, &file); err != nil {
 		return fmt.Errorf("reading the draw: %w", err)
 	}
-	d := export.Draw
-	if d.State != string(waitroom.DrawDone) || d.Seed == "" {
+	d := file.Draw
+	if d.State != string(waitroom.DrawDone) || d.Seed == "" || d.Entrants == nil {
 		return fmt.Errorf("room %q: the draw is not done; there is no seed to check yet", d.Room)
 	}
 	if d.Order == string(waitroom.PrequeueFIFO) {
 		return fmt.Errorf("room %q places by arrival (fifo): there is no draw to verify", d.Room)
 	}
-	diffs, err := waitroom.VerifyDraw(d.Seed, d.Commitment, export.Entrants)
+	fail := func(err error) error { return fmt.Errorf("room %q: %s", d.Room, waitroom.ErrorMessage(err)) }
+	entrants := make([]waitroom.DrawnEntrant, len(file.Entrants))
+	users := make(map[string]string, len(file.Entrants)) // value → user, where the file names them
+	for i, e := range file.Entrants {
+		entrants[i] = waitroom.DrawnEntrant{Value: e.Value, Place: e.Place}
+		if e.User == "" {
+			continue
+		}
+		v, err := waitroom.PublicEntrants(d.Seed, []waitroom.Entrant{{User: e.User}})
+		if err != nil {
+			return fail(err)
+		}
+		if e.Value != "" && e.Value != v[0].Value {
+			return fmt.Errorf("room %q: entrant %d: %s's draw value is %s, not %s", d.Room, i+1, e.User, v[0].Value, e.Value)
+		}
+		entrants[i].Value, users[v[0].Value] = v[0].Value, e.User
+	}
+	diffs, err := waitroom.VerifyDraw(waitroom.DrawRecordCheck{Seed: d.Seed, Commitment: d.Commitment,
+		Entrants: *d.Entrants, Digest: d.Digest, SavedCommitment: o.Commitment}, entrants)
 	if err != nil {
-		return fmt.Errorf("room %q: %s", d.Room, waitroom.ErrorMessage(err))
+		return fail(err)
 	}
 	fmt.Fprintf(w, "room %s: seed %s matches commitment %s\n", d.Room, d.Seed, d.Commitment)
-	if len(diffs) == 0 {
-		fmt.Fprintf(w, "all %d places reproduced from the seed\n", len(export.Entrants))
+	fmt.Fprintf(w, "%d entrants, digest %s, as the draw recorded them\n", len(entrants), d.Digest)
+	if len(diffs) > 0 {
+		for _, df := range diffs {
+			who := df.Value
+			if u, ok := users[df.Value]; ok {
+				who = u
+			}
+			fmt.Fprintf(w, "%s: place %d, the seed gives %d\n", who, df.Recorded, df.Expected)
+		}
+		return fmt.Errorf("%d of %d places differ from what the seed gives", len(diffs), len(entrants))
+	}
+	fmt.Fprintf(w, "all %d places reproduced from the seed\n", len(entrants))
+	if o.User == "" {
 		return nil
 	}
-	for _, df := range diffs {
-		fmt.Fprintf(w, "%s: place %d, the seed gives %d\n", df.User, df.Recorded, df.Expected)
+	mine, err := waitroom.PublicEntrants(d.Seed, []waitroom.Entrant{{User: o.User}})
+	if err != nil {
+		return fail(err)
 	}
-	return fmt.Errorf("%d of %d places differ from what the seed gives", len(diffs), len(export.Entrants))
+	for _, e := range entrants {
+		if e.Value == mine[0].Value {
+			fmt.Fprintf(w, "%s: draw value %s, place %d of %d\n", o.User, e.Value, e.Place, len(entrants))
+			return nil
+		}
+	}
+	return fmt.Errorf("room %q: %s (draw value %s) is not among the %d entrants", d.Room, o.User, mine[0].Value, len(entrants))
 }

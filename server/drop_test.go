@@ -1,8 +1,12 @@
 package server_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -171,14 +176,16 @@ func TestScheduledOverHTTP(t *testing.T) {
 		st := f.do("GET", "/rooms/drop/status", "", "X-User-Id", m["user"].(string))
 		require.Equal(t, int64(m["place"].(float64)), st.num("position"))
 	}
-	diffs, err := waitroom.VerifyDraw(after.str("seed"), after.str("commitment"), entrants)
+	record := waitroom.DrawRecordCheck{Seed: after.str("seed"), Commitment: after.str("commitment"),
+		Entrants: after.num("entrants"), Digest: after.str("entrants_digest")}
+	public, err := waitroom.PublicEntrants(record.Seed, entrants)
+	require.NoError(t, err)
+	diffs, err := waitroom.VerifyDraw(record, public)
 	require.NoError(t, err)
 	require.Empty(t, diffs)
-	entrants[0].Place, entrants[1].Place = entrants[1].Place, entrants[0].Place
-	diffs, err = waitroom.VerifyDraw(after.str("seed"), after.str("commitment"), entrants)
-	require.NoError(t, err)
-	require.Len(t, diffs, 2, "a swapped pair is found")
-	_, err = waitroom.VerifyDraw(waitroom.NewSeed(), after.str("commitment"), entrants)
+	forged := record
+	forged.Seed = waitroom.NewSeed()
+	_, err = waitroom.VerifyDraw(forged, public)
 	require.ErrorIs(t, err, waitroom.ErrBadRequest, "another seed does not match the commitment")
 
 	// A room opens once: a new opening after the draw is refused, and
@@ -212,4 +219,111 @@ func TestScheduledHintsFollowTheCrowd(t *testing.T) {
 	require.Equal(t, "scheduled", a.str("state"), a.body)
 	require.Equal(t, waitroom.OpeningPollAfter(2*time.Hour, 0, early+1).Milliseconds(), a.num("poll_after_ms"))
 	require.Equal(t, int64(120_000), a.num("poll_after_ms"), "2 minutes, the ceiling 600,000 places back")
+}
+
+// TestDrawSettingsAfterPublication: once a room is scheduled its
+// commitment is public, and the admin API refuses to change its
+// prequeue_order (409 DRAW_PUBLISHED); an opening over a queue is refused
+// with 409 QUEUE_NOT_EMPTY, and nothing is written either time.
+func TestDrawSettingsAfterPublication(t *testing.T) {
+	t.Parallel()
+	opens := time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC) // an hour after the fixture's clock
+	f := newAdminFixture(t, fixtureOptions{room: waitroom.RoomConfig{OpensAt: opens}})
+	patch := f.admin("PATCH", "/admin/rooms/"+f.room, `{"prequeue_order":"fifo"}`)
+	patch.requireError(t, http.StatusConflict, "DRAW_PUBLISHED")
+	record := f.do("GET", "/rooms/"+f.room+"/draw", "")
+	require.Equal(t, "random", record.str("prequeue_order"))
+
+	queued := newAdminFixture(t, fixtureOptions{})
+	require.Equal(t, http.StatusOK, queued.enter("waiting-1").status)
+	patch = queued.admin("PATCH", "/admin/rooms/"+queued.room, `{"opens_at":"`+opens.Format(time.RFC3339)+`"}`)
+	patch.requireError(t, http.StatusConflict, "QUEUE_NOT_EMPTY")
+	show := queued.admin("GET", "/admin/rooms/"+queued.room+"?window=0", "")
+	require.Empty(t, show.str("opens_at"), "nothing written")
+}
+
+// TestDrawServedFromCache: GET /rooms/{room}/draw on two instances of one
+// store. Before the opening many GETs cost about one store read per
+// instance per second; once the store has drawn, the next GET on either
+// instance answers the revealed record (no pending record is kept past
+// the opening); the revealed record is kept.
+func TestDrawServedFromCache(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	mem := memstore.New(memstore.Options{}) // the real clock: the server's cache counts on it
+	var reads atomic.Int64
+	store := &testenv.FaultStore{Store: mem}
+	store.SetFault(func(_ context.Context, method string) error {
+		if method == "Draw" {
+			reads.Add(1)
+		}
+		return nil
+	})
+	room := uniqueRoom(t)
+	opensAt := time.Now().Add(2 * time.Second)
+	_, err := mem.CreateRoom(ctx, room, waitroom.RoomConfig{Rate: 1, OpensAt: opensAt})
+	require.NoError(t, err)
+	_, err = mem.Enter(ctx, room, "early")
+	require.NoError(t, err)
+	var instances []string
+	for range 2 {
+		srv := httptest.NewServer(mustServer(t, server.Config{Store: store, DefaultRoom: room}))
+		t.Cleanup(srv.Close)
+		instances = append(instances, srv.URL)
+	}
+	get := func(base string) map[string]any {
+		t.Helper()
+		res, err := http.Get(base + "/rooms/" + room + "/draw")
+		require.NoError(t, err)
+		defer res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		var body map[string]any
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&body))
+		return body
+	}
+
+	const n = 200
+	began := time.Now()
+	for i := range n {
+		require.Equal(t, "pending", get(instances[i%2])["state"])
+	}
+	// At most one read per instance per second it took, and one more each.
+	bound := 2 * (1 + int64(time.Since(began)/time.Second))
+	require.LessOrEqual(t, reads.Load(), bound, "%d GETs", n)
+	t.Logf("%d GETs on two instances before the opening: %d store reads in %s", n, reads.Load(), time.Since(began))
+
+	// Read just before the opening, so that a record kept past it would
+	// be seen stale below.
+	time.Sleep(time.Until(opensAt.Add(-200 * time.Millisecond)))
+	for _, base := range instances {
+		require.Equal(t, "pending", get(base)["state"])
+	}
+	time.Sleep(time.Until(opensAt))
+	for range 100 {
+		if _, err := mem.Admit(ctx, room); err != nil || mustDraw(t, mem, room).State == waitroom.DrawDone {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d := mustDraw(t, mem, room)
+	require.Equal(t, waitroom.DrawDone, d.State)
+	for _, base := range instances {
+		got := get(base)
+		require.Equal(t, "done", got["state"], "no pending record after the reveal")
+		require.Equal(t, d.Seed, got["seed"])
+		require.Equal(t, d.Digest, got["entrants_digest"])
+	}
+	before := reads.Load()
+	for i := range n {
+		require.Equal(t, "done", get(instances[i%2])["state"])
+	}
+	require.LessOrEqual(t, reads.Load()-before, int64(2), "the revealed record is kept")
+	t.Logf("%d GETs of the revealed record: %d store reads", n, reads.Load()-before)
+}
+
+func mustDraw(t *testing.T, s waitroom.Store, room string) waitroom.Draw {
+	t.Helper()
+	d, err := s.Draw(t.Context(), room)
+	require.NoError(t, err)
+	return d
 }

@@ -388,7 +388,8 @@ func (s *Server) scheduled(r *http.Request, room string, st waitroom.Status) (sc
 }
 
 // DrawRecord is the public record of a scheduled room's draw, as GET
-// /rooms/{room}/draw answers it.
+// /rooms/{room}/draw answers it. Entrants and Digest (of the entrant list,
+// see drawHow) are taken at the draw.
 type DrawRecord struct {
 	Room       string `json:"room"`
 	Order      string `json:"prequeue_order"`
@@ -397,13 +398,14 @@ type DrawRecord struct {
 	Commitment string `json:"commitment"`
 	Seed       string `json:"seed,omitempty"`
 	Entrants   *int64 `json:"entrants,omitempty"`
+	Digest     string `json:"entrants_digest,omitempty"`
 	DrawnAt    string `json:"drawn_at,omitempty"`
 	DrawMS     *int64 `json:"draw_ms,omitempty"`
 	// How is how anyone checks a place with the revealed seed.
 	How string `json:"how"`
 }
 
-const drawHow = "commitment = SHA-256(seed bytes), published before the opening; each user's value = HMAC-SHA256(key = seed bytes, message = user id); places 1..N go by ascending value (fifo rooms: by arrival)"
+const drawHow = "commitment = SHA-256(seed bytes), published before the opening; each user's value = HMAC-SHA256(key = seed bytes, message = user id); places 1..N go by ascending value (fifo rooms: by arrival); entrants_digest = SHA-256 of the values in place order, taken at the draw"
 
 func newDrawRecord(room string, d waitroom.Draw) DrawRecord {
 	b := DrawRecord{Room: room, Order: string(d.Order), State: string(d.State), Commitment: d.Commitment, How: drawHow}
@@ -412,7 +414,7 @@ func newDrawRecord(room string, d waitroom.Draw) DrawRecord {
 	}
 	if d.State == waitroom.DrawDone {
 		b.Seed = d.Seed
-		b.Entrants = &d.Entrants
+		b.Entrants, b.Digest = &d.Entrants, d.Digest
 		b.DrawnAt = d.DrawnAt.Format(time.RFC3339Nano)
 		ms := d.Took.Milliseconds()
 		b.DrawMS = &ms
@@ -421,13 +423,13 @@ func newDrawRecord(room string, d waitroom.Draw) DrawRecord {
 }
 
 // draw: GET /rooms/{room}/draw, public: the commitment before the opening,
-// the seed after the draw.
+// the seed after the draw; from the cache (drawcache.go).
 func (s *Server) draw(w http.ResponseWriter, r *http.Request) error {
 	room, err := s.room(r)
 	if err != nil {
 		return err
 	}
-	d, err := s.store.Draw(r.Context(), room)
+	d, err := s.draws.get(r.Context(), s.store, room)
 	if err != nil {
 		return err
 	}

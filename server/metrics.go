@@ -240,6 +240,7 @@ type roomCollector struct {
 	waiting, live, rate, state, entries, tokens, abandoned, up *prometheus.Desc
 	stock, unitsLeft, soldOut, lastWait                        *prometheus.Desc
 	lostPlaces, lostTokens, lostSpent                          *prometheus.Desc
+	seedMismatches                                             *prometheus.Desc
 }
 
 func newRoomCollector(store *waitroom.GuardedStore, log *slog.Logger, lost func() (places, tokens, spent int64)) *roomCollector {
@@ -261,6 +262,8 @@ func newRoomCollector(store *waitroom.GuardedStore, log *slog.Logger, lost func(
 			"Entry tokens this instance found the store had lost, leaving out those it saw spent (waitroom_store_lost_spent_tokens_total): their holders must queue again.", nil, nil),
 		lostSpent: prometheus.NewDesc("waitroom_store_lost_spent_tokens_total",
 			"Issued tokens the store lost whose orders had completed through this instance: used, not lost.", nil, nil),
+		seedMismatches: prometheus.NewDesc("waitroom_draw_seed_mismatches_total",
+			"Store calls this instance saw refused because a draw's seed no longer matches its published commitment (the seed was replaced): the draw and its record are refused; any value above 0 is an incident.", nil, nil),
 		waiting:   prometheus.NewDesc("waitroom_room_waiting", "Users in the room's queue now.", room, nil),
 		live:      prometheus.NewDesc("waitroom_room_live_tokens", "Live entry tokens of the room now.", room, nil),
 		rate:      prometheus.NewDesc("waitroom_room_admission_rate", "The room's admission rate setting, users per second.", room, nil),
@@ -274,7 +277,7 @@ func newRoomCollector(store *waitroom.GuardedStore, log *slog.Logger, lost func(
 
 func (c *roomCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.waiting, c.live, c.rate, c.state, c.entries, c.tokens, c.abandoned, c.up,
-		c.stock, c.unitsLeft, c.soldOut, c.lastWait, c.lostPlaces, c.lostTokens, c.lostSpent} {
+		c.stock, c.unitsLeft, c.soldOut, c.lastWait, c.lostPlaces, c.lostTokens, c.lostSpent, c.seedMismatches} {
 		ch <- d
 	}
 }
@@ -292,6 +295,7 @@ func (c *roomCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.lostPlaces, prometheus.CounterValue, float64(places))
 		ch <- prometheus.MustNewConstMetric(c.lostTokens, prometheus.CounterValue, float64(tokens))
 		ch <- prometheus.MustNewConstMetric(c.lostSpent, prometheus.CounterValue, float64(spent))
+		ch <- prometheus.MustNewConstMetric(c.seedMismatches, prometheus.CounterValue, float64(c.store.DrawSeedMismatches()))
 	}()
 	rooms, err := c.store.Rooms(ctx)
 	if err != nil {

@@ -172,6 +172,7 @@ type Server struct {
 	adminAuth     *authFailures
 	now           func() time.Time
 	rooms         sync.Map // room name → *cachedRoom
+	draws         drawCache
 	paces         sync.Map // room name → *cachedPace
 	visitors      visitors
 	orderPath     string // where the waiting page posts an order; "" for none

@@ -86,6 +86,7 @@ func (f *fixture) serve(cfg server.Config) *server.Server {
 	cfg.Store, cfg.DefaultRoom, cfg.Now = f.store, f.room, f.clock.Now
 	cfg.Logger = slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s := mustServer(f.t, cfg)
+	server.SetDrawClock(s, f.clock.Now)
 	f.srv = httptest.NewServer(s)
 	f.t.Cleanup(f.srv.Close)
 	return s

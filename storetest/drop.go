@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,6 +44,8 @@ func scheduledOpening(t *testing.T, h Harness, order waitroom.PrequeueOrder) {
 	require.Equal(t, order, before.Order)
 	require.Len(t, before.Commitment, 64)
 	require.Empty(t, before.Seed, "the seed is secret until the draw")
+	require.Positive(t, before.OpensIn)
+	require.LessOrEqual(t, before.OpensIn, opensIn)
 
 	for i := range early {
 		st, err := stores[i%2].Enter(ctx, room, user(i))
@@ -132,11 +136,25 @@ func scheduledOpening(t *testing.T, h Harness, order waitroom.PrequeueOrder) {
 	for i, e := range entrants {
 		require.Equal(t, waitroom.Entrant{User: byPlace[i], Place: int64(i + 1)}, e)
 	}
+	// The record's digest is of the entrants as drawn, and the public list
+	// (draw values, no ids) verifies against it.
+	digest, err := waitroom.DrawnDigest(d.Seed, byPlace)
+	require.NoError(t, err)
+	require.Equal(t, digest, d.Digest)
+	public, err := waitroom.PublicEntrants(d.Seed, entrants)
+	require.NoError(t, err)
 	if order == waitroom.PrequeueRandom {
-		diffs, err := waitroom.VerifyDraw(d.Seed, d.Commitment, entrants)
+		diffs, err := waitroom.VerifyDraw(waitroom.DrawRecordCheck{Seed: d.Seed, Commitment: d.Commitment,
+			Entrants: d.Entrants, Digest: d.Digest, SavedCommitment: before.Commitment}, public)
 		require.NoError(t, err)
 		require.Empty(t, diffs)
 	}
+	// A user finds their own place: their id and the seed give their
+	// value, the value their line.
+	mine := hex.EncodeToString(waitroom.DrawValue(mustHex(t, d.Seed), user(7)))
+	found := slices.IndexFunc(public, func(e waitroom.DrawnEntrant) bool { return e.Value == mine })
+	require.GreaterOrEqual(t, found, 0)
+	require.Equal(t, places[user(7)], public[found].Place)
 
 	// The operator clears the opening time after the draw: the drawn
 	// still wait ahead of the later arrival, in their places.
@@ -271,4 +289,112 @@ func testScheduledRoomRefusals(t *testing.T, h Harness) {
 		_, err := h.Store.CreateRoom(ctx, fmt.Sprintf("bad-%d", time.Now().UnixNano()), bad)
 		require.ErrorIs(t, err, waitroom.ErrBadRequest, "%+v", bad)
 	}
+}
+
+func mustHex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	require.NoError(t, err)
+	return b
+}
+
+// testDrawSeedReplaced: a seed replaced behind the store's back after its
+// commitment was published (Harness.ReplaceSeed: the key written on
+// Redis) is refused loudly: the record is not served with a different
+// commitment, the draw places nobody, and after the draw the record is
+// refused too.
+func testDrawSeedReplaced(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	require.NotNil(t, h.ReplaceSeed, "the harness must be able to tamper with a seed")
+	opensIn := time.Second
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1, OpensAt: h.now().Add(opensIn)})
+	_, err := h.Store.Draw(ctx, room)
+	require.NoError(t, err, "the commitment is published")
+	for i := range 3 {
+		_, err := h.Store.Enter(ctx, room, user(i))
+		require.NoError(t, err)
+	}
+	h.ReplaceSeed(t, room, waitroom.NewSeed())
+	for _, s := range []waitroom.Store{h.Store, h.Peer(t)} {
+		d, err := s.Draw(ctx, room)
+		require.ErrorIs(t, err, waitroom.ErrDrawSeedMismatch, "served as %+v", d)
+	}
+	h.Advance(t, opensIn+50*time.Millisecond)
+	_, err = h.Store.Admit(ctx, room)
+	require.ErrorIs(t, err, waitroom.ErrDrawSeedMismatch, "the draw is refused")
+	st, err := h.Store.Status(ctx, room, user(0))
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateScheduled, st.State, "nobody placed by a replaced seed")
+
+	// After the draw: the revealed seed replaced.
+	drawn := newRoom(t, h, waitroom.RoomConfig{Rate: 1, OpensAt: h.now().Add(opensIn)})
+	_, err = h.Store.Enter(ctx, drawn, user(0))
+	require.NoError(t, err)
+	h.Advance(t, opensIn+50*time.Millisecond)
+	drawDone(t, h, drawn)
+	h.ReplaceSeed(t, drawn, waitroom.NewSeed())
+	_, err = h.Store.Draw(ctx, drawn)
+	require.ErrorIs(t, err, waitroom.ErrDrawSeedMismatch)
+	_, err = h.Store.Entrants(ctx, drawn)
+	require.ErrorIs(t, err, waitroom.ErrDrawSeedMismatch)
+}
+
+// drawDone admits until room's draw is done and returns its record.
+func drawDone(t *testing.T, h Harness, room string) waitroom.Draw {
+	t.Helper()
+	for range 200 {
+		_, err := h.Store.Admit(ctxFor(t), room)
+		require.NoError(t, err)
+		d, err := h.Store.Draw(ctxFor(t), room)
+		require.NoError(t, err)
+		if d.State == waitroom.DrawDone {
+			return d
+		}
+		h.Advance(t, 10*time.Millisecond)
+	}
+	t.Fatal("the draw was not done")
+	return waitroom.Draw{}
+}
+
+// testDrawSettingsLocked: once a room is scheduled its commitment is
+// published, and its prequeue order cannot change (DRAW_PUBLISHED), before
+// the draw or after it; other settings can. An opening cannot be set on a
+// room with people in its queue (QUEUE_NOT_EMPTY): the early arrivals
+// would be placed ahead of them.
+func testDrawSettingsLocked(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	opensIn := time.Second
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1, OpensAt: h.now().Add(opensIn)})
+	_, err := h.Store.Enter(ctx, room, user(0))
+	require.NoError(t, err)
+	change := func(room string, f func(*waitroom.RoomConfig)) error {
+		_, err := waitroom.ChangeRoom(ctx, h.Store, room, func(c *waitroom.RoomConfig) error { f(c); return nil })
+		return err
+	}
+	fifo := func(c *waitroom.RoomConfig) { c.PrequeueOrder = waitroom.PrequeueFIFO }
+	require.ErrorIs(t, change(room, fifo), waitroom.ErrDrawPublished)
+	require.NoError(t, change(room, func(c *waitroom.RoomConfig) { c.PrequeueOrder = waitroom.PrequeueRandom }), "the same order")
+	require.NoError(t, change(room, func(c *waitroom.RoomConfig) { c.Rate = 2 }))
+	h.Advance(t, opensIn+50*time.Millisecond)
+	d := drawDone(t, h, room)
+	require.ErrorIs(t, change(room, fifo), waitroom.ErrDrawPublished, "after the draw")
+	after, err := h.Store.Draw(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.PrequeueRandom, after.Order)
+	require.Equal(t, d.Commitment, after.Commitment)
+
+	// No opening yet: the order is free, and an opening over a queue is
+	// refused; once the queue is empty it is taken.
+	plain := newRoom(t, h, waitroom.RoomConfig{Rate: 1})
+	require.NoError(t, change(plain, fifo))
+	enterAll(t, h.Store, plain, 2)
+	opening := func(c *waitroom.RoomConfig) { c.OpensAt = h.now().Add(time.Hour) }
+	require.ErrorIs(t, change(plain, opening), waitroom.ErrQueueNotEmpty)
+	cfg, err := h.Store.RoomConfig(ctx, plain)
+	require.NoError(t, err)
+	require.True(t, cfg.OpensAt.IsZero(), "nothing written")
+	for i := range 2 {
+		require.NoError(t, h.Store.Leave(ctx, plain, user(i)))
+	}
+	require.NoError(t, change(plain, opening))
 }

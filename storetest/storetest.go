@@ -33,6 +33,9 @@ type Harness struct {
 	// plus the moments the call itself took. The rate's exactness is
 	// checked on it over simulated hours; nil fails that check.
 	AdmitAfter func(t *testing.T, room string, d time.Duration) (admitted int, counted time.Duration)
+	// ReplaceSeed writes seedHex over room's draw seed behind the store's
+	// back, as an insider could (the key itself on Redis).
+	ReplaceSeed func(t *testing.T, room, seedHex string)
 	// Now reads the store's clock, for settings that name a time (a
 	// scheduled opening); nil: time.Now, the clock of a Redis on this
 	// machine.

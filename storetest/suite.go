@@ -87,6 +87,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ScheduledOpening", testScheduledOpening},
 		{"FirstUseWaitsForTheOpeningsFirstPolls", testFirstUseAfterOpening},
 		{"ScheduledRoomRefusals", testScheduledRoomRefusals},
+		{"DrawSeedReplaced", testDrawSeedReplaced},
+		{"DrawSettingsLocked", testDrawSettingsLocked},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -40,7 +44,81 @@ func TestDrawVerify(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	require.Contains(t, out, fmt.Sprintf("all %d places reproduced from the seed", early))
 
-	// A saved export with two places swapped is caught, offline.
+	// The commitment saved before the opening is checked too.
+	record := call(t, "GET", base+"/rooms/default/draw", "", "")
+	commitment := record["commitment"].(string)
+	code, _, errOut = runCmd(t, env, "draw", "verify", "default", "--commitment", commitment)
+	require.Equal(t, exitOK, code, errOut)
+	code, _, errOut = runCmd(t, env, "draw", "verify", "default", "--commitment", strings.Repeat("0", 64))
+	require.Equal(t, exitFailure, code)
+	require.Contains(t, errOut, "is not the one saved before the opening")
+
+	// The public file: draw values and places, no user ids.
+	code, out, errOut = runCmd(t, env, "draw", "export", "default")
+	require.Equal(t, exitOK, code, errOut)
+	require.NotContains(t, out, "early-0")
+	var public server.DrawFile
+	require.NoError(t, json.Unmarshal([]byte(out), &public))
+	require.Len(t, public.Entrants, early)
+	dir := t.TempDir()
+	save := func(name string, f server.DrawFile) string {
+		raw, err := json.Marshal(f)
+		require.NoError(t, err)
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, raw, 0o600))
+		return path
+	}
+	file := save("draw.json", public)
+
+	// A user checks their own place: their id and the seed give their draw
+	// value, the value their line, and it is the place the queue gave them.
+	seed, err := hex.DecodeString(public.Draw.Seed)
+	require.NoError(t, err)
+	mine := hex.EncodeToString(waitroom.DrawValue(seed, "early-05"))
+	line := slices.IndexFunc(public.Entrants, func(e waitroom.DrawnEntrant) bool { return e.Value == mine })
+	require.GreaterOrEqual(t, line, 0)
+	position := int64(call(t, "GET", base+"/queue/position", "early-05", "")["position"].(float64))
+	require.Equal(t, position, public.Entrants[line].Place)
+	code, out, errOut = runCmd(t, envOf(), "draw", "verify", "--file", file, "--commitment", commitment, "--user", "early-05")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, fmt.Sprintf("early-05: draw value %s, place %d of %d", mine, position, early))
+	code, _, errOut = runCmd(t, envOf(), "draw", "verify", "--file", file, "--user", "never-came")
+	require.Equal(t, exitFailure, code)
+	require.Contains(t, errOut, "never-came")
+
+	// Each tampering is caught, offline.
+	tampered := func(name string, edit func(f *server.DrawFile)) string {
+		f := public
+		f.Entrants = slices.Clone(public.Entrants)
+		edit(&f)
+		code, _, errOut := runCmd(t, envOf(), "draw", "verify", "--file", save(name, f))
+		require.Equal(t, exitFailure, code, name)
+		return errOut
+	}
+	// Removed, the others renumbered: the count and the digest differ.
+	require.Contains(t, tampered("removed.json", func(f *server.DrawFile) {
+		f.Entrants = slices.Delete(f.Entrants, 0, 1)
+		for i := range f.Entrants {
+			f.Entrants[i].Place = int64(i + 1)
+		}
+	}), fmt.Sprintf("the list has %d entrants, the draw's record %d", early-1, early))
+	// Removed with the record's count edited too: the digest differs.
+	require.Contains(t, tampered("removed-count.json", func(f *server.DrawFile) {
+		f.Entrants = f.Entrants[:early-1]
+		n := int64(early - 1)
+		f.Draw.Entrants = &n
+	}), "entrants were changed after the draw")
+	// Added at the end.
+	require.Contains(t, tampered("added.json", func(f *server.DrawFile) {
+		f.Entrants = append(f.Entrants, waitroom.DrawnEntrant{Value: strings.Repeat("f", 64), Place: early + 1})
+	}), fmt.Sprintf("the list has %d entrants, the draw's record %d", early+1, early))
+	// Renumbered: two places swapped.
+	require.Contains(t, tampered("swapped.json", func(f *server.DrawFile) {
+		f.Entrants[0].Place, f.Entrants[1].Place = f.Entrants[1].Place, f.Entrants[0].Place
+	}), "entrants were changed after the draw")
+
+	// The operator's export (with ids) still verifies; two places swapped
+	// in it are caught and named by user.
 	c, err := newAdminClient(base, testAdminToken, envOf())
 	require.NoError(t, err)
 	raw, err := c.Call(t.Context(), "GET", "/admin/rooms/default/entrants", nil)
@@ -49,15 +127,23 @@ func TestDrawVerify(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &export))
 	require.Len(t, export.Entrants, early)
 	export.Entrants[0].Place, export.Entrants[1].Place = export.Entrants[1].Place, export.Entrants[0].Place
-	tampered, err := json.Marshal(export)
+	raw, err = json.Marshal(export)
 	require.NoError(t, err)
-	file := filepath.Join(t.TempDir(), "draw.json")
-	require.NoError(t, os.WriteFile(file, tampered, 0o600))
-	code, out, errOut = runCmd(t, envOf(), "draw", "verify", "--file", file)
+	operator := filepath.Join(dir, "operator.json")
+	require.NoError(t, os.WriteFile(operator, raw, 0o600))
+	code, _, errOut = runCmd(t, envOf(), "draw", "verify", "--file", operator)
 	require.Equal(t, exitFailure, code)
-	require.Contains(t, errOut, fmt.Sprintf("2 of %d places differ", early))
-	require.Contains(t, out, export.Entrants[0].User+": place 2, the seed gives 1")
+	require.Contains(t, errOut, "entrants were changed after the draw")
 
+	for _, bad := range [][]string{
+		{"draw", "verify", "--file", file, "--commitment", "abc"},
+		{"draw", "verify", "--file", file, "--user", "bad id"},
+		{"draw", "export"},
+		{"draw", "export", "default", "--file", file},
+	} {
+		code, _, _ = runCmd(t, env, bad...)
+		require.Equal(t, exitUsage, code, "%v", bad)
+	}
 	code, _, errOut = runCmd(t, env, "draw", "verify")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut, "a room is needed")

@@ -2,7 +2,7 @@
 //
 //	waitroom serve [flags]    the HTTP server and the admission ticker
 //	waitroom admin …          the operator API's client (rooms list|create|show|set)
-//	waitroom draw verify …    recompute a scheduled room's draw from its seed
+//	waitroom draw verify|export …  check a scheduled room's draw; write its public file
 //	waitroom loadtest …       a simulated flash crowd against a server
 //	waitroom bench …          throughput, Redis time per script, memory per user
 //
@@ -29,6 +29,7 @@ Usage:
   waitroom serve [flags]    run the waiting room server
   waitroom admin rooms …    list, create, show or change rooms of a running server
   waitroom draw verify ROOM recompute a scheduled room's draw from its revealed seed
+  waitroom draw export ROOM write the draw's public verification file (no user ids)
   waitroom loadtest …       simulate a flash crowd against a server (--url) or in process (--inproc)
   waitroom bench [flags]    measure throughput, Redis time per script and memory per user
   waitroom help [command]   show help
