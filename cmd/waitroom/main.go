@@ -5,6 +5,7 @@
 //	waitroom draw verify|export …  check a scheduled room's draw; write its public file
 //	waitroom loadtest …       a simulated flash crowd against a server
 //	waitroom bench …          throughput, Redis time per script, memory per user
+//	waitroom version          the version, VCS revision and Go version of the build
 //
 // Every flag of serve can also be set by an environment variable; see
 // 'waitroom serve --help'.
@@ -32,6 +33,7 @@ Usage:
   waitroom draw export ROOM write the draw's public verification file (no user ids)
   waitroom loadtest …       simulate a flash crowd against a server (--url) or in process (--inproc)
   waitroom bench [flags]    measure throughput, Redis time per script and memory per user
+  waitroom version          print the version, VCS revision and Go version of this build
   waitroom help [command]   show help
 
 Run 'waitroom serve --help' for the flags of serve.`
@@ -69,6 +71,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runLoadtest(ctx, args[1:], getenv, stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], getenv, stdout, stderr)
+	case "version", "-version", "--version":
+		return runVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 && commandHelp[args[1]] != nil {
 			commandHelp[args[1]](stdout)
@@ -89,6 +93,7 @@ var commandHelp = map[string]func(io.Writer){
 	"draw":     printText(drawUsage),
 	"loadtest": printLoadtestUsage,
 	"bench":    printBenchUsage,
+	"version":  printText(versionUsage),
 }
 
 func printText(text string) func(io.Writer) {
