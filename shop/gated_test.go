@@ -131,8 +131,10 @@ func TestGatedCrashAfterClaimGivesTheSameOrderBack(t *testing.T) {
 	require.Equal(t, http.StatusConflict, status)
 	require.Equal(t, "TOKEN_IN_USE", body["error"].(map[string]any)["code"])
 
-	// After the lease the retry passes the gate and gets the first order.
-	g.clock.Advance(31 * time.Second)
+	// After the lease and the settle window (the dead holder's gate might
+	// still have been settling it) the retry passes the gate and gets the
+	// first order.
+	g.clock.Advance(31*time.Second + waitroom.SettleWindow)
 	status, body = g.order(t, "bob", token)
 	require.Equal(t, http.StatusOK, status, body)
 	require.Equal(t, first.ID, body["id"])
