@@ -52,6 +52,14 @@ func (c Config) Validate() error {
 	if c.AdminToken != "" && (len(c.AdminToken) < MinAdminToken || strings.ContainsAny(c.AdminToken, " \t\r\n")) {
 		bad("admin_token", "must be at least %d characters without spaces", MinAdminToken)
 	}
+	// A certificate is served with its key: one alone is a mistake, not
+	// plain HTTP.
+	if c.TLSCert != "" && c.TLSKey == "" {
+		bad("tls_cert", "needs --tls-key, the certificate's private key")
+	}
+	if c.TLSKey != "" && c.TLSCert == "" {
+		bad("tls_key", "needs --tls-cert, the certificate of the key")
+	}
 	if c.AdminAddr != "" && c.AdminToken == "" {
 		bad("admin_addr", "serves the admin API, which is off without --admin-token")
 	}

@@ -104,6 +104,11 @@ type Config struct {
 	// (and /metrics behind the admin token), which Addr then answers 404
 	// for; empty: they are on Addr. Needs AdminToken.
 	AdminAddr string
+	// TLSCert and TLSKey are the PEM files of the certificate (with its
+	// chain) and its key that every listener serves TLS and HTTP/2 with,
+	// taken again when they change; empty: plain HTTP, TLS ends at a
+	// proxy in front.
+	TLSCert, TLSKey string
 }
 
 // Instance is one running waiting room: the store, the admitter and the HTTP
@@ -147,6 +152,7 @@ type Instance struct {
 	metricsListener net.Listener
 	adminServer     *http.Server
 	adminListener   net.Listener
+	certs           *certHolder // nil without TLS
 	serveErr        chan error
 	stopAdmit       context.CancelFunc
 	admitDone       chan struct{}
@@ -171,6 +177,14 @@ func (in *Instance) Run(ctx context.Context) error {
 	log := in.Logger
 	startCtx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
+	if in.Config.TLSCert != "" {
+		// Before anything else starts: a bad pair refuses the start.
+		certs, err := newCertHolder(in.Config.TLSCert, in.Config.TLSKey, log)
+		if err != nil {
+			return err
+		}
+		in.certs = certs
+	}
 
 	if err := in.openStore(startCtx); err != nil {
 		return err
@@ -319,21 +333,8 @@ func (in *Instance) Run(ctx context.Context) error {
 		return fmt.Errorf("listening on %s: %w", in.Config.Addr, err)
 	}
 	in.listener = ln
-	in.httpServer = &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
 	in.serveErr = make(chan error, 3)
-	go func() {
-		if err := in.httpServer.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			in.serveErr <- err
-		}
-	}()
+	in.httpServer = in.serve(ln, handler)
 	if in.Config.MetricsAddr != "" {
 		// The scraper's own listener: /metrics off the public one.
 		mux := http.NewServeMux()
@@ -361,7 +362,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	case in.Config.AdminToken != "":
 		adminAPI = in.Addr()
 	}
-	log.Info("waiting room listening", "addr", in.Addr(), "rooms", in.Config.Rooms,
+	log.Info("waiting room listening", "addr", in.Addr(), "tls", in.certs != nil, "rooms", in.Config.Rooms,
 		"rate", live.Rate, "rate_derived", in.Config.RateDerived && live.Rate == in.Config.Room.Rate, "slice", live.Slice,
 		"upstream", upstream, "gated_routes", in.Config.GatedRoutes, "admin_api", adminAPI, "failure_policy", in.Config.FailurePolicy.String(),
 		"gomaxprocs", runtime.GOMAXPROCS(0)) // the cores this process schedules on (OPERATIONS.md)
@@ -369,21 +370,37 @@ func (in *Instance) Run(ctx context.Context) error {
 }
 
 // serveAside serves h on a listener of its own at addr (named by its flag
-// in the error), with the public server's bounds.
+// in the error), as the public server serves.
 func (in *Instance) serveAside(flag, addr string, h http.Handler) (*http.Server, net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listening on %s %s: %w", flag, addr, err)
 	}
+	return in.serve(ln, h), ln, nil
+}
+
+// serve serves h on ln with the server's bounds, over TLS with HTTP/2 and
+// HTTP/1.1 when the instance has a certificate (the same on every
+// listener: one name's certificate, one renewal), in plain HTTP/1.1
+// otherwise. An end other than Close goes to ServeErr.
+func (in *Instance) serve(ln net.Listener, h http.Handler) *http.Server {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(in.Logger.Handler(), slog.LevelWarn)}
+	run := func() error { return srv.Serve(ln) }
+	if in.certs != nil {
+		srv.TLSConfig = in.certs.tlsConfig()
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetHTTP2(true)
+		run = func() error { return srv.ServeTLS(ln, "", "") }
+	}
 	go func() {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := run(); !errors.Is(err, http.ErrServerClosed) {
 			in.serveErr <- err
 		}
 	}()
-	return srv, ln, nil
+	return srv
 }
 
 // ServeStore serves store with cfg's server (on cfg.Addr, routes beside
