@@ -246,7 +246,10 @@ type Store interface {
 	// clock) is ErrPassInvalid, one with no use left ErrPassUsedUp; a
 	// closed room ErrRoomClosed, a sold-out one ErrSoldOut, and one whose
 	// live tokens are at MaxActive or at the unsold stock ErrNoFreeSlot
-	// (the pass is kept). Else one use is taken, the user leaves the queue
+	// (the pass is kept); a user whose expired token an order still holds
+	// within the settle window ErrTokenInUse (the pass is kept: the
+	// order may yet sell that token's unit). Else one use is taken, the
+	// user leaves the queue
 	// if queued, and gets a fresh entry token (counted as admitted) at
 	// once, in open, paused and invite-only rooms alike.
 	EnterWithPass(ctx context.Context, room, user, id string) (Status, error)

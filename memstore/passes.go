@@ -78,6 +78,12 @@ func (s *Store) EnterWithPass(ctx context.Context, name, user, id string) (waitr
 	if st, ok := r.admitted(user, now); ok {
 		return st, nil // holds a token already: the pass is not used
 	}
+	if t, ok := r.tokens.byUser[user]; ok && t.unsettled(now) {
+		// An order holds the user's expired token and may yet complete
+		// it: a new token now would reserve a second unit while the first
+		// may be sold.
+		return waitroom.Status{}, waitroom.ErrTokenInUse
+	}
 	p, ok := r.passes[id]
 	switch {
 	case !ok || p.Revoked || !p.ExpiresAt.After(now):

@@ -196,6 +196,8 @@ func parsePass(id, v string) (n int64, p waitroom.Pass, ok bool) {
 //	{"PASS_USED_UP"}              no use left
 //	{"ROOM_CLOSED"}, {"SOLD_OUT"}
 //	{"NO_FREE_SLOT"}              live tokens at max_active or at the unsold stock
+//	{"TOKEN_IN_USE"}              an order holds the user's expired token and
+//	                              may yet complete it (the settle window)
 //	{"ROOM_NOT_FOUND"}
 var enterWithPassScript = newFunction("enter_with_pass", `
 local cfg_key, q_key, tok_key, active_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -221,6 +223,12 @@ local now = now_ms()
 local e = holder_sees(tok_key, active_key, user, now)
 if e then
   return {'ADMITTED', e.token, time_left(e, now)}
+end
+-- An order holds the user's expired token and may yet complete it: a new
+-- token now would reserve a second unit while the first may be sold.
+local old = parse_entry(redis.call('HGET', tok_key, user))
+if old and unsettled(old, now) then
+  return {'TOKEN_IN_USE'}
 end
 
 -- The pass: n|uses|left|expires_ms|revoked.
@@ -262,7 +270,6 @@ end
 redis.call('HSET', passes_key, id, string.format('%s|%s|%d|%s|0', created, uses, left - 1, expires_ms))
 redis.call('ZREM', q_key, user)
 out_of_draw(pre_key, drawn_key, draw_key, user)
-local old = parse_entry(redis.call('HGET', tok_key, user))
 if old then
   -- A lingering expired entry cleanup had not reached: gone unused.
   count_gone(stats_key, old)

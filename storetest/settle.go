@@ -44,3 +44,35 @@ func testUnsettledHoldKeepsItsUnit(t *testing.T, h Harness) {
 	_, err = h.Store.Enter(ctx, room, a.User)
 	require.ErrorIs(t, err, waitroom.ErrAlreadyOrdered, "the buyer is recorded")
 }
+
+// testPassWaitsForAnUnsettledHold: a pass does not give a user a second
+// token while an order may still complete the first (its lease lapsed in
+// a stall, the settle window still open): the new token would reserve the
+// unit the first may have sold.
+func testPassWaitsForAnUnsettledHold(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 100, TokenTTL: time.Second, Lease: 200 * time.Millisecond, Stock: 2})
+	enterAll(t, h.Store, room, 1)
+	a := admitOne(t, h, room)
+	hold, err := h.Store.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+	pass := newPass(t, h.Store, room, 2)
+
+	h.Advance(t, 1200*time.Millisecond) // past the TTL and the lease
+	_, err = h.Store.EnterWithPass(ctx, room, a.User, pass.ID)
+	require.ErrorIs(t, err, waitroom.ErrTokenInUse, "no second token beside an unsettled hold")
+	stats := testenv.Stats(t, h.Store, room)
+	require.Equal(t, int64(1), stats.Admitted)
+	require.Equal(t, int64(1), stats.Active, "the held token alone reserves a unit")
+
+	require.NoError(t, h.Store.Complete(ctx, hold), "the late Complete still lands")
+	st, err := h.Store.EnterWithPass(ctx, room, a.User, pass.ID)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateAdmitted, st.State, "once settled, the pass lets the user in")
+	stats = testenv.Stats(t, h.Store, room)
+	require.Equal(t, int64(1), stats.Completed)
+	require.Equal(t, int64(2), stats.Admitted)
+	passes, err := h.Store.Passes(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, 1, passes[0].Left, "the refused use was not taken")
+}

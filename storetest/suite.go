@@ -55,6 +55,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ReleaseKeepsRemainingTTL", testReleaseKeepsRemainingTTL},
 		{"LapsedLeaseFreesToken", testLapsedLeaseFreesToken},
 		{"UnsettledHoldKeepsItsUnit", testUnsettledHoldKeepsItsUnit},
+		{"PassWaitsForAnUnsettledHold", testPassWaitsForAnUnsettledHold},
 		{"StaleReleaseKeepsNewHold", testStaleReleaseKeepsNewHold},
 		{"RenewKeepsTokenHeld", testRenewKeepsTokenHeld},
 		{"ExpiredTokenNotFound", testExpiredTokenNotFound},
