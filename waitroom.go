@@ -249,9 +249,9 @@ type Store interface {
 	// (the pass is kept); a user whose expired token an order still holds
 	// within the settle window ErrTokenInUse (the pass is kept: the
 	// order may yet sell that token's unit). Else one use is taken, the
-	// user leaves the queue
-	// if queued, and gets a fresh entry token (counted as admitted) at
-	// once, in open, paused and invite-only rooms alike.
+	// user leaves the queue if queued, and gets a fresh entry token
+	// (counted as admitted) at once, in open, paused and invite-only rooms
+	// alike.
 	EnterWithPass(ctx context.Context, room, user, id string) (Status, error)
 	// Draw returns a scheduled room's draw record: before the opening the
 	// commitment to its seed, after it the seed. ErrNoDraw for a room
