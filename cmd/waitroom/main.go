@@ -6,6 +6,7 @@
 //	waitroom loadtest …       a simulated flash crowd against a server
 //	waitroom bench …          throughput, Redis time per script, memory per user
 //	waitroom version          the version, VCS revision and Go version of the build
+//	waitroom probe [--url …]  exit 0 if a server answers 2xx (the container healthcheck)
 //
 // Every flag of serve can also be set by an environment variable; see
 // 'waitroom serve --help'.
@@ -34,6 +35,7 @@ Usage:
   waitroom loadtest …       simulate a flash crowd against a server (--url) or in process (--inproc)
   waitroom bench [flags]    measure throughput, Redis time per script and memory per user
   waitroom version          print the version, VCS revision and Go version of this build
+  waitroom probe [--url …]  exit 0 if a running server answers 2xx (a container healthcheck)
   waitroom help [command]   show help
 
 Run 'waitroom serve --help' for the flags of serve.`
@@ -73,6 +75,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runBench(ctx, args[1:], getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		return runVersion(args[1:], stdout, stderr)
+	case "probe":
+		return runProbe(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 && commandHelp[args[1]] != nil {
 			commandHelp[args[1]](stdout)
@@ -94,6 +98,7 @@ var commandHelp = map[string]func(io.Writer){
 	"loadtest": printLoadtestUsage,
 	"bench":    printBenchUsage,
 	"version":  printText(versionUsage),
+	"probe":    printText(probeUsage),
 }
 
 func printText(text string) func(io.Writer) {
