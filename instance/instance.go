@@ -80,6 +80,9 @@ type Config struct {
 	// CookieSecret signs the waiting page's visitor cookies; empty: the
 	// server makes a random one per start.
 	CookieSecret []byte
+	// SettleSecret is the bearer secret of POST /gate/settle; empty:
+	// the forward-auth gate is off.
+	SettleSecret string
 	// PageProduct is what the waiting page's order button orders.
 	PageProduct string
 	LogFormat   string
@@ -264,6 +267,7 @@ func (in *Instance) Run(ctx context.Context) error {
 		AdminRoutes:  adminRoutes,
 		AdminApart:   in.Config.AdminAddr != "",
 		CookieSecret: in.Config.CookieSecret,
+		SettleSecret: in.Config.SettleSecret,
 		OrderProduct: in.Config.PageProduct,
 		// What the gate does while Redis is down or slow.
 		FailurePolicy: in.Config.FailurePolicy,

@@ -151,6 +151,12 @@ type Config struct {
 	// CookieMaxAge is how long a visitor cookie is accepted after it was
 	// issued; default DefaultCookieMaxAge (24 h).
 	CookieMaxAge time.Duration
+	// SettleSecret is the bearer secret of POST /gate/settle, at least
+	// MinCookieSecret bytes; with it the forward-auth gate (GET
+	// /gate/auth, fwdauth.go) is on. Empty: both answer 404
+	// NOT_CONFIGURED. Hold ids are sealed with CookieSecret, so every
+	// instance needs the same one.
+	SettleSecret string
 	// JoinChallenge is the proof of work asked before a new place, in
 	// leading zero bits of SHA-256 (DefaultJoinDifficulty is a good
 	// start); 0: none.
@@ -161,6 +167,9 @@ type Config struct {
 type Server struct {
 	store         *waitroom.GuardedStore
 	gate          *waitroom.Gate // nil without a protected handler
+	fwdGate       *waitroom.Gate // the forward-auth endpoint's claims
+	holds         holdSealer
+	settleSecret  [sha256.Size]byte
 	log           *slog.Logger
 	userHeader    string
 	defaultRoom   string
@@ -327,6 +336,16 @@ func New(cfg Config) (*Server, error) {
 		protected = gate.Wrap(cfg.Protected)
 		s.gate = gate
 	}
+	s.fwdGate = &waitroom.Gate{
+		Store:      s.store,
+		Room:       s.defaultRoom,
+		UserHeader: s.userHeader,
+		Logger:     s.log,
+		OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
+	}
+	if err := s.forwardAuthRoutes(routes, cfg.SettleSecret); err != nil {
+		return nil, err
+	}
 	for _, p := range gated {
 		if _, dup := routes[p]; dup {
 			return nil, fmt.Errorf("server: gated route %q is registered twice", p)
@@ -395,6 +414,7 @@ func (s *Server) DrainSettles() {
 	if s.gate != nil {
 		s.gate.Drain()
 	}
+	s.fwdGate.Drain()
 }
 
 // MetricsHandler serves the Prometheus metrics, for a listener of their own
