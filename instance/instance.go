@@ -83,6 +83,9 @@ type Config struct {
 	// SettleSecret is the bearer secret of POST /gate/settle; empty:
 	// the forward-auth gate is off.
 	SettleSecret string
+	// TokenCookieDomain is the shop's domain the waiting page sets the
+	// waitroom_token cookie for; empty: none.
+	TokenCookieDomain string
 	// PageProduct is what the waiting page's order button orders.
 	PageProduct string
 	LogFormat   string
@@ -269,6 +272,8 @@ func (in *Instance) Run(ctx context.Context) error {
 		CookieSecret: in.Config.CookieSecret,
 		SettleSecret: in.Config.SettleSecret,
 		OrderProduct: in.Config.PageProduct,
+		// Forward auth from the shop's own pages.
+		TokenCookieDomain: in.Config.TokenCookieDomain,
 		// What the gate does while Redis is down or slow.
 		FailurePolicy: in.Config.FailurePolicy,
 		StoreTimeout:  in.Config.StoreTimeout,

@@ -103,6 +103,7 @@ func (s holdSealer) open(id string) (waitroom.Hold, error) {
 // code in the body and in Waitroom-Error. The room is ?room=, default the
 // default room.
 func (s *Server) gateAuth(w http.ResponseWriter, r *http.Request) {
+	s.tokenFromCookie(r)
 	room, err := s.authRoom(r)
 	if err == nil {
 		var hold waitroom.Hold
@@ -207,4 +208,63 @@ func (s *Server) forwardAuthRoutes(routes map[string]http.Handler, settleSecret 
 	routes["/gate/auth"] = http.HandlerFunc(s.gateAuth)
 	routes["POST /gate/settle"] = s.serve(s.gateSettle)
 	return nil
+}
+
+// TokenCookie carries the entry token to /gate/auth from a browser on the
+// shop's own pages, which cannot add X-Entry-Token: the waiting page sets
+// it for Config.TokenCookieDomain when the visitor's turn comes.
+const TokenCookie = "waitroom_token"
+
+// setTokenCookie gives an admitted visitor the token as a cookie for the
+// shop's domain, for as long as the token lives: HttpOnly (no script of
+// the shop reads it), Secure, and SameSite=Lax, so another site's form
+// cannot spend it.
+func (s *Server) setTokenCookie(w http.ResponseWriter, st waitroom.Status) {
+	if s.tokenCookieDomain == "" || st.State != waitroom.StateAdmitted {
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name:     TokenCookie,
+		Value:    st.Token,
+		Domain:   s.tokenCookieDomain,
+		Path:     "/",
+		MaxAge:   max(int(st.ExpiresIn/time.Second), 1),
+		HttpOnly: true,
+		Secure:   true,
+		SameSite: http.SameSiteLaxMode,
+	})
+}
+
+// tokenFromCookie gives an auth request without X-Entry-Token the one
+// token cookie it carries, as that header, so that the gate's one claim
+// checks it. Several such cookies (one per domain level) are passed on
+// as several headers, which the gate refuses: which one the buyer meant
+// is unknown.
+func (s *Server) tokenFromCookie(r *http.Request) {
+	if s.tokenCookieDomain == "" || len(r.Header.Values(waitroom.EntryTokenHeader)) > 0 {
+		return
+	}
+	for _, c := range r.CookiesNamed(TokenCookie) {
+		r.Header.Add(waitroom.EntryTokenHeader, c.Value)
+	}
+}
+
+// validCookieDomain reports whether d is a domain a cookie can name: DNS
+// labels of letters, digits and hyphens, an optional leading dot.
+func validCookieDomain(d string) bool {
+	d = strings.TrimPrefix(d, ".")
+	if d == "" || len(d) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(d, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

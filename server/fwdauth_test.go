@@ -238,11 +238,7 @@ func tamper(id string) string {
 }
 
 func TestForwardAuthHoldOfAnotherSecretIsRefused(t *testing.T) {
-	clock := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	store := memstore.New(memstore.Options{Now: clock.Now})
-	r := &unitsRoom{t: t, store: store, room: uniqueRoom(t), advance: clock.Advance}
-	_, err := store.CreateRoom(t.Context(), r.room, fwdRoomConfig)
-	require.NoError(t, err)
+	r := fwdMemRoom(t, nil)
 	fwdServer(t, r, server.Config{CookieSecret: []byte(strings.Repeat("o", 32))})
 	hold := gateAuth(t, r, "u1", r.admit("u1")).header.Get(server.HoldHeader)
 	require.NotEmpty(t, hold)
@@ -261,11 +257,8 @@ func TestForwardAuthOffWithoutASettleSecret(t *testing.T) {
 }
 
 func TestForwardAuthStoreDownIs403WithRetryAfter(t *testing.T) {
-	clock := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	fault := &testenv.FaultStore{Store: memstore.New(memstore.Options{Now: clock.Now})}
-	r := &unitsRoom{t: t, store: fault, room: uniqueRoom(t), advance: clock.Advance}
-	_, err := fault.CreateRoom(t.Context(), r.room, fwdRoomConfig)
-	require.NoError(t, err)
+	fault := &testenv.FaultStore{}
+	r := fwdMemRoom(t, func(s waitroom.Store) waitroom.Store { fault.Store = s; return fault })
 	fwdServer(t, r, server.Config{})
 	token := r.admit("u1")
 	fault.SetFault(func(_ context.Context, method string) error {
@@ -277,4 +270,65 @@ func TestForwardAuthStoreDownIs403WithRetryAfter(t *testing.T) {
 	a := gateAuth(t, r, "u1", token)
 	requireRefused(t, a, http.StatusForbidden, waitroom.ErrStoreUnavailable.Code)
 	require.NotEmpty(t, a.header.Get("Retry-After"))
+}
+
+func TestForwardAuthTokenCookie(t *testing.T) {
+	roomOnEachStore(t, fwdRoomConfig, func(t *testing.T, r *unitsRoom) {
+		fwdServer(t, r, server.Config{TokenCookieDomain: "shop.example"})
+		token := r.admit("u1")
+		resp := call(t, "GET", r.url+"/rooms/"+r.room+"/status", map[string]string{"X-User-Id": "u1"}, "")
+		require.Equal(t, http.StatusOK, resp.status)
+		cookies := (&http.Response{Header: resp.header}).Cookies()
+		require.Len(t, cookies, 1)
+		c := cookies[0]
+		require.Equal(t, server.TokenCookie, c.Name)
+		require.Equal(t, token, c.Value)
+		require.Equal(t, "shop.example", c.Domain)
+		require.True(t, c.HttpOnly && c.Secure)
+		require.Equal(t, http.SameSiteLaxMode, c.SameSite)
+		require.Positive(t, c.MaxAge)
+
+		auth := func(cookie string) fwdAnswer {
+			return call(t, "GET", r.url+"/gate/auth", map[string]string{"X-User-Id": "u1", "Cookie": cookie}, "")
+		}
+		// Two token cookies (say, one per domain level): which is meant
+		// is unknown.
+		requireRefused(t, auth(server.TokenCookie+"="+token+"; "+server.TokenCookie+"="+strings.Repeat("A", 22)), http.StatusUnauthorized, "BAD_REQUEST")
+		ok := auth(server.TokenCookie + "=" + token)
+		require.Equal(t, "200 ", ok.String())
+		require.Equal(t, "200 ", settleHold(t, r, testSettleSecret, ok.header.Get(server.HoldHeader), "released").String())
+		// The header, when sent, is the token: the cookie is not read.
+		requireRefused(t, call(t, "GET", r.url+"/gate/auth", map[string]string{"X-User-Id": "u1", "X-Entry-Token": strings.Repeat("A", 22),
+			"Cookie": server.TokenCookie + "=" + token}, ""), http.StatusForbidden, "ENTRY_TOKEN_INVALID")
+	})
+}
+
+func TestForwardAuthTokenCookieOffByDefault(t *testing.T) {
+	r := fwdMemRoom(t, nil)
+	fwdServer(t, r, server.Config{})
+	token := r.admit("u1")
+	resp := call(t, "GET", r.url+"/rooms/"+r.room+"/status", map[string]string{"X-User-Id": "u1"}, "")
+	require.Empty(t, (&http.Response{Header: resp.header}).Cookies())
+	requireRefused(t, call(t, "GET", r.url+"/gate/auth", map[string]string{"X-User-Id": "u1", "Cookie": server.TokenCookie + "=" + token}, ""),
+		http.StatusUnauthorized, "ENTRY_TOKEN_NOT_FOUND")
+
+	for _, bad := range []string{"shop example", "-shop.example", "shop..example", ".", strings.Repeat("a", 64) + ".example", "shop.example;x=1"} {
+		_, err := server.New(server.Config{Store: r.store, TokenCookieDomain: bad})
+		require.ErrorContains(t, err, "TokenCookieDomain", bad)
+	}
+}
+
+// fwdMemRoom is a room with fwdRoomConfig in a memstore on a manual clock,
+// through wrap if not nil.
+func fwdMemRoom(t *testing.T, wrap func(waitroom.Store) waitroom.Store) *unitsRoom {
+	t.Helper()
+	clock := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	var store waitroom.Store = memstore.New(memstore.Options{Now: clock.Now})
+	if wrap != nil {
+		store = wrap(store)
+	}
+	r := &unitsRoom{t: t, store: store, room: uniqueRoom(t), advance: clock.Advance}
+	_, err := store.CreateRoom(t.Context(), r.room, fwdRoomConfig)
+	require.NoError(t, err)
+	return r
 }

@@ -157,6 +157,11 @@ type Config struct {
 	// NOT_CONFIGURED. Hold ids are sealed with CookieSecret, so every
 	// instance needs the same one.
 	SettleSecret string
+	// TokenCookieDomain, if set, is the shop's domain: an admitted
+	// visitor's page and status answers set the entry token there as
+	// the waitroom_token cookie, which /gate/auth reads without
+	// X-Entry-Token.
+	TokenCookieDomain string
 	// JoinChallenge is the proof of work asked before a new place, in
 	// leading zero bits of SHA-256 (DefaultJoinDifficulty is a good
 	// start); 0: none.
@@ -167,9 +172,6 @@ type Config struct {
 type Server struct {
 	store         *waitroom.GuardedStore
 	gate          *waitroom.Gate // nil without a protected handler
-	fwdGate       *waitroom.Gate // the forward-auth endpoint's claims
-	holds         holdSealer
-	settleSecret  [sha256.Size]byte
 	log           *slog.Logger
 	userHeader    string
 	defaultRoom   string
@@ -196,6 +198,13 @@ type Server struct {
 	visitorLimit   waitroom.Limit
 	joinDifficulty int
 	storeTimeout   time.Duration
+
+	// The forward-auth gate (fwdauth.go); tokenCookieDomain is
+	// Config.TokenCookieDomain.
+	fwdGate           *waitroom.Gate
+	holds             holdSealer
+	settleSecret      [sha256.Size]byte
+	tokenCookieDomain string
 }
 
 // New returns a Server for cfg, or an error naming the bad field.
@@ -343,6 +352,10 @@ func New(cfg Config) (*Server, error) {
 		Logger:     s.log,
 		OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
 	}
+	if d := cfg.TokenCookieDomain; d != "" && !validCookieDomain(d) {
+		return nil, fmt.Errorf("server: Config.TokenCookieDomain %q is not a domain", d)
+	}
+	s.tokenCookieDomain = cfg.TokenCookieDomain
 	if err := s.forwardAuthRoutes(routes, cfg.SettleSecret); err != nil {
 		return nil, err
 	}
