@@ -231,7 +231,16 @@ func (g *Gate) claim(r *http.Request, room string, sent time.Time) (Hold, error)
 func (g *Gate) Admit(r *http.Request, room string) (Hold, error) {
 	hold, err := g.claim(r, room, time.Now())
 	if err != nil {
-		g.count(ErrorCode(err))
+		if g.OnOutcome != nil {
+			// A refusal in another room than g.Room is told without
+			// the name, which a client may have made up: a metric's
+			// labels stay bounded.
+			label := ""
+			if room == g.Room {
+				label = room
+			}
+			g.OnOutcome(label, ErrorCode(err))
+		}
 		return Hold{}, err
 	}
 	return hold, nil

@@ -174,6 +174,8 @@ func (s *Server) gateSettle(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Counted as the built-in gate counts its settles.
+	s.fwdGate.OnOutcome(hold.Room, map[string]string{"spent": "completed", "released": "released"}[body.Outcome])
 	jsonhttp.Write(w, http.StatusOK, map[string]string{"outcome": body.Outcome})
 	return nil
 }

@@ -94,7 +94,13 @@ func requireRefused(t *testing.T, a fwdAnswer, status int, code string) {
 
 func TestForwardAuthOneTokenFiftyRequestsThenSpent(t *testing.T) {
 	roomOnEachStore(t, fwdRoomConfig, func(t *testing.T, r *unitsRoom) {
-		fwdServer(t, r, server.Config{})
+		var outcomesMu sync.Mutex
+		outcomes := map[string]int{}
+		fwdServer(t, r, server.Config{OnGateOutcome: func(room, outcome string) {
+			outcomesMu.Lock()
+			outcomes[room+" "+outcome]++
+			outcomesMu.Unlock()
+		}})
 		token := r.admit("u1")
 
 		const n = 50
@@ -127,6 +133,9 @@ func TestForwardAuthOneTokenFiftyRequestsThenSpent(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 1, stats.Completed)
 		require.EqualValues(t, 0, stats.Released)
+		outcomesMu.Lock()
+		defer outcomesMu.Unlock()
+		require.Equal(t, map[string]int{r.room + " TOKEN_IN_USE": n - 1, r.room + " completed": 1, r.room + " ENTRY_TOKEN_NOT_FOUND": 1}, outcomes)
 	})
 }
 
@@ -189,7 +198,13 @@ func TestForwardAuthUserOnlyFromTrustedProxies(t *testing.T) {
 
 func TestForwardAuthRefusals(t *testing.T) {
 	roomOnEachStore(t, fwdRoomConfig, func(t *testing.T, r *unitsRoom) {
-		fwdServer(t, r, server.Config{})
+		var labelsMu sync.Mutex
+		labels := map[string]bool{}
+		fwdServer(t, r, server.Config{OnGateOutcome: func(room, _ string) {
+			labelsMu.Lock()
+			labels[room] = true
+			labelsMu.Unlock()
+		}})
 		token := r.admit("u1")
 		requireRefused(t, gateAuth(t, r, "u1", ""), http.StatusUnauthorized, "ENTRY_TOKEN_NOT_FOUND")
 		requireRefused(t, gateAuth(t, r, "u1", "not a token"), http.StatusUnauthorized, "BAD_REQUEST")
@@ -198,6 +213,12 @@ func TestForwardAuthRefusals(t *testing.T) {
 			http.StatusForbidden, "BAD_REQUEST")
 		requireRefused(t, call(t, "GET", r.url+"/gate/auth?room="+r.room+"&room=x", map[string]string{"X-User-Id": "u1", "X-Entry-Token": token}, ""),
 			http.StatusForbidden, "BAD_REQUEST")
+		made := call(t, "GET", r.url+"/gate/auth?room=made-up", map[string]string{"X-User-Id": "u1", "X-Entry-Token": token}, "")
+		require.Equal(t, http.StatusForbidden, made.status, made.String())
+		require.Equal(t, made.code, made.header.Get(server.ErrorHeader))
+		labelsMu.Lock()
+		require.Equal(t, map[string]bool{r.room: true, "": true}, labels, "a made-up room is no metric label")
+		labelsMu.Unlock()
 
 		// Any method the proxy sends, the room named explicitly.
 		a := call(t, "POST", r.url+"/gate/auth?room="+r.room, map[string]string{"X-User-Id": "u1", "X-Entry-Token": token}, "{}")
