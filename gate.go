@@ -130,42 +130,12 @@ func orderKey(h Hold) string {
 // Wrap guards next.
 func (g *Gate) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		userHeader := g.UserHeader
-		if userHeader == "" {
-			userHeader = DefaultUserHeader
-		}
-		users, tokens := r.Header.Values(userHeader), r.Header.Values(EntryTokenHeader)
-		switch {
-		case len(users) > 1:
-			// The upstream might read another of them than the one checked.
-			g.reject(w, r, BadRequest("several "+userHeader+" headers"))
-			return
-		case len(tokens) > 1:
-			g.reject(w, r, BadRequest("several "+EntryTokenHeader+" headers"))
-			return
-		case len(users) == 0 || !ValidUserID(users[0]):
-			g.reject(w, r, BadRequest("missing or malformed "+userHeader+" header"))
-			return
-		case len(tokens) == 0 || tokens[0] == "":
-			g.reject(w, r, ErrTokenNotFound)
-			return
-		case !ValidToken(tokens[0]):
-			g.reject(w, r, BadRequest("malformed "+EntryTokenHeader+" header"))
-			return
-		}
-		user, token := users[0], tokens[0]
+		userHeader := g.userHeader()
 		claimed := time.Now()
-		hold, err := g.Store.Claim(r.Context(), g.Room, user, token)
+		hold, err := g.claim(r, g.Room, claimed)
 		if err != nil {
-			var unanswered *UnansweredClaimError
-			if errors.As(err, &unanswered) {
-				// The claim may yet land and hold the token under a lease
-				// nobody here knows of: give it back, in the background,
-				// since the store just did not answer.
-				g.retry(r.Context(), unanswered.Hold, OutcomeClaimWithdrawn, leaseEnd(claimed, unanswered.Hold), 1, 0)
-			}
 			if errors.Is(err, ErrStoreUnavailable) && g.StoreDown != nil && g.StoreDown(r) {
-				g.passUnclaimed(w, r, userHeader, user, token, next)
+				g.passUnclaimed(w, r, userHeader, hold.User, hold.Token, next)
 				return
 			}
 			g.reject(w, r, err)
@@ -193,6 +163,99 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 			g.OnServed(g.Room, time.Since(started), rec.Status())
 		}
 	})
+}
+
+// entryTokenError marks a refusal for a missing or malformed entry token,
+// which the forward-auth endpoint answers 401 (NoEntryToken).
+type entryTokenError struct{ err error }
+
+func (e entryTokenError) Error() string { return e.err.Error() }
+func (e entryTokenError) Unwrap() error { return e.err }
+
+// NoEntryToken reports whether err refused a request because its entry
+// token was missing or malformed, rather than for what the store said.
+func NoEntryToken(err error) bool {
+	var e entryTokenError
+	return errors.As(err, &e)
+}
+
+func (g *Gate) userHeader() string {
+	if g.UserHeader == "" {
+		return DefaultUserHeader
+	}
+	return g.UserHeader
+}
+
+// claim checks r's user and entry token headers and claims the token in
+// room at sent: the one check the middleware (Wrap) and the forward-auth
+// endpoint (Admit) make. A claim the store did not answer is given back
+// in the background. On a store error the hold still names room, user and
+// token, for a StoreDown pass.
+func (g *Gate) claim(r *http.Request, room string, sent time.Time) (Hold, error) {
+	userHeader := g.userHeader()
+	users, tokens := r.Header.Values(userHeader), r.Header.Values(EntryTokenHeader)
+	switch {
+	case len(users) > 1:
+		// The upstream might read another of them than the one checked.
+		return Hold{}, BadRequest("several " + userHeader + " headers")
+	case len(tokens) > 1:
+		return Hold{}, entryTokenError{BadRequest("several " + EntryTokenHeader + " headers")}
+	case len(users) == 0 || !ValidUserID(users[0]):
+		return Hold{}, BadRequest("missing or malformed " + userHeader + " header")
+	case len(tokens) == 0 || tokens[0] == "":
+		return Hold{}, entryTokenError{ErrTokenNotFound}
+	case !ValidToken(tokens[0]):
+		return Hold{}, entryTokenError{BadRequest("malformed " + EntryTokenHeader + " header")}
+	}
+	user, token := users[0], tokens[0]
+	hold, err := g.Store.Claim(r.Context(), room, user, token)
+	if err != nil {
+		var unanswered *UnansweredClaimError
+		if errors.As(err, &unanswered) {
+			// The claim may yet land and hold the token under a lease
+			// nobody here knows of: give it back, in the background,
+			// since the store just did not answer.
+			g.retry(r.Context(), unanswered.Hold, OutcomeClaimWithdrawn, leaseEnd(sent, unanswered.Hold), 1, 0)
+		}
+		return Hold{Room: room, User: user, Token: token}, err
+	}
+	return hold, nil
+}
+
+// Admit claims r's entry token in room for a forward-auth answer, with
+// Wrap's checks and claim: the proxy in front copies Vouched(hold) onto
+// the request to the shop, and the shop settles the hold (Store.Complete
+// or Store.Release) or lets it lapse with its lease and the settle
+// window. A store that is down refuses: no StoreDown pass, since nothing
+// would settle it.
+func (g *Gate) Admit(r *http.Request, room string) (Hold, error) {
+	hold, err := g.claim(r, room, time.Now())
+	if err != nil {
+		if g.OnOutcome != nil {
+			// A refusal in another room than g.Room is told without
+			// the name, which a client may have made up: a metric's
+			// labels stay bounded.
+			label := ""
+			if room == g.Room {
+				label = room
+			}
+			g.OnOutcome(label, ErrorCode(err))
+		}
+		return Hold{}, err
+	}
+	return hold, nil
+}
+
+// Vouched is what the gate vouches for on a request with hold, as headers
+// for the upstream: the user the token was claimed for, the
+// Idempotency-Key and Waitroom-Units; never the token.
+func (g *Gate) Vouched(hold Hold) http.Header {
+	v := vouchedFor(g.userHeader(), hold)
+	h := http.Header{}
+	h.Set(v.userHeader, v.user)
+	h.Set(IdempotencyKeyHeader, v.idempotencyKey)
+	h.Set(UnitsHeader, v.units)
+	return h
 }
 
 // leaseEnd is when, by this process's clock, a lease the store granted
@@ -260,6 +323,11 @@ type gateHeaders struct {
 
 type gateHeadersKey struct{}
 
+// vouchedFor is what the gate vouches for on a request with h.
+func vouchedFor(userHeader string, h Hold) gateHeaders {
+	return gateHeaders{userHeader, h.User, orderKey(h), strconv.Itoa(max(h.Units, 1))}
+}
+
 // vouch sets the headers the upstream relies on (the user the token was
 // claimed for, exactly once; the idempotency key; the units the token
 // reserved; never the token) and keeps them in r's context, so that a
@@ -267,7 +335,7 @@ type gateHeadersKey struct{}
 // handling (SetGateHeaders): a client naming them in Connection cannot
 // strip them.
 func vouch(r *http.Request, userHeader string, h Hold) *http.Request {
-	v := gateHeaders{userHeader, h.User, orderKey(h), strconv.Itoa(max(h.Units, 1))}
+	v := vouchedFor(userHeader, h)
 	r.Header.Del(EntryTokenHeader)
 	r.Header.Set(IdempotencyKeyHeader, v.idempotencyKey)
 	r.Header.Set(UnitsHeader, v.units)

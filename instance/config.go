@@ -49,6 +49,9 @@ func (c Config) Validate() error {
 	if n := len(c.CookieSecret); n > 0 && n < server.MinCookieSecret {
 		bad("cookie_secret", "must be at least %d bytes, got %d", server.MinCookieSecret, n)
 	}
+	if n := len(c.SettleSecret); n > 0 && n < server.MinCookieSecret {
+		bad("settle_secret", "must be at least %d bytes, got %d", server.MinCookieSecret, n)
+	}
 	if c.AdminToken != "" && (len(c.AdminToken) < MinAdminToken || strings.ContainsAny(c.AdminToken, " \t\r\n")) {
 		bad("admin_token", "must be at least %d characters without spaces", MinAdminToken)
 	}

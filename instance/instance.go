@@ -80,6 +80,12 @@ type Config struct {
 	// CookieSecret signs the waiting page's visitor cookies; empty: the
 	// server makes a random one per start.
 	CookieSecret []byte
+	// SettleSecret is the bearer secret of POST /gate/settle; empty:
+	// the forward-auth gate is off.
+	SettleSecret string
+	// TokenCookieDomain is the shop's domain the waiting page sets the
+	// waitroom_token cookie for; empty: none.
+	TokenCookieDomain string
 	// PageProduct is what the waiting page's order button orders.
 	PageProduct string
 	LogFormat   string
@@ -264,7 +270,10 @@ func (in *Instance) Run(ctx context.Context) error {
 		AdminRoutes:  adminRoutes,
 		AdminApart:   in.Config.AdminAddr != "",
 		CookieSecret: in.Config.CookieSecret,
+		SettleSecret: in.Config.SettleSecret,
 		OrderProduct: in.Config.PageProduct,
+		// Forward auth from the shop's own pages.
+		TokenCookieDomain: in.Config.TokenCookieDomain,
 		// What the gate does while Redis is down or slow.
 		FailurePolicy: in.Config.FailurePolicy,
 		StoreTimeout:  in.Config.StoreTimeout,

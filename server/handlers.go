@@ -176,6 +176,7 @@ func (s *Server) leave(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, room string, st waitroom.Status) error {
 	switch st.State {
 	case waitroom.StateAdmitted:
+		s.setTokenCookie(w, st)
 		body := admittedBody{
 			State:       st.State,
 			Room:        room,

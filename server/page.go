@@ -166,6 +166,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) error {
 		s.renderError(w, r, room, err)
 		return nil
 	}
+	s.setTokenCookie(w, st)
 	s.renderPage(w, r, v, http.StatusOK)
 	return nil
 }

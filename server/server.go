@@ -151,6 +151,17 @@ type Config struct {
 	// CookieMaxAge is how long a visitor cookie is accepted after it was
 	// issued; default DefaultCookieMaxAge (24 h).
 	CookieMaxAge time.Duration
+	// SettleSecret is the bearer secret of POST /gate/settle, at least
+	// MinCookieSecret bytes; with it the forward-auth gate (GET
+	// /gate/auth, fwdauth.go) is on. Empty: both answer 404
+	// NOT_CONFIGURED. Hold ids are sealed with CookieSecret, so every
+	// instance needs the same one.
+	SettleSecret string
+	// TokenCookieDomain, if set, is the shop's domain: an admitted
+	// visitor's page and status answers set the entry token there as
+	// the waitroom_token cookie, which /gate/auth reads without
+	// X-Entry-Token.
+	TokenCookieDomain string
 	// JoinChallenge is the proof of work asked before a new place, in
 	// leading zero bits of SHA-256 (DefaultJoinDifficulty is a good
 	// start); 0: none.
@@ -187,6 +198,13 @@ type Server struct {
 	visitorLimit   waitroom.Limit
 	joinDifficulty int
 	storeTimeout   time.Duration
+
+	// The forward-auth gate (fwdauth.go); tokenCookieDomain is
+	// Config.TokenCookieDomain.
+	fwdGate           *waitroom.Gate
+	holds             holdSealer
+	settleSecret      [sha256.Size]byte
+	tokenCookieDomain string
 }
 
 // New returns a Server for cfg, or an error naming the bad field.
@@ -327,6 +345,20 @@ func New(cfg Config) (*Server, error) {
 		protected = gate.Wrap(cfg.Protected)
 		s.gate = gate
 	}
+	s.fwdGate = &waitroom.Gate{
+		Store:      s.store,
+		Room:       s.defaultRoom,
+		UserHeader: s.userHeader,
+		Logger:     s.log,
+		OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
+	}
+	if d := cfg.TokenCookieDomain; d != "" && !validCookieDomain(d) {
+		return nil, fmt.Errorf("server: Config.TokenCookieDomain %q is not a domain", d)
+	}
+	s.tokenCookieDomain = cfg.TokenCookieDomain
+	if err := s.forwardAuthRoutes(routes, cfg.SettleSecret); err != nil {
+		return nil, err
+	}
 	for _, p := range gated {
 		if _, dup := routes[p]; dup {
 			return nil, fmt.Errorf("server: gated route %q is registered twice", p)
@@ -395,6 +427,7 @@ func (s *Server) DrainSettles() {
 	if s.gate != nil {
 		s.gate.Drain()
 	}
+	s.fwdGate.Drain()
 }
 
 // MetricsHandler serves the Prometheus metrics, for a listener of their own

@@ -34,6 +34,18 @@ type unitsRoom struct {
 // onEachStore runs fn on a room with cfg, on memstore and on redisstore,
 // behind a gate that guards what setup makes for it.
 func onEachStore[T any](t *testing.T, cfg waitroom.RoomConfig, setup func(t *testing.T) (http.Handler, T), fn func(t *testing.T, r *unitsRoom, v T)) {
+	roomOnEachStore(t, cfg, func(t *testing.T, r *unitsRoom) {
+		protected, v := setup(t)
+		srv := httptest.NewServer(mustServer(t, server.Config{Store: r.store, DefaultRoom: r.room, Protected: protected}))
+		t.Cleanup(srv.Close)
+		r.url = srv.URL
+		fn(t, r, v)
+	})
+}
+
+// roomOnEachStore runs fn on a room with cfg, on memstore and on
+// redisstore, with no server yet: fn makes the one it needs.
+func roomOnEachStore(t *testing.T, cfg waitroom.RoomConfig, fn func(t *testing.T, r *unitsRoom)) {
 	for _, name := range []string{"memstore", "redisstore"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -53,11 +65,7 @@ func onEachStore[T any](t *testing.T, cfg waitroom.RoomConfig, setup func(t *tes
 			}
 			_, err := r.store.CreateRoom(t.Context(), r.room, cfg)
 			require.NoError(t, err)
-			protected, v := setup(t)
-			srv := httptest.NewServer(mustServer(t, server.Config{Store: r.store, DefaultRoom: r.room, Protected: protected}))
-			t.Cleanup(srv.Close)
-			r.url = srv.URL
-			fn(t, r, v)
+			fn(t, r)
 		})
 	}
 }
