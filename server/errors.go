@@ -10,7 +10,8 @@ import (
 )
 
 // Codes the server adds to the store's, all in one place: routing and the
-// gate's upstream; the door (door.go); the operator API (admin.go).
+// gate's upstream; the door (door.go); the operator API (admin.go);
+// forward auth (fwdauth.go).
 var (
 	errNotFound            = &waitroom.Error{Code: "NOT_FOUND", Message: "no such endpoint", Status: http.StatusNotFound}
 	errMethodNotAllowed    = &waitroom.Error{Code: "METHOD_NOT_ALLOWED", Message: "method not allowed", Status: http.StatusMethodNotAllowed}
@@ -28,6 +29,11 @@ var (
 	// opening set in the past (admin.go).
 	errAdminRateLimited = &waitroom.Error{Code: errRateLimited.Code, Message: "too many wrong admin tokens from this address; wait as Retry-After says", Status: http.StatusTooManyRequests}
 	errOpensAtPast      = &waitroom.Error{Code: "OPENS_AT_PAST", Message: "opens_at is in the past, so the room would open at once; give a time to come (\"\" clears it)", Status: http.StatusBadRequest}
+
+	errForwardAuthOff  = &waitroom.Error{Code: errNotConfigured.Code, Message: "forward auth is off: no settle secret is configured", Status: http.StatusNotFound}
+	errSettleNoSecret  = &waitroom.Error{Code: "SETTLE_UNAUTHORIZED", Message: "the settle secret is missing: Authorization: Bearer SECRET", Status: http.StatusUnauthorized}
+	errSettleBadSecret = &waitroom.Error{Code: "SETTLE_FORBIDDEN", Message: "the settle secret is wrong", Status: http.StatusForbidden}
+	errHoldInvalid     = &waitroom.Error{Code: "HOLD_INVALID", Message: "the hold id is not one this room issued", Status: http.StatusBadRequest}
 )
 
 // classify is waitroom.Classify with the log line the error deserves: the

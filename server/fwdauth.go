@@ -33,13 +33,6 @@ const (
 	maxHoldID = 1024
 )
 
-var (
-	errForwardAuthOff  = &waitroom.Error{Code: "NOT_CONFIGURED", Message: "forward auth is off: no settle secret is configured", Status: http.StatusNotFound}
-	errSettleNoSecret  = &waitroom.Error{Code: "SETTLE_UNAUTHORIZED", Message: "the settle secret is missing: Authorization: Bearer SECRET", Status: http.StatusUnauthorized}
-	errSettleBadSecret = &waitroom.Error{Code: "SETTLE_FORBIDDEN", Message: "the settle secret is wrong", Status: http.StatusForbidden}
-	errHoldInvalid     = &waitroom.Error{Code: "HOLD_INVALID", Message: "the hold id is not one this room issued", Status: http.StatusBadRequest}
-)
-
 // holdSealer turns a hold into the opaque id the shop settles with and
 // back: AES-GCM under a key derived from the cookie secret, so the id
 // neither reveals the entry token nor can be forged or altered, and
