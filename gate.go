@@ -18,6 +18,11 @@ const (
 	DefaultUserHeader    = "X-User-Id"
 	EntryTokenHeader     = "X-Entry-Token"
 	IdempotencyKeyHeader = "Idempotency-Key"
+	// HoldHeader carries a forward-auth hold's id to the shop, which
+	// settles with it. Only the forward-auth answer sets it; a client's
+	// own is removed on every path, so no order API settles a hold the
+	// client named.
+	HoldHeader = "Waitroom-Hold"
 	// UnitsHeader tells the order API how many units the order's token
 	// reserved (Hold.Units): the most the order may buy. The gate cannot
 	// read every order API's body; the order API refuses a larger
@@ -351,7 +356,7 @@ func vouch(r *http.Request, userHeader string, h Hold) *http.Request {
 // those headers, so nothing a client sent passes for what the gate vouches.
 func SetGateHeaders(ctx context.Context, h http.Header) {
 	v, ok := ctx.Value(gateHeadersKey{}).(gateHeaders)
-	delSpellings(h, EntryTokenHeader, IdempotencyKeyHeader, UnitsHeader, v.userHeader)
+	delSpellings(h, EntryTokenHeader, IdempotencyKeyHeader, UnitsHeader, HoldHeader, v.userHeader)
 	if !ok {
 		return
 	}

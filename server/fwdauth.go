@@ -24,7 +24,7 @@ import (
 // given with POST /gate/settle.
 const (
 	// HoldHeader carries the hold's id to the shop, which settles with it.
-	HoldHeader = "Waitroom-Hold"
+	HoldHeader = waitroom.HoldHeader
 	// ErrorHeader carries a refusal's code, since a proxy's auth request
 	// passes on the status but not the body.
 	ErrorHeader = "Waitroom-Error"

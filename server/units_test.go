@@ -218,7 +218,7 @@ func TestUpstreamIsToldTheUnitsReserved(t *testing.T) {
 		// The upstream refuses (as the README asks of it): released.
 		up.reply.Store(http.StatusUnprocessableEntity)
 		a := r.order("carol", token, `{"sku":"drop","qty":6}`,
-			"Waitroom-Units", "1000", "Waitroom_Units", "1000", "Connection", "Waitroom-Units")
+			"Waitroom-Units", "1000", "Waitroom_Units", "1000", "Connection", "Waitroom-Units", "Waitroom-Hold", "forged", "Waitroom_Hold", "forged")
 		require.Equal(t, http.StatusUnprocessableEntity, a.status)
 		st := testenv.Stats(t, r.store, r.room)
 		require.Equal(t, int64(1), st.Released)
@@ -244,6 +244,9 @@ func TestUpstreamIsToldTheUnitsReserved(t *testing.T) {
 			}
 			require.Equal(t, []string{"Waitroom-Units"}, spellings, "one spelling, the gate's")
 			require.Equal(t, []string{"5"}, h.Values("Waitroom-Units"))
+			for name := range h {
+				require.NotEqual(t, "WAITROOM-HOLD", strings.ToUpper(strings.ReplaceAll(name, "_", "-")), "a client's hold id never reaches the upstream")
+			}
 		}
 	})
 }
