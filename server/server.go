@@ -188,7 +188,7 @@ type Server struct {
 	visitors      visitors
 	orderPath     string // where the waiting page posts an order; "" for none
 	orderProduct  string
-	failover      *failover
+	policy        *policyEnforcer
 	dashboard     *sampler
 
 	userHeaderKey  string // s.userHeader in canonical form
@@ -264,7 +264,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.FailurePolicy.validate(); err != nil {
 		return nil, err
 	}
-	s.failover = newFailover(cfg.FailurePolicy, s.log.WarnContext)
+	s.policy = newPolicyEnforcer(cfg.FailurePolicy, s.log.WarnContext)
 	s.storeTimeout = cfg.StoreTimeout
 	if s.storeTimeout <= 0 {
 		s.storeTimeout = DefaultStoreTimeout
@@ -281,7 +281,7 @@ func New(cfg Config) (*Server, error) {
 		Timeout: cfg.StoreTimeout,
 		Logger:  s.log,
 		Rooms:   cfg.DeclaredRooms,
-		OnRate:  s.failover.noteRate,
+		OnRate:  s.policy.noteRate,
 	})
 	m, err := newMetrics(cfg.Registry, s.store, s.log, cfg.LostWrites)
 	if err != nil {
@@ -335,7 +335,7 @@ func New(cfg Config) (*Server, error) {
 			OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
 			OnServed:   cfg.OnGateServed,
 			Reject:     s.writeError,
-			StoreDown:  s.failover.storeDown(s.defaultRoom),
+			StoreDown:  s.policy.storeDown(s.defaultRoom),
 			// Only while the store is down: the settings last read, never
 			// a store call that would wait out another timeout.
 			LastConfig: func(context.Context) (waitroom.RoomConfig, bool) {
