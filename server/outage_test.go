@@ -314,15 +314,19 @@ func TestRedisFreezeLoggedOnce(t *testing.T) {
 	// The default timeout, well inside the 3 s freeze: a shorter one (its
 	// settle too) let a loaded machine's backlog after the resume pass
 	// for a second outage.
-	srv := mustServer(t, server.Config{Store: store, Logger: slog.New(slog.NewTextHandler(&logs, nil)), StoreTimeout: waitroom.DefaultStoreTimeout})
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	// One guarded store for the server, the admitter and the keeper, as
+	// the instance builds it.
+	guarded := waitroom.Guard(store, waitroom.GuardOptions{Logger: log, Timeout: waitroom.DefaultStoreTimeout})
+	srv := mustServer(t, server.Config{Store: guarded, Logger: log})
 	web := httptest.NewServer(srv)
 	t.Cleanup(web.Close)
 	runCtx, stop := context.WithCancel(ctx)
 	var running sync.WaitGroup
 	t.Cleanup(func() { stop(); running.Wait() })
-	admitter := &waitroom.Admitter{Store: srv.Store(), Every: 25 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	admitter := &waitroom.Admitter{Store: guarded, Every: 25 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	running.Go(func() { _ = admitter.Run(runCtx) })
-	running.Go(func() { _ = srv.Store().Keeper().Run(runCtx) })
+	running.Go(func() { _ = guarded.Keeper().Run(runCtx) })
 
 	// The crowd: each poller enters, then asks for its status in a loop.
 	var (

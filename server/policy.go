@@ -152,41 +152,34 @@ func (p FailurePolicy) validate() error {
 	return nil
 }
 
-// policyEnforcer carries out a FailurePolicy: it remembers each room's last known
-// rate and keeps the open policy's per-room limiters.
+// policyEnforcer carries out a FailurePolicy: it keeps the open policy's
+// per-room limiters, at a share of each room's last rate the store told
+// (lastRate, the guarded store's LastRate).
 type policyEnforcer struct {
 	policy FailurePolicy
 	now    func() time.Time
 	log    func(ctx context.Context, msg string, args ...any)
 
+	lastRate func(room string) (float64, bool)
+
 	mu     sync.Mutex
-	rates  map[string]float64 // room → last rate the store answered
 	limits map[string]*limiter
 }
 
-func newPolicyEnforcer(p FailurePolicy, log func(ctx context.Context, msg string, args ...any)) *policyEnforcer {
+func newPolicyEnforcer(p FailurePolicy, lastRate func(room string) (float64, bool), log func(ctx context.Context, msg string, args ...any)) *policyEnforcer {
 	if p.OpenShare == 0 {
 		p.OpenShare = DefaultOpenShare
 	}
 	if p.Instances == 0 {
 		p.Instances = 1
 	}
-	return &policyEnforcer{policy: p, now: time.Now, log: log, rates: map[string]float64{}, limits: map[string]*limiter{}}
-}
-
-// noteRate remembers what the store said room's rate is.
-func (f *policyEnforcer) noteRate(room string, rate float64) {
-	f.mu.Lock()
-	f.rates[room] = rate
-	f.mu.Unlock()
+	return &policyEnforcer{policy: p, now: time.Now, log: log, lastRate: lastRate, limits: map[string]*limiter{}}
 }
 
 // openRate is how many gated requests per second this instance lets
 // through for room while the store is down.
 func (f *policyEnforcer) openRate(room string) float64 {
-	f.mu.Lock()
-	rate, ok := f.rates[room]
-	f.mu.Unlock()
+	rate, ok := f.lastRate(room)
 	if !ok {
 		rate = f.policy.DeclaredRate
 	}

@@ -43,7 +43,10 @@ const readyTimeout = 2 * time.Second
 
 // Config configures a Server. Only Store is required.
 type Config struct {
-	// Store holds the rooms.
+	// Store holds the rooms. A *waitroom.GuardedStore is used as it is (give
+	// the same one to the admitter, its keeper and the rate tuner, so every
+	// part sees one store); any other Store is guarded here, by
+	// StoreTimeout and DeclaredRooms.
 	Store waitroom.Store
 	// Logger; default discards. Requests are logged at debug level only.
 	Logger *slog.Logger
@@ -117,10 +120,11 @@ type Config struct {
 	// (policy.go); the zero value fails closed everywhere.
 	FailurePolicy FailurePolicy
 	// StoreTimeout bounds each store call; default DefaultStoreTimeout
-	// (1 s).
+	// (1 s). Not with a *waitroom.GuardedStore: it has its own.
 	StoreTimeout time.Duration
 	// DeclaredRooms are the rooms this server declared at start: the
-	// store's keeper brings them back if the store loses them (Store).
+	// store's keeper brings them back if the store loses them. Not with a
+	// *waitroom.GuardedStore: give them to waitroom.Guard.
 	DeclaredRooms map[string]waitroom.RoomConfig
 
 	// TrustedProxies are the peers whose user header and X-Forwarded-For
@@ -264,11 +268,12 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.FailurePolicy.validate(); err != nil {
 		return nil, err
 	}
-	s.policy = newPolicyEnforcer(cfg.FailurePolicy, s.log.WarnContext)
-	s.storeTimeout = cfg.StoreTimeout
-	if s.storeTimeout <= 0 {
-		s.storeTimeout = DefaultStoreTimeout
+	store, err := guardStore(cfg, s.log)
+	if err != nil {
+		return nil, err
 	}
+	s.store, s.storeTimeout = store, store.Timeout()
+	s.policy = newPolicyEnforcer(cfg.FailurePolicy, store.LastRate, s.log.WarnContext)
 	switch lim := cfg.Limiter.(type) {
 	case nil:
 		s.limiter = memstore.NewLimiter(memstore.Options{})
@@ -277,12 +282,6 @@ func New(cfg Config) (*Server, error) {
 	default:
 		s.limiter = lim
 	}
-	s.store = waitroom.Guard(cfg.Store, waitroom.GuardOptions{
-		Timeout: cfg.StoreTimeout,
-		Logger:  s.log,
-		Rooms:   cfg.DeclaredRooms,
-		OnRate:  s.policy.noteRate,
-	})
 	m, err := newMetrics(cfg.Registry, s.store, s.log, cfg.LostWrites)
 	if err != nil {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
@@ -403,6 +402,21 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// guardStore is the guarded store every handler and the gate use:
+// Config.Store itself when the caller guarded it (the instance, which
+// gives the same one to the admitter, the keeper and the tuner), else
+// Config.Store guarded by StoreTimeout and DeclaredRooms.
+func guardStore(cfg Config, log *slog.Logger) (*waitroom.GuardedStore, error) {
+	g, ok := cfg.Store.(*waitroom.GuardedStore)
+	if !ok {
+		return waitroom.Guard(cfg.Store, waitroom.GuardOptions{Timeout: cfg.StoreTimeout, Logger: log, Rooms: cfg.DeclaredRooms}), nil
+	}
+	if cfg.StoreTimeout != 0 || cfg.DeclaredRooms != nil {
+		return nil, errors.New("server: Config.StoreTimeout and Config.DeclaredRooms belong to waitroom.Guard when Config.Store is a *waitroom.GuardedStore")
+	}
+	return g, nil
+}
+
 // register adds routes to mux and declares them to the metrics.
 func register(mux *http.ServeMux, m *metrics, routes map[string]http.Handler) error {
 	m.declareRoutes(routes)
@@ -413,12 +427,6 @@ func register(mux *http.ServeMux, m *metrics, routes map[string]http.Handler) er
 	}
 	return nil
 }
-
-// Store is the guarded store the server's handlers and gate use
-// (waitroom.GuardedStore: timeouts, outage watching, lost rooms, the
-// failure policy's rates). Give the same one to the admitter, the keeper
-// (Store().Keeper()) and the rate tuner, so every part sees one store.
-func (s *Server) Store() *waitroom.GuardedStore { return s.store }
 
 // DrainSettles ends the settles the gate still retries after a store
 // stall, each with one last attempt (waitroom.Gate.Drain): on shutdown,
