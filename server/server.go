@@ -23,7 +23,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitroom/waitroom"
-	"github.com/waitroom/waitroom/memstore"
 )
 
 // Defaults of the fields of Config left zero.
@@ -143,7 +142,7 @@ type Config struct {
 	// DefaultVisitorRateLimit.
 	VisitorRateLimit float64
 	// Limiter keeps the counts of both limits; nil: in this process only
-	// (memstore.Limiter). A waitroom.SharedLimiter (redisstore.Store)
+	// (waitroom.LocalLimiter). A waitroom.SharedLimiter (redisstore.Store)
 	// shares them between instances: this one answers its share of each
 	// limit itself (1/FailurePolicy.Instances) and asks the shared one,
 	// bounded by StoreTimeout, only beyond it (waitroom.LocalShare). Any
@@ -276,7 +275,7 @@ func New(cfg Config) (*Server, error) {
 	s.policy = newPolicyEnforcer(cfg.FailurePolicy, store.LastRate, s.log.WarnContext)
 	switch lim := cfg.Limiter.(type) {
 	case nil:
-		s.limiter = memstore.NewLimiter(memstore.Options{})
+		s.limiter = waitroom.NewLocalLimiter(nil)
 	case waitroom.SharedLimiter:
 		s.limiter = &waitroom.LocalShare{Shared: lim, Instances: cfg.FailurePolicy.Instances, Timeout: s.storeTimeout}
 	default:
