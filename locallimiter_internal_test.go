@@ -63,7 +63,7 @@ func TestLocalLimiterForgetsOneOffKeys(t *testing.T) {
 }
 
 // Every shard answers as one GCRA count per key, whatever the spread.
-func TestLimiterMatchesGCRA(t *testing.T) {
+func TestLocalLimiterMatchesGCRA(t *testing.T) {
 	ctx := context.Background()
 	start := time.Unix(1_700_000_000, 0)
 	c := newTestClock(start)
