@@ -28,10 +28,6 @@ type GuardOptions struct {
 	// Rooms are the declared rooms the keeper brings back when the store
 	// loses them (RoomKeeper.Rooms).
 	Rooms map[string]RoomConfig
-	// OnRate, if set, is told each room's rate the store answers or is
-	// given, so the failure policy knows a room's last rate while the
-	// store is down.
-	OnRate func(room string, rate float64)
 }
 
 // GuardedStore is the one Store every part of a server shares: the HTTP
@@ -45,7 +41,7 @@ type GuardOptions struct {
 //     the keeper knows the room (RoomKeeper.retry);
 //   - watches for outages: it logs when one starts and when it ends, once
 //     each, and Down reports it;
-//   - tells OnRate each room's rate, for the failure policy;
+//   - remembers each room's last rate (LastRate), for the failure policy;
 //   - counts and logs every draw refused for a replaced seed
 //     (ErrDrawSeedMismatch): tampering is never quiet.
 //
@@ -56,9 +52,11 @@ type GuardedStore struct {
 	store   Store
 	timeout time.Duration
 	log     *slog.Logger
-	onRate  func(room string, rate float64)
 	keeper  *RoomKeeper
-	outage  storeOutage
+	// rates holds each room's last rate the store answered or was given
+	// (room → float64), which the failure policy needs while it is down.
+	rates  sync.Map
+	outage storeOutage
 	// seedMismatches counts the calls the store refused because a draw's
 	// seed no longer matches its published commitment (CheckSeed).
 	seedMismatches atomic.Int64
@@ -68,15 +66,12 @@ var _ Store = (*GuardedStore)(nil)
 
 // Guard returns store guarded by o. Its Keeper works on the guarded store.
 func Guard(store Store, o GuardOptions) *GuardedStore {
-	g := &GuardedStore{store: store, timeout: o.Timeout, log: o.Logger, onRate: o.OnRate}
+	g := &GuardedStore{store: store, timeout: o.Timeout, log: o.Logger}
 	if g.timeout <= 0 {
 		g.timeout = DefaultStoreTimeout
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
-	}
-	if g.onRate == nil {
-		g.onRate = func(string, float64) {}
 	}
 	g.outage.settle = outageSettle * g.timeout
 	g.keeper = &RoomKeeper{Store: g, Rooms: o.Rooms, Logger: g.log}
@@ -93,6 +88,16 @@ func (g *GuardedStore) Down() bool {
 	g.outage.mu.Lock()
 	defer g.outage.mu.Unlock()
 	return g.outage.down
+}
+
+// LastRate is room's rate as the store last answered it (RoomConfig) or
+// was given it (UpdateRoom) through g; false before either.
+func (g *GuardedStore) LastRate(room string) (float64, bool) {
+	v, ok := g.rates.Load(room)
+	if !ok {
+		return 0, false
+	}
+	return v.(float64), true
 }
 
 // Timeout is the bound of each call.
@@ -147,7 +152,7 @@ func (g *GuardedStore) UpdateRoom(ctx context.Context, room string, from, to Roo
 	// again (ErrRoomChanged), as after any change.
 	err := guardedErr(ctx, g, room, func(ctx context.Context) error { return g.store.UpdateRoom(ctx, room, from, to) })
 	if err == nil {
-		g.onRate(room, to.WithDefaults().Rate)
+		g.rates.Store(room, to.WithDefaults().Rate)
 	}
 	return err
 }
@@ -155,7 +160,7 @@ func (g *GuardedStore) UpdateRoom(ctx context.Context, room string, from, to Roo
 func (g *GuardedStore) RoomConfig(ctx context.Context, room string) (RoomConfig, error) {
 	cfg, err := guarded(ctx, g, room, func(ctx context.Context) (RoomConfig, error) { return g.store.RoomConfig(ctx, room) })
 	if err == nil {
-		g.onRate(room, cfg.Rate)
+		g.rates.Store(room, cfg.Rate)
 	}
 	return cfg, err
 }

@@ -140,7 +140,7 @@ type Result struct {
 	memory             []memoryFigure
 	scriptsShared      bool // other clients ran scripts during the slices
 	idle               []idleFigure
-	seed               []seedFigure
+	baseline           []baselineFigure
 }
 
 // httpFigures are one store's HTTP slices: requests per second of each
@@ -254,7 +254,7 @@ func (b *Result) measureRedis(ctx context.Context) error {
 		scripts = plain
 	}
 	// Before the script figures, whose leave slice empties the STATUS room.
-	if err := b.measureSeed(ctx, client, stores[0].store, prefix); err != nil {
+	if err := b.measureBaseline(ctx, client, stores[0].store, prefix); err != nil {
 		return err
 	}
 	if err := b.measureScripts(ctx, client, scripts); err != nil {

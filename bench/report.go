@@ -152,6 +152,6 @@ func (b *Result) WriteMarkdown(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s | %d | %s | %.0f |\n", m.store, m.users, how, float64(m.after-m.before)/float64(m.users))
 	}
-	b.writeSeed(w)
+	b.writeBaseline(w)
 	b.writeIdle(w)
 }

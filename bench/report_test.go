@@ -25,21 +25,21 @@ func TestWriteMarkdownWithoutRatios(t *testing.T) {
 	require.Contains(t, out.String(), "| redis | 100 | 200 | 300 | **0.33** (0.33–0.33) | 0.67 (0.67–0.67) | 0 |")
 }
 
-// The seed table ends with what one shard's core takes at the room's CPU
+// The baseline table ends with what one shard's core takes at the room's CPU
 // per call: 1,000,000 µs over the median, and every round's figure.
-func TestWriteSeedShardCapacity(t *testing.T) {
+func TestWriteBaselineShardCapacity(t *testing.T) {
 	t.Parallel()
-	r := &Result{seed: []seedFigure{
-		{op: "enter", ours: []float64{10, 12}, seed: []float64{5, 6}, oursCPU: []float64{20, 25}, seedCPU: []float64{10, 10}, oursUsers: []float64{15.5, 16}},
-		{op: "status", ours: []float64{8, 8}, seed: []float64{4, 4}, oursCPU: []float64{10, 40}},
-		{op: "admit", ours: []float64{3}, seed: []float64{2}},
-		{op: "seen", ours: []float64{8, 8}, seed: []float64{8, 8}, oursCPU: []float64{10, 40}},
-		{op: "admit hot", ours: []float64{3}, seed: []float64{2}, oursUsers: []float64{14}, seedUs: []float64{14}},
+	r := &Result{baseline: []baselineFigure{
+		{op: "enter", ours: []float64{10, 12}, baseline: []float64{5, 6}, oursCPU: []float64{20, 25}, baselineCPU: []float64{10, 10}, oursUsers: []float64{15.5, 16}},
+		{op: "status", ours: []float64{8, 8}, baseline: []float64{4, 4}, oursCPU: []float64{10, 40}},
+		{op: "admit", ours: []float64{3}, baseline: []float64{2}},
+		{op: "seen", ours: []float64{8, 8}, baseline: []float64{8, 8}, oursCPU: []float64{10, 40}},
+		{op: "admit hot", ours: []float64{3}, baseline: []float64{2}, oursUsers: []float64{14}, baselineUs: []float64{14}},
 	}}
 	var out strings.Builder
-	r.writeSeed(&out)
+	r.writeBaseline(&out)
 	require.Contains(t, out.String(), "about 44k ENTERs/s (each round, thousands: 50.00, 40.00) or 40k STATUS polls/s (each round: 100.00, 25.00)")
-	// Only ENTER's CPU has a seed to be compared with, and a target.
+	// Only ENTER's CPU has a baseline to be compared with, and a target.
 	require.Contains(t, out.String(), "| enter | 11.00 | 5.50 |")
 	require.Equal(t, 1, strings.Count(out.String(), "(≤ 1.25)"))
 	require.Contains(t, out.String(), "| status | 8.00 | 4.00 | **2.00** (2.00–2.00) (≤ 1.0 + last-seen) | 25.00 | | |")
@@ -48,6 +48,6 @@ func TestWriteSeedShardCapacity(t *testing.T) {
 	// ADMIT's target is the hot loop's; the cold one is reported.
 	require.Contains(t, out.String(), "| admit hot | 3.00 | 2.00 | **1.50** (1.50–1.50) (≤ 1.5) |")
 	require.Contains(t, out.String(), "| admit | 3.00 | 2.00 | **1.50** (1.50–1.50) (reported) |")
-	require.Contains(t, out.String(), "Users per admit call, hot: room 14.0, seed 14.0.")
+	require.Contains(t, out.String(), "Users per admit call, hot: room 14.0, baseline 14.0.")
 	require.NotContains(t, out.String(), "Users per admit call, cold", "the cold admit measured no users here")
 }

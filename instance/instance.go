@@ -214,6 +214,10 @@ func (in *Instance) Run(ctx context.Context) error {
 	for _, room := range in.Config.Rooms {
 		declared[room] = in.Config.Room.WithDefaults()
 	}
+	// From here on every part uses one guarded store: one set of timeouts,
+	// one outage watch, one keeper.
+	guarded := waitroom.Guard(in.store, waitroom.GuardOptions{Timeout: in.Config.StoreTimeout, Logger: log, Rooms: declared})
+	in.store = guarded
 
 	var protected http.Handler
 	routes := maps.Clone(in.Routes)
@@ -276,8 +280,6 @@ func (in *Instance) Run(ctx context.Context) error {
 		TokenCookieDomain: in.Config.TokenCookieDomain,
 		// What the gate does while Redis is down or slow.
 		FailurePolicy: in.Config.FailurePolicy,
-		StoreTimeout:  in.Config.StoreTimeout,
-		DeclaredRooms: declared,
 		// Who may be believed, and how much one client may ask.
 		TrustedProxies:   in.Config.TrustedProxies,
 		UserRateLimit:    in.Config.UserRateLimit,
@@ -290,11 +292,8 @@ func (in *Instance) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// From here on every part uses the server's guarded store: one set of
-	// timeouts, one outage watch, one keeper.
-	in.store = handler.Store()
 	in.drainSettles = handler.DrainSettles
-	keeper := handler.Store().Keeper()
+	keeper := guarded.Keeper()
 	if in.tuner != nil {
 		in.tuner.Store = in.store
 	}
@@ -601,7 +600,7 @@ func (in *Instance) observeOrders() func(room string, took time.Duration, status
 		return nil
 	}
 	in.tuner = &waitroom.RateTuner{
-		// Store: the server's guarded store, set once it is built.
+		// Store: the instance's guarded store, set once it is built.
 		Room:   in.Config.Rooms[0],
 		Pool:   in.Config.Pool,
 		Margin: in.Config.Margin,
@@ -620,7 +619,7 @@ func (in *Instance) observeOrders() func(room string, took time.Duration, status
 }
 
 // Guarded is the store every part of the running instance uses: the
-// server's, with its timeouts, outage watch and room keeper. Nil before Run.
+// guarded one, with its timeouts, outage watch and room keeper. Nil before Run.
 func (in *Instance) Guarded() waitroom.Store { return in.store }
 
 // Tuner is the --auto-rate tuner steering the default room's rate; nil

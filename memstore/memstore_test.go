@@ -744,7 +744,7 @@ func TestConformance(t *testing.T) {
 func TestLimiter(t *testing.T) {
 	t.Parallel()
 	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	lim := memstore.NewLimiter(memstore.Options{Now: c.Now})
+	lim := waitroom.NewLocalLimiter(c.Now)
 	storetest.RunLimiter(t, lim, lim, func(_ *testing.T, d time.Duration) { c.Advance(d) })
 }
 

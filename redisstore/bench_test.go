@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
-	"github.com/waitroom/waitroom/internal/seedshape"
+	"github.com/waitroom/waitroom/internal/baseline"
 )
 
 // Each benchmark also reports redis-µs/call: the server time per FCALL in
@@ -278,14 +278,14 @@ redis.call('HSET', KEYS[2], 'last_us', t[1] .. t[2], 'carry', 0, 'made_up', 0)
 return users
 `)
 
-// BenchmarkAdmitAgainstSeed compares the admit function with the
-// seed-shaped ADMIT (ZPOPMIN + SET EX per user) on the same Redis in hot
+// BenchmarkAdmitAgainstBaseline compares the admit function with the
+// baseline ADMIT (ZPOPMIN + SET EX per user) on the same Redis in hot
 // loops (waitroom bench makes the same comparison through the Store, over
 // many rooms, hot and cold), and with admitFloor: each round (one per b.N) sends the three, in an order
 // that rotates, as pipelines of 10 calls that each admit quota users.
 // Reported: each side's script µs per admitted user (INFO commandstats)
-// and the ratios to the seed, medians of the rounds.
-func BenchmarkAdmitAgainstSeed(b *testing.B) {
+// and the ratios to the baseline, medians of the rounds.
+func BenchmarkAdmitAgainstBaseline(b *testing.B) {
 	for _, quota := range []int{14, 100} {
 		b.Run(fmt.Sprintf("quota=%d", quota), func(b *testing.B) {
 			ctx := context.Background()
@@ -294,10 +294,10 @@ func BenchmarkAdmitAgainstSeed(b *testing.B) {
 			require.NoError(b, s.client.HSet(ctx, s.keys(room).cfg, "rate", 1e9, "quota", quota).Err())
 			_, err := s.Admit(ctx, room) // starts the bucket
 			require.NoError(b, err)
-			require.NoError(b, seedshape.Admit.Load(ctx, s.client).Err())
+			require.NoError(b, baseline.Admit.Load(ctx, s.client).Err())
 			require.NoError(b, admitFloor.Load(ctx, s.client).Err())
 			floorRoom := benchRoom(b, s, waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, TokenTTL: time.Hour})
-			seedQ, seedTok := s.prefix+":{seed}:q", s.prefix+":{seed}:tok:"
+			baselineQ, baselineTok := s.prefix+":{base}:q", s.prefix+":{base}:tok:"
 			const pipelines, calls = 20, 10
 			users := pipelines * calls * quota
 			tokens := func() []any {
@@ -337,8 +337,8 @@ func BenchmarkAdmitAgainstSeed(b *testing.B) {
 					return len(res) - admitHeader
 				}
 			}
-			seedSide := func(p redis.Pipeliner) func() int {
-				cmd := p.EvalSha(ctx, seedshape.Admit.Hash(), []string{seedQ}, append([]any{quota, 3600, seedTok}, tokens()...)...)
+			baselineSide := func(p redis.Pipeliner) func() int {
+				cmd := p.EvalSha(ctx, baseline.Admit.Hash(), []string{baselineQ}, append([]any{quota, 3600, baselineTok}, tokens()...)...)
 				return func() int {
 					n, err := cmd.Int64()
 					require.NoError(b, err)
@@ -354,8 +354,8 @@ func BenchmarkAdmitAgainstSeed(b *testing.B) {
 					return len(res)
 				}
 			}
-			sides := []func(p redis.Pipeliner) func() int{oursSide, seedSide, floorSide}
-			var ours, seeds, floors, ratios, floorRatios []float64
+			sides := []func(p redis.Pipeliner) func() int{oursSide, baselineSide, floorSide}
+			var ours, baselines, floors, ratios, floorRatios []float64
 			b.ResetTimer()
 			for round := range b.N {
 				b.StopTimer()
@@ -365,7 +365,7 @@ func BenchmarkAdmitAgainstSeed(b *testing.B) {
 				fillNamed(b, s, floorRoom, fmt.Sprintf("r%d-", round), users)
 				p := s.client.Pipeline()
 				for i := range users {
-					p.ZAdd(ctx, seedQ, redis.Z{Score: float64(i), Member: fmt.Sprintf("r%d-%07d", round, i)})
+					p.ZAdd(ctx, baselineQ, redis.Z{Score: float64(i), Member: fmt.Sprintf("r%d-%07d", round, i)})
 				}
 				_, err := p.Exec(ctx)
 				require.NoError(b, err)
@@ -376,16 +376,16 @@ func BenchmarkAdmitAgainstSeed(b *testing.B) {
 					got[j] = side(sides[j])
 				}
 				o, sd, f := got[0], got[1], got[2]
-				ours, seeds, floors = append(ours, o), append(seeds, sd), append(floors, f)
+				ours, baselines, floors = append(ours, o), append(baselines, sd), append(floors, f)
 				ratios, floorRatios = append(ratios, o/sd), append(floorRatios, f/sd)
 			}
 			b.ReportMetric(median(ours), "room-µs/user")
-			b.ReportMetric(median(seeds), "seed-µs/user")
+			b.ReportMetric(median(baselines), "baseline-µs/user")
 			b.ReportMetric(median(floors), "floor-µs/user")
-			b.ReportMetric(median(ratios), "room÷seed")
-			b.ReportMetric(median(floorRatios), "floor÷seed")
-			b.Logf("room ÷ seed, every round: %.2f", ratios)
-			b.Logf("floor ÷ seed, every round: %.2f", floorRatios)
+			b.ReportMetric(median(ratios), "room÷baseline")
+			b.ReportMetric(median(floorRatios), "floor÷baseline")
+			b.Logf("room ÷ baseline, every round: %.2f", ratios)
+			b.Logf("floor ÷ baseline, every round: %.2f", floorRatios)
 		})
 	}
 }

@@ -329,23 +329,23 @@ func PublicDrawFile(raw []byte) ([]byte, error) {
 	return json.MarshalIndent(DrawFile{Draw: export.Draw, Entrants: entrants}, "", "  ")
 }
 
-// VerifyOptions are what a user brings to VerifyDraw besides the file.
-type VerifyOptions struct {
+// DrawFileCheck is what a user brings to CheckDrawFile besides the file.
+type DrawFileCheck struct {
 	// Commitment is the commitment the user saved before the opening; the
 	// record's must be the same. "": not checked.
 	Commitment string
-	// User, if set, is the user's own id: VerifyDraw computes its draw
+	// User, if set, is the user's own id: CheckDrawFile computes its draw
 	// value and reports its place in the file.
 	User string
 }
 
-// VerifyDraw checks a scheduled room's draw from raw, a public DrawFile or
+// CheckDrawFile checks a scheduled room's draw from raw, a public DrawFile or
 // an AdminEntrants answer (from the server or saved), and writes what it
 // finds to w: the seed against the commitment, the list against the
 // record's count and digest, then every place that differs. It fails when
 // the draw cannot be checked, the record or the list was changed, or a
 // place differs.
-func VerifyDraw(w io.Writer, raw []byte, o VerifyOptions) error {
+func CheckDrawFile(w io.Writer, raw []byte, o DrawFileCheck) error {
 	// Either file: an entrant has a user id (the operator's), a draw value
 	// (the public one) or both.
 	var file struct {

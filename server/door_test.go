@@ -19,7 +19,6 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
-	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
 )
@@ -518,7 +517,7 @@ func TestDefaultVisitorLimitBoundsOneAddress(t *testing.T) {
 	var f *pageFixture
 	f = newPageFixture(t, pageOptions{server: func(c *server.Config) {
 		c.VisitorRateLimit = server.DefaultVisitorRateLimit
-		c.Limiter = memstore.NewLimiter(memstore.Options{Now: func() time.Time { return f.clock.Now() }})
+		c.Limiter = waitroom.NewLocalLimiter(func() time.Time { return f.clock.Now() })
 	}})
 	joins := func(n int) (ok int, limited int) {
 		codes := make([]page, n)
@@ -597,7 +596,7 @@ func redisLimiter(t *testing.T) *redisstore.Store {
 // bothLimiters is a fresh limiter of each store, by name.
 func bothLimiters(t *testing.T) map[string]waitroom.Limiter {
 	return map[string]waitroom.Limiter{
-		"memstore":   memstore.NewLimiter(memstore.Options{}),
+		"memstore":   waitroom.NewLocalLimiter(nil),
 		"redisstore": redisLimiter(t),
 	}
 }

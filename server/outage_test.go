@@ -129,9 +129,9 @@ func (f *policyFixture) do(method, path, user, token string) answer {
 func TestOpenPolicyBoundsOrdersWhileStoreIsDown(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		// The store says 40/s; the seed (what the flags declared) is not
+		// The store says 40/s; the declared rate (the flags') is not
 		// used once the store has answered. 40 × 0.5 / 2 = 10 per second.
-		f := newPolicyFixture(t, server.FailurePolicy{Default: server.PolicyOpen, OpenShare: 0.5, Instances: 2, SeedRate: 1000}, 40)
+		f := newPolicyFixture(t, server.FailurePolicy{Default: server.PolicyOpen, OpenShare: 0.5, Instances: 2, DeclaredRate: 1000}, 40)
 		require.Equal(t, http.StatusOK, f.do("GET", "/readyz", "", "").status) // learns the rate
 
 		f.store.down.Store(true)
@@ -216,7 +216,7 @@ func TestHungStoreIsUnavailableWithinTheTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		closed := newPolicyFixture(t, server.FailurePolicy{}, 40)
-		open := newPolicyFixture(t, server.FailurePolicy{Default: server.PolicyOpen, SeedRate: 40}, 40)
+		open := newPolicyFixture(t, server.FailurePolicy{Default: server.PolicyOpen, DeclaredRate: 40}, 40)
 		for _, f := range []*policyFixture{closed, open} {
 			f.store.hang.Store(true)
 		}
@@ -275,7 +275,7 @@ func TestRedisOutOfMemoryIsUnavailable(t *testing.T) {
 	orders := &orderCounter{}
 	f := &policyFixture{t: t, orders: orders, srv: mustServer(t, server.Config{
 		Store: store, Protected: orders,
-		FailurePolicy: server.FailurePolicy{Default: server.PolicyOpen, SeedRate: 40},
+		FailurePolicy: server.FailurePolicy{Default: server.PolicyOpen, DeclaredRate: 40},
 	})}
 	a := f.do("POST", "/queue/enter", "u2", "")
 	a.requireError(t, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
@@ -314,15 +314,19 @@ func TestRedisFreezeLoggedOnce(t *testing.T) {
 	// The default timeout, well inside the 3 s freeze: a shorter one (its
 	// settle too) let a loaded machine's backlog after the resume pass
 	// for a second outage.
-	srv := mustServer(t, server.Config{Store: store, Logger: slog.New(slog.NewTextHandler(&logs, nil)), StoreTimeout: waitroom.DefaultStoreTimeout})
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	// One guarded store for the server, the admitter and the keeper, as
+	// the instance builds it.
+	guarded := waitroom.Guard(store, waitroom.GuardOptions{Logger: log, Timeout: waitroom.DefaultStoreTimeout})
+	srv := mustServer(t, server.Config{Store: guarded, Logger: log})
 	web := httptest.NewServer(srv)
 	t.Cleanup(web.Close)
 	runCtx, stop := context.WithCancel(ctx)
 	var running sync.WaitGroup
 	t.Cleanup(func() { stop(); running.Wait() })
-	admitter := &waitroom.Admitter{Store: srv.Store(), Every: 25 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	admitter := &waitroom.Admitter{Store: guarded, Every: 25 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	running.Go(func() { _ = admitter.Run(runCtx) })
-	running.Go(func() { _ = srv.Store().Keeper().Run(runCtx) })
+	running.Go(func() { _ = guarded.Keeper().Run(runCtx) })
 
 	// The crowd: each poller enters, then asks for its status in a loop.
 	var (
@@ -394,7 +398,7 @@ func TestOpenPolicyPassesTheLastKnownUnits(t *testing.T) {
 		require.NoError(t, err)
 		f := &policyFixture{t: t, store: store, orders: &orderCounter{}}
 		f.srv = mustServer(t, server.Config{Store: store, Protected: f.orders,
-			FailurePolicy: server.FailurePolicy{Default: server.PolicyOpen, OpenShare: 1, Instances: 1, SeedRate: 40}})
+			FailurePolicy: server.FailurePolicy{Default: server.PolicyOpen, OpenShare: 1, Instances: 1, DeclaredRate: 40}})
 		require.Equal(t, http.StatusOK, f.do("GET", "/readyz", "", "").status) // reads the settings
 		f.store.down.Store(true)
 		time.Sleep(time.Second)

@@ -54,11 +54,11 @@ type FailurePolicy struct {
 	// by it, so that together they stay within OpenShare of the rate.
 	// Default 1.
 	Instances int
-	// SeedRate is the rate assumed for a room until this process has read
-	// its settings from the store (the declared rate, say), so a store that
+	// DeclaredRate is the rate assumed for a room until this process has read
+	// its settings from the store (what the flags declared), so a store that
 	// is down from the start still has a bound. Zero: nothing passes
 	// before a rate is known.
-	SeedRate float64
+	DeclaredRate float64
 }
 
 // ParseFailurePolicy reads "closed", "open", or per room
@@ -146,56 +146,49 @@ func (p FailurePolicy) validate() error {
 		return fmt.Errorf("server: FailurePolicy.OpenShare must be in (0, 1], got %g", p.OpenShare)
 	case p.Instances < 0:
 		return fmt.Errorf("server: FailurePolicy.Instances must be ≥ 1, got %d", p.Instances)
-	case math.IsNaN(p.SeedRate) || p.SeedRate < 0:
-		return fmt.Errorf("server: FailurePolicy.SeedRate must be ≥ 0, got %g", p.SeedRate)
+	case math.IsNaN(p.DeclaredRate) || p.DeclaredRate < 0:
+		return fmt.Errorf("server: FailurePolicy.DeclaredRate must be ≥ 0, got %g", p.DeclaredRate)
 	}
 	return nil
 }
 
-// failover carries out a FailurePolicy: it remembers each room's last known
-// rate and keeps the open policy's per-room limiters.
-type failover struct {
+// policyEnforcer carries out a FailurePolicy: it keeps the open policy's
+// per-room limiters, at a share of each room's last rate the store told
+// (lastRate, the guarded store's LastRate).
+type policyEnforcer struct {
 	policy FailurePolicy
 	now    func() time.Time
 	log    func(ctx context.Context, msg string, args ...any)
 
+	lastRate func(room string) (float64, bool)
+
 	mu     sync.Mutex
-	rates  map[string]float64 // room → last rate the store answered
 	limits map[string]*limiter
 }
 
-func newFailover(p FailurePolicy, log func(ctx context.Context, msg string, args ...any)) *failover {
+func newPolicyEnforcer(p FailurePolicy, lastRate func(room string) (float64, bool), log func(ctx context.Context, msg string, args ...any)) *policyEnforcer {
 	if p.OpenShare == 0 {
 		p.OpenShare = DefaultOpenShare
 	}
 	if p.Instances == 0 {
 		p.Instances = 1
 	}
-	return &failover{policy: p, now: time.Now, log: log, rates: map[string]float64{}, limits: map[string]*limiter{}}
-}
-
-// noteRate remembers what the store said room's rate is.
-func (f *failover) noteRate(room string, rate float64) {
-	f.mu.Lock()
-	f.rates[room] = rate
-	f.mu.Unlock()
+	return &policyEnforcer{policy: p, now: time.Now, log: log, lastRate: lastRate, limits: map[string]*limiter{}}
 }
 
 // openRate is how many gated requests per second this instance lets
 // through for room while the store is down.
-func (f *failover) openRate(room string) float64 {
-	f.mu.Lock()
-	rate, ok := f.rates[room]
-	f.mu.Unlock()
+func (f *policyEnforcer) openRate(room string) float64 {
+	rate, ok := f.lastRate(room)
 	if !ok {
-		rate = f.policy.SeedRate
+		rate = f.policy.DeclaredRate
 	}
 	return rate * f.policy.OpenShare / float64(f.policy.Instances)
 }
 
 // storeDown is the gate's StoreDown for room: nil when the room fails
 // closed.
-func (f *failover) storeDown(room string) func(r *http.Request) bool {
+func (f *policyEnforcer) storeDown(room string) func(r *http.Request) bool {
 	if f.policy.For(room) != PolicyOpen {
 		return nil
 	}
@@ -203,7 +196,7 @@ func (f *failover) storeDown(room string) func(r *http.Request) bool {
 }
 
 // allow takes one pass from room's limiter.
-func (f *failover) allow(ctx context.Context, room string) bool {
+func (f *policyEnforcer) allow(ctx context.Context, room string) bool {
 	rate := f.openRate(room)
 	now := f.now()
 	f.mu.Lock()
@@ -276,18 +269,18 @@ type errorBody struct {
 
 // writeReady answers /readyz for the store's ping result.
 func (s *Server) writeReady(w http.ResponseWriter, r *http.Request, pingErr error) {
-	body := readyBody{Status: "ok", Policy: s.failover.policy.asMap()}
+	body := readyBody{Status: "ok", Policy: s.policy.policy.asMap()}
 	if pingErr == nil {
 		// Keep the gated room's rate fresh for the open policy: the load
 		// balancer asks this often, and the settings are cached.
-		if s.failover.policy.For(s.defaultRoom) == PolicyOpen {
+		if s.policy.policy.For(s.defaultRoom) == PolicyOpen {
 			_, _ = s.roomConfig(r.Context(), s.defaultRoom)
 		}
 		jsonhttp.Write(w, http.StatusOK, body)
 		return
 	}
 	body.Status = "store_unavailable"
-	if s.failover.policy.For(s.defaultRoom) == PolicyOpen {
+	if s.policy.policy.For(s.defaultRoom) == PolicyOpen {
 		jsonhttp.Write(w, http.StatusOK, body)
 		return
 	}

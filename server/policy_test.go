@@ -106,11 +106,13 @@ func TestLimiterSteadyStreamGetsTheRate(t *testing.T) {
 
 func TestOpenRate(t *testing.T) {
 	t.Parallel()
-	f := newFailover(FailurePolicy{Default: PolicyOpen, Instances: 4, SeedRate: 200}, nil)
-	require.InDelta(t, 25.0, f.openRate("r"), 1e-9, "seed 200 × default share 0.5 / 4 instances")
-	f.noteRate("r", 80)
-	require.InDelta(t, 10.0, f.openRate("r"), 1e-9, "the store's rate replaces the seed")
+	told := map[string]float64{}
+	lastRate := func(room string) (float64, bool) { r, ok := told[room]; return r, ok }
+	f := newPolicyEnforcer(FailurePolicy{Default: PolicyOpen, Instances: 4, DeclaredRate: 200}, lastRate, nil)
+	require.InDelta(t, 25.0, f.openRate("r"), 1e-9, "declared 200 × default share 0.5 / 4 instances")
+	told["r"] = 80
+	require.InDelta(t, 10.0, f.openRate("r"), 1e-9, "the store's rate replaces the declared one")
 	require.Equal(t, 3, openBurst(25), "a tenth of a second's share, rounded up")
 	require.Equal(t, 1, openBurst(0.5))
-	require.Nil(t, newFailover(FailurePolicy{}, nil).storeDown("r"), "closed: the gate gets no StoreDown")
+	require.Nil(t, newPolicyEnforcer(FailurePolicy{}, lastRate, nil).storeDown("r"), "closed: the gate gets no StoreDown")
 }

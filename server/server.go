@@ -23,7 +23,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitroom/waitroom"
-	"github.com/waitroom/waitroom/memstore"
 )
 
 // Defaults of the fields of Config left zero.
@@ -43,7 +42,10 @@ const readyTimeout = 2 * time.Second
 
 // Config configures a Server. Only Store is required.
 type Config struct {
-	// Store holds the rooms.
+	// Store holds the rooms. A *waitroom.GuardedStore is used as it is (give
+	// the same one to the admitter, its keeper and the rate tuner, so every
+	// part sees one store); any other Store is guarded here, by
+	// StoreTimeout and DeclaredRooms.
 	Store waitroom.Store
 	// Logger; default discards. Requests are logged at debug level only.
 	Logger *slog.Logger
@@ -117,10 +119,11 @@ type Config struct {
 	// (policy.go); the zero value fails closed everywhere.
 	FailurePolicy FailurePolicy
 	// StoreTimeout bounds each store call; default DefaultStoreTimeout
-	// (1 s).
+	// (1 s). Not with a *waitroom.GuardedStore: it has its own.
 	StoreTimeout time.Duration
 	// DeclaredRooms are the rooms this server declared at start: the
-	// store's keeper brings them back if the store loses them (Store).
+	// store's keeper brings them back if the store loses them. Not with a
+	// *waitroom.GuardedStore: give them to waitroom.Guard.
 	DeclaredRooms map[string]waitroom.RoomConfig
 
 	// TrustedProxies are the peers whose user header and X-Forwarded-For
@@ -139,7 +142,7 @@ type Config struct {
 	// DefaultVisitorRateLimit.
 	VisitorRateLimit float64
 	// Limiter keeps the counts of both limits; nil: in this process only
-	// (memstore.Limiter). A waitroom.SharedLimiter (redisstore.Store)
+	// (waitroom.LocalLimiter). A waitroom.SharedLimiter (redisstore.Store)
 	// shares them between instances: this one answers its share of each
 	// limit itself (1/FailurePolicy.Instances) and asks the shared one,
 	// bounded by StoreTimeout, only beyond it (waitroom.LocalShare). Any
@@ -188,7 +191,7 @@ type Server struct {
 	visitors      visitors
 	orderPath     string // where the waiting page posts an order; "" for none
 	orderProduct  string
-	failover      *failover
+	policy        *policyEnforcer
 	dashboard     *sampler
 
 	userHeaderKey  string // s.userHeader in canonical form
@@ -264,25 +267,20 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.FailurePolicy.validate(); err != nil {
 		return nil, err
 	}
-	s.failover = newFailover(cfg.FailurePolicy, s.log.WarnContext)
-	s.storeTimeout = cfg.StoreTimeout
-	if s.storeTimeout <= 0 {
-		s.storeTimeout = DefaultStoreTimeout
+	store, err := guardStore(cfg, s.log)
+	if err != nil {
+		return nil, err
 	}
+	s.store, s.storeTimeout = store, store.Timeout()
+	s.policy = newPolicyEnforcer(cfg.FailurePolicy, store.LastRate, s.log.WarnContext)
 	switch lim := cfg.Limiter.(type) {
 	case nil:
-		s.limiter = memstore.NewLimiter(memstore.Options{})
+		s.limiter = waitroom.NewLocalLimiter(nil)
 	case waitroom.SharedLimiter:
 		s.limiter = &waitroom.LocalShare{Shared: lim, Instances: cfg.FailurePolicy.Instances, Timeout: s.storeTimeout}
 	default:
 		s.limiter = lim
 	}
-	s.store = waitroom.Guard(cfg.Store, waitroom.GuardOptions{
-		Timeout: cfg.StoreTimeout,
-		Logger:  s.log,
-		Rooms:   cfg.DeclaredRooms,
-		OnRate:  s.failover.noteRate,
-	})
 	m, err := newMetrics(cfg.Registry, s.store, s.log, cfg.LostWrites)
 	if err != nil {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
@@ -335,7 +333,7 @@ func New(cfg Config) (*Server, error) {
 			OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
 			OnServed:   cfg.OnGateServed,
 			Reject:     s.writeError,
-			StoreDown:  s.failover.storeDown(s.defaultRoom),
+			StoreDown:  s.policy.storeDown(s.defaultRoom),
 			// Only while the store is down: the settings last read, never
 			// a store call that would wait out another timeout.
 			LastConfig: func(context.Context) (waitroom.RoomConfig, bool) {
@@ -403,6 +401,21 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// guardStore is the guarded store every handler and the gate use:
+// Config.Store itself when the caller guarded it (the instance, which
+// gives the same one to the admitter, the keeper and the tuner), else
+// Config.Store guarded by StoreTimeout and DeclaredRooms.
+func guardStore(cfg Config, log *slog.Logger) (*waitroom.GuardedStore, error) {
+	g, ok := cfg.Store.(*waitroom.GuardedStore)
+	if !ok {
+		return waitroom.Guard(cfg.Store, waitroom.GuardOptions{Timeout: cfg.StoreTimeout, Logger: log, Rooms: cfg.DeclaredRooms}), nil
+	}
+	if cfg.StoreTimeout != 0 || cfg.DeclaredRooms != nil {
+		return nil, errors.New("server: Config.StoreTimeout and Config.DeclaredRooms belong to waitroom.Guard when Config.Store is a *waitroom.GuardedStore")
+	}
+	return g, nil
+}
+
 // register adds routes to mux and declares them to the metrics.
 func register(mux *http.ServeMux, m *metrics, routes map[string]http.Handler) error {
 	m.declareRoutes(routes)
@@ -413,12 +426,6 @@ func register(mux *http.ServeMux, m *metrics, routes map[string]http.Handler) er
 	}
 	return nil
 }
-
-// Store is the guarded store the server's handlers and gate use
-// (waitroom.GuardedStore: timeouts, outage watching, lost rooms, the
-// failure policy's rates). Give the same one to the admitter, the keeper
-// (Store().Keeper()) and the rate tuner, so every part sees one store.
-func (s *Server) Store() *waitroom.GuardedStore { return s.store }
 
 // DrainSettles ends the settles the gate still retries after a store
 // stall, each with one last attempt (waitroom.Gate.Drain): on shutdown,

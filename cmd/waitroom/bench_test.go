@@ -23,7 +23,7 @@ func TestBenchSmall(t *testing.T) {
 		"Redis with automatic pipelining ÷ without",
 		"| every room idle, 2 s–3 s | 20 | 0 |", "| every room idle, 3 s–4 s | 20 | 0 |", "| 2 rooms busy | 20 | 2 |",
 		"| command | every room idle, 2 s–3 s | every room idle, 3 s–4 s | 2 rooms busy |", "| fcall |",
-		"against seed-shaped ones", "| enter (new place) | ", "| admit, per admitted user", ": hot) |", "Users per admit call, hot: room 14.0",
+		"against baseline ones", "| enter (new place) | ", "| admit, per admitted user", ": hot) |", "Users per admit call, hot: room 14.0",
 		"PollLoad(500, 140/s)", "| enter (new place) | FCALL |", "| admit (quota 100) | FCALL |",
 		"| complete | FCALL |", "| leave | FCALL |", "bytes per waiting user"} {
 		require.Contains(t, out, want)

@@ -150,7 +150,7 @@ func parseServe(args []string, getenv func(string) string) (instance.Config, err
 	}
 	// Until the store has told this instance a room's live rate, the
 	// declared one bounds the open policy.
-	c.FailurePolicy.SeedRate = c.Room.Rate
+	c.FailurePolicy.DeclaredRate = c.Room.Rate
 	v.SettingErrors(c.Validate())
 	if err := v.Err(); err != nil {
 		return instance.Config{}, err

@@ -59,7 +59,7 @@ func drawCommand(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	var o server.VerifyOptions
+	var o server.DrawFileCheck
 	if cmd == "verify" {
 		if c, err := hex.DecodeString(*commitment); *commitment != "" && (err != nil || len(c) != 32) {
 			return flagenv.Errorf("--commitment: %q is not a commitment (64 hex digits)", *commitment)
@@ -67,7 +67,7 @@ func drawCommand(ctx context.Context, args []string, getenv func(string) string,
 		if *user != "" && !waitroom.ValidUserID(*user) {
 			return flagenv.Errorf("--user: %q is not a user id", *user)
 		}
-		o = server.VerifyOptions{Commitment: *commitment, User: *user}
+		o = server.DrawFileCheck{Commitment: *commitment, User: *user}
 	}
 	var raw []byte
 	switch {
@@ -103,5 +103,5 @@ func drawCommand(ctx context.Context, args []string, getenv func(string) string,
 		_, err = fmt.Fprintln(stdout, string(public))
 		return err
 	}
-	return server.VerifyDraw(stdout, raw, o)
+	return server.CheckDrawFile(stdout, raw, o)
 }

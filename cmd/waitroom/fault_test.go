@@ -490,7 +490,7 @@ func TestParseServeFailurePolicy(t *testing.T) {
 	require.Equal(t, time.Second, c.StoreTimeout)
 	require.InDelta(t, 0.5, c.FailurePolicy.OpenShare, 1e-9)
 	require.Equal(t, 1, c.FailurePolicy.Instances)
-	require.InDelta(t, c.Room.Rate, c.FailurePolicy.SeedRate, 1e-9, "the declared rate bounds the open policy until the store answers")
+	require.InDelta(t, c.Room.Rate, c.FailurePolicy.DeclaredRate, 1e-9, "the declared rate bounds the open policy until the store answers")
 
 	c, err = parseServe([]string{"--failure-policy", "default=open,sale=closed", "--open-share", "0.25", "--store-timeout", "250ms"},
 		envOf("WAITROOM_INSTANCES", "4"))

@@ -1,6 +1,6 @@
 // Command naiveenter is the yardstick of BENCHMARKS.md's "HTTP ENTER from
 // outside": the naive go-redis server the room's ENTER is compared with.
-// POST /rooms/{room}/enter runs the seed-shaped ENTER script (one EVALSHA
+// POST /rooms/{room}/enter runs the baseline ENTER script (one EVALSHA
 // per request on the plain client: live token check, rank, size check,
 // INCR, ZADD, rank) for the X-User-Id header and answers its position;
 // GET /healthz is the trivial route. It takes the flags
@@ -18,7 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom"
-	"github.com/waitroom/waitroom/internal/seedshape"
+	"github.com/waitroom/waitroom/internal/baseline"
 )
 
 func main() {
@@ -47,7 +47,7 @@ func main() {
 		}
 		user := users[0]
 		tag := "naive:{" + room + "}:"
-		res, err := seedshape.Enter.Run(r.Context(), client, []string{tag + "q", tag + "seq"}, user, tag+"tok:", *maxQueue).Int64Slice()
+		res, err := baseline.Enter.Run(r.Context(), client, []string{tag + "q", tag + "seq"}, user, tag+"tok:", *maxQueue).Int64Slice()
 		switch {
 		case err != nil || len(res) == 0 || (res[0] == 2 && len(res) != 2):
 			http.Error(w, "store", http.StatusServiceUnavailable)

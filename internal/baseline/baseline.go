@@ -1,10 +1,10 @@
-// Package seedshape holds the seed-shaped scripts: what the design's first
+// Package baseline holds the baseline scripts: what the design's first
 // write-up does per request, the yardstick the room's own scripts are held
 // to by waitroom bench and the redisstore benchmarks. They build key names
 // from ARGV (one hash tag, so one slot), which the room's scripts never
 // do; they exist only to be measured beside them, on the same Redis in the
 // same run.
-package seedshape
+package baseline
 
 import "github.com/redis/go-redis/v9"
 

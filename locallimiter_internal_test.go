@@ -1,25 +1,24 @@
-package memstore
+package waitroom
 
 import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/waitroom/waitroom"
 )
 
 // A crowd of one-off keys is forgotten by generations: the limiter holds
 // at most two generations of them, and never forgets a key whose count
 // still matters.
-func TestLimiterForgetsOneOffKeys(t *testing.T) {
+func TestLocalLimiterForgetsOneOffKeys(t *testing.T) {
 	ctx := context.Background()
-	c := NewManualClock(time.Unix(1_700_000_000, 0))
-	lim := NewLimiter(Options{Now: c.Now})
-	l := waitroom.Limit{Rate: 5, Burst: 2}
+	c := newTestClock(time.Unix(1_700_000_000, 0))
+	lim := NewLocalLimiter(c.Now)
+	l := Limit{Rate: 5, Burst: 2}
 
 	// A key at its burst, then ten generations of 1,000 new keys each.
 	for range 2 {
@@ -39,7 +38,7 @@ func TestLimiterForgetsOneOffKeys(t *testing.T) {
 
 	// A key with a long horizon (1 a minute, burst 3: its count reaches
 	// four minutes ahead) is kept past two short generations.
-	slow := waitroom.Limit{Rate: 1.0 / 60, Burst: 3}
+	slow := Limit{Rate: 1.0 / 60, Burst: 3}
 	for range 3 {
 		ok, _, err := lim.Allow(ctx, "slow", slow)
 		require.NoError(t, err)
@@ -64,16 +63,16 @@ func TestLimiterForgetsOneOffKeys(t *testing.T) {
 }
 
 // Every shard answers as one GCRA count per key, whatever the spread.
-func TestLimiterMatchesGCRA(t *testing.T) {
+func TestLocalLimiterMatchesGCRA(t *testing.T) {
 	ctx := context.Background()
 	start := time.Unix(1_700_000_000, 0)
-	c := NewManualClock(start)
-	lim := NewLimiter(Options{Now: c.Now})
-	l := waitroom.Limit{Rate: 3, Burst: 2}
+	c := newTestClock(start)
+	lim := NewLocalLimiter(c.Now)
+	l := Limit{Rate: 3, Burst: 2}
 	tats := map[string]time.Time{}
 	for step := range 3000 {
 		key := fmt.Sprintf("k%d", step*7919%53)
-		want, tat, wantWait := waitroom.GCRA(tats[key], c.Now(), l)
+		want, tat, wantWait := GCRA(tats[key], c.Now(), l)
 		tats[key] = tat
 		ok, wait, err := lim.Allow(ctx, key, l)
 		require.NoError(t, err)
@@ -85,7 +84,7 @@ func TestLimiterMatchesGCRA(t *testing.T) {
 }
 
 // keyBeside returns a key that falls in the same shard as key.
-func keyBeside(lim *Limiter, key string) string {
+func keyBeside(lim *LocalLimiter, key string) string {
 	want := maphash.String(lim.seed, key) % limiterShards
 	for i := 0; ; i++ {
 		k := fmt.Sprintf("beside-%d", i)
@@ -93,4 +92,24 @@ func keyBeside(lim *Limiter, key string) string {
 			return k
 		}
 	}
+}
+
+// testClock is a clock the limiter's tests move by hand.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newTestClock(at time.Time) *testClock { return &testClock{now: at} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
 }

@@ -1,16 +1,15 @@
-package memstore
+package waitroom
 
 import (
 	"context"
 	"hash/maphash"
 	"sync"
 	"time"
-
-	"github.com/waitroom/waitroom"
 )
 
-// Limiter is an in-process waitroom.Limiter: its counts are this
-// instance's only. The zero value is not usable; use NewLimiter.
+// LocalLimiter is an in-process Limiter: its counts are this instance's
+// only (a server's default). The zero value is not usable; use
+// NewLocalLimiter.
 //
 // A crowd of one-off keys (every new visitor is one) must neither grow it
 // forever nor stall it: the keys are spread over shards, each with its own
@@ -21,7 +20,7 @@ import (
 // horizon (burst × interval) past its last touch, so it is forgotten only
 // once that has passed, when forgetting it changes nothing (a new key
 // starts at now).
-type Limiter struct {
+type LocalLimiter struct {
 	now    func() time.Time
 	seed   maphash.Seed
 	shards [limiterShards]limiterShard
@@ -40,15 +39,15 @@ type limiterShard struct {
 	forgetAfter time.Duration        // a generation's length: ≥ every horizon seen
 }
 
-var _ waitroom.Limiter = (*Limiter)(nil)
+var _ Limiter = (*LocalLimiter)(nil)
 
-// NewLimiter returns an empty limiter on the clock of opts.
-func NewLimiter(opts Options) *Limiter {
-	now := opts.Now
+// NewLocalLimiter returns an empty limiter on the clock now (nil: the
+// wall clock).
+func NewLocalLimiter(now func() time.Time) *LocalLimiter {
 	if now == nil {
 		now = time.Now
 	}
-	lim := &Limiter{now: now, seed: maphash.MakeSeed()}
+	lim := &LocalLimiter{now: now, seed: maphash.MakeSeed()}
 	for i := range lim.shards {
 		lim.shards[i] = limiterShard{cur: map[string]time.Time{}, prev: map[string]time.Time{}, forgetAfter: minGeneration}
 	}
@@ -56,12 +55,12 @@ func NewLimiter(opts Options) *Limiter {
 }
 
 // Allow counts one request for key against l.
-func (lim *Limiter) Allow(ctx context.Context, key string, l waitroom.Limit) (bool, time.Duration, error) {
+func (lim *LocalLimiter) Allow(ctx context.Context, key string, l Limit) (bool, time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return false, 0, err
 	}
 	if l.Rate <= 0 {
-		return false, 0, waitroom.BadRequest("limit rate must be > 0")
+		return false, 0, BadRequest("limit rate must be > 0")
 	}
 	sh := &lim.shards[maphash.String(lim.seed, key)%limiterShards]
 	sh.mu.Lock()
@@ -75,18 +74,18 @@ func (lim *Limiter) Allow(ctx context.Context, key string, l waitroom.Limit) (bo
 	if !ok {
 		tat = sh.prev[key]
 	}
-	allowed, tat, wait := waitroom.GCRA(tat, now, l)
+	allowed, tat, wait := GCRA(tat, now, l)
 	sh.cur[key] = tat
 	return allowed, wait, nil
 }
 
 // horizon is how far past now a key's tat can reach under l.
-func horizon(l waitroom.Limit) time.Duration {
+func horizon(l Limit) time.Duration {
 	return time.Duration(float64(max(l.Burst, 1)+1) * float64(time.Second) / l.Rate)
 }
 
 // keys is how many keys the limiter holds now (tests).
-func (lim *Limiter) keys() int {
+func (lim *LocalLimiter) keys() int {
 	n := 0
 	for i := range lim.shards {
 		sh := &lim.shards[i]

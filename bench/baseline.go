@@ -14,33 +14,33 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom"
-	"github.com/waitroom/waitroom/internal/seedshape"
+	"github.com/waitroom/waitroom/internal/baseline"
 	"github.com/waitroom/waitroom/redisstore"
 )
 
-// seedFigure is one round of one operation, the room's script beside the
-// seed-shaped one: Redis µs per call (per admitted user for admit) from
+// baselineFigure is one round of one operation, the room's script beside the
+// baseline one: Redis µs per call (per admitted user for admit) from
 // INFO commandstats, and for enter the CPU of redis-server per call (INFO
-// cpu), the seed's sent in pipelines of 16.
-type seedFigure struct {
-	op                string
-	ours, seed        []float64 // µs per call (per user for admit), one per round
-	oursCPU, seedCPU  []float64 // redis-server CPU µs per call (enter; the room's status, for its shard's capacity)
-	oursUsers, seedUs []float64 // users per call: admit, and the room's enter (concurrent Enters share a call)
+// cpu), the baseline's sent in pipelines of 16.
+type baselineFigure struct {
+	op                    string
+	ours, baseline        []float64 // µs per call (per user for admit), one per round
+	oursCPU, baselineCPU  []float64 // redis-server CPU µs per call (enter; the room's status, for its shard's capacity)
+	oursUsers, baselineUs []float64 // users per call: admit, and the room's enter (concurrent Enters share a call)
 }
 
 // Cadence of the admit comparison: a call per millisecond admits 14
 // users, the design's slice quota; Redis idles between calls (cold).
 const (
-	seedAdmitEvery = time.Millisecond
-	seedAdmitQuota = 14
+	baselineAdmitEvery = time.Millisecond
+	baselineAdmitQuota = 14
 )
 
 // The hot admit comparison: hotAdmitCallers goroutines call Admit back to
 // back over hotAdmitRooms rooms, each room's quota 14 (1,400/s in 10 ms
 // slices), each room called again only once its slice has passed, so that
 // every call admits its full quota while Redis never idles;
-// hotAdmitVisits calls per room a round. The seed-shaped side makes as many
+// hotAdmitVisits calls per room a round. The baseline side makes as many
 // calls of 14 from as many goroutines, back to back.
 const (
 	hotAdmitRooms   = 256
@@ -49,19 +49,19 @@ const (
 	hotAdmitSlice   = 10 * time.Millisecond
 )
 
-// measureSeed compares the room's hot-path scripts with seed-shaped ones
+// measureBaseline compares the room's hot-path scripts with baseline ones
 // in alternating rounds on the same Redis: ENTER and STATUS in hot loops
 // of cfg.Clients callers (the room's through store, autopipelined as the
 // server's), ADMIT a call per millisecond.
-func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, store waitroom.Store, prefix string) error {
-	b.progress("redis: room scripts against seed-shaped scripts, %d rounds", b.cfg.Rounds)
-	// The seed's hash tag is as long as the room names of the comparison
-	// (seed-cmp-enter, bench-status, seed-cmp-admit), so that both sides'
+func (b *Result) measureBaseline(ctx context.Context, client redis.UniversalClient, store waitroom.Store, prefix string) error {
+	b.progress("redis: room scripts against baseline scripts, %d rounds", b.cfg.Rounds)
+	// The baseline's hash tag is as long as the room names of the comparison
+	// (base-cmp-enter, bench-status, base-cmp-admit), so that both sides'
 	// key names are as long: Redis's cost per declared key grows with it.
-	tag := prefix + ":{seed-cmp-seed}:"
-	seedQ, seedSeq, seedTok := tag+"q", tag+"seq", tag+"tok:"
+	tag := prefix + ":{base-cmp-base}:"
+	baselineQ, baselineSeq, baselineTok := tag+"q", tag+"seq", tag+"tok:"
 	statusQ := tag + "status"
-	// The seed's STATUS queue holds as many users as the room's.
+	// The baseline's STATUS queue holds as many users as the room's.
 	for from := 0; from < b.cfg.Waiting; from += 10_000 {
 		p := client.Pipeline()
 		for i := from; i < min(from+10_000, b.cfg.Waiting); i++ {
@@ -71,24 +71,24 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 			return err
 		}
 	}
-	for _, s := range []*redis.Script{seedshape.Enter, seedshape.Status, seedshape.StatusSeen, seedshape.Admit} {
+	for _, s := range []*redis.Script{baseline.Enter, baseline.Status, baseline.StatusSeen, baseline.Admit} {
 		if err := s.Load(ctx, client).Err(); err != nil {
 			return err
 		}
 	}
-	enterRoom, admitRoom := "seed-cmp-enter", "seed-cmp-admit"
+	enterRoom, admitRoom := "base-cmp-enter", "base-cmp-admit"
 	if _, err := store.CreateRoom(ctx, enterRoom, waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue}); err != nil {
 		return err
 	}
-	admitCfg := waitroom.RoomConfig{Rate: seedAdmitQuota * float64(time.Second/seedAdmitEvery), Slice: 10 * time.Millisecond, MaxQueue: waitroom.MaxMaxQueue, TokenTTL: time.Hour}
+	admitCfg := waitroom.RoomConfig{Rate: baselineAdmitQuota * float64(time.Second/baselineAdmitEvery), Slice: 10 * time.Millisecond, MaxQueue: waitroom.MaxMaxQueue, TokenTTL: time.Hour}
 	if _, err := store.CreateRoom(ctx, admitRoom, admitCfg); err != nil {
 		return err
 	}
 
 	hotRooms := make([]string, hotAdmitRooms)
-	hotCfg := waitroom.RoomConfig{Rate: seedAdmitQuota / hotAdmitSlice.Seconds(), Slice: hotAdmitSlice, MaxQueue: waitroom.MaxMaxQueue, TokenTTL: time.Hour}
+	hotCfg := waitroom.RoomConfig{Rate: baselineAdmitQuota / hotAdmitSlice.Seconds(), Slice: hotAdmitSlice, MaxQueue: waitroom.MaxMaxQueue, TokenTTL: time.Hour}
 	for i := range hotRooms {
-		hotRooms[i] = fmt.Sprintf("seed-cmp-hot-admit-%03d", i)
+		hotRooms[i] = fmt.Sprintf("base-cmp-hot-admit-%03d", i)
 		if _, err := store.CreateRoom(ctx, hotRooms[i], hotCfg); err != nil {
 			return err
 		}
@@ -97,15 +97,15 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 		}
 	}
 
-	enter := seedFigure{op: "enter (new place)"}
-	status := seedFigure{op: fmt.Sprintf("status (%d waiting)", b.cfg.Waiting)}
-	seen := seedFigure{op: fmt.Sprintf("status (%d waiting) against a seed-shaped poll that marks the user seen", b.cfg.Waiting)}
-	admit := seedFigure{op: fmt.Sprintf("admit, per admitted user (%d per call, a call per %s: cold)", seedAdmitQuota, seedAdmitEvery)}
-	hotAdmit := seedFigure{op: fmt.Sprintf("admit, per admitted user (%d per call, %d callers back to back over %d rooms: hot)", seedAdmitQuota, hotAdmitCallers, hotAdmitRooms)}
-	hotPerRoom := (1 + hotAdmitVisits) * seedAdmitQuota // the warm-up visit's too
+	enter := baselineFigure{op: "enter (new place)"}
+	status := baselineFigure{op: fmt.Sprintf("status (%d waiting)", b.cfg.Waiting)}
+	seen := baselineFigure{op: fmt.Sprintf("status (%d waiting) against a baseline poll that marks the user seen", b.cfg.Waiting)}
+	admit := baselineFigure{op: fmt.Sprintf("admit, per admitted user (%d per call, a call per %s: cold)", baselineAdmitQuota, baselineAdmitEvery)}
+	hotAdmit := baselineFigure{op: fmt.Sprintf("admit, per admitted user (%d per call, %d callers back to back over %d rooms: hot)", baselineAdmitQuota, hotAdmitCallers, hotAdmitRooms)}
+	hotPerRoom := (1 + hotAdmitVisits) * baselineAdmitQuota // the warm-up visit's too
 	var users atomic.Int64
 	newUser := func() string { return "e" + strconv.FormatInt(users.Add(1), 10) }
-	perAdmit := int(b.cfg.Slice/seedAdmitEvery) * seedAdmitQuota
+	perAdmit := int(b.cfg.Slice/baselineAdmitEvery) * baselineAdmitQuota
 
 	type side struct {
 		name string
@@ -113,7 +113,7 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 	}
 	for round := range b.cfg.Rounds {
 		// Fill the admit queues for this round (untimed).
-		if err := fill(ctx, store, admitRoom, fmt.Sprintf("a%d-", round), perAdmit+seedAdmitQuota, b.cfg.Clients); err != nil {
+		if err := fill(ctx, store, admitRoom, fmt.Sprintf("a%d-", round), perAdmit+baselineAdmitQuota, b.cfg.Clients); err != nil {
 			return err
 		}
 		if _, err := store.Admit(ctx, admitRoom); err != nil { // starts or refills the bucket
@@ -125,17 +125,17 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 		// waiting brings none, and is made again when users came).
 		hotFill := hotPerRoom
 		if round == 0 {
-			hotFill += seedAdmitQuota
+			hotFill += baselineAdmitQuota
 		}
 		if err := fillRooms(ctx, store, hotRooms, fmt.Sprintf("h%d-", round), hotFill, b.cfg.Clients); err != nil {
 			return err
 		}
 		p := client.Pipeline()
-		for i := range perAdmit + seedAdmitQuota {
-			p.ZAdd(ctx, seedQ+"a", redis.Z{Score: float64(i), Member: fmt.Sprintf("a%d-%d", round, i)})
+		for i := range perAdmit + baselineAdmitQuota {
+			p.ZAdd(ctx, baselineQ+"a", redis.Z{Score: float64(i), Member: fmt.Sprintf("a%d-%d", round, i)})
 		}
 		for i := range hotAdmitRooms * hotPerRoom {
-			p.ZAdd(ctx, seedHotQueue(seedQ, i%hotAdmitRooms), redis.Z{Score: float64(i), Member: fmt.Sprintf("h%d-%d", round, i)})
+			p.ZAdd(ctx, baselineHotQueue(baselineQ, i%hotAdmitRooms), redis.Z{Score: float64(i), Member: fmt.Sprintf("h%d-%d", round, i)})
 		}
 		if _, err := p.Exec(ctx); err != nil {
 			return err
@@ -151,16 +151,16 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 				enter.oursUsers = append(enter.oursUsers, n/max(seen, 1))
 				return err
 			}},
-			{"seed enter", func() error {
+			{"baseline enter", func() error {
 				us, cpu, n, _, err := b.serverCost(ctx, client, func(int) error {
 					p := client.Pipeline()
 					for range 16 {
-						p.EvalSha(ctx, seedshape.Enter.Hash(), []string{seedQ, seedSeq}, newUser(), seedTok, waitroom.MaxMaxQueue)
+						p.EvalSha(ctx, baseline.Enter.Hash(), []string{baselineQ, baselineSeq}, newUser(), baselineTok, waitroom.MaxMaxQueue)
 					}
 					_, err := p.Exec(ctx)
 					return err
 				}, 16, false)
-				enter.seed, enter.seedCPU = append(enter.seed, us/n), append(enter.seedCPU, cpu/n)
+				enter.baseline, enter.baselineCPU = append(enter.baseline, us/n), append(enter.baselineCPU, cpu/n)
 				return err
 			}},
 			{"ours status", func() error {
@@ -172,18 +172,18 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 				status.oursCPU, seen.oursCPU = append(status.oursCPU, cpu/n), append(seen.oursCPU, cpu/n)
 				return err
 			}},
-			{"seed status, seen", func() error {
+			{"baseline status, seen", func() error {
 				us, _, n, _, err := b.serverCost(ctx, client, func(int) error {
-					return seedshape.StatusSeen.EvalSha(ctx, client, []string{statusQ}, waitingUser("w", mrand.IntN(b.cfg.Waiting)), seedTok, mrand.Float64()).Err()
+					return baseline.StatusSeen.EvalSha(ctx, client, []string{statusQ}, waitingUser("w", mrand.IntN(b.cfg.Waiting)), baselineTok, mrand.Float64()).Err()
 				}, 1, false)
-				seen.seed = append(seen.seed, us/n)
+				seen.baseline = append(seen.baseline, us/n)
 				return err
 			}},
-			{"seed status", func() error {
+			{"baseline status", func() error {
 				us, _, n, _, err := b.serverCost(ctx, client, func(int) error {
-					return seedshape.Status.EvalSha(ctx, client, []string{statusQ}, waitingUser("w", mrand.IntN(b.cfg.Waiting)), seedTok).Err()
+					return baseline.Status.EvalSha(ctx, client, []string{statusQ}, waitingUser("w", mrand.IntN(b.cfg.Waiting)), baselineTok).Err()
 				}, 1, false)
-				status.seed = append(status.seed, us/n)
+				status.baseline = append(status.baseline, us/n)
 				return err
 			}},
 			{"ours admit", func() error {
@@ -198,19 +198,19 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 				}
 				return err
 			}},
-			{"seed admit", func() error {
+			{"baseline admit", func() error {
 				var admitted int64
 				us, _, n, _, err := b.serverCostEvery(ctx, client, func() error {
-					args := []any{seedAdmitQuota, 3600, seedTok}
-					for range seedAdmitQuota {
+					args := []any{baselineAdmitQuota, 3600, baselineTok}
+					for range baselineAdmitQuota {
 						args = append(args, waitroom.NewToken())
 					}
-					got, err := seedshape.Admit.EvalSha(ctx, client, []string{seedQ + "a"}, args...).Int64()
+					got, err := baseline.Admit.EvalSha(ctx, client, []string{baselineQ + "a"}, args...).Int64()
 					admitted += got
 					return err
 				})
 				if admitted > 0 {
-					admit.seed, admit.seedUs = append(admit.seed, us/float64(admitted)), append(admit.seedUs, float64(admitted)/n)
+					admit.baseline, admit.baselineUs = append(admit.baseline, us/float64(admitted)), append(admit.baselineUs, float64(admitted)/n)
 				}
 				return err
 			}},
@@ -226,17 +226,17 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 				}
 				return err
 			}},
-			side{"seed admit, hot", func() error {
+			side{"baseline admit, hot", func() error {
 				us, admitted, calls, err := b.hotAdmit(ctx, client, func(i int) (int, error) {
-					args := []any{seedAdmitQuota, 3600, seedTok}
-					for range seedAdmitQuota {
+					args := []any{baselineAdmitQuota, 3600, baselineTok}
+					for range baselineAdmitQuota {
 						args = append(args, waitroom.NewToken())
 					}
-					got, err := seedshape.Admit.EvalSha(ctx, client, []string{seedHotQueue(seedQ, i)}, args...).Int64()
+					got, err := baseline.Admit.EvalSha(ctx, client, []string{baselineHotQueue(baselineQ, i)}, args...).Int64()
 					return int(got), err
 				}, false)
 				if admitted > 0 {
-					hotAdmit.seed, hotAdmit.seedUs = append(hotAdmit.seed, us/admitted), append(hotAdmit.seedUs, admitted/calls)
+					hotAdmit.baseline, hotAdmit.baselineUs = append(hotAdmit.baseline, us/admitted), append(hotAdmit.baselineUs, admitted/calls)
 				}
 				return err
 			}})
@@ -255,7 +255,7 @@ func (b *Result) measureSeed(ctx context.Context, client redis.UniversalClient, 
 			}
 		}
 	}
-	b.seed = []seedFigure{enter, status, admit, seen, hotAdmit}
+	b.baseline = []baselineFigure{enter, status, admit, seen, hotAdmit}
 	return nil
 }
 
@@ -317,9 +317,9 @@ func (b *Result) hotAdmit(ctx context.Context, client redis.UniversalClient, adm
 	return float64(after.Usec - before.Usec), float64(users.Load()), float64(max(n.Load(), 1)), err
 }
 
-// seedHotQueue is the seed-shaped queue of the hot admit comparison's ith
+// baselineHotQueue is the baseline queue of the hot admit comparison's ith
 // room: one per room, as the room's side has.
-func seedHotQueue(seedQ string, i int) string { return seedQ + "h" + strconv.Itoa(i) }
+func baselineHotQueue(baselineQ string, i int) string { return baselineQ + "h" + strconv.Itoa(i) }
 
 // fillRooms fills each of rooms with n users named prefix + room index +
 // number, the rooms one after another.
@@ -371,16 +371,16 @@ func (b *Result) serverCost(ctx context.Context, client redis.UniversalClient, o
 	return float64(after.Usec - before.Usec), cpu1 - cpu0, calls, seen, err
 }
 
-// serverCostEvery is serverCost for one caller, a call per seedAdmitEvery.
+// serverCostEvery is serverCost for one caller, a call per baselineAdmitEvery.
 func (b *Result) serverCostEvery(ctx context.Context, client redis.UniversalClient, op func() error) (usec, cpuUS, calls, seen float64, err error) {
 	before, cpu0, err := b.costReading(ctx, client)
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
-	ticker := time.NewTicker(seedAdmitEvery)
+	ticker := time.NewTicker(baselineAdmitEvery)
 	defer ticker.Stop()
 	var n int64
-	for range int(b.cfg.Slice / seedAdmitEvery) {
+	for range int(b.cfg.Slice / baselineAdmitEvery) {
 		<-ticker.C
 		if err = op(); err != nil {
 			break
@@ -395,7 +395,7 @@ func (b *Result) serverCostEvery(ctx context.Context, client redis.UniversalClie
 }
 
 // costReading reads the script counters and redis-server's CPU (µs): the
-// room's functions are FCALLs, the seed-shaped scripts EVALSHAs, and a
+// room's functions are FCALLs, the baseline scripts EVALSHAs, and a
 // slice runs only one side, so the two counters are added.
 func (b *Result) costReading(ctx context.Context, client redis.UniversalClient) (redisstore.CommandStat, float64, error) {
 	stats, err := redisstore.CommandStats(ctx, client)
@@ -410,49 +410,49 @@ func (b *Result) costReading(ctx context.Context, client redis.UniversalClient) 
 	return redisstore.CommandStat{Calls: f.Calls + e.Calls, Usec: f.Usec + e.Usec}, float64(cpu.Microseconds()), nil
 }
 
-// writeSeed prints the comparison with the seed-shaped scripts.
-func (b *Result) writeSeed(w io.Writer) {
-	if len(b.seed) == 0 {
+// writeBaseline prints the comparison with the baseline scripts.
+func (b *Result) writeBaseline(w io.Writer) {
+	if len(b.baseline) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n### The room's scripts against seed-shaped ones (same Redis, alternating rounds)\n\n")
-	fmt.Fprintf(w, "Hot loops of %d callers for ENTER and STATUS (the room's through the Store, automatically pipelined as the server's; the seed's ENTER in pipelines of 16); ADMIT hot (%d callers back to back, the room's over %d rooms, each called again once its %s slice has passed) and cold (a call per %s, Redis idle between). µs are the server time per call (per admitted user for admit) of the room's FCALL and the seed-shaped EVALSHA, from INFO commandstats; CPU is redis-server's whole CPU (INFO cpu: I/O included; clean only on a Redis serving nobody else) per call. A ratio is the median of the rounds' own ratios, with their range.\n\n", b.cfg.Clients, hotAdmitCallers, hotAdmitRooms, hotAdmitSlice, seedAdmitEvery)
-	fmt.Fprintf(w, "| operation | room µs | seed-shaped µs | room ÷ seed (target) | room CPU µs | seed CPU µs | CPU room ÷ seed (target) |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "\n### The room's scripts against baseline ones (same Redis, alternating rounds)\n\n")
+	fmt.Fprintf(w, "Hot loops of %d callers for ENTER and STATUS (the room's through the Store, automatically pipelined as the server's; the baseline's ENTER in pipelines of 16); ADMIT hot (%d callers back to back, the room's over %d rooms, each called again once its %s slice has passed) and cold (a call per %s, Redis idle between). µs are the server time per call (per admitted user for admit) of the room's FCALL and the baseline EVALSHA, from INFO commandstats; CPU is redis-server's whole CPU (INFO cpu: I/O included; clean only on a Redis serving nobody else) per call. A ratio is the median of the rounds' own ratios, with their range.\n\n", b.cfg.Clients, hotAdmitCallers, hotAdmitRooms, hotAdmitSlice, baselineAdmitEvery)
+	fmt.Fprintf(w, "| operation | room µs | baseline µs | room ÷ baseline (target) | room CPU µs | baseline CPU µs | CPU room ÷ baseline (target) |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	// ADMIT's target is the hot loop's; the cold figure is reported beside.
 	targets := map[int]string{0: "≤ 1.0", 1: "≤ 1.0 + last-seen", 2: "reported", 3: "≤ 1.0", 4: "≤ 1.5"}
 	cpuTargets := map[int]string{0: " (≤ 1.25)"}
-	for i, f := range b.seed {
+	for i, f := range b.baseline {
 		cpu := "| | |"
 		switch {
-		case len(f.seedCPU) > 0:
-			cpu = fmt.Sprintf("%.2f | %.2f | %s%s |", median(f.oursCPU), median(f.seedCPU), spread(ratios(f.oursCPU, f.seedCPU), "**"), cpuTargets[i])
+		case len(f.baselineCPU) > 0:
+			cpu = fmt.Sprintf("%.2f | %.2f | %s%s |", median(f.oursCPU), median(f.baselineCPU), spread(ratios(f.oursCPU, f.baselineCPU), "**"), cpuTargets[i])
 		case len(f.oursCPU) > 0:
-			// The seed's polls go one by one, the room's pipelined: their
+			// The baseline's polls go one by one, the room's pipelined: their
 			// I/O is not alike, so no ratio.
 			cpu = fmt.Sprintf("%.2f | | |", median(f.oursCPU))
 		}
-		fmt.Fprintf(w, "| %s | %.2f | %.2f | %s (%s) | %s\n", f.op, median(f.ours), median(f.seed), spread(ratios(f.ours, f.seed), "**"), targets[i], cpu)
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %s (%s) | %s\n", f.op, median(f.ours), median(f.baseline), spread(ratios(f.ours, f.baseline), "**"), targets[i], cpu)
 	}
 	fmt.Fprintf(w, "\nEvery round's ratio, in the order run:\n\n")
-	for _, f := range b.seed {
-		fmt.Fprintf(w, "- %s: %s", f.op, roundList(ratios(f.ours, f.seed)))
-		if len(f.seedCPU) > 0 {
-			fmt.Fprintf(w, "; CPU %s", roundList(ratios(f.oursCPU, f.seedCPU)))
+	for _, f := range b.baseline {
+		fmt.Fprintf(w, "- %s: %s", f.op, roundList(ratios(f.ours, f.baseline)))
+		if len(f.baselineCPU) > 0 {
+			fmt.Fprintf(w, "; CPU %s", roundList(ratios(f.oursCPU, f.baselineCPU)))
 		}
 		fmt.Fprintln(w)
 	}
 	for _, i := range []int{4, 2} {
-		if i < len(b.seed) && len(b.seed[i].oursUsers) > 0 {
-			f := b.seed[i]
-			fmt.Fprintf(w, "\nUsers per admit call, %s: room %.1f, seed %.1f.\n", map[int]string{2: "cold", 4: "hot"}[i], median(f.oursUsers), median(f.seedUs))
+		if i < len(b.baseline) && len(b.baseline[i].oursUsers) > 0 {
+			f := b.baseline[i]
+			fmt.Fprintf(w, "\nUsers per admit call, %s: room %.1f, baseline %.1f.\n", map[int]string{2: "cold", 4: "hot"}[i], median(f.oursUsers), median(f.baselineUs))
 		}
 	}
-	if f := b.seed[0]; len(f.oursUsers) > 0 {
+	if f := b.baseline[0]; len(f.oursUsers) > 0 {
 		fmt.Fprintf(w, "\nENTERs per room call (the Store sends a room's concurrent Enters in one call; its µs and CPU above are per ENTER): %.1f (each round: %s).\n", median(f.oursUsers), roundList(f.oursUsers))
 	}
 	// A room lives on one shard, and Redis runs its scripts on one core:
 	// the CPU per call is what bounds the biggest room.
-	enter, status := b.seed[0], b.seed[1]
+	enter, status := b.baseline[0], b.baseline[1]
 	if len(enter.oursCPU) > 0 && len(status.oursCPU) > 0 {
 		fmt.Fprintf(w, "\nOne room's shard, one core at these costs (clean only on a Redis serving nobody else): about %s ENTERs/s (each round, thousands: %s) or %s STATUS polls/s (each round: %s), not both at once.\n",
 			perCore(median(enter.oursCPU)), roundList(perCoreAll(enter.oursCPU)), perCore(median(status.oursCPU)), roundList(perCoreAll(status.oursCPU)))
