@@ -407,4 +407,3 @@ func TestRefusedValues(t *testing.T) {
 		})
 	}
 }
-

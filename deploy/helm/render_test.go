@@ -159,26 +159,19 @@ func decodeAll(out map[string]string) (manifests, error) {
 			var name string
 			switch o := obj.(type) {
 			case *appsv1.Deployment:
-				name = o.Name
-				m.deployments[name] = o
+				name = put(m.deployments, o.Name, o)
 			case *corev1.Service:
-				name = o.Name
-				m.services[name] = o
+				name = put(m.services, o.Name, o)
 			case *corev1.ConfigMap:
-				name = o.Name
-				m.configMaps[name] = o
+				name = put(m.configMaps, o.Name, o)
 			case *corev1.Secret:
-				name = o.Name
-				m.secrets[name] = o
+				name = put(m.secrets, o.Name, o)
 			case *policyv1.PodDisruptionBudget:
-				name = o.Name
-				m.pdbs[name] = o
+				name = put(m.pdbs, o.Name, o)
 			case *autoscalingv2.HorizontalPodAutoscaler:
-				name = o.Name
-				m.hpas[name] = o
+				name = put(m.hpas, o.Name, o)
 			case *monitoringv1.ServiceMonitor:
-				name = o.Name
-				m.serviceMonitors[name] = o
+				name = put(m.serviceMonitors, o.Name, o)
 			default:
 				return m, fmt.Errorf("%s: a %s the tests do not check", file, gvk)
 			}
@@ -190,6 +183,12 @@ func decodeAll(out map[string]string) (manifests, error) {
 		}
 	}
 	return m, nil
+}
+
+// put files o under name and returns the name.
+func put[T any](objs map[string]T, name string, o T) string {
+	objs[name] = o
+	return name
 }
 
 // stripComments drops whole-line YAML comments, which a template leaves
