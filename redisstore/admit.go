@@ -137,8 +137,7 @@ local opens_at   = tonumber(cfg[11] or '0') -- ms; 0: not scheduled
 local batch = 500
 
 -- Microseconds keep the bucket exact at high rates and short ticks.
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_us = clock_us()
 local now = math.floor(now_us / 1000)
 
 -- Clean up tokens whose expiry (and lease, when held) has passed.
@@ -542,7 +541,7 @@ func (s *Store) tokensWanted(room string) int {
 	if st.short {
 		return st.quota
 	}
-	allow := st.carry + st.rate*time.Since(st.at).Seconds()*1.25
+	allow := st.carry + st.rate*s.now().Sub(st.at).Seconds()*1.25
 	return int(min(int64(st.quota), st.waiting, int64(allow+1e-9)))
 }
 
@@ -620,7 +619,7 @@ func (s *Store) replicasOf(ctx context.Context, w *roomWatch, conn *redis.Conn) 
 	w.mu.Lock()
 	n, at := w.replicas, w.replicasAt
 	w.mu.Unlock()
-	if !at.IsZero() && time.Since(at) < replicaCountFresh {
+	if !at.IsZero() && s.now().Sub(at) < replicaCountFresh {
 		return n
 	}
 	info, err := conn.Info(ctx, "replication").Result()
@@ -631,7 +630,7 @@ func (s *Store) replicasOf(ctx context.Context, w *roomWatch, conn *redis.Conn) 
 	w.mu.Lock()
 	warn := err != nil && !w.replicasUnknown
 	w.replicasUnknown = err != nil
-	w.replicas, w.replicasAt = max(n, 0), time.Now() // unknown: none, read again in a second
+	w.replicas, w.replicasAt = max(n, 0), s.now() // unknown: none, read again in a second
 	w.mu.Unlock()
 	if warn {
 		s.log.WarnContext(ctx, "redisstore: INFO replication has no replica count; issued tokens are not waited for", "err", err)
@@ -675,7 +674,7 @@ func (s *Store) admitted(ctx context.Context, room string, res any, tokens []any
 	}
 	s.ticks.Store(room, tickState{
 		quota: int(quota), carry: float64(carry) / 1e6, rate: float64(rate) / 1e6,
-		waiting: waiting, short: short == 1, at: time.Now(),
+		waiting: waiting, short: short == 1, at: s.now(),
 	})
 
 	// The nth user admitted has the nth token.

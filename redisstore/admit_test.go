@@ -35,7 +35,7 @@ func admittedInOneCall(t *testing.T, cfg waitroom.RoomConfig, queued, n int) (*S
 	require.NoError(t, s.client.HSet(ctx, s.keys(room).cfg, "rate", 1e9, "quota", n).Err())
 	_, err := s.Admit(ctx, room)
 	require.NoError(t, err)
-	time.Sleep(time.Millisecond)
+	advance(t, s, time.Millisecond)
 	got, err := s.Admit(ctx, room)
 	require.NoError(t, err)
 	require.Len(t, got, n)
@@ -129,7 +129,7 @@ func TestStockCountsReadOncePerCall(t *testing.T) {
 	fill(t, s, room, 10)
 	require.NoError(t, s.client.HSet(ctx, s.keys(room).cfg, "rate", 1e9, "quota", 2).Err())
 	for range 2 { // the first starts the bucket
-		time.Sleep(time.Millisecond)
+		advance(t, s, time.Millisecond)
 		_, err := s.Admit(ctx, room)
 		require.NoError(t, err)
 	}
@@ -141,7 +141,7 @@ func TestStockCountsReadOncePerCall(t *testing.T) {
 	}
 	pc := srv.Client()
 	require.NoError(t, pc.ConfigResetStat(ctx).Err())
-	res, err := s.client.FCall(ctx, statusScript.Name(), k.status.keys, users...).Result()
+	res, err := s.client.FCall(ctx, statusScript.Name(), k.status.keys, s.withTestClock(users)...).Result()
 	require.NoError(t, err)
 	stats, err := CommandStats(ctx, pc)
 	require.NoError(t, err)
@@ -180,7 +180,7 @@ func TestCleanupFollowsEachTokensOwnEntry(t *testing.T) {
 	hold, err := s.Claim(ctx, room, spent.User, spent.Token)
 	require.NoError(t, err)
 	require.NoError(t, s.Complete(ctx, hold))
-	time.Sleep(1100 * time.Millisecond) // past the first-use deadline
+	advance(t, s, 1100*time.Millisecond) // past the first-use deadline
 
 	// Before cleanup the no-show's entry is still stored, but not live.
 	require.Len(t, tokenHolders(t, s, k), 2)
@@ -357,7 +357,7 @@ func twoAtATimeRoom(t *testing.T, s *Store) string {
 // admitTwo admits the next two users of a twoAtATimeRoom.
 func admitTwo(t *testing.T, s *Store, room string) {
 	t.Helper()
-	time.Sleep(time.Millisecond) // the bucket's next slice
+	advance(t, s, time.Millisecond) // the bucket's next slice
 	got, err := s.Admit(t.Context(), room)
 	require.NoError(t, err)
 	require.Len(t, got, 2)
@@ -419,17 +419,17 @@ func TestAdmitWarnsOnceARunWithoutAReplicaCount(t *testing.T) {
 	admit()
 	require.Equal(t, 1, warnings())
 	require.Equal(t, int64(1), hider.infos.Load(), "a missing count is not read again within the second")
-	time.Sleep(replicaCountFresh + 100*time.Millisecond)
+	advance(t, s, replicaCountFresh+100*time.Millisecond)
 	admit()
 	require.Equal(t, int64(2), hider.infos.Load(), "read again after the second")
 	require.Equal(t, 1, warnings(), "still missing: no second warning")
 
 	hider.hide.Store(false)
-	time.Sleep(replicaCountFresh + 100*time.Millisecond)
+	advance(t, s, replicaCountFresh+100*time.Millisecond)
 	admit()
 	require.Equal(t, int64(3), hider.infos.Load())
 	hider.hide.Store(true)
-	time.Sleep(replicaCountFresh + 100*time.Millisecond)
+	advance(t, s, replicaCountFresh+100*time.Millisecond)
 	admit()
 	require.Equal(t, int64(4), hider.infos.Load())
 	require.Equal(t, 2, warnings(), "missing again after a count was read: warned again")
@@ -461,15 +461,15 @@ func TestPaceFoldsOnceASecond(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s, room, k := pacedRoom(t, 5000)
-	started := time.Now()
+	started := clockNow(t, s)
 	admitted := 0
 	for range 3 {
-		time.Sleep(20 * time.Millisecond)
+		advance(t, s, 20*time.Millisecond)
 		got, err := s.Admit(ctx, room)
 		require.NoError(t, err)
 		admitted += len(got)
 	}
-	require.Less(t, time.Since(started), 900*time.Millisecond, "the ticks ran within the second")
+	require.Less(t, clockNow(t, s).Sub(started), 900*time.Millisecond, "the ticks ran within the second")
 	require.Positive(t, admitted)
 	bucket := func() map[string]string {
 		t.Helper()
@@ -493,7 +493,7 @@ func TestPaceFoldsOnceASecond(t *testing.T) {
 	require.Positive(t, st.Pace.Efficiency)
 	require.LessOrEqual(t, st.Pace.Efficiency, 1.25, "%+v", st.Pace)
 
-	time.Sleep(time.Second - time.Since(started))
+	advance(t, s, time.Second-clockNow(t, s).Sub(started))
 	got, err := s.Admit(ctx, room)
 	require.NoError(t, err)
 	require.NotEmpty(t, got)
@@ -521,11 +521,11 @@ func TestPaceContinuesFromAnOlderBucket(t *testing.T) {
 	require.NoError(t, s.client.HSet(ctx, k.bucket, "p_time", 8, "p_regular", 8, "p_admitted", 8000, "p_abandoned", 0, "p_no_shows", 0,
 		"p_arrivals", 0, "p_left", 0, "p_left_after", 0).Err())
 
-	time.Sleep(20 * time.Millisecond)
+	advance(t, s, 20*time.Millisecond)
 	got, err := s.Admit(ctx, room) // folds at once: the older bucket has no fold time
 	require.NoError(t, err)
 	require.NotEmpty(t, got)
-	time.Sleep(20 * time.Millisecond)
+	advance(t, s, 20*time.Millisecond)
 	_, err = s.Admit(ctx, room) // pending
 	require.NoError(t, err)
 	st := testenv.Stats(t, s, room)
@@ -561,7 +561,9 @@ func TestTokenIndexCoversEveryToken(t *testing.T) {
 		mu.Unlock()
 	}
 	tokens := make(chan waitroom.Admission, users)
+	admittedAll := make(chan struct{})
 	wg.Go(func() { // the admitter, until everyone has had a token
+		defer close(admittedAll)
 		defer close(tokens)
 		<-start
 		admitted := 0
@@ -570,7 +572,7 @@ func TestTokenIndexCoversEveryToken(t *testing.T) {
 				fail(fmt.Errorf("admitted %d of %d", admitted, users))
 				return
 			}
-			time.Sleep(10 * time.Millisecond)
+			advance(t, s, 10*time.Millisecond)
 			got, err := s.Admit(ctx, room)
 			if err != nil {
 				fail(err)
@@ -623,7 +625,7 @@ func TestTokenIndexCoversEveryToken(t *testing.T) {
 		})
 	}
 	close(start)
-	time.Sleep(1500 * time.Millisecond)
+	<-admittedAll // 1.5 s of the room's clock: the first tokens ran out, the last are live
 
 	// Mid-run: every stored token is named by an entry due no earlier
 	// (both read at one instant: a transaction).
@@ -657,7 +659,7 @@ func TestTokenIndexCoversEveryToken(t *testing.T) {
 	require.Empty(t, errs)
 	// Every token and lease has run out, and the holds of the holders that
 	// died are abandoned (the settle window after the lease).
-	time.Sleep(3100*time.Millisecond + waitroom.SettleWindow)
+	advance(t, s, 3100*time.Millisecond+waitroom.SettleWindow)
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
 	require.Zero(t, s.client.Exists(ctx, k.tok, k.active).Val(), "nothing left behind")
@@ -677,7 +679,7 @@ func TestKeptUpRoomMeasuresNoPace(t *testing.T) {
 	ctx := t.Context()
 	s, room, k := pacedRoom(t, 0)
 	for i := range 5 {
-		time.Sleep(20 * time.Millisecond)
+		advance(t, s, 20*time.Millisecond)
 		_, err := s.Enter(ctx, room, fmt.Sprintf("kept%d", i))
 		require.NoError(t, err)
 		got, err := s.Admit(ctx, room)

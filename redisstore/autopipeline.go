@@ -110,6 +110,7 @@ func (s *Store) run(ctx context.Context, c fcall, args ...any) (any, error) {
 	if s.ap == nil || !hotPath[f] {
 		return s.call(ctx, s.client, f, c.keys, args...).Result()
 	}
+	args = s.withTestClock(args)
 	var cmdArgs []any
 	if c.head != nil {
 		cmdArgs = slices.Concat(c.head, args) // a copy: the head is shared

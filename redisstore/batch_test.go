@@ -117,7 +117,7 @@ func TestStatusCallAfterTheDraw(t *testing.T) {
 			require.Equal(t, waitroom.StateScheduled, st.State)
 		}
 	}
-	time.Sleep(time.Until(cfg.OpensAt) + 50*time.Millisecond)
+	advanceTo(t, s, cfg.OpensAt.Add(50*time.Millisecond))
 	for _, room := range rooms {
 		for d, err := s.Draw(ctx, room); d.State != waitroom.DrawDone; d, err = s.Draw(ctx, room) {
 			require.NoError(t, err)
@@ -185,7 +185,7 @@ func admitAll(t *testing.T, s *Store, room string, n int) {
 		adm, err := s.Admit(t.Context(), room)
 		require.NoError(t, err)
 		got += len(adm)
-		time.Sleep(20 * time.Millisecond)
+		advance(t, s, 20*time.Millisecond)
 	}
 }
 
@@ -515,7 +515,7 @@ func TestCallsAroundTheOpening(t *testing.T) {
 			requireEarly(early(1), got[2], true)
 			requireEarly(early(3), got[3], true)
 
-			time.Sleep(time.Until(cfg.OpensAt) + 50*time.Millisecond)
+			advanceTo(t, s, cfg.OpensAt.Add(50*time.Millisecond))
 			// The opening has passed; nobody drew it yet.
 			got = twinCalls(t, s, enterOp, batched, single, "x", "b", "y", "x", "z", "w", "v")
 			require.Equal(t, []userResult{waiting(5)}, got[:1], "behind the 4 early arrivals")

@@ -44,7 +44,9 @@ func storeHarness(url string) func(t *testing.T) storetest.Harness {
 			Peer: func(t *testing.T) waitroom.Store {
 				return New(openURL(t, url), Options{Prefix: prefix})
 			},
-			Advance:    func(t *testing.T, d time.Duration) { time.Sleep(d) },
+			// The Redis clock, moved by the test clock.
+			Advance:    func(t *testing.T, d time.Duration) { advance(t, s, d) },
+			Now:        func() time.Time { return clockNow(t, s) },
 			FakeClock:  false,
 			AdmitAfter: admitAfter(s),
 		}

@@ -31,7 +31,7 @@ func TestFirstUseSpanOfAMillionsOpening(t *testing.T) {
 		_, err := s.Enter(ctx, room, fmt.Sprintf("u%02d", i))
 		require.NoError(t, err)
 	}
-	time.Sleep(time.Until(opensAt) + 50*time.Millisecond)
+	advanceTo(t, s, opensAt.Add(50*time.Millisecond))
 	k := s.keys(room)
 	for d, err := s.Draw(ctx, room); d.State != waitroom.DrawDone; d, err = s.Draw(ctx, room) {
 		require.NoError(t, err)
@@ -46,7 +46,7 @@ func TestFirstUseSpanOfAMillionsOpening(t *testing.T) {
 		require.NoError(t, s.client.HSet(ctx, k.draw, "entrants", entrants).Err())
 		var admitted []waitroom.Admission
 		for i := 0; len(admitted) == 0 && i < 100; i++ {
-			time.Sleep(20 * time.Millisecond)
+			advance(t, s, 20*time.Millisecond)
 			got, err := s.Admit(ctx, room)
 			require.NoError(t, err)
 			admitted = append(admitted, got...)
@@ -90,7 +90,7 @@ func TestDrawHalfMadeIsInvisible(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, waitroom.StateScheduled, st.State)
 	}
-	time.Sleep(time.Until(opensAt) + 50*time.Millisecond)
+	advanceTo(t, s, opensAt.Add(50*time.Millisecond))
 
 	// A drawer takes the draw for lockMS, writes the first 10 places, dies.
 	k := s.keys(room)
@@ -123,7 +123,7 @@ func TestDrawHalfMadeIsInvisible(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, waitroom.DrawPending, d.State)
 
-	time.Sleep((lockMS + 50) * time.Millisecond) // the dead drawer's lock lapses
+	advance(t, s, (lockMS+50)*time.Millisecond) // the dead drawer's lock lapses
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
 	d, err = s.Draw(ctx, room)

@@ -70,10 +70,33 @@ type outcomes struct {
 	slow   time.Duration  // the slowest failed call
 	// firstFail and lastFail bound the outage as the calls saw it.
 	firstFail, lastFail time.Time
+	succeeded           chan struct{} // a token each time a call succeeds, for awaitCalls
 }
 
 func newOutcomes() *outcomes {
-	return &outcomes{told: map[string]bool{}, fails: map[string]int{}}
+	return &outcomes{told: map[string]bool{}, fails: map[string]int{}, succeeded: make(chan struct{}, 1)}
+}
+
+// awaitCalls returns once n more calls of the load have succeeded: the
+// load ran for a while, however fast this machine runs it.
+func (o *outcomes) awaitCalls(t *testing.T, n int) {
+	t.Helper()
+	o.mu.Lock()
+	target := o.ok + n
+	o.mu.Unlock()
+	for {
+		o.mu.Lock()
+		done := o.ok >= target
+		o.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-o.succeeded:
+		case <-t.Context().Done():
+			t.Fatalf("the load made fewer than %d calls", n)
+		}
+	}
 }
 
 // call runs f with a bounded context and records how it went.
@@ -87,6 +110,10 @@ func (o *outcomes) call(ctx context.Context, f func(ctx context.Context) error) 
 	defer o.mu.Unlock()
 	if err == nil {
 		o.ok++
+		select {
+		case o.succeeded <- struct{}{}:
+		default:
+		}
 		return nil
 	}
 	if errors.Is(err, context.Canceled) {
@@ -269,13 +296,13 @@ func sentinelFailover(t *testing.T, lagging bool) {
 		}
 		wg.Wait()
 	})
-	time.Sleep(time.Second) // load before the fault
+	o.awaitCalls(t, 200) // load before the fault
 
 	old, err := sn.PrimaryAddr(ctx)
 	require.NoError(t, err)
 	if lagging {
 		cutReplicaLink(ctx, t, old)
-		time.Sleep(300 * time.Millisecond) // writes the replica never gets
+		o.awaitCalls(t, 50) // writes the replica never gets
 	}
 	o.mu.Lock()
 	toldBefore, tokensBefore := len(o.told), len(o.tokens)
@@ -296,7 +323,7 @@ func sentinelFailover(t *testing.T, lagging bool) {
 		return err
 	}))
 	testenv.AwaitWakes(t, s, "woken", 15*time.Second, wakes)
-	time.Sleep(time.Second) // load after the fault
+	o.awaitCalls(t, 200) // load after the fault
 	close(stop)
 	wg.Wait()
 

@@ -51,6 +51,11 @@ func (f *function) Name() string {
 	return f.name
 }
 
+// callPrologue is Lua put at the start of every function's body: empty in
+// production; the package's tests set it (with clock_us's test version) so
+// that the library reads a test clock (clock_test.go).
+var callPrologue string
+
 // library is the code FUNCTION LOAD takes, and its name.
 type library struct{ name, code string }
 
@@ -63,6 +68,7 @@ var lib = sync.OnceValue(func() library {
 	for _, f := range functions {
 		fmt.Fprintf(h, "%d:%s%d:%s%d:%s", len(f.op), f.op, len(f.flags), strings.Join(f.flags, ","), len(f.body), f.body)
 	}
+	fmt.Fprintf(h, "%d:%s", len(callPrologue), callPrologue)
 	name := "waitroom_" + hex.EncodeToString(h.Sum(nil))[:16]
 	var b strings.Builder
 	b.WriteString("#!lua name=" + name + "\n")
@@ -74,8 +80,8 @@ var lib = sync.OnceValue(func() library {
 		for i, fl := range f.flags {
 			flags[i] = "'" + fl + "'"
 		}
-		fmt.Fprintf(&b, "\nredis.register_function{function_name = '%s', flags = {%s}, callback = function(KEYS, ARGV)\n%s\nend}\n",
-			f.name, strings.Join(flags, ", "), f.body)
+		fmt.Fprintf(&b, "\nredis.register_function{function_name = '%s', flags = {%s}, callback = function(KEYS, ARGV)\n%s%s\nend}\n",
+			f.name, strings.Join(flags, ", "), callPrologue, f.body)
 	}
 	return library{name: name, code: b.String()}
 })
@@ -95,6 +101,7 @@ type fcaller interface {
 // not have it.
 func (s *Store) call(ctx context.Context, c fcaller, f *function, keys []string, args ...any) *redis.Cmd {
 	loads := s.loads.Load()
+	args = s.withTestClock(args)
 	cmd := c.FCall(ctx, f.Name(), keys, args...)
 	if functionMissing(cmd.Err()) {
 		if err := s.loadLibrary(ctx, loads); err != nil {

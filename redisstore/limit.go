@@ -24,8 +24,7 @@ local interval = tonumber(ARGV[1])
 local burst    = tonumber(ARGV[2])
 local passed   = tonumber(ARGV[3])
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = clock_us()
 local tat = tonumber(redis.call('GET', tat_key) or '0')
 if tat < now then
   tat = now

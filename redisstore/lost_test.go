@@ -95,7 +95,7 @@ func TestLostWritesReported(t *testing.T) {
 	// Nothing more is lost: nothing more is reported.
 	_, err = s.Enter(ctx, room, "f")
 	require.NoError(t, err)
-	time.Sleep(10 * time.Millisecond)
+	advance(t, s, 10*time.Millisecond)
 	_, err = s.Admit(ctx, room)
 	require.NoError(t, err)
 	require.Equal(t, Loss{Places: 2, Tokens: 2}, s.Lost())

@@ -470,10 +470,16 @@ local function counter(key)
   return tonumber(redis.call('GET', key) or '0')
 end
 
--- now_ms: the Redis clock in milliseconds; the one clock of all instances.
-local function now_ms()
+-- clock_us: the Redis clock in microseconds; the one clock of all
+-- instances, and the only place the library reads it.
+local function clock_us()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- now_ms: the Redis clock in milliseconds.
+local function now_ms()
+  return math.floor(clock_us() / 1000)
 end
 
 -- parse_entry splits a stored entry; nil when absent.

@@ -83,8 +83,10 @@ func TestStore(t *testing.T) {
 					Peer: func(t *testing.T) waitroom.Store {
 						return New(openURL(t, url), Options{Prefix: s.prefix})
 					},
-					// The clock is Redis's, on this machine: real time.
-					Advance:     func(t *testing.T, d time.Duration) { time.Sleep(d) },
+					// The clock is Redis's, moved by the test clock:
+					// instant, but real time passes too.
+					Advance:     func(t *testing.T, d time.Duration) { advance(t, s, d) },
+					Now:         func() time.Time { return clockNow(t, s) },
 					FakeClock:   false,
 					AdmitAfter:  admitAfter(s),
 					ReplaceSeed: replaceSeed(s),
@@ -199,8 +201,8 @@ func TestScriptsPassEveryKeyInKEYS(t *testing.T) {
 	require.NoError(t, s.Complete(ctx, h))
 	_, err = s.Claim(ctx, room, got[1].User, got[1].Token)
 	require.NoError(t, err)
-	time.Sleep(1100 * time.Millisecond) // let b's and c's tokens expire
-	_, err = s.Admit(ctx, room)         // cleans them up
+	advance(t, s, 1100*time.Millisecond) // let b's and c's tokens expire
+	_, err = s.Admit(ctx, room)          // cleans them up
 	require.NoError(t, err)
 	testenv.Stats(t, s, room)
 
@@ -336,27 +338,28 @@ func TestUnavailableClassifies(t *testing.T) {
 
 // rewindBucket sets a room's last admission one slice before the Redis
 // clock's now, and returns that now in µs. Test-only; the key comes in KEYS
-// like any script's.
-var rewindBucket = redis.NewScript(`
+// like any script's, the test clock's offset in ARGV[2].
+var rewindBucket = redis.NewScript(movedLua + `
 local bucket_key = KEYS[1]
 local slice_us   = tonumber(ARGV[1])
 local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2]) + moved()
 redis.call('HSET', bucket_key, 'last_us', now_us - slice_us)
 return now_us
 `)
 
 // moveBucket sets a room's last admission ARGV[1] µs before the Redis
 // clock's now and returns that moment, or -1 when the bucket has not
-// started. Test-only; the key comes in KEYS like any script's.
-var moveBucket = redis.NewScript(`
+// started. Test-only; the key comes in KEYS like any script's, the test
+// clock's offset in ARGV[2].
+var moveBucket = redis.NewScript(movedLua + `
 local bucket_key = KEYS[1]
 local back_us    = tonumber(ARGV[1])
 if not redis.call('HGET', bucket_key, 'last_us') then
   return -1 -- not started: the first Admit starts it
 end
 local t = redis.call('TIME')
-local from_us = tonumber(t[1]) * 1000000 + tonumber(t[2]) - back_us
+local from_us = tonumber(t[1]) * 1000000 + tonumber(t[2]) + moved() - back_us
 redis.call('HSET', bucket_key, 'last_us', from_us)
 return from_us
 `)
@@ -369,7 +372,7 @@ func admitAfter(s *Store) func(t *testing.T, room string, d time.Duration) (int,
 	return func(t *testing.T, room string, d time.Duration) (int, time.Duration) {
 		ctx := t.Context()
 		k := s.keys(room)
-		from, err := moveBucket.Run(ctx, s.client, []string{k.bucket}, d.Microseconds()).Int64()
+		from, err := moveBucket.Run(ctx, s.client, []string{k.bucket}, d.Microseconds(), s.testClockOffset().Microseconds()).Int64()
 		require.NoError(t, err)
 		got, err := s.Admit(ctx, room)
 		require.NoError(t, err)
@@ -430,8 +433,8 @@ func fractionalTicks(t *testing.T) (counts []int, maxGapUS int64) {
 	for range 30 {
 		keys, tokens := s.admitArgs(room, 18)
 		tx := s.client.TxPipeline()
-		rewound := tx.EvalSha(ctx, rewindBucket.Hash(), []string{k.bucket}, max(100_000-gapUS, 0))
-		admit := tx.FCall(ctx, admitScript.Name(), keys, tokens...)
+		rewound := tx.EvalSha(ctx, rewindBucket.Hash(), []string{k.bucket}, max(100_000-gapUS, 0), s.testClockOffset().Microseconds())
+		admit := tx.FCall(ctx, admitScript.Name(), keys, s.withTestClock(tokens)...)
 		last := tx.HGet(ctx, k.bucket, "last_us")
 		_, err := tx.Exec(ctx)
 		require.NoError(t, err)
@@ -460,7 +463,7 @@ func admitN(t *testing.T, s *Store, room string, n int) []waitroom.Admission {
 			require.Len(t, out, n)
 			return out
 		}
-		time.Sleep(10 * time.Millisecond)
+		advance(t, s, 10*time.Millisecond)
 	}
 	t.Fatalf("admitted %d of %d", len(out), n)
 	return nil
@@ -513,7 +516,7 @@ func TestAdmitLearnsQuota(t *testing.T) {
 	got, err := s.Admit(ctx, room) // starts the bucket
 	require.NoError(t, err)
 	require.Empty(t, got)
-	time.Sleep(100 * time.Millisecond)
+	advance(t, s, 100*time.Millisecond)
 
 	// The peer brings the default quota (14) to its first call, learns
 	// the room's (100) from the reply, which says it was short, and runs
@@ -536,7 +539,7 @@ func TestAdmitCleansUpExpired(t *testing.T) {
 	hold, err := s.Claim(ctx, room, got[0].User, got[0].Token)
 	require.NoError(t, err)
 
-	time.Sleep(1100 * time.Millisecond)
+	advance(t, s, 1100*time.Millisecond)
 	// An expired token is no standing: the user is not admitted any more.
 	_, err = s.Status(ctx, room, got[1].User)
 	require.ErrorIs(t, err, waitroom.ErrNotInQueue)
@@ -570,7 +573,7 @@ func TestReenterAfterExpiry(t *testing.T) {
 	_, err := s.Enter(ctx, room, "u")
 	require.NoError(t, err)
 	first := admitN(t, s, room, 1)
-	time.Sleep(1100 * time.Millisecond)
+	advance(t, s, 1100*time.Millisecond)
 
 	st, err := s.Enter(ctx, room, "u")
 	require.NoError(t, err)
@@ -615,7 +618,7 @@ func TestAdmitBigTick(t *testing.T) {
 	got, err := s.Admit(ctx, room) // starts the bucket, learns the quota
 	require.NoError(t, err)
 	require.Empty(t, got)
-	time.Sleep(110 * time.Millisecond)
+	advance(t, s, 110*time.Millisecond)
 	got, err = s.Admit(ctx, room)
 	require.NoError(t, err)
 	require.Len(t, got, 1000)
@@ -625,7 +628,7 @@ func TestAdmitBigTick(t *testing.T) {
 	k := s.keys(room)
 	require.Len(t, tokenHolders(t, s, k), 1000)
 
-	time.Sleep(1100 * time.Millisecond)
+	advance(t, s, 1100*time.Millisecond)
 	got, err = s.Admit(ctx, room)
 	require.NoError(t, err)
 	require.Len(t, got, 200, "the rest of the queue")
@@ -651,7 +654,7 @@ func TestClaimRetryIsIdempotent(t *testing.T) {
 		got, err := s.Admit(ctx, room)
 		require.NoError(t, err)
 		admitted = got
-		time.Sleep(5 * time.Millisecond)
+		advance(t, s, 5*time.Millisecond)
 	}
 	a := admitted[0]
 	k := s.keys(room)
@@ -756,7 +759,7 @@ func TestLimiter(t *testing.T) {
 	c := openURL(t, testenv.RedisURL())
 	s := New(c, Options{Prefix: testPrefix(t, c)})
 	peer := New(openURL(t, testenv.RedisURL()), Options{Prefix: s.prefix})
-	storetest.RunLimiter(t, s, peer, func(_ *testing.T, d time.Duration) { time.Sleep(d) })
+	storetest.RunLimiter(t, s, peer, func(t *testing.T, d time.Duration) { advance(t, s, d) })
 }
 
 // replaceSeed writes a room's draw seed directly, as an insider with

@@ -186,6 +186,36 @@ func (s *Store) Admitters(ctx context.Context, id string, ttl time.Duration) ([]
 // and a failover to a primary on another host is caught within it.
 const clockResync = time.Second
 
+// The package's tests move the Redis clock instead of sleeping
+// (clock_test.go): every function call then carries the offset, which
+// the tests' library adds to TIME, and this process's reading of the
+// clock adds it too. Nil in production.
+var testClockOffsets func(prefix string) time.Duration
+
+// testClockOffset is how far tests moved s's clock; 0 in production.
+func (s *Store) testClockOffset() time.Duration {
+	if testClockOffsets == nil {
+		return 0
+	}
+	return testClockOffsets(s.prefix)
+}
+
+// now is this process's clock, moved with the Redis clock in tests.
+func (s *Store) now() time.Time { return time.Now().Add(s.testClockOffset()) }
+
+// testClockMark ends a function call's arguments, followed by the test
+// clock's offset in µs, in tests only; the tests' library takes both off.
+const testClockMark = "\x00testclock"
+
+// withTestClock is args with the test clock's offset added for the tests'
+// library; args as they are in production.
+func (s *Store) withTestClock(args []any) []any {
+	if testClockOffsets == nil {
+		return args
+	}
+	return append(slices.Clip(args), testClockMark, s.testClockOffset().Microseconds())
+}
+
 // serverClock is the Redis clock's offset from this process's, read
 // with TIME every clockResync.
 type serverClock struct {
@@ -205,13 +235,13 @@ func (s *Store) serverNow(ctx context.Context) (time.Time, error) {
 	c.mu.Unlock()
 	local := time.Now()
 	if !synced.IsZero() && local.Sub(synced) < clockResync {
-		return local.Add(offset), nil
+		return local.Add(offset + s.testClockOffset()), nil
 	}
 	var t *redis.TimeCmd
 	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		t = p.Time(ctx)
 		if !synced.IsZero() {
-			p.ZRemRangeByScore(ctx, s.prefix+":admitters", "-inf", strconv.FormatInt(local.Add(offset-time.Second).UnixMilli(), 10))
+			p.ZRemRangeByScore(ctx, s.prefix+":admitters", "-inf", strconv.FormatInt(local.Add(offset+s.testClockOffset()-time.Second).UnixMilli(), 10))
 		}
 		return nil
 	}); err != nil {
@@ -223,7 +253,7 @@ func (s *Store) serverNow(ctx context.Context) (time.Time, error) {
 	c.offset, c.synced = t.Val().Sub(mid), after
 	offset = c.offset
 	c.mu.Unlock()
-	return after.Add(offset), nil
+	return after.Add(offset + s.testClockOffset()), nil
 }
 
 // Bucket is a room's admission bucket as it stands, with the admitted

@@ -36,7 +36,7 @@ func TestAdmitSuppliesTokensForWhatItAdmits(t *testing.T) {
 		_, err := s.Enter(ctx, room, u)
 		require.NoError(t, err)
 	}
-	time.Sleep(50 * time.Millisecond) // 5 users' worth at 100/s
+	advance(t, s, 50*time.Millisecond) // 5 users' worth at 100/s
 	require.Zero(t, s.tokensWanted(room), "the Store has not seen them yet")
 	got, err = s.Admit(ctx, room)
 	require.NoError(t, err)
@@ -48,7 +48,7 @@ func TestAdmitSuppliesTokensForWhatItAdmits(t *testing.T) {
 	got, err = s.Admit(ctx, room)
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(got), 10)
-	time.Sleep(100 * time.Millisecond)
+	advance(t, s, 100*time.Millisecond)
 	want := s.tokensWanted(room)
 	require.GreaterOrEqual(t, want, 9, "a slice at 100/s")
 	require.LessOrEqual(t, want, 10, "never beyond the quota")
@@ -257,8 +257,9 @@ func TestAdmittersKeyLivesAsLongAsItsLongestLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, s.client.PTTL(ctx, key).Val(), 8*time.Second, "the short renewal kept the long lease's expiry")
 
-	// "short" stops; "long" renews past the next clock reading.
-	time.Sleep(400 * time.Millisecond)
+	// "short" stops, its lease runs out over a second ago; "long" renews
+	// past the next clock reading.
+	advance(t, s, 1400*time.Millisecond)
 	require.Eventually(t, func() bool {
 		ids, err := s.Admitters(ctx, "long", 10*time.Second)
 		require.NoError(t, err)

@@ -179,7 +179,7 @@ func noShowRound(t *testing.T, h Harness, rate float64) (int, time.Duration) {
 
 	// The first call finds the no-shows; then half a second of 20 ms ticks
 	// (before any token it admits meets its own first-use deadline).
-	start := time.Now()
+	start := h.now()
 	admitted := 0
 	for range noShowTicks + 1 {
 		got, err := h.Store.Admit(ctx, room)
@@ -187,7 +187,7 @@ func noShowRound(t *testing.T, h Harness, rate float64) (int, time.Duration) {
 		admitted += len(got)
 		h.Advance(t, 20*time.Millisecond)
 	}
-	elapsed := time.Since(start)
+	elapsed := h.now().Sub(start)
 	stats := testenv.Stats(t, h.Store, room)
 	if elapsed < time.Second {
 		require.Equal(t, int64(noShowsMadeUp), stats.NoShows)

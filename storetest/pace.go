@@ -77,7 +77,7 @@ func paceRound(t *testing.T, h Harness) paceResult {
 	// Two instances tick; the pace is the room's.
 	peer := h.Peer(t)
 	admitted := 0
-	start := time.Now()
+	start := h.now()
 	// A tick carries at most about two slices of allowance (a slice's
 	// carry and a slice's quota); the pace counts each gap up to
 	// MaxPaceStep.
@@ -90,7 +90,7 @@ func paceRound(t *testing.T, h Harness) paceResult {
 		}
 		got, err := s.Admit(ctx, room)
 		require.NoError(t, err)
-		now := time.Now()
+		now := h.now()
 		if i > 0 {
 			gap := now.Sub(last)
 			carried += min(gap, 2*waitroom.DefaultSlice)
@@ -106,7 +106,7 @@ func paceRound(t *testing.T, h Harness) paceResult {
 			}
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed := h.now().Sub(start)
 	stats = testenv.Stats(t, h.Store, room)
 	require.Positive(t, stats.Abandoned)
 	require.Greater(t, stats.Pace.Measured, time.Second/2, "the waiting time of the ticks (decayed over the window)")

@@ -654,7 +654,7 @@ func testAdmitNeverExceedsTickQuota(t *testing.T, h Harness) {
 	h.Advance(t, time.Second)
 	// On a real clock, from here on the calls take time of their own, which
 	// earns admissions at the rate.
-	start := time.Now()
+	start := h.now()
 	got, err := h.Store.Admit(ctxFor(t), room)
 	require.NoError(t, err)
 	quota := cfg.WithDefaults().TickQuota()
@@ -672,7 +672,7 @@ func testAdmitNeverExceedsTickQuota(t *testing.T, h Harness) {
 	// An unbounded carry would give a whole second's worth (140) instead.
 	earned := 0
 	if !h.FakeClock {
-		earned = int(math.Ceil(time.Since(start).Seconds() * cfg.Rate))
+		earned = int(math.Ceil(h.now().Sub(start).Seconds() * cfg.Rate))
 	}
 	require.LessOrEqual(t, burst, 2*quota+1+earned)
 }
@@ -710,11 +710,11 @@ func testAdmitRateRealClock(t *testing.T, h Harness, rate float64) {
 	cfg := waitroom.RoomConfig{Rate: rate}.WithDefaults()
 	room := newRoom(t, h, cfg)
 	enterAll(t, h.Store, room, int(rate*3))
-	start := time.Now() // before the bucket starts, so elapsed bounds the store's span
+	start := h.now() // before the bucket starts, so elapsed bounds the store's span
 	_, err := h.Store.Admit(ctxFor(t), room)
 	require.NoError(t, err)
 	total, calls := 0, 0
-	for time.Since(start) < 2*time.Second {
+	for h.now().Sub(start) < 2*time.Second {
 		h.Advance(t, cfg.Slice)
 		got, err := h.Store.Admit(ctxFor(t), room)
 		require.NoError(t, err)
@@ -722,7 +722,7 @@ func testAdmitRateRealClock(t *testing.T, h Harness, rate float64) {
 		total += len(got)
 		calls++
 	}
-	elapsed := time.Since(start).Seconds()
+	elapsed := h.now().Sub(start).Seconds()
 	require.LessOrEqual(t, float64(total), rate*elapsed+float64(cfg.TickQuota()), "more than the rate")
 	require.GreaterOrEqual(t, total, earnedAtLeast(calls, rate, cfg.Slice, cfg.Slice), "below the rate")
 }
@@ -815,7 +815,7 @@ func testTwoInstancesAdmitTheRateOnce(t *testing.T, h Harness) {
 	room := newRoom(t, h, cfg)
 	instances := []waitroom.Store{h.Store, h.Peer(t)}
 	enterAll(t, h.Store, room, 1000)
-	start := time.Now() // before the bucket starts, so elapsed bounds the store's span
+	start := h.now() // before the bucket starts, so elapsed bounds the store's span
 	_, err := h.Store.Admit(ctxFor(t), room)
 	require.NoError(t, err)
 
@@ -838,7 +838,7 @@ func testTwoInstancesAdmitTheRateOnce(t *testing.T, h Harness) {
 	}
 	elapsed := simulated.Seconds()
 	if !h.FakeClock {
-		elapsed = time.Since(start).Seconds()
+		elapsed = h.now().Sub(start).Seconds()
 	}
 	require.LessOrEqual(t, float64(total), cfg.Rate*elapsed+float64(cfg.TickQuota()),
 		"two instances admitted %d in %.2fs at %g/s", total, elapsed, cfg.Rate)
