@@ -48,6 +48,7 @@ func TestBrowserJoin(t *testing.T) {
 		visitor.waitState("scheduled")
 		require.Equal(t, "false", visitor.eval(`String(document.getElementById("drawn").hidden)`), "the draw is said")
 		require.Equal(t, "true", visitor.eval(`String(document.getElementById("join-note").hidden)`), "no error note")
+		require.Equal(t, "none", visitor.liveRegionOf("opens-in"), "the countdown is not read out every second")
 		require.Equal(t, int64(1), f.waiting(), "one early arrival, by the page's own join")
 	})
 

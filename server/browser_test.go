@@ -226,6 +226,16 @@ func (tb *tab) text(id string) string {
 	return strings.TrimSpace(s)
 }
 
+// liveRegionOf names the live region the element is in, or "none": a
+// clock that ticks every second must be in none.
+func (tb *tab) liveRegionOf(id string) string {
+	tb.t.Helper()
+	return tb.eval(fmt.Sprintf(`(function () {
+		var r = document.getElementById(%q).closest('[aria-live]:not([aria-live="off"]), [role="status"], [role="alert"], [role="log"]');
+		return r ? r.outerHTML.slice(0, 80) : "none";
+	})()`, id))
+}
+
 func (tb *tab) eval(js string) string {
 	tb.t.Helper()
 	ctx, cancel := context.WithTimeout(tb.ctx, browserWait)
@@ -324,6 +334,7 @@ func TestBrowser(t *testing.T) {
 		visitor.waitState("admitted")
 		require.Regexp(t, regexp.MustCompile(`^[45]:\d\d$`), visitor.text("time-left"))
 		require.Equal(t, "Your turn", visitor.eval(`document.title`))
+		require.Equal(t, "none", visitor.liveRegionOf("time-left"), "a screen reader is not read the clock every second")
 		visitor.screenshot("05-admitted")
 
 		visitor.do(chromedp.Click(chromedp.ID("order")))
@@ -391,9 +402,10 @@ func TestBrowser(t *testing.T) {
 		visitor.waitState("queue_full")
 		require.Equal(t, "true", visitor.eval(`document.getElementById("retry").getAttribute("aria-disabled")`),
 			"no trying again before Retry-After")
-		left, err := strconv.Atoi(visitor.text("retry-after"))
+		left, err := strconv.Atoi(visitor.eval(`document.getElementById("retry-after").dataset.seconds`))
 		require.NoError(t, err)
 		require.Greater(t, left, 20)
+		require.Regexp(t, `^Please try again in \d+ seconds\.$`, visitor.text("retry-after"))
 		visitor.screenshot("10-queue-full")
 		require.Equal(t, int64(1), f.waiting())
 	})
@@ -412,7 +424,7 @@ func TestBrowser(t *testing.T) {
 		visitor := newVisitor(t, browser)
 		visitor.open(f.srv.URL + "/")
 		visitor.waitState("invitation")
-		require.Equal(t, waitroom.ErrInviteOnly.Message, visitor.text("invitation-message"))
+		require.Equal(t, "Only guests with an invitation can join this sale.", visitor.text("invitation-message"))
 		visitor.screenshot("11-invitation")
 	})
 
@@ -453,6 +465,45 @@ func TestBrowser(t *testing.T) {
 		visitor.waitState("left")
 		visitor.screenshot("14-left")
 		require.Zero(t, f.waiting())
+	})
+
+	// The switcher turns the page into another language, the script's own
+	// texts too, and the choice holds for the visitor's next visit.
+	t.Run("language switcher", func(t *testing.T) {
+		f := newPageFixture(t, pageOptions{})
+		f.enterUsers("u1", "u2")
+		visitor := newVisitor(t, browser)
+		visitor.open(f.srv.URL + "/")
+		visitor.waitState("waiting")
+		require.Equal(t, "en", visitor.eval(`document.documentElement.lang`))
+		require.Equal(t, "3", visitor.text("position"))
+
+		visitor.do(chromedp.Click(chromedp.CSS(`#langs a[hreflang="ko"]`)))
+		visitor.waitText("wait", "1분 미만")
+		require.Equal(t, "ko", visitor.eval(`document.documentElement.lang`))
+		require.Equal(t, "3", visitor.text("position"), "the same place")
+		require.Equal(t, "대기 중입니다", visitor.eval(`document.querySelector("#waiting h1").textContent`))
+		require.Equal(t, "대기 중 · 3번째", visitor.eval(`document.title`))
+		require.Equal(t, "true", visitor.eval(`document.querySelector('#langs a[hreflang="ko"]').getAttribute("aria-current")`))
+		// What the script writes after a poll is Korean too.
+		f.admitNext(1)
+		visitor.waitText("position", "2")
+		visitor.waitText("progress-text", "맨 앞까지 50% 왔습니다")
+		visitor.screenshot("17-korean")
+
+		// Remembered: the visitor's next page, at the plain address.
+		second := visitor.sameVisitor()
+		second.open(f.srv.URL + "/")
+		second.waitState("waiting")
+		require.Equal(t, "ko", second.eval(`document.documentElement.lang`))
+		require.Equal(t, "2", second.text("position"))
+		require.Equal(t, "1분 미만", second.text("wait"))
+
+		// And back.
+		second.do(chromedp.Click(chromedp.CSS(`#langs a[hreflang="en"]`)))
+		second.waitText("wait", "less than a minute")
+		require.Equal(t, "en", second.eval(`document.documentElement.lang`))
+		require.Equal(t, int64(2), f.waiting(), "switching took no second place")
 	})
 
 	// With scripts off the server's rendering and the meta refresh carry

@@ -10,10 +10,12 @@ import (
 	"html/template"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/i18n"
 	"github.com/waitroom/waitroom/jsonhttp"
 )
 
@@ -48,6 +50,32 @@ func cspHash(s string) string {
 	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
 }
 
+// scriptKeys are the messages the page's script writes itself (page.js):
+// only these, in the chosen language only, go to the browser, in a JSON
+// element the script reads (the page's policy runs no inline script but
+// its own).
+var scriptKeys = []string{
+	"page.name", "page.title_waiting", "page.title_admitted", "page.title_scheduled",
+	"join.rate_limited", "join.failed", "join.unreachable",
+	"waiting.progress", "waiting.next", "waiting.units_left", "waiting.units_ahead", "waiting.on_hold",
+	"wait.under_minute", "wait.minutes", "wait.range", "wait.hours", "wait.hours_minutes",
+	"scheduled.by_arrival", "queue_full.retry", "queue_full.retry_now",
+	"order.in_use", "order.busy", "order.too_many", "order.refused", "order.unreachable",
+	"invitation.invite_only", "invitation.pass_invalid", "invitation.pass_used_up",
+}
+
+// scriptMessages is scriptKeys by language, made once.
+var scriptMessages = func() map[string]map[string]any {
+	m := map[string]map[string]any{}
+	for _, l := range i18n.All() {
+		m[l.Code] = l.Script(scriptKeys...)
+	}
+	return m
+}()
+
+// langCookieAge is how long the page remembers a chosen language.
+const langCookieAge = 365 * 24 * 60 * 60
+
 // Page states: the first group the server renders, the rest only the
 // script reaches (after a poll or an order attempt).
 const (
@@ -65,8 +93,12 @@ const (
 	pageJoin        = "join"
 )
 
-// pageView is what the template renders.
+// pageView is what the template renders. Its texts are in L, the
+// visitor's language (pageLang); the template says its fixed ones with
+// {{.L.T "key"}}.
 type pageView struct {
+	L            *i18n.Lang
+	Title        string
 	Room         string
 	PageURL      string
 	State        string
@@ -75,21 +107,32 @@ type pageView struct {
 	Wait         string
 	Paused       bool
 	UnitsLeft    string // set when the units left are fewer than the users up to this one
+	UnitsAhead   string // with UnitsLeft: how many people are ahead, in a sentence
 	OpensIn      string // scheduled: the countdown to the opening, h:mm:ss
 	Drawn        bool   // scheduled: places are drawn at the opening (random)
+	ByArrival    string // scheduled, not drawn: the place, in a sentence
 	Progress     int    // percent of the way from the place at entry to the front
 	ProgressText string
 	ShowRoom     bool // the room's name is worth showing: not the default room
 	Refresh      string
 	TimeLeft     string
 	RetryAfter   int
+	RetryText    string
 	CanOrder     bool
-	Message      string
+	Message      string // a refusal, in a sentence for buyers
 	Pass         string // the pass code the visitor came with, if any
 	Challenge    string // the join challenge to solve, if on
+	Langs        []langLink
+	Messages     map[string]any // scriptKeys in L
 	Boot         pageBoot
 	CSS          template.CSS
 	JS           template.JS
+}
+
+// langLink is one language of the switcher.
+type langLink struct {
+	Code, Name, Href string
+	Current          bool
 }
 
 // pageBoot is the state handed to the script, in the shapes of the status
@@ -220,7 +263,7 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) error {
 				user = visitorPrefix + newVisitorID()
 			}
 			v := s.joinView(r, room, user)
-			v.Message = waitroom.ErrorMessage(err)
+			v.Message = v.L.T("join.challenge")
 			s.renderPage(w, r, v, http.StatusPreconditionRequired)
 			return nil
 		}
@@ -279,6 +322,7 @@ func (s *Server) baseView(r *http.Request, room, state string) pageView {
 		pageURL = "/rooms/" + room
 	}
 	v := pageView{
+		L:        pageLang(r),
 		Room:     room,
 		ShowRoom: room != "" && room != s.defaultRoom,
 		PageURL:  pageURL,
@@ -315,14 +359,15 @@ func (s *Server) statusView(r *http.Request, room string, st waitroom.Status) (p
 		}
 		v := s.baseView(r, room, pageWaiting)
 		v.Boot.waitingPlace = place
-		v.Position, v.Ahead = groupDigits(place.Position), groupDigits(place.Ahead)
+		v.Position, v.Ahead = v.L.Number(place.Position), v.L.Number(place.Ahead)
 		v.Paused = place.Paused
 		if place.UnitsLeft != nil {
-			v.UnitsLeft = groupDigits(*place.UnitsLeft)
+			v.UnitsLeft = v.L.Plural("waiting.units_left", *place.UnitsLeft)
+			v.UnitsAhead = v.L.Plural("waiting.units_ahead", place.Ahead)
 		}
-		v.Wait = waitText(place.ETASeconds, place.ETALowSeconds, place.ETAHighSeconds)
+		v.Wait = waitText(v.L, place.ETASeconds, place.ETALowSeconds, place.ETAHighSeconds)
 		if v.Paused {
-			v.Wait = "on hold while the sale is paused"
+			v.Wait = v.L.T("waiting.on_hold")
 		}
 		// Without scripts the page learns its place at entry from the
 		// refresh URL it wrote itself; a bad or stale value only costs the
@@ -332,9 +377,9 @@ func (s *Server) statusView(r *http.Request, room string, st waitroom.Status) (p
 			from = f
 		}
 		v.Progress = progress(from, st.Position)
-		v.ProgressText = fmt.Sprintf("%d%% of the way to the front", v.Progress)
+		v.ProgressText = v.L.T("waiting.progress", "Percent", v.L.Number(int64(v.Progress)))
 		if st.Ahead() == 0 {
-			v.ProgressText = "You're next"
+			v.ProgressText = v.L.T("waiting.next")
 		}
 		refresh := max(int64(1), (place.PollAfterMS+999)/1000)
 		v.Refresh = fmt.Sprintf("%d; url=%s?from=%d", refresh, v.PageURL, from)
@@ -349,7 +394,8 @@ func (s *Server) statusView(r *http.Request, room string, st waitroom.Status) (p
 		v := s.baseView(r, room, pageScheduled)
 		v.OpensIn = countdownText(body.OpensInMS)
 		v.Drawn = body.Order == string(waitroom.PrequeueRandom)
-		v.Position = groupDigits(body.Position)
+		v.Position = v.L.Number(body.Position)
+		v.ByArrival = v.L.T("scheduled.by_arrival", "Position", v.Position)
 		v.Boot.OpensInMS, v.Boot.Order, v.Boot.Position = body.OpensInMS, body.Order, body.Position
 		v.Boot.PollAfterMS = body.PollAfterMS
 		v.Refresh = fmt.Sprintf("%d; url=%s", max(int64(1), (body.PollAfterMS+999)/1000), v.PageURL)
@@ -380,12 +426,13 @@ func (s *Server) errorView(w http.ResponseWriter, r *http.Request, room string, 
 		// comes back by itself: a full queue must not be knocked on in step.
 		v.RetryAfter, _ = strconv.Atoi(w.Header().Get("Retry-After"))
 		v.Boot.RetryAfter = v.RetryAfter
+		v.RetryText = v.L.Plural("queue_full.retry", int64(v.RetryAfter))
 	case waitroom.ErrRoomClosed.Code:
 		v = s.baseView(r, room, pageClosed)
 	case waitroom.ErrInviteOnly.Code, waitroom.ErrPassInvalid.Code, waitroom.ErrPassUsedUp.Code:
 		// Nothing a retry changes: the way in is a (valid) invitation.
 		v = s.baseView(r, room, pageInvitation)
-		v.Message = a.Message
+		v.Message = v.L.T(refusalKey(code, room))
 	case waitroom.ErrSoldOut.Code:
 		v = s.baseView(r, room, pageSoldOut)
 	case waitroom.ErrAlreadyOrdered.Code:
@@ -394,14 +441,11 @@ func (s *Server) errorView(w http.ResponseWriter, r *http.Request, room string, 
 		v = s.baseView(r, room, pageNoRoom)
 	case waitroom.ErrStoreUnavailable.Code:
 		v = s.baseView(r, room, pageUnavailable)
-	case errRateLimited.Code:
-		v = s.baseView(r, room, pageError)
-		v.Message = a.Message
 	default:
 		v = s.baseView(r, room, pageError)
-		v.Message = "Something went wrong on our side."
+		v.Message = v.L.T("error.internal")
 		if a.Known && status < 500 {
-			v.Message = a.Message
+			v.Message = v.L.T(refusalKey(code, room))
 		}
 	}
 	if room == "" {
@@ -412,13 +456,111 @@ func (s *Server) errorView(w http.ResponseWriter, r *http.Request, room string, 
 	return v, status
 }
 
+// refusalKey is the message that tells a buyer of a refusal: never the
+// API's wording, which is written for the shop's developers.
+func refusalKey(code, room string) string {
+	switch code {
+	case waitroom.ErrInviteOnly.Code:
+		return "invitation.invite_only"
+	case waitroom.ErrPassInvalid.Code:
+		return "invitation.pass_invalid"
+	case waitroom.ErrPassUsedUp.Code:
+		return "invitation.pass_used_up"
+	case errRateLimited.Code:
+		return "error.rate_limited"
+	case errCrossSiteJoin.Code:
+		return "error.cross_site"
+	case errChallengeRequired.Code:
+		return "join.challenge"
+	case waitroom.ErrBadRequest.Code:
+		if room == "" {
+			return "error.bad_link" // the room's name in the link is malformed
+		}
+	}
+	return "error.refused"
+}
+
+// pageLang is the page's language for r (chosenLang).
+func pageLang(r *http.Request) *i18n.Lang {
+	l, _ := chosenLang(r)
+	return l
+}
+
+// chosenLang picks the page's language: a ?lang= the visitor chose
+// (chosen, which renderPage remembers in a cookie), else the one
+// remembered, else the best of Accept-Language, else English. A value
+// that names none of the page's languages, or no language at all, is
+// passed over.
+func chosenLang(r *http.Request) (l *i18n.Lang, chosen bool) {
+	if l := i18n.Find(r.URL.Query().Get("lang")); l != nil {
+		return l, true
+	}
+	if c, err := r.Cookie(i18n.Cookie); err == nil {
+		if l := i18n.Find(c.Value); l != nil {
+			return l, false
+		}
+	}
+	if l := i18n.FromAcceptLanguage(r.Header.Get("Accept-Language")); l != nil {
+		return l, false
+	}
+	return i18n.English(), false
+}
+
+// finishView fills in what depends on the view's final state and page
+// URL: the title, the switcher's links and the script's messages.
+func finishView(r *http.Request, v *pageView) {
+	switch v.State {
+	case pageWaiting:
+		v.Title = v.L.T("page.title_waiting", "Position", v.Position)
+	case pageAdmitted:
+		v.Title = v.L.T("page.title_admitted")
+	case pageScheduled:
+		v.Title = v.L.T("page.title_scheduled")
+	default:
+		v.Title = v.L.T("page.name")
+	}
+	// A switch keeps what the page's address carries: the pass of a pass
+	// link, the place at entry of a page without scripts.
+	q := url.Values{}
+	if v.Pass != "" {
+		q.Set("pass", v.Pass)
+	}
+	if from := r.URL.Query().Get("from"); from != "" && v.State == pageWaiting {
+		if _, err := strconv.ParseInt(from, 10, 64); err == nil {
+			q.Set("from", from)
+		}
+	}
+	v.Langs = v.Langs[:0]
+	for _, l := range i18n.All() {
+		q.Set("lang", l.Code)
+		v.Langs = append(v.Langs, langLink{Code: l.Code, Name: l.Name, Href: v.PageURL + "?" + q.Encode(), Current: l == v.L})
+	}
+	v.Messages = scriptMessages[v.L.Code]
+}
+
 func (s *Server) renderPage(w http.ResponseWriter, r *http.Request, v pageView, status int) {
+	if v.L == nil {
+		v.L = pageLang(r)
+	}
+	finishView(r, &v)
 	// Render first, so that a template failure is not half an answer.
 	var buf bytes.Buffer
 	if err := pageTemplate.Execute(&buf, v); err != nil {
 		s.log.ErrorContext(r.Context(), "rendering the waiting page failed", "room", v.Room, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
+	}
+	w.Header().Set("Content-Language", v.L.Code)
+	if l, chosen := chosenLang(r); chosen {
+		http.SetCookie(w, &http.Cookie{
+			Name:     i18n.Cookie,
+			Value:    l.Code,
+			Path:     "/",
+			MaxAge:   langCookieAge,
+			HttpOnly: true,
+			SameSite: http.SameSiteLaxMode,
+			Secure:   s.visitors.secure || r.TLS != nil,
+		})
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
@@ -431,6 +573,7 @@ func setPageHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", pagePolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
+	h.Add("Vary", "Accept-Language")
 }
 
 // wantsJSON reports whether an Accept header prefers JSON to HTML. Browsers
@@ -498,28 +641,25 @@ func progress(from, position int64) int {
 	return int((from - position) * 100 / (from - 1))
 }
 
-// waitText says an ETA and its range in words ("about 12–15 minutes"),
-// rounded the way people say waits; the
-// script has the same rules (page.js).
-func waitText(eta, low, high int64) string {
+// waitText says an ETA and its range in words ("about 12–15 minutes",
+// "약 12–15분"), rounded the way people say waits; the script has the same
+// rules (page.js).
+func waitText(l *i18n.Lang, eta, low, high int64) string {
 	if high < 60 {
-		return "less than a minute"
+		return l.T("wait.under_minute")
 	}
 	lo, hi := max((low+30)/60, 1), max((high+30)/60, 1)
 	if eta < 3600 {
-		switch {
-		case lo >= hi && hi == 1:
-			return "about a minute"
-		case lo >= hi:
-			return fmt.Sprintf("about %d minutes", hi)
+		if lo >= hi {
+			return l.Plural("wait.minutes", hi)
 		}
-		return fmt.Sprintf("about %d–%d minutes", lo, hi)
+		return l.T("wait.range", "Low", l.Number(lo), "High", l.Number(hi))
 	}
 	minutes := (eta + 30) / 60
 	if minutes%60 == 0 {
-		return fmt.Sprintf("about %d h", minutes/60)
+		return l.T("wait.hours", "H", l.Number(minutes/60))
 	}
-	return fmt.Sprintf("about %d h %d min", minutes/60, minutes%60)
+	return l.T("wait.hours_minutes", "H", l.Number(minutes/60), "M", l.Number(minutes%60))
 }
 
 // clockText says a time left as m:ss, rounded down so it never promises
@@ -533,24 +673,4 @@ func clockText(ms int64) string {
 func countdownText(ms int64) string {
 	secs := max(ms, 0) / 1000
 	return fmt.Sprintf("%d:%02d:%02d", secs/3600, secs/60%60, secs%60)
-}
-
-// groupDigits writes n with thousands separators, as the script does.
-func groupDigits(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	if n < 0 || len(s) <= 3 {
-		return s
-	}
-	var b strings.Builder
-	lead := len(s) % 3
-	if lead > 0 {
-		b.WriteString(s[:lead])
-	}
-	for i := lead; i < len(s); i += 3 {
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(s[i : i+3])
-	}
-	return b.String()
 }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -222,7 +223,7 @@ func text(t *testing.T, body, id string) string {
 	t.Helper()
 	m := regexp.MustCompile(`id="` + regexp.QuoteMeta(id) + `"[^>]*>([^<]*)<`).FindStringSubmatch(body)
 	require.NotNil(t, m, "no element #%s in the page", id)
-	return m[1]
+	return html.UnescapeString(m[1])
 }
 
 // requireShows asserts that p was answered with status and shows the
@@ -334,7 +335,8 @@ func TestPageStates(t *testing.T) {
 		p.requireShows(t, http.StatusTooManyRequests, "queue_full")
 		retry, err := strconv.Atoi(p.header.Get("Retry-After"))
 		require.NoError(t, err)
-		require.Equal(t, strconv.Itoa(retry), text(t, p.body, "retry-after"))
+		require.Contains(t, p.body, `<p id="retry-after" data-seconds="`+strconv.Itoa(retry)+`">`)
+		require.Equal(t, "Please try again in "+strconv.Itoa(retry)+" seconds.", text(t, p.body, "retry-after"))
 		require.GreaterOrEqual(t, retry, 30)
 		require.NotContains(t, p.body, `http-equiv="refresh"`, "a full queue is not retried by itself")
 		require.Equal(t, int64(1), f.waiting())
@@ -357,7 +359,8 @@ func TestPageStates(t *testing.T) {
 		p := f.visit("/")
 		p.requireShows(t, http.StatusForbidden, "invitation")
 		require.False(t, shown(t, p.body, "error"), "not an error to try again")
-		require.Equal(t, waitroom.ErrInviteOnly.Message, text(t, p.body, "invitation-message"))
+		require.Equal(t, "Only guests with an invitation can join this sale.", text(t, p.body, "invitation-message"),
+			"a sentence for buyers, not the API's")
 		require.Equal(t, int64(0), f.waiting())
 	})
 	t.Run("no such room", func(t *testing.T) {
@@ -372,7 +375,7 @@ func TestPageStates(t *testing.T) {
 		f := newPageFixture(t, pageOptions{})
 		p := f.get("/rooms/Bad.Room")
 		p.requireShows(t, http.StatusBadRequest, "error")
-		require.Contains(t, text(t, p.body, "error-message"), "room names are")
+		require.Equal(t, "This link doesn't lead to a waiting room. Check the link you followed.", text(t, p.body, "error-message"))
 	})
 	t.Run("store unavailable", func(t *testing.T) {
 		t.Parallel()

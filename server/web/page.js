@@ -5,6 +5,12 @@
   "use strict";
 
   var boot = JSON.parse(document.getElementById("boot").textContent);
+  // The page's language: its messages (only those this script writes) come
+  // in a JSON element, its plural rules and digits from the browser
+  // (grouped always, as the server writes them: "2.501" in Spanish too).
+  var messages = JSON.parse(document.getElementById("messages").textContent) || {};
+  var lang = document.documentElement.lang || "en";
+  var plurals = new Intl.PluralRules(lang), numbers = new Intl.NumberFormat(lang, { useGrouping: "always" });
   var sections = ["join", "waiting", "scheduled", "admitted", "ordered", "sold_out", "already_ordered", "expired", "left",
     "queue_full", "closed", "invitation", "no_room", "unavailable", "error"];
   var fromKey = "waitroom:" + boot.room + ":from";
@@ -19,7 +25,7 @@
     if (state !== "waiting") { clearTimeout(pollTimer); }
     if (state !== "admitted") { clearTimeout(clockTimer); }
     if (state !== "waiting" && state !== "admitted") {
-      document.title = "Waiting room";
+      document.title = t("page.name");
       remember(0);
     }
   }
@@ -36,19 +42,28 @@
     } catch (e) { /* storage off: nothing to keep */ }
   }
 
-  function digits(n) { return Number(n).toLocaleString("en-US"); }
+  function digits(n) { return numbers.format(n); }
+
+  // t fills in a message's {{.Name}} placeholders from data; a plural
+  // message picks its form by the count data.N, written in digits.
+  function t(key, data) {
+    var m = messages[key], args = {};
+    data = data || {};
+    Object.keys(data).forEach(function (k) { args[k] = typeof data[k] === "number" ? digits(data[k]) : data[k]; });
+    if (m && typeof m === "object") { m = m[plurals.select(data.N)] || m.other; }
+    return String(m || key).replace(/\{\{\.(\w+)\}\}/g, function (_, k) { return k in args ? args[k] : ""; });
+  }
 
   // The same words as the server's waitText (page.go).
   function waitText(eta, low, high) {
-    if (high < 60) { return "less than a minute"; }
+    if (high < 60) { return t("wait.under_minute"); }
     var lo = Math.max(Math.floor((low + 30) / 60), 1), hi = Math.max(Math.floor((high + 30) / 60), 1);
     if (eta < 3600) {
-      if (lo >= hi) { return hi === 1 ? "about a minute" : "about " + hi + " minutes"; }
-      return "about " + lo + "\u2013" + hi + " minutes";
+      return lo >= hi ? t("wait.minutes", { N: hi }) : t("wait.range", { Low: lo, High: hi });
     }
     var minutes = Math.floor((eta + 30) / 60);
     var h = Math.floor(minutes / 60), m = minutes % 60;
-    return m === 0 ? "about " + h + " h" : "about " + h + " h " + m + " min";
+    return m === 0 ? t("wait.hours", { H: h }) : t("wait.hours_minutes", { H: h, M: m });
   }
 
   function clockText(ms) {
@@ -68,18 +83,18 @@
     var pct = from > 1 ? Math.floor((from - st.position) * 100 / (from - 1)) : (st.position <= 1 ? 100 : 0);
     $("position").textContent = digits(st.position);
     $("ahead").textContent = digits(st.ahead);
-    $("wait").textContent = st.paused ? "on hold while the sale is paused" : waitText(st.eta_seconds, st.eta_low_seconds, st.eta_high_seconds);
+    $("wait").textContent = st.paused ? t("waiting.on_hold") : waitText(st.eta_seconds, st.eta_low_seconds, st.eta_high_seconds);
     $("progress").value = pct;
     $("progress").textContent = pct + "%";
-    $("progress-text").textContent = !st.ahead ? "You're next" : pct + "% of the way to the front";
+    $("progress-text").textContent = !st.ahead ? t("waiting.next") : t("waiting.progress", { Percent: pct });
     var few = typeof st.units_left === "number";
     $("units").hidden = !few;
     if (few) {
-      $("units-left").textContent = digits(st.units_left);
-      $("units-ahead").textContent = digits(st.ahead);
+      $("units-left").textContent = t("waiting.units_left", { N: st.units_left });
+      $("units-ahead").textContent = t("waiting.units_ahead", { N: st.ahead });
     }
     $("paused").hidden = !st.paused;
-    document.title = "In line · " + digits(st.position);
+    document.title = t("page.title_waiting", { Position: st.position });
     show("waiting");
     clearTimeout(pollTimer);
     pollTimer = setTimeout(poll, Math.max(1000, st.poll_after_ms || 1000));
@@ -93,9 +108,9 @@
     var drawn = st.prequeue_order !== "fifo";
     $("drawn").hidden = !drawn;
     $("by-arrival").hidden = drawn;
-    if (!drawn) { $("early-position").textContent = digits(st.position); }
+    if (!drawn) { $("by-arrival").textContent = t("scheduled.by_arrival", { Position: st.position }); }
     show("scheduled");
-    document.title = "Opens soon";
+    document.title = t("page.title_scheduled");
     countdown();
     clearTimeout(pollTimer);
     pollTimer = setTimeout(poll, Math.max(1000, st.poll_after_ms || 1000));
@@ -112,7 +127,7 @@
     token = st.token;
     deadline = Date.now() + st.expires_in_ms;
     remember(0);
-    document.title = "Your turn";
+    document.title = t("page.title_admitted");
     show("admitted");
     var button = $("order");
     if (button) { button.hidden = false; button.disabled = false; }
@@ -143,7 +158,9 @@
     });
   }
   function codeOf(body) { return (body && body.error && body.error.code) || ""; }
-  function messageOf(body) { return (body && body.error && body.error.message) || "unknown error"; }
+  // A refusal is told in the buyer's words, by its code: the API's own
+  // message is written for the shop's developers.
+  var invitations = { INVITE_ONLY: "invitation.invite_only", PASS_INVALID: "invitation.pass_invalid", PASS_USED_UP: "invitation.pass_used_up" };
 
   function poll() {
     fetch(boot.status_url, { headers: { "Accept": "application/json" }, cache: "no-store", credentials: "same-origin" })
@@ -221,14 +238,16 @@
           // fetches it by entering again.
           location.reload();
         } else if (code === "TOKEN_IN_USE") {
-          orderNote("Your order is already being placed, perhaps in another tab. Wait a moment before trying again.", 3000);
-        } else if (r.status >= 500) {
-          orderNote("The shop is busy right now. Your turn is kept: try again in a moment.", 2000);
+          orderNote(t("order.in_use"), 3000);
+        } else if (r.status >= 500 || r.status === 429) {
+          orderNote(t("order.busy"), 2000);
+        } else if (code === "QUANTITY_OVER_LIMIT") {
+          orderNote(t("order.too_many"), 0);
         } else {
-          orderNote("The order was not accepted: " + messageOf(r.body) + ". Your turn is kept.", 0);
+          orderNote(t("order.refused"), 0);
         }
       }, function () {
-        orderNote("We couldn't reach the shop. Your turn is kept: try again in a moment.", 2000);
+        orderNote(t("order.unreachable"), 2000);
       });
   }
 
@@ -239,7 +258,8 @@
     link.setAttribute("aria-disabled", "true");
     link.addEventListener("click", function (e) { if (left > 0) { e.preventDefault(); } });
     (function count() {
-      $("retry-after").textContent = String(Math.max(left, 0));
+      $("retry-after").setAttribute("data-seconds", String(Math.max(left, 0)));
+      $("retry-after").textContent = left > 0 ? t("queue_full.retry", { N: left }) : t("queue_full.retry_now");
       if (left <= 0) { link.removeAttribute("aria-disabled"); return; }
       left--;
       setTimeout(count, 1000);
@@ -321,9 +341,9 @@
           show("no_room");
         } else if (code === "ALREADY_ORDERED") {
           show("already_ordered");
-        } else if (code === "INVITE_ONLY" || code === "PASS_INVALID" || code === "PASS_USED_UP") {
+        } else if (invitations[code]) {
           // Trying again changes nothing: the way in is a (valid) invitation.
-          $("invitation-message").textContent = messageOf(r.body);
+          $("invitation-message").textContent = t(invitations[code]);
           show("invitation");
         } else if (code === "CHALLENGE_REQUIRED" && r.body.challenge && joinRetries < 3) {
           joinRetries++;
@@ -334,16 +354,16 @@
           // Spread the retries: many shoppers behind one address were
           // refused at the same moment.
           joinRetries++;
-          $("join-note").textContent = "Many people are joining from your network. We'll add you in a moment.";
+          $("join-note").textContent = t("join.rate_limited");
           $("join-note").hidden = false;
           setTimeout(join, (Math.max(r.retryAfter, 1) + Math.random() * 2) * 1000);
         } else {
-          $("join-note").textContent = "We couldn't add you to the line: " + messageOf(r.body) + ". Try again in a moment.";
+          $("join-note").textContent = t("join.failed");
           $("join-note").hidden = false;
           button.disabled = false;
         }
       }, function () {
-        $("join-note").textContent = "We couldn't reach the line. Try again in a moment.";
+        $("join-note").textContent = t("join.unreachable");
         $("join-note").hidden = false;
         button.disabled = false;
       });
