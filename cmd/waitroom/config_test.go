@@ -15,6 +15,8 @@ func TestBadURLsNeverEchoPasswords(t *testing.T) {
 		{"--database-url", "mysql://user:hunter2secret@127.0.0.1/test"},
 		{"--amqp-url", "amqp://guest:hunter2secret@"},
 		{"--redis-url", "redis://user:hunter2secret@[::1"},
+		{"--shop-url", "https://user:hunter2secret@shop.example/"},
+		{"--shop-url", "ftp://user:hunter2secret@shop.example/"},
 	} {
 		_, err := parseServe(args, envOf())
 		require.Error(t, err, "%v", args)
