@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -134,6 +135,10 @@ type RoomConfig struct {
 	// ClosesAt, when set, refuses new entries from then on with
 	// ErrRoomClosed; those queued are still admitted.
 	ClosesAt time.Time
+	// ShopURL is where the waiting page sends an admitted buyer on to,
+	// and back to after the order: an absolute http or https URL; empty:
+	// the page names no shop.
+	ShopURL string
 }
 
 // Stored returns c as a store keeps it: with its defaults, and only if
@@ -215,7 +220,48 @@ func (c RoomConfig) Validate() error {
 		bad("must be random or fifo, got %q", c.PrequeueOrder))
 	check(c.State == RoomOpen || c.State == RoomPaused || c.State == RoomClosed, "state",
 		bad("must be open, paused or closed, got %q", c.State))
+	if err := CheckShopURL(c.ShopURL); err != nil {
+		check(false, "shop_url", err.Error())
+	}
 	return errors.Join(errs...)
+}
+
+// MaxShopURL bounds RoomConfig.ShopURL: a link, not a document.
+const MaxShopURL = 2048
+
+// CheckShopURL reports why u cannot be the shop's link on the waiting
+// page: only an absolute http or https URL with a host is one (no
+// javascript:, data: or relative link a page would follow), in printable
+// ASCII without spaces (so it needs no escaping to be read back as
+// given) and with no credentials in it (the page shows it to everyone).
+// Empty is no shop.
+func CheckShopURL(u string) error {
+	if u == "" {
+		return nil
+	}
+	if len(u) > MaxShopURL {
+		return fmt.Errorf("must be at most %d bytes, got %d", MaxShopURL, len(u))
+	}
+	for i := 0; i < len(u); i++ {
+		if u[i] <= ' ' || u[i] >= 0x7f {
+			return errors.New("must be printable ASCII without spaces (percent-encode the rest)")
+		}
+	}
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return errors.New("is not a URL")
+	}
+	// Named without any password it carries, as every error is.
+	shown := parsed.Redacted()
+	switch {
+	case parsed.Scheme != "http" && parsed.Scheme != "https":
+		return fmt.Errorf("must be an absolute http or https URL (such as https://shop.example/), got %q", shown)
+	case parsed.Host == "" || parsed.Hostname() == "" || parsed.Opaque != "":
+		return fmt.Errorf("must name a host (such as https://shop.example/), got %q", shown)
+	case parsed.User != nil:
+		return fmt.Errorf("must not carry a user or password, got %q", shown)
+	}
+	return nil
 }
 
 // SettingError is a room setting out of range. Fields names it as the admin
@@ -314,6 +360,7 @@ func (c RoomConfig) Changes(to RoomConfig) []FieldChange {
 	add("opens_at", c.OpensAt, to.OpensAt)
 	add("prequeue_order", c.PrequeueOrder, to.PrequeueOrder)
 	add("closes_at", c.ClosesAt, to.ClosesAt)
+	add("shop_url", c.ShopURL, to.ShopURL)
 	return out
 }
 

@@ -63,6 +63,14 @@ func (c Config) Validate() error {
 	if c.TLSKey != "" && c.TLSCert == "" {
 		bad("tls_key", "needs --tls-cert, the certificate of the key")
 	}
+	// The shop's listener settles every order through forward auth, and
+	// serves the built-in shop, which an upstream replaces.
+	if c.ShopAddr != "" && c.SettleSecret == "" {
+		bad("shop_addr", "settles its orders through POST /gate/settle, which is off without --settle-secret")
+	}
+	if c.ShopAddr != "" && c.Upstream != nil {
+		bad("shop_addr", "serves the built-in shop, which --upstream replaces")
+	}
 	if c.AdminAddr != "" && c.AdminToken == "" {
 		bad("admin_addr", "serves the admin API, which is off without --admin-token")
 	}

@@ -110,6 +110,12 @@ type Config struct {
 	// (and /metrics behind the admin token), which Addr then answers 404
 	// for; empty: they are on Addr. Needs AdminToken.
 	AdminAddr string
+	// ShopAddr is a listener of its own for the built-in shop's POST
+	// /orders, for a proxy with forward auth in front (deploy/nginx,
+	// deploy/caddy, deploy/traefik): it takes orders that carry a
+	// /gate/auth answer's headers and settles each hold through POST
+	// /gate/settle. Empty: none. Needs SettleSecret and no Upstream.
+	ShopAddr string
 	// TLSCert and TLSKey are the PEM files of the certificate (with its
 	// chain) and its key that every listener serves TLS and HTTP/2 with,
 	// taken again when they change; empty: plain HTTP, TLS ends at a
@@ -158,6 +164,8 @@ type Instance struct {
 	metricsListener net.Listener
 	adminServer     *http.Server
 	adminListener   net.Listener
+	shopServer      *http.Server // nil without --shop-addr
+	shopListener    net.Listener
 	certs           *certHolder // nil without TLS
 	serveErr        chan error
 	stopAdmit       context.CancelFunc
@@ -358,6 +366,13 @@ func (in *Instance) Run(ctx context.Context) error {
 		}
 	}
 
+	if in.Config.ShopAddr != "" {
+		// The shop's own listener, behind the operator's proxy.
+		if in.shopServer, in.shopListener, err = in.serveAside("--shop-addr", in.Config.ShopAddr, in.settlingShop(protected, handler)); err != nil {
+			return err
+		}
+	}
+
 	upstream := "built-in shop"
 	if in.Config.Upstream != nil {
 		upstream = in.Config.Upstream.Redacted()
@@ -451,6 +466,14 @@ func (in *Instance) AdminAddr() string {
 	return in.adminListener.Addr().String()
 }
 
+// ShopAddr is the address of the --shop-addr listener, or "".
+func (in *Instance) ShopAddr() string {
+	if in.shopListener == nil {
+		return ""
+	}
+	return in.shopListener.Addr().String()
+}
+
 // ServeErr delivers the error that stopped serving before Close.
 func (in *Instance) ServeErr() <-chan error { return in.serveErr }
 
@@ -459,14 +482,14 @@ func (in *Instance) ServeErr() <-chan error { return in.serveErr }
 func (in *Instance) Close() error {
 	var errs []error
 	if in.httpServer != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		if err := in.httpServer.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
-			_ = in.httpServer.Close()
-		}
+		errs = append(errs, shutdown("http", in.httpServer))
 	} else if in.listener != nil {
 		_ = in.listener.Close()
+	}
+	if in.shopServer != nil {
+		// Orders in flight finish and settle, in process, before the
+		// store closes.
+		errs = append(errs, shutdown("shop", in.shopServer))
 	}
 	if in.metricsServer != nil {
 		_ = in.metricsServer.Close() // scrapes are short; nothing to wait for
@@ -501,6 +524,18 @@ func (in *Instance) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// shutdown lets srv's requests in flight finish, within a bound, then
+// closes it; name says which listener failed to.
+func shutdown(name string, srv *http.Server) error {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("%s shutdown: %w", name, err)
+	}
+	return nil
 }
 
 // lostWritesOf reads what rs found Redis had lost, for /metrics.

@@ -1,9 +1,15 @@
 package instance
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/waitroom/waitroom/jsonhttp"
+	"github.com/waitroom/waitroom/server"
 
 	"github.com/waitroom/waitroom/shop"
 	"github.com/waitroom/waitroom/shop/inmem"
@@ -63,4 +69,66 @@ func (in *Instance) openShop(ctx context.Context) (*builtinShop, error) {
 	}
 	b.relay = relay
 	return b, nil
+}
+
+// settlingShop is what --shop-addr serves: the built-in shop's POST
+// /orders for a proxy's forward auth, each order settled with srv's own
+// POST /gate/settle, in process (no address, TLS or dial to configure, and
+// the same route and secret check an outside shop's settle takes). An
+// order must carry the headers its hold was given with, so a client that
+// reaches this listener past the proxy cannot order as anyone.
+func (in *Instance) settlingShop(orders http.Handler, srv *server.Server) http.Handler {
+	settler := &server.Settler{
+		// A forged or altered order is refused before the shop sees it.
+		Check:  srv.CheckHold,
+		URL:    "http://waitroom.invalid/gate/settle", // served in process: never dialled
+		Secret: in.Config.SettleSecret,
+		Client: &http.Client{Transport: handlerTransport{srv}},
+		Logger: in.Logger,
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders", settler.Wrap(orders))
+	// Nothing else: the owner reads an order on the waiting room's own
+	// listener, where the user is known.
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		jsonhttp.Error(w, http.StatusNotFound, "NOT_FOUND", "the shop's listener serves POST /orders only")
+	}))
+	return mux
+}
+
+// handlerTransport answers a request with h in process.
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	// As a server would receive it, from loopback.
+	in := req.Clone(req.Context())
+	in.RequestURI, in.RemoteAddr = req.URL.RequestURI(), "127.0.0.1:0"
+	if in.Body == nil {
+		in.Body = http.NoBody
+	}
+	rec := &recorded{header: http.Header{}}
+	t.h.ServeHTTP(rec, in)
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	return &http.Response{Status: http.StatusText(rec.status), StatusCode: rec.status, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: rec.header, Body: io.NopCloser(&rec.body), ContentLength: int64(rec.body.Len()), Request: req}, nil
+}
+
+// recorded is a response written in process.
+type recorded struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorded) Header() http.Header { return r.header }
+func (r *recorded) WriteHeader(code int) {
+	if r.status == 0 && code >= 200 {
+		r.status = code
+	}
+}
+func (r *recorded) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(b)
 }

@@ -221,6 +221,7 @@ func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
 		OneOrderPerUser: m["one_order"] == "1",
 		InviteOnly:      m["invite_only"] == "1",
 		PrequeueOrder:   waitroom.PrequeueOrder(m["prequeue"]),
+		ShopURL:         m["shop_url"], // absent in a room made before it: none
 	}
 	// Settings added since a room was made are absent: their zero value.
 	if m["stock"] != "" {

@@ -27,7 +27,7 @@ import (
 //	GET   /admin/rooms/{room}     room with "figures"; ?window=1s measures admitted/s (0 skips)
 //	PATCH /admin/rooms/{room}     any of rate, slice, max_queue, token_ttl, lease, max_active, state, stock,
 //	                              units_per_order, one_order_per_user, abandon_after, first_use_within, opens_at,
-//	                              prequeue_order, closes_at → 200 room
+//	                              prequeue_order, closes_at, shop_url → 200 room
 //	GET   /admin/rooms/{room}/entrants  the draw's record and its entrants with their places, for
 //	                              'waitroom draw verify'; 409 DRAW_PENDING before the draw
 //	GET   /admin/dashboard        every room with figures and samples, for the dashboard (dashboard.go)
@@ -180,6 +180,7 @@ type AdminRoom struct {
 	OpensAt       string        `json:"opens_at"`
 	PrequeueOrder string        `json:"prequeue_order"`
 	ClosesAt      string        `json:"closes_at"`
+	ShopURL       string        `json:"shop_url"`
 	Figures       *AdminFigures `json:"figures,omitempty"`
 }
 
@@ -202,6 +203,7 @@ func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
 		OpensAt:         formatTime(cfg.OpensAt),
 		PrequeueOrder:   string(cfg.Order()),
 		ClosesAt:        formatTime(cfg.ClosesAt),
+		ShopURL:         cfg.ShopURL,
 	}
 }
 
@@ -302,6 +304,8 @@ type roomSettings struct {
 	OpensAt       *string `json:"opens_at"`
 	PrequeueOrder *string `json:"prequeue_order"`
 	ClosesAt      *string `json:"closes_at"`
+	// ShopURL is an absolute http(s) URL; "" clears it.
+	ShopURL *string `json:"shop_url"`
 }
 
 // createBody is the body of POST /admin/rooms.
@@ -339,6 +343,7 @@ func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error
 	set(p.UnitsPerOrder, &cfg.UnitsPerOrder)
 	set(p.InviteOnly, &cfg.InviteOnly)
 	set(p.OneOrderPerUser, &cfg.OneOrderPerUser)
+	set(p.ShopURL, &cfg.ShopURL)
 	if p.PrequeueOrder != nil {
 		cfg.PrequeueOrder = waitroom.PrequeueOrder(*p.PrequeueOrder)
 	}

@@ -248,6 +248,9 @@ func (r AdminRoom) WriteText(w io.Writer) error {
 	if r.ClosesAt != "" {
 		fmt.Fprintf(tw, "closes at:\t%s\n", r.ClosesAt)
 	}
+	if r.ShopURL != "" {
+		fmt.Fprintf(tw, "shop url:\t%s\n", r.ShopURL)
+	}
 	if f := r.Figures; f != nil {
 		fmt.Fprintf(tw, "waiting:\t%d\n", f.Waiting)
 		fmt.Fprintf(tw, "live tokens:\t%d\n", f.LiveTokens)

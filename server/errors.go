@@ -34,6 +34,8 @@ var (
 	errSettleNoSecret  = &waitroom.Error{Code: "SETTLE_UNAUTHORIZED", Message: "the settle secret is missing: Authorization: Bearer SECRET", Status: http.StatusUnauthorized}
 	errSettleBadSecret = &waitroom.Error{Code: "SETTLE_FORBIDDEN", Message: "the settle secret is wrong", Status: http.StatusForbidden}
 	errHoldInvalid     = &waitroom.Error{Code: "HOLD_INVALID", Message: "the hold id is not one this room issued", Status: http.StatusBadRequest}
+	errHoldMissing     = &waitroom.Error{Code: "HOLD_MISSING", Message: "the order carries no Waitroom-Hold: it did not pass the waiting room's forward auth", Status: http.StatusForbidden}
+	errHoldMismatch    = &waitroom.Error{Code: "HOLD_MISMATCH", Message: "the order's user, Idempotency-Key or Waitroom-Units are not those its hold was given with", Status: http.StatusForbidden}
 )
 
 // classify is waitroom.Classify with the log line the error deserves: the

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -132,6 +133,27 @@ func (s *Server) authRoom(r *http.Request) (string, error) {
 		return "", waitroom.BadRequest("room is one name, " + waitroom.RoomNameRule)
 	}
 	return rooms[0], nil
+}
+
+// CheckHold reports whether hold is one this server sealed and h carries
+// exactly what the gate vouched for with it (the user, Idempotency-Key,
+// Waitroom-Units): an order API in process (Settler.Check, as the
+// built-in shop on --shop-addr) then refuses an order that did not come
+// through /gate/auth, even from a client that reaches it directly.
+func (s *Server) CheckHold(hold string, h http.Header) error {
+	if s.holds.aead == nil {
+		return errForwardAuthOff
+	}
+	held, err := s.holds.open(hold)
+	if err != nil {
+		return err
+	}
+	for k, v := range s.fwdGate.Vouched(held) {
+		if !slices.Equal(h.Values(k), v) {
+			return errHoldMismatch
+		}
+	}
+	return nil
 }
 
 // settleRequest is the body of POST /gate/settle.

@@ -119,6 +119,7 @@ type pageView struct {
 	RetryAfter   int
 	RetryText    string
 	CanOrder     bool
+	ShopURL      string // the room's shop_url: where the buyer goes on to order
 	Message      string // a refusal, in a sentence for buyers
 	Pass         string // the pass code the visitor came with, if any
 	Challenge    string // the join challenge to solve, if on
@@ -335,6 +336,14 @@ func (s *Server) baseView(r *http.Request, room, state string) pageView {
 		},
 		CSS: pageCSS,
 		JS:  pageJS,
+	}
+	// The shop's link, for the views that lead to the turn (the script
+	// shows it without a reload); never on a page about a missing room or
+	// a store that is down, which would only ask the store again.
+	if room != "" && state != pageNoRoom && state != pageUnavailable {
+		if cfg, err := s.roomConfig(r.Context(), room); err == nil {
+			v.ShopURL = cfg.ShopURL
+		}
 	}
 	// The gate admits with the default room's tokens only, so only its
 	// page can lead to the order.

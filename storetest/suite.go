@@ -30,6 +30,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"RoomVersionsChangeWithTheSettings", testRoomVersionsChangeWithTheSettings},
 		{"RoomConfigRejectsBadValues", testRoomConfigRejectsBadValues},
 		{"RoomConfigExtremesRoundTrip", testRoomConfigExtremesRoundTrip},
+		{"ShopURLRoundTrip", testShopURLRoundTrip},
 		{"UnknownRoom", testUnknownRoom},
 		{"BadUserIDsTakeNoPlace", testBadUserIDsTakeNoPlace},
 		{"UpdateRoomComparesAndSets", testUpdateRoomComparesAndSets},
@@ -316,6 +317,41 @@ func testRoomConfigExtremesRoundTrip(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, waitroom.ErrBadRequest, "%+v", bad)
 		require.ErrorIs(t, h.Store.UpdateRoom(ctx, room, waitroom.RoomConfig{}, bad), waitroom.ErrBadRequest, "%+v", bad)
 	}
+}
+
+// testShopURLRoundTrip: the room's shop link is stored and read back as
+// given, changed and cleared by an update, and a link a page must not
+// follow (another scheme, relative, with credentials) is refused by both
+// CreateRoom and UpdateRoom, never stored.
+func testShopURLRoundTrip(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	const shop = "https://shop.example/sale?from=queue&x=%C3%A9#top"
+	room := newRoom(t, h, waitroom.RoomConfig{ShopURL: shop})
+	got, err := h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, shop, got.ShopURL)
+	for _, next := range []string{"http://127.0.0.1:8080/", ""} {
+		changed, err := waitroom.ChangeRoom(ctx, h.Store, room, func(c *waitroom.RoomConfig) error {
+			c.ShopURL = next
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, next, changed.ShopURL)
+		got, err := h.Store.RoomConfig(ctx, room)
+		require.NoError(t, err)
+		require.Equal(t, next, got.ShopURL, "read back after the update")
+	}
+	got, err = h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	for _, bad := range []string{"javascript:alert(1)", "/relative", "//shop.example/", "ftp://shop.example/",
+		"https://user:pw@shop.example/", "https:///nohost", "https://shop.example/ a", "data:text/html,x"} {
+		_, err := h.Store.CreateRoom(ctx, room+"-bad", waitroom.RoomConfig{ShopURL: bad})
+		require.ErrorIs(t, err, waitroom.ErrBadRequest, bad)
+		require.ErrorIs(t, h.Store.UpdateRoom(ctx, room, got, waitroom.RoomConfig{ShopURL: bad}.WithDefaults()), waitroom.ErrBadRequest, bad)
+	}
+	got2, err := h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, got, got2, "nothing refused was stored")
 }
 
 // testUpdateRoomComparesAndSets: an update over settings someone else

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/flagenv"
 	"github.com/waitroom/waitroom/server"
 )
@@ -81,6 +82,7 @@ var settingFlags = []struct{ flag, kind, help string }{
 	{"opens-at", "time", "RFC 3339 opening; before it users are \"scheduled\"\nand get places at the opening; \"\" clears it"},
 	{"prequeue-order", "random|fifo", "how the early arrivals are placed (default random:\na draw with a published commitment)"},
 	{"closes-at", "time", "RFC 3339; new entries get ROOM_CLOSED from then on"},
+	{"shop-url", "url", "absolute http(s) URL the waiting page sends admitted\nbuyers on to; \"\" clears it"},
 	{"state", "open|paused|closed", "paused admits nobody; closed refuses new entries"},
 }
 
@@ -240,6 +242,11 @@ func settingValue(name, kind, text string) (any, error) {
 			return text, nil
 		}
 		return nil, flagenv.Errorf("--%s=%q: must be random or fifo", name, text)
+	case "url":
+		if err := waitroom.CheckShopURL(text); err != nil {
+			return nil, flagenv.Errorf("--%s: %v", name, err)
+		}
+		return text, nil
 	case "bool":
 		b, err := strconv.ParseBool(text)
 		if err != nil {

@@ -56,6 +56,9 @@ func TestAdminCommands(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	require.Contains(t, out, "rate:       200 users/s")
 	require.Contains(t, out, "state:      paused")
+	code, out, errOut = runCmd(t, env, "admin", "rooms", "set", "sale", "--shop-url", "https://shop.example/sale")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "shop url:   https://shop.example/sale")
 
 	enter(t, base, "u1")
 	code, out, errOut = runCmd(t, env, "admin", "rooms", "show", "default", "--window", "0s", "--json")
@@ -112,6 +115,7 @@ func TestAdminCommands(t *testing.T) {
 		{env, []string{"rooms", "set", "default", "--lease", "forever"}, "--lease"},
 		{env, []string{"rooms", "set", "default", "--max-queue", "1.5"}, "--max-queue"},
 		{env, []string{"rooms", "set", "default", "--state", "half"}, "--state"},
+		{env, []string{"rooms", "set", "default", "--shop-url", "javascript:alert(1)"}, "--shop-url"},
 		{env, []string{"rooms", "set", "default", "--colour", "red"}, "colour"},
 		{env, []string{"rooms", "list", "extra"}, "no arguments"},
 		{env, []string{"rooms", "list", "--window", "1s"}, "--window"},

@@ -154,19 +154,25 @@ func TestDrawVerify(t *testing.T) {
 func TestParseServeDropSettings(t *testing.T) {
 	t.Parallel()
 	c, err := parseServe([]string{"--opens-at", "2026-03-01T10:00:00+09:00", "--prequeue-order", "fifo",
-		"--closes-at", "2026-03-01T12:00:00+09:00", "--stock", "500", "--one-order-per-user"}, envOf())
+		"--closes-at", "2026-03-01T12:00:00+09:00", "--stock", "500", "--one-order-per-user", "--shop-url", "https://shop.example/sale"}, envOf())
 	require.NoError(t, err)
 	require.Equal(t, time.Date(2026, 3, 1, 1, 0, 0, 0, time.UTC), c.Room.OpensAt.UTC())
 	require.Equal(t, time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC), c.Room.ClosesAt.UTC())
 	require.Equal(t, "fifo", string(c.Room.PrequeueOrder))
 	require.Equal(t, 500, c.Room.Stock)
 	require.True(t, c.Room.OneOrderPerUser)
+	require.Equal(t, "https://shop.example/sale", c.Room.ShopURL)
+	env, err := parseServe(nil, envOf("WAITROOM_SHOP_URL", "http://127.0.0.1:8081/"))
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:8081/", env.Room.ShopURL, "from the environment")
 	for _, bad := range [][]string{
 		{"--opens-at", "10am"},
 		{"--prequeue-order", "lottery"},
 		{"--opens-at", "2026-03-01T10:00:00Z", "--closes-at", "2026-03-01T09:00:00Z"},
 		{"--stock", "-1"},
 		{"--one-order-per-user=maybe"},
+		{"--shop-url", "javascript:alert(1)"},
+		{"--shop-url", "/sale"},
 	} {
 		_, err := parseServe(bad, envOf())
 		require.Error(t, err, "%v", bad)
