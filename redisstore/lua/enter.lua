@@ -28,7 +28,9 @@ return function(KEYS, ARGV)
   -- else one less than the first new place's.
   local seq_before, seq_after
 
-  local function enter(user)
+  -- enter_slow: user's standing the whole way, one read at a time: any
+  -- user enter_fast does not answer.
+  local function enter_slow(user)
     -- One order per user: a buyer takes no place, whatever else it has.
     if cfg[4] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
       return {'ALREADY_ORDERED'}
@@ -111,7 +113,7 @@ return function(KEYS, ARGV)
   -- (fifo: their place among the early arrivals, counted meanwhile too).
   -- With stock the units are read once (counts): a room sold out sends
   -- everyone the whole way, else each new place is told the units left when
-  -- they are short. Any other user goes the whole way (enter) after the
+  -- they are short. Any other user goes the whole way (enter_slow) after the
   -- places so far are written, as does a user named twice in the call.
   local open = not refuses_entries(state, cfg[9], now) and cfg[6] ~= '1'
     and not units(stock, stats_key, tok_key, 0, counts)
@@ -148,36 +150,44 @@ return function(KEYS, ARGV)
 
   local out = {'OK', 0, 0}
   local named = {}
+  -- enter_fast: a new user's standing, its place (or its refusal as full)
+  -- left for write_places to write; nil when user goes the whole way
+  -- (enter_slow).
+  local function enter_fast(i, user)
+    if not (open and not named[user] and not scores[i] and not entries[i]
+      and not (bought and bought[i] == 1) and not (early_scores and early_scores[i])
+      and not (drawn_scores and drawn_scores[i])) then
+      return nil
+    end
+    if not size then
+      size = ahead_of_q(pre_key, drawn_key, stage) + redis.call('ZCARD', q_key)
+      if early_room then
+        early_count = fifo and redis.call('ZCOUNT', pre_key, '(0', '+inf') or 0
+      end
+    end
+    if size >= max_queue then
+      full = full + 1
+      return {'QUEUE_FULL'}
+    end
+    size = size + 1
+    placed[#placed + 1] = user
+    if early_room then
+      early_count = fifo and early_count + 1 or 0
+      return {'SCHEDULED', opens_at - now, early_count}
+    end
+    woken = woken or size == 1
+    return waiting_standing(size, stock, stats_key, tok_key, counts)
+  end
+
   for i = 1, #ARGV do
     local user = ARGV[i]
-    if open and not named[user] and not scores[i] and not entries[i]
-      and not (bought and bought[i] == 1) and not (early_scores and early_scores[i])
-      and not (drawn_scores and drawn_scores[i]) then
-      if not size then
-        size = ahead_of_q(pre_key, drawn_key, stage) + redis.call('ZCARD', q_key)
-        if early_room then
-          early_count = fifo and redis.call('ZCOUNT', pre_key, '(0', '+inf') or 0
-        end
-      end
-      if size >= max_queue then
-        full = full + 1
-        out[i + 3] = {'QUEUE_FULL'}
-      else
-        size = size + 1
-        placed[#placed + 1] = user
-        if early_room then
-          early_count = fifo and early_count + 1 or 0
-          out[i + 3] = {'SCHEDULED', opens_at - now, early_count}
-        else
-          woken = woken or size == 1
-          out[i + 3] = waiting_standing(size, stock, stats_key, tok_key, counts)
-        end
-      end
-    else
+    local st = enter_fast(i, user)
+    if st == nil then
       write_places()
-      out[i + 3] = enter(user)
+      st = enter_slow(user)
       size = nil
     end
+    out[i + 3] = st
     named[user] = true
   end
   write_places()

@@ -24,7 +24,9 @@ return function(KEYS, ARGV)
   local stage = draw_stage(cfg[7], opens_at, draw_key)
   local counts = {per = per_order(cfg[8])} -- units per order; units sold and live tokens, read once a call
 
-  local function status(user)
+  -- status_slow: user's standing the whole way, one read at a time: any
+  -- user status_fast does not answer.
+  local function status_slow(user)
     if cfg[3] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
       return {'ALREADY_ORDERED'}
     end
@@ -61,7 +63,7 @@ return function(KEYS, ARGV)
   -- buyers, who go the whole way. With stock each is told the units left
   -- when they are short, or that the stock is sold, from counts read once a
   -- call. Any other user, or one silent past abandon_after, goes the whole
-  -- way (status) after the marks so far are written, as does a user named
+  -- way (status_slow) after the marks so far are written, as does a user named
   -- twice.
   local scores, bought, early_scores, drawn_scores = where_users(ARGV, q_key, buyers_key, pre_key, drawn_key, cfg[3] == '1', stage)
   local seen = {[q_key] = {}, [drawn_key] = {}} -- per zset: ZADD XX's score, user, … not written yet
@@ -78,8 +80,10 @@ return function(KEYS, ARGV)
   local out = {'OK', seq, seq}
   local named = {}
   local s = math.floor(now / 1000)
-  for i = 1, #ARGV do
-    local user = ARGV[i]
+  -- status_fast: the standing of a waiting user (or an early arrival of a
+  -- pre whose draw is pending) from what where_users read; nil when user
+  -- goes the whole way (status_slow).
+  local function status_fast(i, user)
     local key, score, early
     if not named[user] and not (bought and bought[i] == 1) then
       if drawn_scores and drawn_scores[i] then
@@ -91,25 +95,34 @@ return function(KEYS, ARGV)
       end
     end
     if early then
-      out[i + 3] = told_opening(opens_at, now, cfg[6], pre_key, user, early_scores[i])
-    elseif score and not is_gone(score, s, abandon_s) then
-      local fresh = queue_score(math.floor(score), s)
-      if fresh ~= score then
-        local marks = seen[key]
-        marks[#marks + 1] = fresh
-        marks[#marks + 1] = user
-      end
-      local ahead = 0
-      if key == q_key then
-        q_ahead = q_ahead or ahead_of_q(pre_key, drawn_key, stage)
-        ahead = q_ahead
-      end
-      out[i + 3] = waiting_standing(ahead + redis.call('ZRANK', key, user) + 1, stock, stats_key, tok_key, counts)
-    else
+      return told_opening(opens_at, now, cfg[6], pre_key, user, early_scores[i])
+    end
+    if not score or is_gone(score, s, abandon_s) then
+      return nil
+    end
+    local fresh = queue_score(math.floor(score), s)
+    if fresh ~= score then
+      local marks = seen[key]
+      marks[#marks + 1] = fresh
+      marks[#marks + 1] = user
+    end
+    local ahead = 0
+    if key == q_key then
+      q_ahead = q_ahead or ahead_of_q(pre_key, drawn_key, stage)
+      ahead = q_ahead
+    end
+    return waiting_standing(ahead + redis.call('ZRANK', key, user) + 1, stock, stats_key, tok_key, counts)
+  end
+
+  for i = 1, #ARGV do
+    local user = ARGV[i]
+    local st = status_fast(i, user)
+    if st == nil then
       write_seen()
-      out[i + 3] = status(user)
+      st = status_slow(user)
       q_ahead = nil
     end
+    out[i + 3] = st
     named[user] = true
   end
   write_seen()
