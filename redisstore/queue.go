@@ -108,10 +108,11 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 // and counted abandoned, and is NOT_IN_QUEUE, as the admitter would have
 // found it at the head.
 //
+// KEYS are enterScript's, in its order (keys binds them once for both):
 // KEYS[1] cfg
 // KEYS[2] q
-// KEYS[3] tok
-// KEYS[4] seq
+// KEYS[3] seq
+// KEYS[4] tok
 // KEYS[5] stats
 // KEYS[6] active
 // KEYS[7] buyers

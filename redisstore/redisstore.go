@@ -212,7 +212,8 @@ func New(client redis.UniversalClient, opts Options) *Store {
 func (s *Store) AutoPipelined() bool { return s.ap != nil }
 
 // roomKeys are the keys of one room; every field carries the same hash tag.
-// enter and status are the KEYS of the two hottest scripts, made once.
+// enter and status are the calls of the two hottest functions, on the same
+// KEYS, made once.
 type roomKeys struct {
 	cfg, ver, q, seq, tok, active, bucket, stats, buyers, passes string
 	pre, drawn, ent, places, draw                                string
@@ -253,8 +254,10 @@ func (s *Store) keys(room string) *roomKeys {
 		places: p + "places",
 		draw:   p + "draw",
 	}
-	k.enter = prepare(enterScript, k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw)
-	k.status = prepare(statusScript, k.cfg, k.q, k.tok, k.seq, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw)
+	// enter and status take the same KEYS, in one order.
+	hot := []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw}
+	k.enter = prepare(enterScript, hot...)
+	k.status = prepare(statusScript, hot...)
 	if s.keysCached.Add(1) <= maxCachedRooms {
 		if prev, loaded := s.keyCache.LoadOrStore(room, k); loaded {
 			s.keysCached.Add(-1)

@@ -3,8 +3,8 @@
 return function(KEYS, ARGV)
   local cfg_key    = KEYS[1]
   local q_key      = KEYS[2]
-  local tok_key    = KEYS[3]
-  local seq_key    = KEYS[4]
+  local seq_key    = KEYS[3]
+  local tok_key    = KEYS[4]
   local stats_key  = KEYS[5]
   local active_key = KEYS[6]
   local buyers_key = KEYS[7]
