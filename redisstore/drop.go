@@ -57,38 +57,7 @@ const (
 //	{"BUSY"}                            another owner holds the lock
 //	{"NOT_YET"}                         the opening has not come
 //	{"NO_DRAW"}                         the room has no opening time
-var drawBeginScript = newFunction("draw_begin", `
-local cfg_key, draw_key, pre_key = KEYS[1], KEYS[2], KEYS[3]
-local owner, lease_ms, seed, commitment = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-
-local cfg = redis.call('HMGET', cfg_key, 'opens_at_ms', 'prequeue')
-local opens_at = tonumber(cfg[1] or '0')
-local d = redis.call('HMGET', draw_key, 'state', 'lock', 'lock_until')
-if d[1] == 'done' then
-  return {'DONE'}
-end
-if opens_at == 0 then
-  return {'NO_DRAW'}
-end
-local now = now_ms()
-if now < opens_at then
-  return {'NOT_YET'}
-end
--- A live lock of another owner: it is drawing. A lapsed one: it died.
-if d[2] and d[2] ~= owner and tonumber(d[3]) > now then
-  return {'BUSY'}
-end
-keep_seed(draw_key, seed, commitment)
-if not d[1] then
-  -- From here Leave keeps entrants in pre (negative score) instead of
-  -- removing them: the draw's snapshot is being read. The order is the
-  -- record's from now on, whatever the settings say later.
-  redis.call('HSET', draw_key, 'state', 'drawing', 'entrants', redis.call('ZCARD', pre_key), 'order', cfg[2] or '')
-end
-redis.call('HSET', draw_key, 'lock', owner, 'lock_until', now + lease_ms)
-local kept = redis.call('HMGET', draw_key, 'seed', 'commitment', 'order')
-return {'DRAW', kept[1], kept[2] or '', kept[3] or '', redis.call('ZCARD', pre_key)}
-`)
+var drawBeginScript = newFunction("draw_begin")
 
 // drawSeedScript gives a scheduled room the seed of its draw and stores
 // the commitment to it, unless it has a seed: the commitment is published
@@ -98,35 +67,7 @@ return {'DRAW', kept[1], kept[2] or '', kept[3] or '', redis.call('ZCARD', pre_k
 // ARGV[1] a fresh seed, ARGV[2] its commitment
 //
 // Returns "OK".
-var drawSeedScript = newFunction("draw_seed", `
-keep_seed(KEYS[1], ARGV[1], ARGV[2])
-return 'OK'
-`)
-
-// drawLib is prepended to the scripts that write a draw under its lock.
-const drawLib = `
--- keep_seed: the draw's seed and the commitment to it (SHA-256, computed
--- in Go: Lua has none) are written together and once; afterwards both
--- are only read, so the published commitment is the stored one.
-local function keep_seed(draw_key, seed, commitment)
-  if redis.call('HEXISTS', draw_key, 'seed') == 0 then
-    redis.call('HSET', draw_key, 'seed', seed, 'commitment', commitment)
-  end
-end
-
--- not_owner: 'DONE' when the draw is published, 'LOST' when the lock is
--- another owner's (it took over a lapsed lock); nil: owner may write.
-local function not_owner(draw_key, owner)
-  local d = redis.call('HMGET', draw_key, 'state', 'lock')
-  if d[1] == 'done' then
-    return 'DONE'
-  end
-  if d[2] ~= owner then
-    return 'LOST'
-  end
-  return nil
-end
-`
+var drawSeedScript = newFunction("draw_seed")
 
 // drawChunkScript writes one slice of the draw's places.
 //
@@ -140,39 +81,7 @@ end
 //
 // Returns "OK", "DONE" (already published: nothing written) or "LOST" (the
 // lock is another owner's now: nothing written).
-var drawChunkScript = newFunction("draw_chunk", `
-local draw_key, pre_key, drawn_key, places_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local owner = ARGV[1]
-
-local refused = not_owner(draw_key, owner)
-if refused then
-  return refused
-end
-local now = now_ms()
-redis.call('HSET', draw_key, 'lock_until', now + tonumber(ARGV[2]))
-local places, queued = {}, {}
-local now_s = math.floor(now / 1000)
-for i = 3, #ARGV, 2 do
-  local user, place = ARGV[i], ARGV[i + 1]
-  places[#places + 1] = user
-  places[#places + 1] = place
-  -- One who left during the draw keeps its recorded place but is not
-  -- queued (Leave made its score negative).
-  local s = redis.call('ZSCORE', pre_key, user)
-  if s and tonumber(s) > 0 then
-    -- A queue score (place + seen second): silence counts from the draw.
-    queued[#queued + 1] = queue_score(tonumber(place), now_s)
-    queued[#queued + 1] = user
-  end
-end
-if #places > 0 then
-  redis.call('HSET', places_key, unpack(places))
-end
-if #queued > 0 then
-  redis.call('ZADD', drawn_key, unpack(queued))
-end
-return 'OK'
-`)
+var drawChunkScript = newFunction("draw_chunk")
 
 // drawDoneScript publishes the draw.
 //
@@ -184,22 +93,7 @@ return 'OK'
 // ARGV[3] digest: EntrantsDigest of the entrants in place order
 //
 // Returns "DONE" (now or before) or "LOST".
-var drawDoneScript = newFunction("draw_done", `
-local draw_key, pre_key, ent_key = KEYS[1], KEYS[2], KEYS[3]
-local owner, took_ms, digest = ARGV[1], ARGV[2], ARGV[3]
-
-local refused = not_owner(draw_key, owner)
-if refused then
-  return refused
-end
-redis.call('HSET', draw_key, 'state', 'done', 'drawn_at_ms', now_ms(), 'took_ms', took_ms, 'digest', digest)
-redis.call('HDEL', draw_key, 'lock', 'lock_until')
--- O(1): the early arrivals become the draw's record of entrants.
-if redis.call('EXISTS', pre_key) == 1 then
-  redis.call('RENAME', pre_key, ent_key)
-end
-return 'DONE'
-`)
+var drawDoneScript = newFunction("draw_done")
 
 // drawOpening makes the room's draw, if the opening has come and no other
 // instance is making it; it reports whether the draw is done. The draw
@@ -318,28 +212,7 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 // entrants, digest, drawn_at_ms, took_ms}, {"NO_DRAW"} or
 // {"ROOM_NOT_FOUND"}. state is "" before the draw began; order is the
 // draw's recorded one once it began, the setting's before.
-var drawInfoScript = newFunction("draw_info", `
-local cfg_key, draw_key = KEYS[1], KEYS[2]
-
-local cfg = redis.call('HMGET', cfg_key, 'state', 'opens_at_ms', 'prequeue')
-if not cfg[1] then
-  return {'ROOM_NOT_FOUND'}
-end
-local state = redis.call('HGET', draw_key, 'state')
-local opens_at = tonumber(cfg[2] or '0')
-if opens_at == 0 and state ~= 'done' then
-  return {'NO_DRAW'}
-end
-keep_seed(draw_key, ARGV[1], ARGV[2])
-local d = redis.call('HMGET', draw_key, 'seed', 'commitment', 'order', 'entrants', 'digest', 'drawn_at_ms', 'took_ms')
-local order = d[3] or cfg[3] or ''
--- Until the opening by Redis's clock the seed cannot be revealed.
-local opens_in = 0
-if opens_at > 0 then
-  opens_in = math.max(0, opens_at - now_ms())
-end
-return {'OK', state or '', d[1], d[2] or '', order, cfg[2] or '0', tostring(opens_in), d[4] or '0', d[5] or '', d[6] or '0', d[7] or '0'}
-`)
+var drawInfoScript = newFunction("draw_info")
 
 // newSeed is a fresh seed and its commitment.
 func newSeed() (seed, commitment string) {

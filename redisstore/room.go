@@ -22,22 +22,7 @@ import (
 // ARGV[2 ..] field, value, … (configArgs, then openingArgs)
 //
 // Returns "CREATED", or "EXISTS" (nothing written but a missing version).
-var createRoomScript = newFunction("create_room", `
-local cfg_key, ver_key = KEYS[1], KEYS[2]
-local version          = ARGV[1]
-
--- Never overwrite a live room: CreateRoom is create-if-absent. A room
--- made before its settings had a version gets one, so that RoomVersions
--- tells it is there.
-if redis.call('EXISTS', cfg_key) == 1 then
-  redis.call('SET', ver_key, version, 'NX')
-  return 'EXISTS'
-end
-redis.call('HSET', cfg_key, unpack(ARGV, 2))
-keep_hash_table(cfg_key)
-redis.call('SET', ver_key, version)
-return 'CREATED'
-`)
+var createRoomScript = newFunction("create_room")
 
 // CreateRoom stores cfg, with defaults applied, unless the room exists. The
 // room is then listed in the rooms set, also when it existed, so a crash
@@ -103,44 +88,7 @@ func (s *Store) seedDraw(ctx context.Context, room string, cfg waitroom.RoomConf
 //
 // Returns "OK", "ROOM_CHANGED", "ROOM_NOT_FOUND", "DRAW_PUBLISHED" or
 // "QUEUE_NOT_EMPTY" (nothing written).
-var updateRoomScript = newFunction("update_room", `
-local cfg_key, ver_key, draw_key, q_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local version = ARGV[1]
-local order_changed, opening_set = ARGV[2] == '1', ARGV[3] == '1'
-local n = tonumber(ARGV[4]) + 3
-
--- Updating must not create a room behind CreateRoom's back.
-if redis.call('EXISTS', cfg_key) == 0 then
-  return 'ROOM_NOT_FOUND'
-end
--- Someone else changed the room since the caller read it: writing would
--- silently undo their change.
-for i = 5, n, 2 do
-  local stored, expected = redis.call('HGET', cfg_key, ARGV[i]), ARGV[i + 1]
-  -- A setting added after the room was made is absent: the caller read
-  -- what parseConfig gives for it (its zero value or its default).
-  if stored and stored ~= expected then
-    -- Numbers may be spelled two ways ("100" and "100.0").
-    local a, b = tonumber(stored), tonumber(expected)
-    if not (a and b and a == b) then
-      return 'ROOM_CHANGED'
-    end
-  end
-end
--- The commitment is published: the order it was published with stays.
-if order_changed and redis.call('HEXISTS', draw_key, 'commitment') == 1 then
-  return 'DRAW_PUBLISHED'
-end
--- Early arrivals would be placed ahead of those already queued.
-if opening_set and redis.call('ZCARD', q_key) > 0 then
-  return 'QUEUE_NOT_EMPTY'
-end
-redis.call('HSET', cfg_key, unpack(ARGV, n + 2))
--- A room made before its settings were kept a hash table becomes one.
-keep_hash_table(cfg_key)
-redis.call('SET', ver_key, version)
-return 'OK'
-`)
+var updateRoomScript = newFunction("update_room")
 
 // UpdateRoom replaces the live settings of an existing room with to if
 // they are still from. Every instance's next script reads them.
@@ -388,49 +336,7 @@ func (s *Store) Rooms(ctx context.Context) ([]string, error) {
 // pace_left, pace_left_after, sold}, or
 // {"ROOM_NOT_FOUND"}. The pace sums (admitScript) are strings, exact
 // floats.
-var statsScript = newFunction("stats", `
-local stats_due_budget = 10000 -- expired tokens read to leave them out of the count, at most
-local cfg_key    = KEYS[1]
-local q_key      = KEYS[2]
-local active_key = KEYS[3]
-local stats_key  = KEYS[4]
-local pre_key    = KEYS[7]
-local drawn_key  = KEYS[8]
-local tok_key    = KEYS[9]
-
-if redis.call('EXISTS', cfg_key) == 0 then
-  return {'ROOM_NOT_FOUND'}
-end
-local now = now_ms()
--- Early arrivals wait too: in pre until the draw, in drawn after it.
-local waiting = redis.call('ZCARD', q_key) + redis.call('ZCARD', pre_key) + redis.call('ZCARD', drawn_key)
--- Live tokens: entries whose expiry (or lease) is still ahead. Entries
--- past it that Admit has not cleaned up yet do not count, up to
--- stats_due_budget of them (beyond that, after a long admitter outage,
--- the rest do until cleanup catches up).
-local _, gone = due_tokens(tok_key, active_key, now, stats_due_budget)
-local active = live_tokens(tok_key) - #gone
--- Every place given took the next arrival sequence: it is the count of
--- entries (Enter keeps no second counter).
-local c = redis.call('HMGET', stats_key, 'full', 'admitted', 'completed', 'released', 'expired', 'no_shows', 'abandoned', 'left', 'left_after', 'sold')
-local seq = counter(KEYS[6])
-local out = {'OK', waiting, active, seq}
-for i = 1, 7 do
-  out[#out + 1] = tonumber(c[i] or '0')
-end
-out[#out + 1] = tonumber(redis.call('HGET', cfg_key, 'max_active') or '0')
--- The pace sums with what Admit measured since it last folded them.
-local p = redis.call('HMGET', KEYS[5], 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows', 'p_arrivals', 'p_left', 'p_left_after',
-  'a_time', 'a_regular', 'a_admitted', 'a_abandoned', 'm_seq', 'm_left', 'm_left_after', 'm_no_shows')
-local a_time = tonumber(p[9] or '0')
-local folded = a_time > 0 and pace_fold(p, {a_time, tonumber(p[10] or '0'), tonumber(p[11] or '0'), tonumber(p[12] or '0')},
-  {p[13], p[14], p[15], p[16]}, {seq, tonumber(c[8] or '0'), tonumber(c[9] or '0'), tonumber(c[6] or '0')})
-for i = 1, 8 do
-  out[#out + 1] = folded and string.format('%.17g', folded[i]) or p[i] or '0'
-end
-out[#out + 1] = units_sold(c[10], c[3])
-return out
-`, "no-writes")
+var statsScript = newFunction("stats", "no-writes")
 
 // Stats returns a room's figures.
 func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) {

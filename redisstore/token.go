@@ -33,75 +33,7 @@ import (
 //	                         runs or ran out within waitroom.SettleWindow;
 //	                         or this claim was released before it landed
 //	"ROOM_NOT_FOUND"         a token but no settings (the cfg key was deleted)
-var claimScript = newFunction("claim", `
-local cfg_key    = KEYS[1]
-local tok_key    = KEYS[2]
-local active_key = KEYS[3]
-local stats_key  = KEYS[4]
-local user       = ARGV[1]
-local token      = ARGV[2]
-local lease      = ARGV[3]
-
--- No entry answers the same in a room that does not exist: the gate
--- needs no second code for a token that was never issued.
-local e = parse_entry(redis.call('HGET', tok_key, user))
-if not e then
-  return 'ENTRY_TOKEN_NOT_FOUND'
-end
-local now = now_ms()
-local cfg = redis.call('HMGET', cfg_key, 'lease_ms', 'one_order', 'units')
-local one_order = 0
-if cfg[2] == '1' then
-  one_order = 1
-end
-local per = per_order(cfg[3])
-
-if e.expires_at <= now and not unsettled(e, now) then
-  -- Expired, and no order holds it that may yet complete it: clean it up
-  -- now. One that may is in use (below).
-  drop_tokens(tok_key, active_key, {user}, {user})
-  count_gone(stats_key, e)
-  return 'ENTRY_TOKEN_NOT_FOUND'
-end
-
-if e.token ~= token then
-  return 'ENTRY_TOKEN_INVALID'
-end
-
-if e.state ~= 'held' and e.lease == lease then
-  -- This claim's gate gave up on it and released it before it landed
-  -- (release): it holds nothing, and nobody waits for this answer.
-  return 'TOKEN_IN_USE'
-end
-
--- Held, and not abandoned: a lease that ran out within the settle window
--- may be a gate cut off from Redis whose order succeeded and whose
--- Complete is on its way; a second order with the token must not pass.
--- Past the window its holder is gone: the token is claimable again.
-if unsettled(e, now) then
-  if e.lease == lease then
-    -- The client's retry of this very claim (its reply was lost): the
-    -- same answer, not TOKEN_IN_USE against itself for a whole lease.
-    return {'OK', math.max(0, e.lease_until - now), one_order, per}
-  end
-  return 'TOKEN_IN_USE'
-end
-
-local lease_ms = cfg[1]
-if not lease_ms then
-  return 'ROOM_NOT_FOUND' -- tokens outlived their room's settings
-end
-lease_ms = math.floor(tonumber(lease_ms))
--- Claiming is using: an unconfirmed token gets its full TTL.
-if e.state == 'new' or e.state == 'shown' then
-  e.expires_at = e.lease_until
-end
-e.state, e.lease, e.lease_until = 'held', lease, now + lease_ms
-redis.call('HSET', tok_key, user, format_entry(e))
--- Cleanup must wait for the lease too: the token cannot vanish mid-order.
-redis.call('ZADD', active_key, active_score(e), user)
-return {'OK', lease_ms, one_order, per}
-`)
+var claimScript = newFunction("claim")
 
 // Claim holds user's token for the room's lease under a fresh lease id.
 // Exactly one of concurrent claims succeeds; the others get ErrTokenInUse.
@@ -144,36 +76,7 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 //
 // Returns "OK" (the entry is gone), "ENTRY_TOKEN_NOT_FOUND" or
 // "ENTRY_TOKEN_INVALID".
-var completeScript = newFunction("complete", `
-local tok_key    = KEYS[1]
-local active_key = KEYS[2]
-local stats_key  = KEYS[3]
-local cfg_key    = KEYS[4]
-local buyers_key = KEYS[5]
-local user       = ARGV[1]
-local token      = ARGV[2]
-local sold_now   = tonumber(ARGV[3])
-
-local e = parse_entry(redis.call('HGET', tok_key, user))
-if not e then
-  return 'ENTRY_TOKEN_NOT_FOUND'
-end
-if e.token ~= token then
-  return 'ENTRY_TOKEN_INVALID'
-end
-
--- Whatever the lease and expiry: the order succeeded, the token is spent.
-drop_tokens(tok_key, active_key, {user}, {user})
--- Units sold from what was counted so far (units_sold: before this
--- counter, one per completed order), then the order counted.
-local c = redis.call('HMGET', stats_key, 'sold', 'completed')
-redis.call('HSET', stats_key, 'sold', units_sold(c[1], c[2]) + sold_now)
-redis.call('HINCRBY', stats_key, 'completed', 1)
-if redis.call('HGET', cfg_key, 'one_order') == '1' then
-  redis.call('SADD', buyers_key, user)
-end
-return 'OK'
-`)
+var completeScript = newFunction("complete")
 
 // Complete spends the token: the order succeeded and sold h.Units. It does
 // not check the lease: even a holder whose lease ran out placed its order.
@@ -212,41 +115,7 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 //	            that got no answer and has not landed): nothing written but,
 //	            on a token not held, the lease, which voids that claim
 //	            should it land later
-var releaseScript = newFunction("release", `
-local tok_key    = KEYS[1]
-local active_key = KEYS[2]
-local stats_key  = KEYS[3]
-local user       = ARGV[1]
-local token      = ARGV[2]
-local lease      = ARGV[3]
-
-local e = held_entry(tok_key, user, token, lease)
-if not e then
-  local other = parse_entry(redis.call('HGET', tok_key, user))
-  if other and other.token == token and other.state ~= 'held' and other.lease ~= lease then
-    -- A claim whose gate got no answer and gave it up, not landed yet:
-    -- remembered in the unheld entry's lease field, so it holds nothing
-    -- when it lands (claim).
-    other.lease = lease
-    redis.call('HSET', tok_key, user, format_entry(other))
-  end
-  return 'LOST'
-end
-
-local now = now_ms()
-if e.expires_at <= now then
-  drop_tokens(tok_key, active_key, {user}, {user})
-  redis.call('HINCRBY', stats_key, 'expired', 1)
-  return 'EXPIRED'
-end
-
--- The expiry it had, never a fresh TTL: a failing order cannot extend it.
-e.state, e.lease, e.lease_until = 'ready', '', 0
-redis.call('HSET', tok_key, user, format_entry(e))
-redis.call('ZADD', active_key, e.expires_at, user)
-redis.call('HINCRBY', stats_key, 'released', 1)
-return 'RELEASED'
-`)
+var releaseScript = newFunction("release")
 
 // Release makes the token usable again with the TTL it had left. A hold
 // whose lease was lost is not released and is no error.
@@ -285,29 +154,7 @@ func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
 //	"LOST"            not held under this lease any more (spent, gone, or
 //	                  claimed again after the lease ran out): nothing written
 //	"ROOM_NOT_FOUND"  the room's settings are gone
-var renewScript = newFunction("renew", `
-local cfg_key    = KEYS[1]
-local tok_key    = KEYS[2]
-local active_key = KEYS[3]
-local user       = ARGV[1]
-local token      = ARGV[2]
-local lease      = ARGV[3]
-
--- A lease that ran out but was not claimed again may go on (held_entry).
-local e = held_entry(tok_key, user, token, lease)
-if not e then
-  return 'LOST'
-end
-local lease_ms = redis.call('HGET', cfg_key, 'lease_ms')
-if not lease_ms then
-  return 'ROOM_NOT_FOUND'
-end
-e.lease_until = now_ms() + math.floor(tonumber(lease_ms))
-redis.call('HSET', tok_key, user, format_entry(e))
--- Cleanup waits for the new end of the lease too.
-redis.call('ZADD', active_key, active_score(e), user)
-return 'OK'
-`)
+var renewScript = newFunction("renew")
 
 // Renew extends h's lease to the room's lease from now, if h still holds
 // the token; ErrTokenNotFound when it does not.

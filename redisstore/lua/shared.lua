@@ -1,0 +1,462 @@
+-- The top of the Lua library (library.go), shared by its functions: one
+-- place for the token entry format and the Redis clock. constants.lua,
+-- loaded before it, holds the Go constants the code needs.
+--
+-- An entry is "token|state|lease|lease_until_ms|expires_at_ms", state being
+-- "new" (issued, its holder not told yet), "shown" (told once), "ready"
+-- (confirmed) or "held" (claimed). Unconfirmed (new, shown), expires_at is
+-- the first-use deadline and lease_until the end of the full TTL that a
+-- confirmation or a claim gives it; ready, lease and lease_until are empty
+-- and 0.
+
+-- keep_hash_table: a hash read many fields at a time (HMGET of the
+-- settings, the bucket) stays a hash table. Redis keeps a small hash as a
+-- listpack, where every field read scans the list; one value longer than
+-- hash-max-listpack-value (64 bytes by default) turns it into a hash table
+-- for good, where a read is one lookup.
+local function keep_hash_table(key)
+  redis.call('HSET', key, HASH_TABLE_FIELD, HASH_TABLE_NOTE)
+end
+
+-- push_all appends its other arguments to t.
+local function push_all(t, ...)
+  for i = 1, select('#', ...) do
+    t[#t + 1] = select(i, ...)
+  end
+end
+
+-- pace_fold: the pace sums p (its first 8 values, in waitroom.PaceSums'
+-- order, strings or nil) with what Admit measured since it last folded
+-- them, as waitroom.PaceSums.Add: a, its ticks' sums (a_time, a_regular,
+-- a_admitted, a_abandoned: numbers), whose a_time decays p; and the
+-- counters' growth from the fold's marks (m_seq, m_left, m_left_after,
+-- m_no_shows: strings or nil) to now (seq, left, left_after, no_shows).
+-- nil without an arrival mark (a bucket older than the marks): nothing to
+-- fold into. Another mark missing counts no growth.
+local function pace_fold(p, a, marks, now)
+  if not marks[1] then return nil end
+  local function grown(i) return now[i] - tonumber(marks[i] or now[i]) end
+  local d = math.exp(-a[1] / PACE_WINDOW_S)
+  local added = {a[1], a[2], a[3], a[4], grown(4), grown(1), grown(2), grown(3)}
+  local out = {}
+  for i = 1, 8 do
+    out[i] = tonumber(p[i] or '0') * d + added[i]
+  end
+  return out
+end
+
+-- counter: a counter key's value; 0 when absent.
+local function counter(key)
+  return tonumber(redis.call('GET', key) or '0')
+end
+
+-- clock_us: the Redis clock in microseconds, the one clock of all
+-- instances. It is the library's only reading of the time: every function
+-- takes the time from it (or from now_ms, which reads it).
+local function clock_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- now_ms: the Redis clock (clock_us) in whole milliseconds.
+local function now_ms()
+  return math.floor(clock_us() / 1000)
+end
+
+-- parse_entry splits a stored entry; nil when absent.
+local function parse_entry(v)
+  if not v then return nil end
+  local token, state, lease, lease_until, expires_at =
+    string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  if not token then return nil end
+  return {token = token, state = state, lease = lease,
+          lease_until = tonumber(lease_until), expires_at = tonumber(expires_at)}
+end
+
+-- format_entry is parse_entry's inverse; %d keeps all digits of the
+-- millisecond times (Lua's default number format keeps only 14).
+local function format_entry(e)
+  return string.format('%s|%s|%s|%d|%d', e.token, e.state, e.lease, e.lease_until, e.expires_at)
+end
+
+-- unsettled: a hold whose order may still be settled: its lease runs,
+-- or ran out less than SETTLE_WINDOW_MS ago, while its gate may still be
+-- retrying a Complete that met an outage. Until then the token keeps its
+-- unit, is not cleaned up and no other claim may take it.
+local function unsettled(e, now)
+  return e.state == 'held' and e.lease_until + SETTLE_WINDOW_MS > now
+end
+
+-- active_score: cleanup may drop an entry only once its expiry has passed
+-- and its hold, if any, is abandoned (unsettled), so a sold unit cannot
+-- be handed back before its order's Complete lands.
+local function active_score(e)
+  if e.state == 'held' then return math.max(e.expires_at, e.lease_until + SETTLE_WINDOW_MS) end
+  return e.expires_at
+end
+
+-- live_tokens: the token entries not spent, given up or cleaned up yet:
+-- the live tokens, each a reservation of an order's units when stock is
+-- tracked, and those past their time that cleanup has not reached, which
+-- Admit cleans up before it counts (every tick of a room with tokens, at
+-- least once a second). So between an expiry and that cleanup a token
+-- still reserves its units: never fewer units reserved than live tokens
+-- take. The hash's one other field is TOK_HASH_TABLE (issue_tokens),
+-- absent from a hash written before it existed.
+local function live_tokens(tok_key)
+  local n = redis.call('HLEN', tok_key)
+  if n == 0 then return 0 end
+  return n - redis.call('HEXISTS', tok_key, TOK_HASH_TABLE)
+end
+
+-- issue_tokens writes token entries (user, entry, user, entry, …) and
+-- keeps the token hash a hash table: every Enter, Status and Admit reads
+-- its users' entries in it, and Redis keeps a hash of up to
+-- hash-max-listpack-entries (512 by default) short entries as a listpack,
+-- where each read scans the list (keep_hash_table). Its field
+-- TOK_HASH_TABLE starts with a space, which no user id has.
+local function issue_tokens(tok_key, entries)
+  entries[#entries + 1] = TOK_HASH_TABLE
+  entries[#entries + 1] = HASH_TABLE_NOTE
+  redis.call('HSET', tok_key, unpack(entries))
+end
+
+-- drop_tokens deletes the token entries of users and the active entries
+-- members (each a user's own, or an Admit call's). When no token is left,
+-- the whole active index goes: its other entries (Admit calls' whose
+-- tokens are all gone) index nothing, and a room without tokens gets no
+-- cleanup tick that would remove them (Work).
+local function drop_tokens(tok_key, active_key, users, members)
+  for from = 1, #users, 500 do
+    redis.call('HDEL', tok_key, unpack(users, from, math.min(from + 499, #users)))
+  end
+  if #users > 0 and live_tokens(tok_key) == 0 then
+    redis.call('DEL', tok_key, active_key)
+    return
+  end
+  for from = 1, #members, 500 do
+    redis.call('ZREM', active_key, unpack(members, from, math.min(from + 499, #members)))
+  end
+end
+
+-- due_tokens reads what cleanup may remove at now (read only): the active
+-- entries due (score passed), oldest first, as many as hold at most budget
+-- users (at least one entry), and the users among them whose token is past
+-- its time, with their entries. A due entry is a user, or a batch (a space,
+-- then the users one Admit call issued tokens to, space-separated: user ids
+-- have no spaces); a user in it whose entry has a later active score since
+-- (confirmed, claimed, or issued again) is indexed by a later entry, and
+-- stays.
+local function due_tokens(tok_key, active_key, now, budget)
+  local members, users, seen = {}, {}, {}
+  -- Pages of a few entries: an entry may name 500 users of 128
+  -- characters, so the budget in entries could be a reply of megabytes.
+  local offset, full = 0, false
+  while not full and #users < budget do
+    local page = math.min(64, budget - #users)
+    local due = redis.call('ZRANGEBYSCORE', active_key, '-inf', now, 'LIMIT', offset, page)
+    if #due == 0 and offset == 0 then
+      return due, due, due -- most calls: nothing due, no tables to make
+    end
+    for i = 1, #due do
+      local m = due[i]
+      local named = {m}
+      if string.byte(m, 1) == 32 then
+        named = {}
+        for u in string.gmatch(m, '%S+') do
+          named[#named + 1] = u
+        end
+      end
+      if #members > 0 and #users + #named > budget then
+        full = true
+        break
+      end
+      members[#members + 1] = m
+      for _, u in ipairs(named) do
+        if not seen[u] then
+          seen[u] = true
+          users[#users + 1] = u
+        end
+      end
+    end
+    if #due < page then
+      break
+    end
+    offset = offset + #due
+  end
+  local gone, entries = {}, {}
+  for from = 1, #users, 500 do
+    local to = math.min(from + 499, #users)
+    local got = redis.call('HMGET', tok_key, unpack(users, from, to))
+    for i = 1, #got do
+      local e = parse_entry(got[i])
+      if e and active_score(e) <= now then
+        gone[#gone + 1] = users[from + i - 1]
+        entries[#entries + 1] = e
+      end
+    end
+  end
+  return members, gone, entries
+end
+
+-- per_order: the units one token reserves and one order sells (cfg
+-- units); a room written before the setting existed has one.
+local function per_order(units)
+  return tonumber(units or '1')
+end
+
+-- units_sold: the room's units sold (stats sold, which Complete grows by
+-- each order's units); a room whose orders were all completed before it
+-- was counted has one unit per completed order.
+local function units_sold(sold, completed)
+  return tonumber(sold or completed or '0')
+end
+
+-- tokens_left: how many more tokens the stock lets live at once: one per
+-- whole order's units neither sold nor reserved by the live tokens (so
+-- with a stock that is no multiple of per the rest is never reserved).
+-- RoomConfig.TokensLeft is the same rule.
+local function tokens_left(stock, sold, live, per)
+  return math.floor(math.max(0, stock - sold - live * per) / per)
+end
+
+-- units: where the stock stands for a user at position (0: not queued).
+-- Returns sold_out (fewer units unsold than one order takes), and the
+-- units neither sold nor reserved (each live token reserves counts.per)
+-- when they are fewer than the orders up to position take, else -1.
+-- stock 0: not tracked, never sold out. RoomConfig.Units is the same
+-- rule.
+--
+-- counts keeps what it read for the rest of the call (a table the call
+-- makes with per, the room's per_order): an Enter or Status call sells no
+-- unit and issues or drops no token, so every user of its batch sees the
+-- same counts, read once.
+local function units(stock, stats_key, tok_key, position, counts)
+  if stock <= 0 then return false, -1 end
+  if not counts.sold then
+    local c = redis.call('HMGET', stats_key, 'sold', 'completed')
+    counts.sold = units_sold(c[1], c[2])
+  end
+  if stock - counts.sold < counts.per then return true, -1 end
+  if position == 0 then return false, -1 end
+  if not counts.live then
+    counts.live = live_tokens(tok_key)
+  end
+  local left = math.max(0, stock - counts.sold - counts.live * counts.per)
+  if left < position * counts.per then return false, left end
+  return false, -1
+end
+
+-- confirmed: the entry as its holder's own call finds it. The first call
+-- that tells the user of an unconfirmed token marks it shown; the next one
+-- (a page showing "your turn", an API client's status after admission)
+-- confirms it: the full TTL. Returns the live entry, or nil; writes only
+-- when the state moves.
+local function holder_sees(tok_key, active_key, user, now)
+  local e = parse_entry(redis.call('HGET', tok_key, user))
+  if not e or e.expires_at <= now then
+    return nil
+  end
+  if e.state == 'new' then
+    e.state = 'shown'
+    redis.call('HSET', tok_key, user, format_entry(e))
+  elseif e.state == 'shown' then
+    e.state, e.expires_at, e.lease_until = 'ready', e.lease_until, 0
+    redis.call('HSET', tok_key, user, format_entry(e))
+    redis.call('ZADD', active_key, e.expires_at, user)
+  end
+  return e
+end
+
+-- held_entry: user's entry while the hold of token under lease still
+-- holds it; nil once it does not (spent, gone, or claimed again after the
+-- lease ran out). A lease that ran out but was not claimed again is still
+-- this holder's: nobody took the token meanwhile.
+local function held_entry(tok_key, user, token, lease)
+  local e = parse_entry(redis.call('HGET', tok_key, user))
+  if not e or e.token ~= token or e.state ~= 'held' or e.lease ~= lease then
+    return nil
+  end
+  return e
+end
+
+-- count_gone counts an expired entry as it is cleaned up: a no-show when
+-- its holder never confirmed it, else expired.
+local function count_gone(stats_key, e)
+  if e.state == 'new' or e.state == 'shown' then
+    redis.call('HINCRBY', stats_key, 'no_shows', 1)
+  else
+    redis.call('HINCRBY', stats_key, 'expired', 1)
+  end
+end
+
+-- time_left: what the holder is told its token has: the full TTL, also
+-- before it confirms (its page confirms as it shows it).
+local function time_left(e, now)
+  if e.state == 'new' or e.state == 'shown' then
+    return e.lease_until - now
+  end
+  return e.expires_at - now
+end
+
+-- A queued user's score is its arrival sequence plus, in the fraction, the
+-- second it was last seen (enter or status) modulo 2^20 (about 12 days):
+-- the integer part alone orders the queue, so refreshing the fraction never
+-- moves anyone, and "last seen" costs no extra key or member. A double
+-- keeps the fraction exact while the sequence is below 2^32.
+local SEEN_UNITS = 1048576
+
+-- abandon_secs: the room's abandon_after (cfg abandon_ms) in whole
+-- seconds, rounded up; rooms written before the setting existed have the
+-- default, 5 minutes.
+local function abandon_secs(abandon_ms)
+  return math.ceil(tonumber(abandon_ms or '300000') / 1000)
+end
+
+-- queue_score: the score of a user with sequence seq, seen at second s.
+local function queue_score(seq, s)
+  return seq + (s % SEEN_UNITS) / SEEN_UNITS
+end
+
+-- silent_for: whole seconds since the user with this score was last seen.
+local function silent_for(score, s)
+  local seen = math.floor((score - math.floor(score)) * SEEN_UNITS + 0.5)
+  return (s - seen) % SEEN_UNITS
+end
+
+-- is_gone: a user silent for longer than abandon_s seconds has left. Both
+-- seconds are whole (rounded down), so the silence really is more than
+-- silent_for − 1 ≥ abandon_s: nobody is dropped early.
+local function is_gone(score, s, abandon_s)
+  return silent_for(score, s) > abandon_s
+end
+
+-- draw_stage: where the room stands with an opening's draw: 'none' when
+-- it never had an opening time (cfg had_opening '0'), so nobody waits in
+-- pre or drawn and there is no draw to read; 'pending' until the draw is
+-- published; 'done' after it. A room written before had_opening existed
+-- reads its draw record, as one that may have had an opening.
+local function draw_stage(had_opening, opens_at, draw_key)
+  if had_opening == '0' and opens_at == 0 then return 'none' end
+  if redis.call('HGET', draw_key, 'state') == 'done' then return 'done' end
+  return 'pending'
+end
+
+-- early_arrival: whether user came before a scheduled opening and waits
+-- for the draw (in pre with a positive score; negative: left during it).
+local function early_arrival(pre_key, stage, user)
+  if stage ~= 'pending' then return false end
+  local s = redis.call('ZSCORE', pre_key, user)
+  return s ~= false and tonumber(s) > 0
+end
+
+-- ahead_of_q: how many wait ahead of everyone in q: before the draw is
+-- done every early arrival (pre), after it those still in drawn.
+local function ahead_of_q(pre_key, drawn_key, stage)
+  if stage == 'none' then return 0 end
+  if stage == 'done' then return redis.call('ZCARD', drawn_key) end
+  return redis.call('ZCARD', pre_key)
+end
+
+-- waiting_standing: the answer to a waiting user at position: the bare position
+-- while the units are not short (one number to send and decode), else
+-- {'WAITING', position, units_left}; {'QUEUED_SOLD_OUT'} once the stock is
+-- all sold (the place is kept for a restock).
+local function waiting_standing(position, stock, stats_key, tok_key, counts)
+  local sold_out, left = units(stock, stats_key, tok_key, position, counts)
+  if sold_out then
+    return {'QUEUED_SOLD_OUT'}
+  end
+  if left < 0 then
+    return position
+  end
+  return {'WAITING', position, left}
+end
+
+-- queued_in: the zset user is queued in (drawn, after the draw, ahead of
+-- q; or q), its score, and how many wait ahead of that zset. nil when the
+-- user is not queued.
+local function queued_in(q_key, pre_key, drawn_key, stage, user)
+  if stage == 'done' then
+    local score = redis.call('ZSCORE', drawn_key, user)
+    if score then return drawn_key, tonumber(score), 0 end
+  end
+  local score = redis.call('ZSCORE', q_key, user)
+  if score then return q_key, tonumber(score), ahead_of_q(pre_key, drawn_key, stage) end
+  return nil, nil, 0
+end
+
+-- queued_standing: a queued user's standing as enter and status answer
+-- it (waiting_standing), the user marked seen now (its score's fraction, rewritten only when the
+-- second changed: the place is the same). nil when it is not queued, or
+-- was silent past abandon_s: then it has gone, out of the queue and
+-- counted abandoned, as the admitter would find it.
+local function queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, stage, stock, user, now, abandon_s, counts)
+  local s = math.floor(now / 1000)
+  local key, score, ahead = queued_in(q_key, pre_key, drawn_key, stage, user)
+  if not score then return nil end
+  if is_gone(score, s, abandon_s) then
+    redis.call('ZREM', key, user)
+    redis.call('HINCRBY', stats_key, 'abandoned', 1)
+    return nil
+  end
+  local fresh = queue_score(math.floor(score), s)
+  if fresh ~= score then
+    redis.call('ZADD', key, 'XX', fresh, user)
+  end
+  return waiting_standing(ahead + redis.call('ZRANK', key, user) + 1, stock, stats_key, tok_key, counts)
+end
+
+-- where_users: where one enter or status call's users stand, read with a
+-- command each for them all: their scores in q; with one_order whether
+-- each is a buyer (1 or 0); and their scores in the zset that waits ahead
+-- of q, pre until the opening's draw is done (early), drawn after it. A
+-- table the stage does not read is nil.
+local function where_users(users, q_key, buyers_key, pre_key, drawn_key, one_order, stage)
+  local scores = redis.call('ZMSCORE', q_key, unpack(users))
+  local bought, early, drawn
+  if one_order then
+    bought = redis.call('SMISMEMBER', buyers_key, unpack(users))
+  end
+  if stage == 'pending' then
+    early = redis.call('ZMSCORE', pre_key, unpack(users))
+  elseif stage == 'done' then
+    drawn = redis.call('ZMSCORE', drawn_key, unpack(users))
+  end
+  return scores, bought, early, drawn
+end
+
+-- told_opening: an early arrival's answer: the time to the opening (0 once
+-- it has passed, until its draw) and, fifo, its place among those in pre
+-- by arrival (those who left during the draw do not count); 0 when
+-- random: its place is not drawn yet. score: its score in pre when the
+-- caller has read it already, else nil.
+local function told_opening(opens_at, now, prequeue, pre_key, user, score)
+  local position = 0
+  if prequeue == 'fifo' then
+    position = redis.call('ZCOUNT', pre_key, '(0', score or redis.call('ZSCORE', pre_key, user))
+  end
+  return {'SCHEDULED', math.max(0, opens_at - now), position}
+end
+
+-- refuses_entries: whether the room takes no new entry at now (its state
+-- closed, or past its closes_at); RoomConfig.ClosedAt is the same rule.
+local function refuses_entries(state, closes_at_ms, now)
+  local closes_at = tonumber(closes_at_ms or '0')
+  return state == 'closed' or (closes_at > 0 and now >= closes_at)
+end
+
+-- out_of_draw takes user out of the line of a scheduled opening: out of
+-- drawn, and out of pre (before the draw began: not an entrant at all;
+-- during it: still an entrant, its place recorded, but with a negative
+-- score the draw does not queue it).
+local function out_of_draw(pre_key, drawn_key, draw_key, user)
+  redis.call('ZREM', drawn_key, user)
+  local s = redis.call('ZSCORE', pre_key, user)
+  if not s then return end
+  if not redis.call('HGET', draw_key, 'state') then
+    redis.call('ZREM', pre_key, user)
+  elseif tonumber(s) > 0 then
+    redis.call('ZADD', pre_key, -tonumber(s), user)
+  end
+end
