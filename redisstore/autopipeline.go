@@ -1,9 +1,7 @@
 package redisstore
 
 import (
-	"context"
 	"errors"
-	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -63,75 +61,4 @@ func newAutoPipeliner(client redis.UniversalClient) (*redis.AutoPipeliner, error
 		return c.AsyncAutoPipelineWithOptions(cfg)
 	}
 	return nil, errors.New("redisstore: automatic pipelining needs a *redis.Client or *redis.ClusterClient")
-}
-
-// hotPath are the functions every request calls (Enter, Status, Claim,
-// Complete, Release, Renew and the per-client limit): run sends them
-// through the autopipeliner. The others, the operator's and the ticks',
-// go to the plain client.
-var hotPath = map[*function]bool{
-	enterScript: true, statusScript: true,
-	claimScript: true, completeScript: true, releaseScript: true, renewScript: true,
-	allowScript: true,
-}
-
-// fcall is a function and the keys it runs on. head, when set, is FCALL's
-// command line up to the arguments ("fcall", name, number of keys, keys),
-// made once (prepare): each key boxed into an interface is an allocation,
-// ten of them per Enter or Status otherwise.
-type fcall struct {
-	f    *function
-	keys []string
-	head []any
-}
-
-// prepare returns the call of f on keys with its head made.
-func prepare(f *function, keys ...string) fcall {
-	return fcall{f: f, keys: keys, head: fcallHead(f, keys, 0)}
-}
-
-// fcallHead is FCALL's command line for f on keys, with room for extra
-// arguments.
-func fcallHead(f *function, keys []string, extra int) []any {
-	head := make([]any, 0, 3+len(keys)+extra)
-	head = append(head, "fcall", f.Name(), len(keys))
-	for _, k := range keys {
-		head = append(head, k)
-	}
-	return head
-}
-
-// run runs c: a hot-path function with FCALL through the autopipeliner
-// when the Store has one, waiting no longer than ctx allows, and again
-// after loading the library when Redis did not have it; any other, or
-// without an autopipeliner, call on the plain client.
-func (s *Store) run(ctx context.Context, c fcall, args ...any) (any, error) {
-	f := c.f
-	if s.ap == nil || !hotPath[f] {
-		return s.call(ctx, s.client, f, c.keys, args...).Result()
-	}
-	args = s.withTestClock(args)
-	var cmdArgs []any
-	if c.head != nil {
-		cmdArgs = slices.Concat(c.head, args) // a copy: the head is shared
-	} else {
-		cmdArgs = append(fcallHead(f, c.keys, len(args)), args...)
-	}
-	loads := s.loads.Load()
-	for try := 0; ; try++ {
-		cmd := redis.NewCmd(ctx, cmdArgs...)
-		cmd.SetFirstKeyPos(3) // the cluster routes by the first key
-		// On ctx's end WaitContext returns ctx.Err(); the command may still run.
-		err := s.ap.Submit(ctx, cmd).WaitContext(ctx)
-		if try == 0 && functionMissing(err) {
-			if err := s.loadLibrary(ctx, loads); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if err != nil {
-			return nil, needsFunctions(err)
-		}
-		return cmd.Result()
-	}
 }

@@ -24,7 +24,6 @@ const maxBatch = 128
 type batchedOp struct {
 	name string
 	call func(k *roomKeys) fcall
-	line func(k *roomKeys) *callLine
 }
 
 // callLine is a room's batches of one operation: one call in flight at a
@@ -33,6 +32,33 @@ type callLine struct {
 	mu      sync.Mutex
 	busy    bool         // a call is in flight
 	waiting []*userBatch // to send, in order
+	dropped bool         // idle and out of Store.lines: whoever still holds it makes a new one
+}
+
+// lineKey names a room's line of one operation in Store.lines.
+type lineKey struct {
+	op   *batchedOp
+	room string
+}
+
+// line returns room's line of op, busy or not, made when it has none. A
+// line leaves Store.lines when it goes idle (sendBatches), so that the
+// lines of rooms no longer called do not pile up; a caller that finds the
+// line it loaded dropped takes a new one.
+func (s *Store) line(op *batchedOp, room string) *callLine {
+	key := lineKey{op, room}
+	for {
+		v, ok := s.lines.Load(key)
+		if !ok {
+			v, _ = s.lines.LoadOrStore(key, new(callLine))
+		}
+		l := v.(*callLine)
+		l.mu.Lock()
+		if !l.dropped {
+			return l // locked
+		}
+		l.mu.Unlock()
+	}
 }
 
 // userBatch is one call: users in the order their calls came.
@@ -60,8 +86,7 @@ func (s *Store) batched(ctx context.Context, op *batchedOp, room, user string) (
 		return waitroom.Status{}, s.fail(op.name, err)
 	}
 	k := s.keys(room)
-	l := op.line(k)
-	l.mu.Lock()
+	l := s.line(op, room) // locked
 	var b *userBatch
 	if n := len(l.waiting); n > 0 && len(l.waiting[n-1].users) < maxBatch {
 		b = l.waiting[n-1]
@@ -80,7 +105,7 @@ func (s *Store) batched(ctx context.Context, op *batchedOp, room, user string) (
 	if next != nil {
 		// Its own goroutine: the call outlives a caller that gives up, and
 		// sends the batches that gather meanwhile.
-		go s.sendBatches(context.WithoutCancel(ctx), op, room, k, next)
+		go s.sendBatches(context.WithoutCancel(ctx), op, room, k, l, next)
 	}
 	select {
 	case <-b.done:
@@ -107,10 +132,9 @@ func (l *callLine) take() *userBatch {
 	return b
 }
 
-// sendBatches sends b, then the batches that gathered meanwhile, one call
-// at a time, until none waits.
-func (s *Store) sendBatches(ctx context.Context, op *batchedOp, room string, k *roomKeys, b *userBatch) {
-	l := op.line(k)
+// sendBatches sends b, then the batches that gathered meanwhile on l, one
+// call at a time, until none waits; then l is dropped.
+func (s *Store) sendBatches(ctx context.Context, op *batchedOp, room string, k *roomKeys, l *callLine, b *userBatch) {
 	for b != nil {
 		s.callBatch(ctx, op, room, k, b)
 		close(b.done)
@@ -119,7 +143,8 @@ func (s *Store) sendBatches(ctx context.Context, op *batchedOp, room string, k *
 		if len(l.waiting) > 0 {
 			b = l.take()
 		} else {
-			l.busy = false
+			l.busy, l.dropped = false, true
+			s.lines.CompareAndDelete(lineKey{op, room}, l)
 		}
 		l.mu.Unlock()
 	}

@@ -189,6 +189,23 @@ func admitAll(t *testing.T, s *Store, room string, n int) {
 	}
 }
 
+// entersShareCalls enters n users of room at once and checks that each got
+// a place of its own, 1 to n, in fewer calls than callers.
+func entersShareCalls(t *testing.T, s *Store, room string, n int, calls *fcallCounter) ([]int64, []error) {
+	t.Helper()
+	positions, errs := testenv.EntersAtOnce(t.Context(), s, room, n)
+	seen := make(map[int64]bool, n)
+	for i := range n {
+		require.NoError(t, errs[i])
+		require.False(t, seen[positions[i]], "position %d twice", positions[i])
+		seen[positions[i]] = true
+		require.True(t, positions[i] >= 1 && positions[i] <= int64(n))
+	}
+	require.Less(t, calls.n.Load(), int64(n/2), "the callers shared calls")
+	t.Logf("%d Enters in %d calls", n, calls.n.Load())
+	return positions, errs
+}
+
 // Concurrent Enters of one room share calls: every caller gets its own
 // place, and the calls are fewer than the callers; so do their polls.
 func TestConcurrentEntersShareCalls(t *testing.T) {
@@ -200,16 +217,7 @@ func TestConcurrentEntersShareCalls(t *testing.T) {
 	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100, MaxQueue: 100_000})
 
 	const n = 500
-	positions, errs := testenv.EntersAtOnce(ctx, s, room, n)
-	seen := make(map[int64]bool, n)
-	for i := range n {
-		require.NoError(t, errs[i])
-		require.False(t, seen[positions[i]], "position %d twice", positions[i])
-		seen[positions[i]] = true
-		require.True(t, positions[i] >= 1 && positions[i] <= n)
-	}
-	require.Less(t, calls.n.Load(), int64(n/2), "the callers shared calls")
-	t.Logf("%d Enters in %d calls", n, calls.n.Load())
+	positions, errs := entersShareCalls(t, s, room, n, calls)
 
 	// Their polls share calls too, and each finds its own place.
 	polls := &fcallCounter{name: statusScript.Name()}
@@ -227,6 +235,31 @@ func TestConcurrentEntersShareCalls(t *testing.T) {
 	t.Logf("%d polls in %d calls", n, polls.n.Load())
 }
 
+// A room beyond the key cache batches as one inside it: the lines do not
+// live in the cache, and an idle line leaves the Store, so the lines of
+// many rooms do not pile up.
+func TestRoomsBeyondTheKeyCacheShareCalls(t *testing.T) {
+	c := newClient(t)
+	calls := &fcallCounter{name: enterScript.Name()}
+	c.AddHook(calls)
+	s := New(c, Options{Prefix: testPrefix(t, c)})
+	for i := range maxCachedRooms {
+		s.keys(fmt.Sprintf("cached-%d", i))
+	}
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100, MaxQueue: 100_000})
+	_, cached := s.keyCache.Load(room)
+	require.False(t, cached, "the room is past the cache's bound")
+
+	entersShareCalls(t, s, room, 500, calls)
+
+	// Every call returned: the room's line went idle and left.
+	require.Eventually(t, func() bool {
+		lines := 0
+		s.lines.Range(func(any, any) bool { lines++; return true })
+		return lines == 0
+	}, 10*time.Second, time.Millisecond, "idle lines are dropped")
+}
+
 // A caller that gives up before its call is sent does not enter.
 func TestEnterGivenUpBeforeSentDoesNotEnter(t *testing.T) {
 	s := newStore(t)
@@ -234,9 +267,9 @@ func TestEnterGivenUpBeforeSentDoesNotEnter(t *testing.T) {
 	k := s.keys(room)
 	// A call in flight (held by the line being busy) keeps the next
 	// Enter waiting in its batch.
-	k.enterLine.mu.Lock()
-	k.enterLine.busy = true
-	k.enterLine.mu.Unlock()
+	l := s.line(enterOp, room) // locked
+	l.busy = true
+	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	_, err := s.Enter(ctx, room, "gave-up")
@@ -244,10 +277,10 @@ func TestEnterGivenUpBeforeSentDoesNotEnter(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	// The line frees: the batch goes without its only user.
-	k.enterLine.mu.Lock()
-	b := k.enterLine.take()
-	k.enterLine.mu.Unlock()
-	s.sendBatches(t.Context(), enterOp, room, k, b)
+	l.mu.Lock()
+	b := l.take()
+	l.mu.Unlock()
+	s.sendBatches(t.Context(), enterOp, room, k, l, b)
 	require.Nil(t, b.results, "nobody was left to enter")
 	_, err = s.Status(t.Context(), room, "gave-up")
 	require.ErrorIs(t, err, waitroom.ErrNotInQueue)

@@ -1,15 +1,12 @@
 package redisstore
 
 import (
-	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The Lua code of the room is one Redis Functions library (Redis 7.0 or
@@ -137,74 +134,3 @@ var lib = sync.OnceValue(func() library {
 // waitroom loads (waitroom_ and a hash of its code): an operator removes
 // the libraries of versions no longer running by it (OPERATIONS.md).
 func LibraryName() string { return lib().name }
-
-// fcaller is what a function can be called on: the client, Admit's
-// connection, a transaction.
-type fcaller interface {
-	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
-}
-
-// call runs f on c with FCALL, loading the library first when Redis does
-// not have it.
-func (s *Store) call(ctx context.Context, c fcaller, f *function, keys []string, args ...any) *redis.Cmd {
-	loads := s.loads.Load()
-	args = s.withTestClock(args)
-	cmd := c.FCall(ctx, f.Name(), keys, args...)
-	if functionMissing(cmd.Err()) {
-		if err := s.loadLibrary(ctx, loads); err != nil {
-			cmd.SetErr(err)
-			return cmd
-		}
-		cmd = c.FCall(ctx, f.Name(), keys, args...)
-	}
-	cmd.SetErr(needsFunctions(cmd.Err()))
-	return cmd
-}
-
-// functionMissing reports the reply of an FCALL of a function Redis does
-// not have: the library is not loaded there (yet, or any more).
-func functionMissing(err error) bool {
-	return redis.HasErrorPrefix(err, "Function not found") // after "ERR "
-}
-
-// needsFunctions says which Redis the Store needs when Redis does not know
-// FCALL or FUNCTION (before 7.0).
-func needsFunctions(err error) error {
-	if err != nil && redis.HasErrorPrefix(err, "unknown command") { // after "ERR "
-		return fmt.Errorf("redisstore needs Redis 7.0 or later (Functions): %w", err)
-	}
-	return err
-}
-
-// loadLibrary loads the library into Redis: on every primary of a
-// Cluster, on the primary otherwise. loads is the count of loads the
-// caller saw before its call found no function: when another caller has
-// loaded the library since, this one does not load it again, so that the
-// calls of a whole server finding it gone cause one load, not one each.
-func (s *Store) loadLibrary(ctx context.Context, loads uint64) error {
-	s.loadMu.Lock()
-	defer s.loadMu.Unlock()
-	if s.loads.Load() != loads {
-		return nil
-	}
-	l := lib()
-	load := func(ctx context.Context, c redis.Cmdable) error {
-		// REPLACE: another instance may have loaded the same library
-		// since; its code is the same (the name is its hash).
-		return c.FunctionLoadReplace(ctx, l.code).Err()
-	}
-	var err error
-	if cluster, ok := s.client.(*redis.ClusterClient); ok {
-		err = cluster.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-			return load(ctx, node)
-		})
-	} else {
-		err = load(ctx, s.client)
-	}
-	if err != nil {
-		return fmt.Errorf("loading the Lua library %s: %w", l.name, needsFunctions(err))
-	}
-	s.loads.Add(1)
-	s.log.InfoContext(ctx, "redisstore: loaded the Lua library into Redis", "library", l.name)
-	return nil
-}

@@ -64,7 +64,6 @@ func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, 
 var enterOp = &batchedOp{
 	name: "enter",
 	call: func(k *roomKeys) fcall { return k.enter },
-	line: func(k *roomKeys) *callLine { return &k.enterLine },
 }
 
 // standing decodes {"ADMITTED", token, ms_left, …}, {"WAITING",
@@ -144,7 +143,6 @@ func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status,
 var statusOp = &batchedOp{
 	name: "status",
 	call: func(k *roomKeys) fcall { return k.status },
-	line: func(k *roomKeys) *callLine { return &k.statusLine },
 }
 
 // leaveScript takes a user out of the queue. A user who leaves the queue

@@ -162,6 +162,10 @@ type Store struct {
 	// maxCachedRooms of them.
 	keyCache   sync.Map // room → *roomKeys
 	keysCached atomic.Int64
+	// lines gathers each room's concurrent Enters, and Status calls, into
+	// calls (batch.go); a line is dropped when it goes idle, so they are
+	// not bounded like the key cache, and every room batches.
+	lines sync.Map // lineKey → *callLine
 	// watches holds each room's counter watermarks (lost.go).
 	watches                           sync.Map // room → *roomWatch
 	lostPlaces, lostTokens, lostSpent atomic.Int64
@@ -219,10 +223,6 @@ type roomKeys struct {
 	pre, drawn, ent, places, draw                                string
 	// The calls of Enter and Status, their command lines made once.
 	enter, status fcall
-	// The lines gather concurrent Enters, and Status calls, into calls
-	// (batch.go); a room whose keys are not cached gets lines per call,
-	// and so calls of one user.
-	enterLine, statusLine callLine
 }
 
 // maxCachedRooms bounds the rooms whose keys a Store keeps: far more than
@@ -323,93 +323,6 @@ func unavailable(err error) bool {
 	// Dial and I/O errors, timeouts (context.DeadlineExceeded included),
 	// pool timeouts, a closed client.
 	return true
-}
-
-// unexpected reports a script reply the Go side does not know; it means
-// the script and the code disagree, so it is logged loudly.
-func (s *Store) unexpected(ctx context.Context, op string, reply any) error {
-	s.log.ErrorContext(ctx, "redisstore: unexpected script reply", "op", op, "reply", fmt.Sprint(reply))
-	return fmt.Errorf("redisstore %s: unexpected script reply %v", op, reply)
-}
-
-// do runs f for op and reads its reply: a failed call is fail's error, a
-// code that stands for one of waitroom's errors (refusals) is that error,
-// a reply with no code is unexpected. Any other code, with its values, is
-// the caller's to decode.
-func (s *Store) do(ctx context.Context, op string, f *function, keys []string, args ...any) (reply, error) {
-	return s.doCall(ctx, op, fcall{f: f, keys: keys}, args...)
-}
-
-// doCall is do for a call already made up (prepare).
-func (s *Store) doCall(ctx context.Context, op string, c fcall, args ...any) (reply, error) {
-	res, err := s.run(ctx, c, args...)
-	if err != nil {
-		return nil, s.fail(op, err)
-	}
-	r, ok := asReply(res)
-	if !ok {
-		return nil, s.unexpected(ctx, op, res)
-	}
-	if err, ok := refusals[r.code()]; ok {
-		return nil, err
-	}
-	return r, nil
-}
-
-// refusals are the errors a function answers with their code alone: a
-// code means the same error in every function. Not here: NOT_IN_QUEUE
-// (a user's standing in a status call, not the call's) and NO_DRAW (no
-// error to a tick; Draw decides).
-var refusals = func() map[string]error {
-	m := make(map[string]error)
-	for _, err := range []*waitroom.Error{
-		waitroom.ErrRoomNotFound, waitroom.ErrRoomClosed, waitroom.ErrRoomChanged, waitroom.ErrInviteOnly,
-		waitroom.ErrQueueFull, waitroom.ErrSoldOut, waitroom.ErrAlreadyOrdered, waitroom.ErrNoFreeSlot,
-		waitroom.ErrTokenNotFound, waitroom.ErrTokenInvalid, waitroom.ErrTokenInUse,
-		waitroom.ErrPassInvalid, waitroom.ErrPassUsedUp, waitroom.ErrTooManyPasses,
-		waitroom.ErrDrawPublished, waitroom.ErrQueueNotEmpty,
-	} {
-		m[err.Code] = err
-	}
-	return m
-}()
-
-// reply is a function's reply: a code string followed by values; a bare
-// string reply is its code alone.
-type reply []any
-
-func asReply(v any) (reply, bool) {
-	if code, ok := v.(string); ok {
-		return reply{code}, true
-	}
-	r, ok := v.([]any)
-	if !ok || len(r) == 0 {
-		return nil, false
-	}
-	if _, ok := r[0].(string); !ok {
-		return nil, false
-	}
-	return r, true
-}
-
-func (r reply) code() string { return r[0].(string) }
-
-// str returns element i as a string, "" when absent or not a string.
-func (r reply) str(i int) (string, bool) {
-	if i >= len(r) {
-		return "", false
-	}
-	v, ok := r[i].(string)
-	return v, ok
-}
-
-// int returns element i as an integer; Lua numbers come back as integers.
-func (r reply) int(i int) (int64, bool) {
-	if i >= len(r) {
-		return 0, false
-	}
-	v, ok := r[i].(int64)
-	return v, ok
 }
 
 // reading returns elements i and i+1 as a counter's reading.

@@ -203,19 +203,6 @@ func (s *Store) testClockOffset() time.Duration {
 // now is this process's clock, moved with the Redis clock in tests.
 func (s *Store) now() time.Time { return time.Now().Add(s.testClockOffset()) }
 
-// testClockMark ends a function call's arguments, followed by the test
-// clock's offset in µs, in tests only; the tests' library takes both off.
-const testClockMark = "\x00testclock"
-
-// withTestClock is args with the test clock's offset added for the tests'
-// library; args as they are in production.
-func (s *Store) withTestClock(args []any) []any {
-	if testClockOffsets == nil {
-		return args
-	}
-	return append(slices.Clip(args), testClockMark, s.testClockOffset().Microseconds())
-}
-
 // serverClock is the Redis clock's offset from this process's, read
 // with TIME every clockResync.
 type serverClock struct {
