@@ -399,7 +399,7 @@ func TestPageWeightInTheBrowser(t *testing.T) {
 				opts.server = func(cfg *server.Config) { cfg.PageDir = dir }
 			}
 			f := newPageFixture(t, opts)
-			f.enterUsers("u1")
+			f.enterUsers("u1", "u2", "u3")
 			tb := newVisitor(t, browser)
 			tb.open(f.srv.URL + "/?lang=" + lang)
 			tb.waitState("waiting")
@@ -422,6 +422,14 @@ func TestPageWeightInTheBrowser(t *testing.T) {
 			require.Greater(t, entries[0].Size, 20000.0, "the page itself was measured")
 			require.LessOrEqual(t, total, 40.0*1024, "%s (%s): %s", c.name, lang, strings.Join(parts, ", "))
 			t.Logf("%s page (%s): %.0f bytes transferred for a waiting view: %s", c.name, lang, total, strings.Join(parts, ", "))
+
+			// The line moves, and docs/screenshots/ shows it (README),
+			// the bar where it ends.
+			sendCDP(tb, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-reduced-motion", Value: "reduce"}}})
+			f.admitNext(2)
+			tb.waitText("position", "2")
+			tb.screenshot("page-" + c.name + "-" + lang)
 		}
 	}
 }
