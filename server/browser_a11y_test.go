@@ -203,6 +203,7 @@ func TestPageAccessibility(t *testing.T) {
 		close(release)
 		tb.waitState("ordered")
 		require.NotEmpty(t, tb.text("order-id"))
+		require.Equal(t, "ordered", tb.eval(`document.activeElement.closest("section").id`), "the keyboard goes on with the page")
 		check(tb, "ordered")
 
 		f = newPageFixture(t, pageOptions{soldOut: true})

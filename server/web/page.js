@@ -22,8 +22,20 @@
 
   function $(id) { return document.getElementById(id); }
 
+  // The section the keyboard was last in (a disabled button drops the
+  // focus itself, so the one in it now is not enough).
+  var focusIn = null;
+  document.addEventListener("focusin", function (e) { focusIn = e.target.closest ? e.target.closest("section") : null; });
+
   function show(state) {
     sections.forEach(function (s) { $(s).hidden = s !== state; });
+    if (focusIn && focusIn.hidden && (document.activeElement === document.body || focusIn.contains(document.activeElement))) {
+      // The keyboard was in a section now hidden (the order button, say):
+      // it goes on to the new one's heading rather than to nowhere.
+      var heading = $(state).querySelector("h1");
+      heading.tabIndex = -1;
+      heading.focus();
+    }
     document.body.setAttribute("data-state", state);
     if (state !== "waiting") { clearTimeout(pollTimer); }
     if (state !== "admitted") { clearTimeout(clockTimer); }
