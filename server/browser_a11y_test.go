@@ -142,6 +142,23 @@ func heldOrders(release <-chan struct{}) func(*server.Config) {
 	}
 }
 
+// auditFixture is a page fixture for TestPageAccessibility: with
+// WAITROOM_AUDIT_PAGE_DIR set, branded by that page directory, so an
+// operator checks a brand in every state before a drop.
+func auditFixture(t *testing.T, opts pageOptions) *pageFixture {
+	t.Helper()
+	if dir := os.Getenv("WAITROOM_AUDIT_PAGE_DIR"); dir != "" {
+		inner := opts.server
+		opts.server = func(c *server.Config) {
+			c.PageDir = dir
+			if inner != nil {
+				inner(c)
+			}
+		}
+	}
+	return newPageFixture(t, opts)
+}
+
 func TestPageAccessibility(t *testing.T) {
 	t.Parallel()
 	a := &auditor{t: t, axe: axeSource(t)}
@@ -159,7 +176,7 @@ func TestPageAccessibility(t *testing.T) {
 
 		// join: without scripts the page stays on its join form (the
 		// script joins at once), and the keyboard joins by it.
-		f := newPageFixture(t, pageOptions{})
+		f := auditFixture(t, pageOptions{})
 		tb := newVisitor(t, browser)
 		sendCDP(tb, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
 		tb.open(f.srv.URL + "/" + q)
@@ -176,7 +193,7 @@ func TestPageAccessibility(t *testing.T) {
 		require.Equal(t, int64(1), f.waiting(), "joined by the keyboard")
 
 		// scheduled, with its countdown running.
-		f = newPageFixture(t, pageOptions{room: waitroom.RoomConfig{OpensAt: opensAt}})
+		f = auditFixture(t, pageOptions{room: waitroom.RoomConfig{OpensAt: opensAt}})
 		tb = newVisitor(t, browser)
 		tb.open(f.srv.URL + "/" + q)
 		tb.waitState("scheduled")
@@ -186,7 +203,7 @@ func TestPageAccessibility(t *testing.T) {
 		// waiting, then admitted, ordering and ordered, the order placed
 		// by the keyboard where "your turn" put the focus.
 		release := make(chan struct{})
-		f = newPageFixture(t, pageOptions{server: heldOrders(release)})
+		f = auditFixture(t, pageOptions{server: heldOrders(release)})
 		f.enterUsers("u1", "u2")
 		tb = newVisitor(t, browser)
 		tb.open(f.srv.URL + "/" + q)
@@ -206,7 +223,7 @@ func TestPageAccessibility(t *testing.T) {
 		require.Equal(t, "ordered", tb.eval(`document.activeElement.closest("section").id`), "the keyboard goes on with the page")
 		check(tb, "ordered")
 
-		f = newPageFixture(t, pageOptions{soldOut: true})
+		f = auditFixture(t, pageOptions{soldOut: true})
 		tb = newVisitor(t, browser)
 		tb.open(f.srv.URL + "/" + q)
 		tb.waitState("waiting")
@@ -216,14 +233,14 @@ func TestPageAccessibility(t *testing.T) {
 		tb.waitState("sold_out")
 		check(tb, "sold out")
 
-		f = newPageFixture(t, pageOptions{})
+		f = auditFixture(t, pageOptions{})
 		f.setState(waitroom.RoomClosed)
 		tb = newVisitor(t, browser)
 		tb.open(f.srv.URL + "/" + q)
 		tb.waitState("closed")
 		check(tb, "closed")
 
-		f = newPageFixture(t, pageOptions{})
+		f = auditFixture(t, pageOptions{})
 		f.enterUsers("u1")
 		f.setState(waitroom.RoomPaused)
 		tb = newVisitor(t, browser)
@@ -231,14 +248,14 @@ func TestPageAccessibility(t *testing.T) {
 		tb.waitState("paused")
 		check(tb, "paused")
 
-		f = newPageFixture(t, pageOptions{room: waitroom.RoomConfig{MaxQueue: 1}})
+		f = auditFixture(t, pageOptions{room: waitroom.RoomConfig{MaxQueue: 1}})
 		f.enterUsers("u1")
 		tb = newVisitor(t, browser)
 		tb.open(f.srv.URL + "/" + q)
 		tb.waitState("queue_full")
 		check(tb, "full")
 
-		f = newPageFixture(t, pageOptions{room: waitroom.RoomConfig{InviteOnly: true}})
+		f = auditFixture(t, pageOptions{room: waitroom.RoomConfig{InviteOnly: true}})
 		tb = newVisitor(t, browser)
 		tb.open(f.srv.URL + "/" + q)
 		tb.waitState("invitation")
@@ -246,7 +263,7 @@ func TestPageAccessibility(t *testing.T) {
 
 		// rate limited: a second new visitor from this address within the
 		// limit's second is told to wait on the join view.
-		f = newPageFixture(t, pageOptions{server: func(c *server.Config) { c.VisitorRateLimit = 0.001 }})
+		f = auditFixture(t, pageOptions{server: func(c *server.Config) { c.VisitorRateLimit = 0.001 }})
 		tb = newVisitor(t, browser)
 		tb.open(f.srv.URL + "/" + q)
 		tb.waitState("waiting")
@@ -256,7 +273,7 @@ func TestPageAccessibility(t *testing.T) {
 		require.Equal(t, int64(1), f.waiting())
 		check(tb, "rate limited")
 
-		f = newPageFixture(t, pageOptions{})
+		f = auditFixture(t, pageOptions{})
 		tb = newVisitor(t, browser)
 		tb.open(f.srv.URL + "/rooms/Bad.Room" + q)
 		tb.waitState("error")
