@@ -88,8 +88,10 @@ type Config struct {
 	TokenCookieDomain string
 	// PageProduct is what the waiting page's order button orders.
 	PageProduct string
-	LogFormat   string
-	LogLevel    slog.Level
+	// PageDir brands the waiting page (server.Config.PageDir).
+	PageDir   string
+	LogFormat string
+	LogLevel  slog.Level
 
 	// FailurePolicy and StoreTimeout: what the server does while the
 	// store is down or slow (server/policy.go).
@@ -284,6 +286,7 @@ func (in *Instance) Run(ctx context.Context) error {
 		CookieSecret: in.Config.CookieSecret,
 		SettleSecret: in.Config.SettleSecret,
 		OrderProduct: in.Config.PageProduct,
+		PageDir:      in.Config.PageDir,
 		// Forward auth from the shop's own pages.
 		TokenCookieDomain: in.Config.TokenCookieDomain,
 		// What the gate does while Redis is down or slow.

@@ -57,21 +57,12 @@ func cspHash(s string) string {
 var scriptKeys = []string{
 	"page.name", "page.title_waiting", "page.title_admitted", "page.title_scheduled",
 	"join.rate_limited", "join.failed", "join.unreachable",
-	"waiting.progress", "waiting.next", "waiting.units_left", "waiting.units_ahead", "waiting.on_hold",
+	"waiting.progress", "waiting.next", "waiting.announce", "admitted.announce", "waiting.units_left", "waiting.units_ahead", "waiting.on_hold",
 	"wait.under_minute", "wait.minutes", "wait.range", "wait.hours", "wait.hours_minutes",
 	"scheduled.by_arrival", "queue_full.retry", "queue_full.retry_now",
 	"order.in_use", "order.busy", "order.too_many", "order.refused", "order.unreachable",
 	"invitation.invite_only", "invitation.pass_invalid", "invitation.pass_used_up",
 }
-
-// scriptMessages is scriptKeys by language, made once.
-var scriptMessages = func() map[string]map[string]any {
-	m := map[string]map[string]any{}
-	for _, l := range i18n.All() {
-		m[l.Code] = l.Script(scriptKeys...)
-	}
-	return m
-}()
 
 // langCookieAge is how long the page remembers a chosen language.
 const langCookieAge = 365 * 24 * 60 * 60
@@ -128,6 +119,8 @@ type pageView struct {
 	Boot         pageBoot
 	CSS          template.CSS
 	JS           template.JS
+	ThemeURL     string // the operator's theme.css, if any (brand.go)
+	LogoURL      string // the operator's logo, if any
 }
 
 // langLink is one language of the switcher.
@@ -168,7 +161,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) error {
 	if wantsJSON(r.Header.Get("Accept")) {
 		return s.status(w, r)
 	}
-	setPageHeaders(w.Header())
+	s.setPageHeaders(w.Header())
 	room, err := s.room(r)
 	if err != nil {
 		s.renderError(w, r, "", err)
@@ -254,7 +247,7 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) error {
 		if api {
 			return err
 		}
-		setPageHeaders(w.Header())
+		s.setPageHeaders(w.Header())
 		if room != "" && (errors.Is(err, errChallengeRequired) || errors.Is(err, waitroom.ErrBadRequest) && s.joinDifficulty > 0) {
 			// Without scripts the challenge cannot be solved: say so on
 			// the join view rather than on an error page.
@@ -323,7 +316,7 @@ func (s *Server) baseView(r *http.Request, room, state string) pageView {
 		pageURL = "/rooms/" + room
 	}
 	v := pageView{
-		L:        pageLang(r),
+		L:        s.pageLang(r),
 		Room:     room,
 		ShowRoom: room != "" && room != s.defaultRoom,
 		PageURL:  pageURL,
@@ -334,8 +327,10 @@ func (s *Server) baseView(r *http.Request, room, state string) pageView {
 			PageURL:   pageURL,
 			StatusURL: "/rooms/" + room + "/status",
 		},
-		CSS: pageCSS,
-		JS:  pageJS,
+		CSS:      pageCSS,
+		JS:       pageJS,
+		ThemeURL: s.brand.themeURL,
+		LogoURL:  s.brand.logoURL,
 	}
 	// The shop's link, for the views that lead to the turn (the script
 	// shows it without a reload); never on a page about a missing room or
@@ -489,10 +484,11 @@ func refusalKey(code, room string) string {
 	return "error.refused"
 }
 
-// pageLang is the page's language for r (chosenLang).
-func pageLang(r *http.Request) *i18n.Lang {
+// pageLang is the page's language for r (chosenLang), with the
+// operator's messages.
+func (s *Server) pageLang(r *http.Request) *i18n.Lang {
 	l, _ := chosenLang(r)
-	return l
+	return s.brand.lang(l)
 }
 
 // chosenLang picks the page's language: a ?lang= the visitor chose
@@ -517,7 +513,7 @@ func chosenLang(r *http.Request) (l *i18n.Lang, chosen bool) {
 
 // finishView fills in what depends on the view's final state and page
 // URL: the title, the switcher's links and the script's messages.
-func finishView(r *http.Request, v *pageView) {
+func (s *Server) finishView(r *http.Request, v *pageView) {
 	switch v.State {
 	case pageWaiting:
 		v.Title = v.L.T("page.title_waiting", "Position", v.Position)
@@ -544,17 +540,17 @@ func finishView(r *http.Request, v *pageView) {
 		q.Set("lang", l.Code)
 		v.Langs = append(v.Langs, langLink{Code: l.Code, Name: l.Name, Href: v.PageURL + "?" + q.Encode(), Current: l == v.L})
 	}
-	v.Messages = scriptMessages[v.L.Code]
+	v.Messages = s.brand.script[v.L.Code]
 }
 
 func (s *Server) renderPage(w http.ResponseWriter, r *http.Request, v pageView, status int) {
 	if v.L == nil {
-		v.L = pageLang(r)
+		v.L = s.pageLang(r)
 	}
-	finishView(r, &v)
+	s.finishView(r, &v)
 	// Render first, so that a template failure is not half an answer.
 	var buf bytes.Buffer
-	if err := pageTemplate.Execute(&buf, v); err != nil {
+	if err := s.brand.template.Execute(&buf, v); err != nil {
 		s.log.ErrorContext(r.Context(), "rendering the waiting page failed", "room", v.Room, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
@@ -576,10 +572,10 @@ func (s *Server) renderPage(w http.ResponseWriter, r *http.Request, v pageView, 
 }
 
 // The headers every page answer carries; set before WriteHeader.
-func setPageHeaders(h http.Header) {
+func (s *Server) setPageHeaders(h http.Header) {
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", pagePolicy)
+	h.Set("Content-Security-Policy", s.brand.policy)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Add("Vary", "Accept-Language")

@@ -115,6 +115,11 @@ type Config struct {
 	// visitor's turn comes (POST to the first plain POST gated route).
 	// Empty: the page shows the entry's time left without an order button.
 	OrderProduct string
+	// PageDir brands the waiting page: logo.svg or logo.png, theme.css,
+	// messages/LANG.json and page.html, read and checked once by New
+	// (brand.go; OPERATIONS.md, "Branding the page"). Empty: the built-in
+	// page.
+	PageDir string
 	// FailurePolicy says what each room does while the store is down
 	// (policy.go); the zero value fails closed everywhere.
 	FailurePolicy FailurePolicy
@@ -191,6 +196,7 @@ type Server struct {
 	visitors      visitors
 	orderPath     string // where the waiting page posts an order; "" for none
 	orderProduct  string
+	brand         *brand // the page's template, policy, files and messages
 	policy        *policyEnforcer
 	dashboard     *sampler
 
@@ -264,6 +270,10 @@ func New(cfg Config) (*Server, error) {
 	case n < MinCookieSecret:
 		return nil, fmt.Errorf("server: Config.CookieSecret has %d bytes; at least %d are needed", n, MinCookieSecret)
 	}
+	var err error
+	if s.brand, err = loadBrand(cfg.PageDir); err != nil {
+		return nil, fmt.Errorf("server: Config.PageDir: %w", err)
+	}
 	if err := cfg.FailurePolicy.validate(); err != nil {
 		return nil, err
 	}
@@ -321,6 +331,8 @@ func New(cfg Config) (*Server, error) {
 		"POST /rooms/{room}":         s.serve(s.join),
 		"GET /rooms/{room}":          s.serve(s.page),
 		"GET /healthz":               http.HandlerFunc(s.healthz),
+		"GET " + themePath:           http.HandlerFunc(s.theme),
+		"GET " + logoPath:            http.HandlerFunc(s.logo),
 		"GET /readyz":                s.serve(s.readyz),
 	}
 	var protected http.Handler = s.serve(func(http.ResponseWriter, *http.Request) error { return errNotConfigured })

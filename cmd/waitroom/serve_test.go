@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -42,4 +45,24 @@ func TestServeLogsLiveRate(t *testing.T) {
 	require.Contains(t, later.String(), "keeping the live ones")
 	line := regexp.MustCompile(`msg="waiting room listening" .*`).FindString(later.String())
 	require.Regexp(t, ` rate=3 rate_derived=false slice=200ms `, line)
+}
+
+// TestServePageDir: --page-dir (or WAITROOM_PAGE_DIR) brands the page, and
+// a page template that does not parse refuses the start, naming the file
+// and the line.
+func TestServePageDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c, err := parseServe(nil, envOf("WAITROOM_PAGE_DIR", dir))
+	require.NoError(t, err)
+	require.Equal(t, dir, c.PageDir)
+	c, err = parseServe([]string{"--page-dir", " " + dir + " "}, envOf("WAITROOM_PAGE_DIR", "/elsewhere"))
+	require.NoError(t, err)
+	require.Equal(t, dir, c.PageDir, "the flag wins")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "page.html"), []byte("<!doctype html>\n<title>{{.Title}}</title>\n<p>{{.State}</p>\n"), 0o644))
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"serve", "--addr", "127.0.0.1:0", "--page-dir", dir}, envOf(), &stdout, &stderr)
+	require.Equal(t, exitFailure, code)
+	require.Contains(t, stderr.String(), filepath.Join(dir, "page.html")+": template: page.html:3: bad character U+007D")
 }

@@ -12,9 +12,12 @@ package i18n
 import (
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -233,4 +236,121 @@ func pluralForms(m *goi18n.Message) map[string]string {
 	}
 	forms["other"] = m.Other
 	return forms
+}
+
+// maxOverrideFile bounds an operator's message file: the page's whole
+// English catalogue is under 8 KB.
+const maxOverrideFile = 64 << 10
+
+var (
+	placeholderRE = regexp.MustCompile(`\{\{\.([A-Za-z]+)\}\}`)
+	actionRE      = regexp.MustCompile(`\{\{.*?\}\}`)
+)
+
+// Override returns the language the file name (LANG.json) names with the
+// operator's messages in data put over its own: a JSON object of
+// "key": "text", or for a plural message "key": {"one": "…", "other":
+// "…"} with the forms the page's own file gives. A key English does not
+// have, a text that drops or adds a placeholder, any other template
+// syntax, a plural message given as one text or the reverse, or an empty
+// text is refused with the file and the key.
+func Override(name string, data []byte) (*Lang, error) {
+	if len(data) > maxOverrideFile {
+		return nil, fmt.Errorf("%s: %d bytes; at most %d", name, len(data), maxOverrideFile)
+	}
+	code, _ := strings.CutSuffix(path.Base(name), ".json")
+	var base *Lang
+	codes := make([]string, len(langs))
+	for i, l := range langs {
+		codes[i] = l.Code
+		if l.Code == code && strings.HasSuffix(name, ".json") {
+			base = l
+		}
+	}
+	if base == nil {
+		return nil, fmt.Errorf("%s: not a language of the page: name the file one of %s, with .json", name, strings.Join(codes, ", "))
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("%s: not a JSON object of messages: %w", name, err)
+	}
+	merged := maps.Clone(base.messages)
+	for _, id := range slices.Sorted(maps.Keys(raw)) {
+		m, err := overrideMessage(base, id, raw[id])
+		if err != nil {
+			return nil, fmt.Errorf("%s: key %q: %w", name, id, err)
+		}
+		merged[id] = m
+	}
+	bundle := goi18n.NewBundle(base.tag)
+	if err := bundle.AddMessages(base.tag, slices.Collect(maps.Values(merged))...); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &Lang{
+		Code:     base.Code,
+		Name:     base.Name,
+		tag:      base.tag,
+		loc:      goi18n.NewLocalizer(bundle, base.Code),
+		printer:  base.printer,
+		messages: merged,
+	}, nil
+}
+
+// overrideMessage reads one of an operator's messages, held to the rules
+// the page's own catalogue keeps (TestCatalogue).
+func overrideMessage(base *Lang, id string, raw json.RawMessage) (*goi18n.Message, error) {
+	en, own := English().messages[id], base.messages[id]
+	if en == nil || own == nil {
+		return nil, errors.New("English has no such message")
+	}
+	m := &goi18n.Message{ID: id}
+	var text string
+	var forms map[string]string
+	switch {
+	case json.Unmarshal(raw, &text) == nil:
+		if pluralForms(own) != nil {
+			return nil, errors.New(`is a plural message: give its texts by form, as {"other": "…"} and the forms ` + base.Code + `.json gives`)
+		}
+		m.Other = text
+	case json.Unmarshal(raw, &forms) == nil:
+		want := pluralForms(own)
+		if want == nil {
+			return nil, errors.New("is one text, not texts by plural form")
+		}
+		if !slices.Equal(slices.Sorted(maps.Keys(forms)), slices.Sorted(maps.Keys(want))) {
+			return nil, fmt.Errorf("give the plural forms %s.json gives: %s", base.Code, strings.Join(slices.Sorted(maps.Keys(want)), ", "))
+		}
+		m.Zero, m.One, m.Two, m.Few, m.Many, m.Other = forms["zero"], forms["one"], forms["two"], forms["few"], forms["many"], forms["other"]
+	default:
+		return nil, errors.New(`is neither a text nor texts by plural form`)
+	}
+	allowed := map[string]bool{}
+	for _, s := range []string{en.Zero, en.One, en.Two, en.Few, en.Many, en.Other} {
+		for _, p := range placeholderRE.FindAllStringSubmatch(s, -1) {
+			allowed[p[1]] = true
+		}
+	}
+	for form, s := range map[string]string{"zero": m.Zero, "one": m.One, "two": m.Two, "few": m.Few, "many": m.Many, "other": m.Other} {
+		if form == "other" && strings.TrimSpace(s) == "" {
+			return nil, errors.New("is empty")
+		}
+		for _, a := range actionRE.FindAllString(s, -1) {
+			p := placeholderRE.FindStringSubmatch(a)
+			if p == nil || p[0] != a {
+				return nil, fmt.Errorf("%q is not a placeholder: only {{.Name}} may be used", a)
+			}
+			if !allowed[p[1]] {
+				return nil, fmt.Errorf("English has no placeholder %s", a)
+			}
+		}
+		if strings.Count(s, "{{") != len(actionRE.FindAllString(s, -1)) {
+			return nil, fmt.Errorf("has an unclosed {{")
+		}
+	}
+	for _, p := range placeholderRE.FindAllStringSubmatch(en.Other, -1) {
+		if !strings.Contains(m.Other, p[0]) {
+			return nil, fmt.Errorf("keep the placeholder %s", p[0])
+		}
+	}
+	return m, nil
 }

@@ -195,3 +195,49 @@ func TestScript(t *testing.T) {
 		t.Errorf("English wait.minutes = %#v", forms)
 	}
 }
+
+// TestOverride: an operator's file changes only its keys, in its
+// language, and whatever breaks the catalogue's rules is refused with the
+// file and the key.
+func TestOverride(t *testing.T) {
+	ko, err := Override("brand/messages/ko.json", []byte(`{"page.name": "행사 대기실", "wait.minutes": {"other": "약 {{.N}}분 남음"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ko.T("page.name"); got != "행사 대기실" {
+		t.Errorf("page.name = %q", got)
+	}
+	if got := ko.Plural("wait.minutes", 3); got != "약 3분 남음" {
+		t.Errorf("wait.minutes = %q", got)
+	}
+	if got, want := ko.T("join.title"), Find("ko").T("join.title"); got != want {
+		t.Errorf("an unchanged key: %q, want %q", got, want)
+	}
+	if got := Find("ko").T("page.name"); got == "행사 대기실" {
+		t.Error("the override changed the built-in language")
+	}
+	if got := ko.Script("page.name")["page.name"]; got != "행사 대기실" {
+		t.Errorf("the script gets %q", got)
+	}
+	for _, c := range []struct{ name, data, want string }{
+		{"m/kr.json", `{}`, `m/kr.json: not a language of the page`},
+		{"m/en.txt", `{}`, `m/en.txt: not a language of the page`},
+		{"m/en.json", `["x"]`, `m/en.json: not a JSON object`},
+		{"m/en.json", `{"page.nam": "x"}`, `m/en.json: key "page.nam": English has no such message`},
+		{"m/en.json", `{"no_room.text": "No room here"}`, `m/en.json: key "no_room.text": keep the placeholder {{.Room}}`},
+		{"m/en.json", `{"page.name": "Hi {{.User}}"}`, `key "page.name": English has no placeholder {{.User}}`},
+		{"m/en.json", `{"page.name": "Hi {{printf \"%s\" 1}}"}`, `key "page.name": "{{printf \"%s\" 1}}" is not a placeholder`},
+		{"m/en.json", `{"page.name": "Hi {{.Room"}`, `key "page.name": has an unclosed {{`},
+		{"m/en.json", `{"page.name": " "}`, `key "page.name": is empty`},
+		{"m/en.json", `{"page.name": {"other": "x"}}`, `key "page.name": is one text, not texts by plural form`},
+		{"m/en.json", `{"wait.minutes": "about {{.N}} minutes"}`, `key "wait.minutes": is a plural message`},
+		{"m/en.json", `{"wait.minutes": {"other": "about {{.N}} minutes"}}`, `key "wait.minutes": give the plural forms en.json gives: one, other`},
+		{"m/en.json", `{"page.name": 3}`, `key "page.name": is neither a text nor texts by plural form`},
+		{"m/en.json", `{"page.name": "x"` + strings.Repeat(" ", 64<<10) + `}`, `m/en.json: 65554 bytes; at most 65536`},
+	} {
+		_, err := Override(c.name, []byte(c.data))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %.60s: err = %v, want %q", c.name, c.data, err, c.want)
+		}
+	}
+}

@@ -16,11 +16,26 @@
   var fromKey = "waitroom:" + boot.room + ":from";
   var pollTimer = 0, clockTimer = 0, failures = 0;
   var token = "", deadline = 0;
+  // What the polite region last said, and whether "your turn" was said:
+  // a screen reader hears a change, not every poll.
+  var announced = "", turnTold = false;
 
   function $(id) { return document.getElementById(id); }
 
+  // The section the keyboard was last in (a disabled button drops the
+  // focus itself, so the one in it now is not enough).
+  var focusIn = null;
+  document.addEventListener("focusin", function (e) { focusIn = e.target.closest ? e.target.closest("section") : null; });
+
   function show(state) {
     sections.forEach(function (s) { $(s).hidden = s !== state; });
+    if (focusIn && focusIn.hidden && (document.activeElement === document.body || focusIn.contains(document.activeElement))) {
+      // The keyboard was in a section now hidden (the order button, say):
+      // it goes on to the new one's heading rather than to nowhere.
+      var heading = $(state).querySelector("h1");
+      heading.tabIndex = -1;
+      heading.focus();
+    }
     document.body.setAttribute("data-state", state);
     if (state !== "waiting") { clearTimeout(pollTimer); }
     if (state !== "admitted") { clearTimeout(clockTimer); }
@@ -72,7 +87,9 @@
     return Math.floor(secs / 60) + ":" + (s < 10 ? "0" : "") + s;
   }
 
-  function renderWaiting(st) {
+  // renderWaiting shows a place; quiet: the page as loaded shows it
+  // already, so the live region says nothing until it changes.
+  function renderWaiting(st, quiet) {
     var from = remembered();
     if (!from || st.position > from) {
       // A first visit, or a place further back than the one remembered
@@ -83,8 +100,13 @@
     var pct = from > 1 ? Math.floor((from - st.position) * 100 / (from - 1)) : (st.position <= 1 ? 100 : 0);
     $("position").textContent = digits(st.position);
     $("ahead").textContent = digits(st.ahead);
-    $("wait").textContent = st.paused ? t("waiting.on_hold") : waitText(st.eta_seconds, st.eta_low_seconds, st.eta_high_seconds);
+    var wait = st.paused ? t("waiting.on_hold") : waitText(st.eta_seconds, st.eta_low_seconds, st.eta_high_seconds);
+    $("wait").textContent = wait;
+    var say = t("waiting.announce", { Position: st.position, Wait: wait });
+    if (say !== announced && !quiet) { $("announce").textContent = say; }
+    announced = say;
     $("progress").value = pct;
+    $("progress").setAttribute("aria-valuenow", String(pct));
     $("progress").textContent = pct + "%";
     $("progress-text").textContent = !st.ahead ? t("waiting.next") : t("waiting.progress", { Percent: pct });
     var few = typeof st.units_left === "number";
@@ -131,6 +153,14 @@
     show("admitted");
     var button = $("order");
     if (button) { button.hidden = false; button.disabled = false; }
+    if (!turnTold) {
+      // Once: the turn is said assertively and the keyboard is put on
+      // the order: the button, else the link on to the shop, else the
+      // heading.
+      turnTold = true;
+      $("alert").textContent = t("admitted.announce");
+      (button || $("shop-link") || $("admitted-title")).focus();
+    }
     tick();
   }
 
@@ -374,7 +404,7 @@
   $("join-button").addEventListener("click", function (e) { e.preventDefault(); join(); });
 
   switch (boot.state) {
-    case "waiting": renderWaiting(boot); break;
+    case "waiting": renderWaiting(boot, true); break;
     case "scheduled": renderScheduled(boot); break;
     case "admitted": renderAdmitted(boot); break;
     case "queue_full": queueFull(boot.retry_after || 0); break;
