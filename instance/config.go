@@ -8,6 +8,7 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/server"
+	"github.com/waitroom/waitroom/webhook"
 )
 
 // MinAdminToken is the shortest Config.AdminToken: a bearer token is a
@@ -62,6 +63,21 @@ func (c Config) Validate() error {
 	}
 	if c.TLSKey != "" && c.TLSCert == "" {
 		bad("tls_key", "needs --tls-cert, the certificate of the key")
+	}
+	if c.WebhookURL != "" {
+		if _, err := webhook.StaticEndpoint(c.WebhookURL, c.WebhookSecrets); err != nil {
+			field, reason := "webhook_url", err.Error()
+			var in *webhook.InputError
+			if errors.As(err, &in) {
+				reason = in.Message
+				if in.Code == webhook.CodeSecretInvalid {
+					field = "webhook_secret"
+				}
+			}
+			bad(field, "%s", reason)
+		}
+	} else if len(c.WebhookSecrets) > 0 {
+		bad("webhook_secret", "signs the messages to --webhook-url, which is not set")
 	}
 	if c.AdminAddr != "" && c.AdminToken == "" {
 		bad("admin_addr", "serves the admin API, which is off without --admin-token")

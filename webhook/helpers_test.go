@@ -47,7 +47,7 @@ func redisLog(t *testing.T) webhook.Log {
 	}
 	prefix := testenv.Unique("wh")
 	t.Cleanup(func() {
-		_ = redisstore.DeletePrefix(context.Background(), client, "{"+prefix)
+		_ = redisstore.DeletePrefix(context.Background(), client, prefix)
 		_ = client.Close()
 	})
 	if err := client.Ping(t.Context()).Err(); err != nil {

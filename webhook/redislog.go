@@ -37,7 +37,7 @@ func NewRedisLog(client redis.UniversalClient, prefix string) *RedisLog {
 	if prefix == "" {
 		prefix = "wr"
 	}
-	return &RedisLog{client: client, base: "{" + prefix + ":wh}"}
+	return &RedisLog{client: client, base: prefix + ":{wh}"}
 }
 
 func (r *RedisLog) now() time.Time { return nowOf(r.Now) }
