@@ -124,7 +124,17 @@ func (d *Dispatcher) client() *http.Client {
 
 var defaultClient = &http.Client{
 	Timeout:       AttemptTimeout,
+	Transport:     transport(),
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// transport keeps a connection per room in flight to a receiver open
+// between steps (Go's default keeps 2 a host, so the rest would be dialled
+// again at every step).
+func transport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = roomsInFlight * Partitions
+	return t
 }
 
 // Active reports whether any endpoint is known (as of the last step):

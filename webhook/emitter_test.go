@@ -87,7 +87,7 @@ func TestWatcherTellsEachChangeOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	em := &webhook.Emitter{Log: log, Now: c.Now}
-	watchers := []*webhook.Watcher{{Store: store, Log: log, Emitter: em}, {Store: store, Log: log, Emitter: em}}
+	watchers := []*webhook.Watcher{{Store: store, Log: log, Emitter: em, Now: c.Now}, {Store: store, Log: log, Emitter: em, Now: c.Now}}
 	tick := func() []string {
 		t.Helper()
 		for _, w := range watchers {
@@ -145,6 +145,22 @@ func TestWatcherTellsEachChangeOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := tick(); fmt.Sprint(got) != `[room.sold_out {"stock":1,"sold":1}]` {
+		t.Fatalf("told %v", got)
+	}
+	if got := tick(); len(got) != 0 {
+		t.Fatalf("told again: %v", got)
+	}
+
+	// A scheduled closing is told once it has come, once.
+	closes := c.Now().Add(time.Minute)
+	if _, err := waitroom.ChangeRoom(ctx, store, "r", func(cfg *waitroom.RoomConfig) error { cfg.ClosesAt = closes; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := tick(); len(got) != 0 {
+		t.Fatalf("told before the closing: %v", got)
+	}
+	c.Advance(time.Minute)
+	if got := tick(); fmt.Sprint(got) != `[room.closed {"state":"closed"}]` {
 		t.Fatalf("told %v", got)
 	}
 	if got := tick(); len(got) != 0 {

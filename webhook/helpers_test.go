@@ -27,9 +27,9 @@ func newClock() *clock { return memstore.NewManualClock(time.Now().Truncate(time
 // eachLog runs f, in parallel, on each Log every behaviour is checked
 // on, Redis and in process, with a fresh fake clock.
 func eachLog(t *testing.T, f func(t *testing.T, log webhook.Log, c *clock)) {
-	for name, newLog := range map[string]func(t *testing.T) webhook.Log{
+	for name, newLog := range map[string]func(t testing.TB) webhook.Log{
 		"redis": redisLog,
-		"mem":   func(*testing.T) webhook.Log { return webhook.NewMemLog() },
+		"mem":   func(testing.TB) webhook.Log { return webhook.NewMemLog() },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -39,7 +39,7 @@ func eachLog(t *testing.T, f func(t *testing.T, log webhook.Log, c *clock)) {
 }
 
 // redisLog is a RedisLog on the test Redis under a prefix of its own.
-func redisLog(t *testing.T) webhook.Log {
+func redisLog(t testing.TB) webhook.Log {
 	t.Helper()
 	client, err := redisstore.Open(testenv.RedisURL())
 	if err != nil {

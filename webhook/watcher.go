@@ -24,6 +24,9 @@ type Watcher struct {
 	Owns func(room string) bool
 	// Every is Run's interval; default DefaultWatchEvery.
 	Every time.Duration
+	// Now is the clock of the scheduled opening and closing; nil:
+	// time.Now.
+	Now func() time.Time
 
 	mu   sync.Mutex
 	told map[string]bool // once's names this watcher saw told
@@ -100,10 +103,27 @@ func (w *Watcher) room(ctx context.Context, room string) error {
 	// Sold out: once per stock level (a restock to a new level can sell
 	// out again).
 	if soldOut, _, _ := cfg.Units(0, st.Sold, 0); soldOut {
-		if first, err := w.once(ctx, room+"\x00"+RoomSoldOut+"\x00"+strconv.Itoa(cfg.Stock)); err != nil || !first {
+		if first, err := w.once(ctx, room+"\x00"+RoomSoldOut+"\x00"+strconv.Itoa(cfg.Stock)); err != nil {
 			return err
+		} else if first {
+			w.Emitter.Emit(RoomSoldOut, room, StockData{Stock: cfg.Stock, Sold: st.Sold})
 		}
-		w.Emitter.Emit(RoomSoldOut, room, StockData{Stock: cfg.Stock, Sold: st.Sold})
+	}
+	// A scheduled opening or closing that has come, once per time set.
+	now := nowOf(w.Now)
+	for _, at := range []struct {
+		typ   string
+		when  time.Time
+		state waitroom.RoomState
+	}{{RoomOpened, cfg.OpensAt, waitroom.RoomOpen}, {RoomClosed, cfg.ClosesAt, waitroom.RoomClosed}} {
+		if at.when.IsZero() || now.Before(at.when) {
+			continue
+		}
+		if first, err := w.once(ctx, room+"\x00"+at.typ+"\x00"+at.when.UTC().Format(time.RFC3339Nano)); err != nil {
+			return err
+		} else if first {
+			w.Emitter.Emit(at.typ, room, RoomData{State: string(at.state)})
+		}
 	}
 	if !cfg.OpensAt.IsZero() {
 		d, err := w.Store.Draw(ctx, room)
