@@ -287,6 +287,13 @@ func (d *Dispatcher) work(ctx context.Context, u *unit, ep Endpoint) {
 		entries, err := d.Log.Read(ctx, ep.ID, u.partition, d.id(), n)
 		if err != nil {
 			log.Warn("reading webhook entries failed", "err", err)
+			if strings.Contains(err.Error(), "NOGROUP") {
+				// A Redis that lost its data lost the groups too: the next
+				// plan makes them again.
+				d.mu.Lock()
+				delete(d.grouped, ep.ID)
+				d.mu.Unlock()
+			}
 		}
 		u.merge(entries)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/webhook"
 )
 
@@ -267,4 +269,34 @@ func TestDeadLetterAndRedeliver(t *testing.T) {
 			t.Fatalf("%d dead letters after the redelivery", n)
 		}
 	})
+}
+
+// A Redis that lost its data lost the consumer groups: the dispatcher
+// makes them again and delivers what is appended from then on.
+func TestDispatcherMakesLostGroupsAgain(t *testing.T) {
+	t.Parallel()
+	client, err := redisstore.Open(testenv.RedisURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	prefix := testenv.Unique("wh")
+	t.Cleanup(func() { _ = redisstore.DeletePrefix(context.Background(), client, prefix) })
+	log := webhook.NewRedisLog(client, prefix)
+	c := newClock()
+	rc := newReceiver(t, func(*http.Request, int) int { return http.StatusOK })
+	_, em, d := setup(t, log, c, rc, "d1")
+	emitRooms(t, em, []string{"r-a"}, 1)
+	stepUntil(t, d, c, time.Second, 5, func() bool { return len(rc.taken()) == 1 })
+
+	if err := redisstore.DeletePrefix(t.Context(), client, prefix); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the first step finds no group, the second makes them
+		if err := d.Step(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	emitRooms(t, em, []string{"r-a"}, 1)
+	stepUntil(t, d, c, time.Second, 5, func() bool { return len(rc.taken()) == 2 })
 }
