@@ -167,3 +167,41 @@ func TestWatcherTellsEachChangeOnce(t *testing.T) {
 		t.Fatalf("told again: %v", got)
 	}
 }
+
+// What an operator's change of a room tells.
+func TestRoomChangedTells(t *testing.T) {
+	t.Parallel()
+	open, paused, closed := waitroom.RoomOpen, waitroom.RoomPaused, waitroom.RoomClosed
+	for _, c := range []struct {
+		from, to waitroom.RoomConfig
+		created  bool
+		want     string
+	}{
+		{waitroom.RoomConfig{}, waitroom.RoomConfig{State: open}, true, `[room.opened {"state":"open"}]`},
+		{waitroom.RoomConfig{}, waitroom.RoomConfig{State: paused}, true, `[]`},
+		{waitroom.RoomConfig{State: open}, waitroom.RoomConfig{State: paused}, false, `[room.paused {"state":"paused"}]`},
+		{waitroom.RoomConfig{State: paused}, waitroom.RoomConfig{State: open}, false, `[room.resumed {"state":"open"}]`},
+		{waitroom.RoomConfig{State: closed}, waitroom.RoomConfig{State: open}, false, `[room.opened {"state":"open"}]`},
+		{waitroom.RoomConfig{State: paused}, waitroom.RoomConfig{State: closed}, false, `[room.closed {"state":"closed"}]`},
+		{waitroom.RoomConfig{State: open, Rate: 1}, waitroom.RoomConfig{State: open, Rate: 2}, false, `[]`},
+		{waitroom.RoomConfig{State: open, Stock: 10}, waitroom.RoomConfig{State: open, Stock: 25}, false, `[room.restocked {"stock":25,"previous_stock":10}]`},
+		{waitroom.RoomConfig{State: open, Stock: 10}, waitroom.RoomConfig{State: open, Stock: 5}, false, `[]`},
+	} {
+		log := webhook.NewMemLog()
+		if err := log.AddGroup(t.Context(), "t"); err != nil {
+			t.Fatal(err)
+		}
+		em := &webhook.Emitter{Log: log}
+		em.RoomChanged("r", c.from, c.to, c.created)
+		if err := em.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range appended(t, log) {
+			got = append(got, e.Event.Type+" "+string(e.Event.Data))
+		}
+		if fmt.Sprint(got) != c.want {
+			t.Errorf("%+v → %+v (created %v): told %v, want %s", c.from.State, c.to.State, c.created, got, c.want)
+		}
+	}
+}
