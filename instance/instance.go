@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/redisstore"
@@ -175,6 +177,7 @@ type Instance struct {
 	stopRelay       context.CancelFunc
 	relayDone       chan struct{}
 	hooks           *webhooks
+	registry        *prometheus.Registry // the server's, with the webhooks' metrics
 }
 
 // Run opens the store, declares the rooms, starts the admitter and starts
@@ -304,6 +307,7 @@ func (in *Instance) Run(ctx context.Context) error {
 		CookieSecure:     in.Config.CookieSecure,
 		JoinChallenge:    in.Config.JoinChallenge,
 		LostWrites:       in.lostWrites,
+		Registry:         in.registry,
 	})
 	if err != nil {
 		return err

@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/webhook"
@@ -38,8 +41,26 @@ func (in *Instance) newWebhooks(store waitroom.Store) (*webhooks, error) {
 	if rs, ok := store.(*redisstore.Store); ok {
 		log = webhook.NewRedisLog(rs.Client(), rs.Prefix())
 	}
-	d := &webhook.Dispatcher{Log: log, Static: static, Logger: in.Logger}
+	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "waitroom_webhook_deliveries_total",
+		Help: "Webhook messages this instance sent, by endpoint and outcome: delivered (2xx), failed (to be retried), dead (dead-lettered after the retry budget)."},
+		[]string{"endpoint", "outcome"})
+	d := &webhook.Dispatcher{Log: log, Static: static, Logger: in.Logger,
+		OnOutcome: func(endpoint, outcome string) { deliveries.WithLabelValues(endpoint, outcome).Inc() }}
 	em := &webhook.Emitter{Log: log, Active: d.Active, Logger: in.Logger}
+	dropped := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "waitroom_webhook_events_dropped_total",
+		Help: "Webhook events this instance dropped because its buffer was full while the log could not be written."},
+		func() float64 { return float64(em.Dropped()) })
+	// The server's registry, with the Go and process metrics it would
+	// make itself.
+	in.registry = prometheus.NewRegistry()
+	if err := in.registry.Register(collectors.NewGoCollector()); err != nil {
+		return nil, err
+	}
+	for _, c := range []prometheus.Collector{collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), deliveries, dropped} {
+		if err := in.registry.Register(c); err != nil {
+			return nil, err
+		}
+	}
 	return &webhooks{
 		log: log, emitter: em, dispatcher: d,
 		watcher: &webhook.Watcher{Log: log, Emitter: em, Owns: d.Owns},

@@ -98,4 +98,13 @@ func TestServeWebhooks(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, text)
 	require.Contains(t, text, hook.URL+"/hooks")
 	require.NotContains(t, text, secret)
+
+	req, err = http.NewRequest("GET", base+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, text = testenv.Do(t, http.DefaultClient, req)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Regexp(t, `waitroom_webhook_deliveries_total\{endpoint="flag_[0-9a-f]+",outcome="delivered"\} [3-9]`, text)
+	require.Contains(t, text, "waitroom_webhook_events_dropped_total 0")
+	require.Contains(t, text, "go_goroutines")
 }
