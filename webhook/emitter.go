@@ -1,8 +1,10 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,20 +36,24 @@ type Emitter struct {
 	once    sync.Once
 	ch      chan Entry
 	mu      sync.Mutex
-	batches map[string]*admitted // room → admissions gathered
+	batches map[batchKey]*batch // the per-user events gathered
+	begun   uint64
 	dropped atomic.Int64
 	failing bool
 }
 
-type admitted struct {
-	users []string
+type batchKey struct{ typ, room string }
+
+type batch struct {
+	items []any // users (user.admitted) or TokenData (token.*)
 	since time.Time
+	seq   uint64 // the order batches were begun in
 }
 
 func (e *Emitter) init() {
 	e.once.Do(func() {
 		e.ch = make(chan Entry, EmitBuffer)
-		e.batches = map[string]*admitted{}
+		e.batches = map[batchKey]*batch{}
 	})
 }
 
@@ -65,6 +71,9 @@ func (e *Emitter) Emit(typ, room string, data any) {
 	if !e.active() {
 		return
 	}
+	// What the room's users did before it goes first: its events stay in
+	// the order they happened.
+	e.flushBatches(true, room)
 	now := e.now()
 	e.push(NewEntry(NewEvent(typ, room, now, data), now))
 }
@@ -80,71 +89,100 @@ func (e *Emitter) push(en Entry) {
 	}
 }
 
-// Admitted gathers room's admissions into user.admitted events of at
-// most MaxBatchUsers, each appended once full or BatchWindow after its
-// first user: pass it as the Admitter's OnAdmit.
+// Admitted gathers room's admissions into user.admitted events: pass it
+// as the Admitter's OnAdmit.
 func (e *Emitter) Admitted(room string, list []waitroom.Admission) {
-	if len(list) == 0 || !e.active() {
-		return
+	items := make([]any, len(list))
+	for i, a := range list {
+		items[i] = a.User
 	}
-	e.init()
-	now := e.now()
-	e.mu.Lock()
-	var full [][]string
-	b := e.batches[room]
-	for _, a := range list {
-		if b == nil {
-			b = &admitted{since: now}
-			e.batches[room] = b
-		}
-		b.users = append(b.users, a.User)
-		if len(b.users) >= MaxBatchUsers {
-			full = append(full, b.users)
-			delete(e.batches, room)
-			b = nil
-		}
-	}
-	e.mu.Unlock()
-	for _, users := range full {
-		e.pushAdmitted(room, users, now)
-	}
+	e.gather(UserAdmitted, room, items...)
 }
 
-func (e *Emitter) pushAdmitted(room string, users []string, now time.Time) {
-	e.push(NewEntry(NewEvent(UserAdmitted, room, now, AdmittedData{Count: len(users), Users: users}), now))
-}
-
-// flushAdmitted queues the gathered admissions older than BatchWindow,
-// or all of them with all.
-func (e *Emitter) flushAdmitted(all bool) {
-	e.init()
-	now := e.now()
-	e.mu.Lock()
-	type out struct {
-		room  string
-		users []string
-	}
-	var ready []out
-	for room, b := range e.batches {
-		if all || now.Sub(b.since) >= BatchWindow {
-			ready = append(ready, out{room, b.users})
-			delete(e.batches, room)
-		}
-	}
-	e.mu.Unlock()
-	for _, r := range ready {
-		e.pushAdmitted(r.room, r.users, now)
-	}
-}
-
-// Settled tells a settled hold: token.spent when its order succeeded,
-// token.released when it failed. Pass it as the gate's OnSettled.
+// Settled gathers a settled hold into token.spent events when its order
+// succeeded, token.released when it failed: pass it as the gate's
+// OnSettled.
 func (e *Emitter) Settled(h waitroom.Hold, outcome string) {
 	typ := TokenReleased
 	if outcome == waitroom.OutcomeCompleted {
 		typ = TokenSpent
 	}
-	e.Emit(typ, h.Room, TokenData{User: h.User, Units: max(h.Units, 1)})
+	e.gather(typ, h.Room, TokenData{User: h.User, Units: max(h.Units, 1)})
+}
+
+// gather adds items to room's batch of typ, each batch an event of at
+// most MaxBatchUsers items, appended once full or BatchWindow after its
+// first item.
+func (e *Emitter) gather(typ, room string, items ...any) {
+	if len(items) == 0 || !e.active() {
+		return
+	}
+	e.init()
+	now := e.now()
+	key := batchKey{typ, room}
+	e.mu.Lock()
+	var full [][]any
+	b := e.batches[key]
+	for _, it := range items {
+		if b == nil {
+			e.begun++
+			b = &batch{since: now, seq: e.begun}
+			e.batches[key] = b
+		}
+		b.items = append(b.items, it)
+		if len(b.items) >= MaxBatchUsers {
+			full = append(full, b.items)
+			delete(e.batches, key)
+			b = nil
+		}
+	}
+	e.mu.Unlock()
+	for _, items := range full {
+		e.pushBatch(key, items, now)
+	}
+}
+
+// pushBatch queues the event of a batch.
+func (e *Emitter) pushBatch(key batchKey, items []any, now time.Time) {
+	var data any
+	if key.typ == UserAdmitted {
+		users := make([]string, len(items))
+		for i, it := range items {
+			users[i] = it.(string)
+		}
+		data = AdmittedData{Count: len(users), Users: users}
+	} else {
+		tokens := make([]TokenData, len(items))
+		for i, it := range items {
+			tokens[i] = it.(TokenData)
+		}
+		data = TokensData{Count: len(tokens), Tokens: tokens}
+	}
+	e.push(NewEntry(NewEvent(key.typ, key.room, now, data), now))
+}
+
+// flushBatches queues the gathered batches older than BatchWindow, or all
+// of them with all (only room's when room is set), oldest first.
+func (e *Emitter) flushBatches(all bool, room string) {
+	e.init()
+	now := e.now()
+	type ready struct {
+		key batchKey
+		b   *batch
+	}
+	var out []ready
+	e.mu.Lock()
+	for key, b := range e.batches {
+		if (room == "" || key.room == room) && (all || now.Sub(b.since) >= BatchWindow) {
+			out = append(out, ready{key, b})
+			delete(e.batches, key)
+		}
+	}
+	e.mu.Unlock()
+	slices.SortFunc(out, func(x, y ready) int { return cmp.Compare(x.b.seq, y.b.seq) })
+	for _, r := range out {
+		e.pushBatch(r.key, r.b.items, now)
+	}
 }
 
 // RoomChanged tells what an operator's change of a room's settings
@@ -188,7 +226,7 @@ func (e *Emitter) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			e.flushAdmitted(true)
+			e.flushBatches(true, "")
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			defer cancel()
 			_ = e.append(fctx, e.drain(batch, -1))
@@ -196,7 +234,7 @@ func (e *Emitter) Run(ctx context.Context) error {
 		case en := <-e.ch:
 			batch = append(batch, en)
 		case <-t.C:
-			e.flushAdmitted(false)
+			e.flushBatches(false, "")
 		}
 		batch = e.drain(batch, appendBatch)
 		if e.append(ctx, batch) == nil {
@@ -208,7 +246,7 @@ func (e *Emitter) Run(ctx context.Context) error {
 // Flush appends everything queued and gathered now: a whole step of Run,
 // for tests and a shutdown.
 func (e *Emitter) Flush(ctx context.Context) error {
-	e.flushAdmitted(true)
+	e.flushBatches(true, "")
 	for {
 		batch := e.drain(nil, appendBatch)
 		if len(batch) == 0 {

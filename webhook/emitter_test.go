@@ -205,3 +205,36 @@ func TestRoomChangedTells(t *testing.T) {
 		}
 	}
 }
+
+// Settles are gathered per room and type as admissions are, and a room's
+// own event appends what its users did before it first.
+func TestSettledIsBatchedAndKeepsTheRoomsOrder(t *testing.T) {
+	t.Parallel()
+	log := webhook.NewMemLog()
+	if err := log.AddGroup(t.Context(), "t"); err != nil {
+		t.Fatal(err)
+	}
+	em := &webhook.Emitter{Log: log}
+	for i := range 3 {
+		em.Settled(waitroom.Hold{Room: "r", User: fmt.Sprintf("u%d", i), Units: 2}, waitroom.OutcomeCompleted)
+	}
+	em.Settled(waitroom.Hold{Room: "r", User: "u9"}, waitroom.OutcomeReleased)
+	em.Admitted("r", []waitroom.Admission{{User: "u7"}})
+	em.Emit(webhook.RoomPaused, "r", webhook.RoomData{State: "paused"})
+	if err := em.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range appended(t, log) {
+		got = append(got, e.Event.Type+" "+string(e.Event.Data))
+	}
+	want := []string{
+		`token.spent {"count":3,"tokens":[{"user":"u0","units":2},{"user":"u1","units":2},{"user":"u2","units":2}]}`,
+		`token.released {"count":1,"tokens":[{"user":"u9","units":1}]}`,
+		`user.admitted {"count":1,"users":["u7"]}`,
+		`room.paused {"state":"paused"}`,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("appended\n%v\nwant\n%v", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

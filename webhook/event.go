@@ -50,15 +50,16 @@ func KnownType(t string) bool { return slices.Contains(Types, t) }
 // version it does not know. Fields are only ever added within a version.
 const Version = 1
 
-// MaxBatchUsers bounds the users one user.admitted event carries: an
-// admission call admits at most waitroom.MaxTickQuota (1,000) users, and
-// the Emitter gathers a room's admissions for at most BatchWindow into one
-// event of at most this many, so 100,000 buyers are about 100 events of
-// at most ~130 KB (user ids are at most 128 bytes).
+// MaxBatchUsers bounds the users one per-user event (user.admitted,
+// token.spent, token.released) carries: the Emitter gathers a room's for
+// at most BatchWindow into one event of at most this many, so 100,000
+// buyers are about 100 events of at most ~130 KB (user ids are at most
+// 128 bytes; an admission call admits at most waitroom.MaxTickQuota,
+// 1,000).
 const MaxBatchUsers = 1000
 
-// BatchWindow is how long the Emitter gathers a room's admissions into
-// one user.admitted event before appending it.
+// BatchWindow is how long the Emitter gathers a room's per-user events
+// into one before appending it.
 const BatchWindow = time.Second
 
 // Event is one thing that happened in a room. Its body is what is sent;
@@ -107,8 +108,14 @@ type (
 	CountData struct {
 		Count int64 `json:"count"`
 	}
-	// TokenData: token.spent (an order succeeded) and token.released
-	// (an order failed; the token is usable again).
+	// TokensData: token.spent (orders succeeded) and token.released
+	// (orders failed; the tokens are usable again), in settle order.
+	TokensData struct {
+		Count  int         `json:"count"`
+		Tokens []TokenData `json:"tokens"`
+	}
+	// TokenData is one settled token: its holder and the units it
+	// reserved.
 	TokenData struct {
 		User  string `json:"user"`
 		Units int    `json:"units"`

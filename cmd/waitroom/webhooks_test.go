@@ -82,7 +82,7 @@ func TestServeWebhooks(t *testing.T) {
 	body = call(t, "POST", base+"/orders", user, token)
 	require.Equal(t, "o1", body["order_id"], body)
 	eventually(t, 10*time.Second, "token.spent told", func() bool { return told(webhook.TokenSpent) != nil })
-	require.Equal(t, map[string]any{"user": user, "units": float64(1)}, told(webhook.TokenSpent)["data"])
+	require.Equal(t, map[string]any{"count": float64(1), "tokens": []any{map[string]any{"user": user, "units": float64(1)}}}, told(webhook.TokenSpent)["data"])
 
 	req, err := http.NewRequest("PATCH", base+"/admin/rooms/default", strings.NewReader(`{"state":"paused"}`))
 	require.NoError(t, err)
