@@ -26,14 +26,22 @@ func appended(t *testing.T, log webhook.Log) []webhook.Entry {
 	return out
 }
 
-// 2,500 admissions in one room are three user.admitted events of at most
-// MaxBatchUsers, in admission order.
-func TestAdmittedIsBatched(t *testing.T) {
-	t.Parallel()
+// groupedMemLog is an in-process log whose group "t" reads (appended)
+// everything appended to it.
+func groupedMemLog(t *testing.T) *webhook.MemLog {
+	t.Helper()
 	log := webhook.NewMemLog()
 	if err := log.AddGroup(t.Context(), "t"); err != nil {
 		t.Fatal(err)
 	}
+	return log
+}
+
+// 2,500 admissions in one room are three user.admitted events of at most
+// MaxBatchUsers, in admission order.
+func TestAdmittedIsBatched(t *testing.T) {
+	t.Parallel()
+	log := groupedMemLog(t)
 	em := &webhook.Emitter{Log: log}
 	var list []waitroom.Admission
 	for i := range 2500 {
@@ -187,10 +195,7 @@ func TestRoomChangedTells(t *testing.T) {
 		{waitroom.RoomConfig{State: open, Stock: 10}, waitroom.RoomConfig{State: open, Stock: 25}, false, `[room.restocked {"stock":25,"previous_stock":10}]`},
 		{waitroom.RoomConfig{State: open, Stock: 10}, waitroom.RoomConfig{State: open, Stock: 5}, false, `[]`},
 	} {
-		log := webhook.NewMemLog()
-		if err := log.AddGroup(t.Context(), "t"); err != nil {
-			t.Fatal(err)
-		}
+		log := groupedMemLog(t)
 		em := &webhook.Emitter{Log: log}
 		em.RoomChanged("r", c.from, c.to, c.created)
 		if err := em.Flush(t.Context()); err != nil {
@@ -210,10 +215,7 @@ func TestRoomChangedTells(t *testing.T) {
 // own event appends what its users did before it first.
 func TestSettledIsBatchedAndKeepsTheRoomsOrder(t *testing.T) {
 	t.Parallel()
-	log := webhook.NewMemLog()
-	if err := log.AddGroup(t.Context(), "t"); err != nil {
-		t.Fatal(err)
-	}
+	log := groupedMemLog(t)
 	em := &webhook.Emitter{Log: log}
 	for i := range 3 {
 		em.Settled(waitroom.Hold{Room: "r", User: fmt.Sprintf("u%d", i), Units: 2}, waitroom.OutcomeCompleted)
