@@ -9,6 +9,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/webhook"
 )
 
@@ -151,4 +152,35 @@ func TestStaticEndpointChecksItsFlags(t *testing.T) {
 	if err != nil || err2 != nil || a.ID != b.ID {
 		t.Fatalf("the same URL's id differs: %s %s (%v %v)", a.ID, b.ID, err, err2)
 	}
+}
+
+// Of eight redeliveries of one dead letter at once, one is taken (202)
+// and appended once; the others find none (404).
+func TestRedeliverOnceUnderRace(t *testing.T) {
+	eachLog(t, func(t *testing.T, log webhook.Log, c *clock) {
+		if err := log.AddGroup(t.Context(), "t"); err != nil {
+			t.Fatal(err)
+		}
+		ev := webhook.NewEvent(webhook.RoomPaused, "r", c.Now(), webhook.RoomData{State: "paused"})
+		dl := webhook.DeadLetter{ID: "dl_race", Endpoint: "ep_x", EventID: ev.ID, Type: ev.Type, Room: ev.Room, Body: ev.Body(), At: c.Now()}
+		if err := log.AddDead(t.Context(), dl); err != nil {
+			t.Fatal(err)
+		}
+		admin := (&webhook.Admin{Log: log, Now: c.Now}).Routes()
+		codes := make([]int, 8)
+		testenv.AtOnce(len(codes), func(i int) {
+			codes[i], _ = adminCall(t, admin, "POST", "/admin/webhooks/dead/dl_race/redeliver", "")
+		})
+		counts := map[int]int{}
+		for _, code := range codes {
+			counts[code]++
+		}
+		if counts[202] != 1 || counts[404] != 7 {
+			t.Fatalf("answers %v, want one 202 and seven 404", counts)
+		}
+		got := appended(t, log)
+		if len(got) != 1 || got[0].Event.ID != ev.ID || got[0].Only != "ep_x" || string(got[0].Body) != string(ev.Body()) {
+			t.Fatalf("appended %+v", got)
+		}
+	})
 }

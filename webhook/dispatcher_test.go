@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -299,4 +300,55 @@ func TestDispatcherMakesLostGroupsAgain(t *testing.T) {
 	}
 	emitRooms(t, em, []string{"r-a"}, 1)
 	stepUntil(t, d, c, time.Second, 5, func() bool { return len(rc.taken()) == 2 })
+}
+
+// Two live dispatchers split the partitions: each room's events go out
+// from one of them, each exactly once while nothing fails, in order.
+func TestTwoDispatchersShareTheWork(t *testing.T) {
+	eachLog(t, func(t *testing.T, log webhook.Log, c *clock) {
+		rc := newReceiver(t, func(*http.Request, int) int { return http.StatusOK })
+		ep, em, a := setup(t, log, c, rc, "a")
+		b := &webhook.Dispatcher{Log: log, ID: "b", Static: []webhook.Endpoint{ep}, Now: c.Now}
+		var sent [2]atomic.Int64
+		a.OnOutcome = func(_, outcome string) {
+			if outcome == "delivered" {
+				sent[0].Add(1)
+			}
+		}
+		b.OnOutcome = func(_, outcome string) {
+			if outcome == "delivered" {
+				sent[1].Add(1)
+			}
+		}
+		rooms := make([]string, 16)
+		for i := range rooms {
+			rooms[i] = fmt.Sprintf("room-%02d", i)
+		}
+		// Both alive before the first event.
+		for _, d := range []*webhook.Dispatcher{a, b} {
+			if err := d.Step(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		order := emitRooms(t, em, rooms, 64)
+		for range 20 {
+			testenv.AtOnce(2, func(i int) {
+				if err := []*webhook.Dispatcher{a, b}[i].Step(t.Context()); err != nil {
+					t.Error(err)
+				}
+			})
+			c.Advance(time.Second)
+		}
+		got := rc.deliveries()
+		if len(got) != 64 {
+			t.Fatalf("%d deliveries of 64 events, want each once", len(got))
+		}
+		if sent[0].Load() == 0 || sent[1].Load() == 0 || sent[0].Load()+sent[1].Load() != 64 {
+			t.Fatalf("a sent %d, b %d: want both a share of 64", sent[0].Load(), sent[1].Load())
+		}
+		checkOrder(t, got, order)
+		if !a.Owns(rooms[0]) && !b.Owns(rooms[0]) || a.Owns(rooms[0]) && b.Owns(rooms[0]) {
+			t.Fatal("a room is watched by none or by both")
+		}
+	})
 }

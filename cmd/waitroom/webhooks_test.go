@@ -91,6 +91,9 @@ func TestServeWebhooks(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	eventually(t, 10*time.Second, "room.paused told", func() bool { return told(webhook.RoomPaused) != nil })
 
+	// Behind the admin token, like the rest of the operator API.
+	resp, _ = testenv.Get(t, http.DefaultClient, base+"/admin/webhooks")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	req, err = http.NewRequest("GET", base+"/admin/webhooks", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+admin)
