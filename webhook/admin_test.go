@@ -184,3 +184,30 @@ func TestRedeliverOnceUnderRace(t *testing.T) {
 		}
 	})
 }
+
+// A burst of rotations leaves the newest MaxSecrets signing.
+func TestRotationsKeepTheNewestSecrets(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	e, err := webhook.StaticEndpoint("https://shop.example/h", []string{webhook.NewSecret()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var newest []string
+	for range 10 {
+		s := webhook.NewSecret()
+		e.Rotate(s, c.Now(), time.Hour)
+		newest = append([]string{s}, newest...)
+	}
+	if len(e.Secrets) != webhook.MaxSecrets {
+		t.Fatalf("%d secrets sign, want %d", len(e.Secrets), webhook.MaxSecrets)
+	}
+	for i, s := range e.Secrets {
+		if s.Value != newest[i] {
+			t.Fatalf("secret %d is not the %d-th newest", i, i)
+		}
+	}
+	if err := e.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -224,6 +224,12 @@ func (e *Emitter) Run(ctx context.Context) error {
 	defer t.Stop()
 	var batch []Entry
 	for {
+		// A full batch waiting for the log takes nothing more from the
+		// buffer, which alone bounds what is held.
+		in := e.ch
+		if len(batch) >= appendBatch {
+			in = nil
+		}
 		select {
 		case <-ctx.Done():
 			e.flushBatches(true, "")
@@ -231,7 +237,7 @@ func (e *Emitter) Run(ctx context.Context) error {
 			defer cancel()
 			_ = e.append(fctx, e.drain(batch, -1))
 			return ctx.Err()
-		case en := <-e.ch:
+		case en := <-in:
 			batch = append(batch, en)
 		case <-t.C:
 			e.flushBatches(false, "")

@@ -41,6 +41,8 @@ const (
 	MaxURLLen    = 2048
 	MaxEndpoints = 64
 	MaxRooms     = 100
+	// MaxSecrets bounds the secrets that sign at once.
+	MaxSecrets = 4
 	// MaxOverlap bounds how long a rotated-out secret goes on signing.
 	MaxOverlap     = 7 * 24 * time.Hour
 	DefaultOverlap = 24 * time.Hour
@@ -130,6 +132,9 @@ func (e Endpoint) Check() error {
 	if len(e.Secrets) == 0 {
 		return inputErr(CodeSecretInvalid, "an endpoint needs a secret")
 	}
+	if len(e.Secrets) > MaxSecrets {
+		return inputErr(CodeSecretInvalid, "at most %d secrets sign at once", MaxSecrets)
+	}
 	for _, s := range e.Secrets {
 		if err := CheckSecret(s.Value); err != nil {
 			return err
@@ -172,7 +177,9 @@ func (e *Endpoint) Rotate(secret string, now time.Time, overlap time.Duration) {
 		}
 		kept = append(kept, s)
 	}
-	e.Secrets = kept
+	// A burst of rotations keeps the newest few signing, not a header that
+	// grows with each.
+	e.Secrets = kept[:min(len(kept), MaxSecrets)]
 }
 
 // StaticEndpoint is the endpoint of --webhook-url and --webhook-secret:
@@ -185,6 +192,9 @@ func StaticEndpoint(rawURL string, secrets []string) (Endpoint, error) {
 	}
 	if len(secrets) == 0 {
 		return Endpoint{}, inputErr(CodeSecretInvalid, "--webhook-url needs --webhook-secret")
+	}
+	if len(secrets) > MaxSecrets {
+		return Endpoint{}, inputErr(CodeSecretInvalid, "at most %d secrets sign at once", MaxSecrets)
 	}
 	e := Endpoint{URL: rawURL, Static: true}
 	for _, s := range secrets {
