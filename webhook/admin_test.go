@@ -30,6 +30,9 @@ func TestRotationSendsBothSignatures(t *testing.T) {
 		t.Fatalf("create: %d %v", code, body)
 	}
 	id, old := body["id"].(string), body["secret"].(string)
+	if rooms, events := body["rooms"].([]any), body["events"].([]any); len(rooms) != 1 || len(events) != 1 {
+		t.Fatalf("create answered rooms %v, events %v", body["rooms"], body["events"])
+	}
 	if _, listed := adminCall(t, admin, "GET", "/admin/webhooks", ""); strings.Contains(toJSON(t, listed), old) {
 		t.Fatal("the list shows the secret")
 	}

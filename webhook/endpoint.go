@@ -210,7 +210,9 @@ func StaticEndpoint(rawURL string, secrets []string) (Endpoint, error) {
 
 // Redacted is e without its secrets, as the admin API lists it.
 func (e Endpoint) Redacted() EndpointView {
-	v := EndpointView{ID: e.ID, URL: e.URL, Rooms: e.Rooms, Events: e.Events, Static: e.Static, Created: e.Created}
+	// Empty lists, not null: every room, every event.
+	v := EndpointView{ID: e.ID, URL: e.URL, Rooms: append([]string{}, e.Rooms...), Events: append([]string{}, e.Events...),
+		Static: e.Static, Created: e.Created, Secrets: []SecretView{}}
 	for _, s := range e.Secrets {
 		v.Secrets = append(v.Secrets, SecretView{Until: s.Until})
 	}

@@ -100,6 +100,7 @@ func TestServeWebhooks(t *testing.T) {
 	resp, text := testenv.Do(t, http.DefaultClient, req)
 	require.Equal(t, http.StatusOK, resp.StatusCode, text)
 	require.Contains(t, text, hook.URL+"/hooks")
+	require.Contains(t, text, `"rooms":[],"events":[]`, "the flags' endpoint takes every room and event")
 	require.NotContains(t, text, secret)
 
 	req, err = http.NewRequest("GET", base+"/metrics", nil)
