@@ -14,13 +14,19 @@ import (
 
 // BenchmarkDeliverAdmitted: 100,000 admissions as user.admitted events of
 // MaxBatchUsers each, appended to the Redis log and delivered to a
-// loopback receiver that takes everything, in one room (strictly one
-// after the other) and spread over 8. users/s is the delivery rate.
+// loopback receiver that takes everything, at once or after 20 ms (a
+// receiver doing some work), in one room (strictly one after the other)
+// and spread over 8. users/s is the delivery rate.
 func BenchmarkDeliverAdmitted(b *testing.B) {
-	for _, rooms := range []int{1, 8} {
-		b.Run(fmt.Sprintf("rooms=%d", rooms), func(b *testing.B) {
+	for _, c := range []struct {
+		rooms int
+		delay time.Duration
+	}{{1, 0}, {8, 0}, {1, 20 * time.Millisecond}, {8, 20 * time.Millisecond}} {
+		rooms := c.rooms
+		b.Run(fmt.Sprintf("rooms=%d/receiver=%s", rooms, c.delay), func(b *testing.B) {
 			var messages atomic.Int64
 			rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				time.Sleep(c.delay) // the receiver under measure, not a test's wait
 				messages.Add(1)
 				w.WriteHeader(http.StatusNoContent)
 			}))

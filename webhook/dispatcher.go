@@ -45,6 +45,8 @@ const (
 	DefaultEvery = 100 * time.Millisecond
 	// roomsInFlight bounds the rooms of one partition delivered to at once.
 	roomsInFlight = 8
+	// maxRounds bounds the rounds of one step.
+	maxRounds = 64
 )
 
 // Dispatcher delivers the log's entries to the endpoints. Every instance
@@ -264,8 +266,10 @@ func (d *Dispatcher) plan(ctx context.Context) ([]planned, error) {
 }
 
 // work makes one step of u for ep: claims what others left pending (when
-// due), reads new entries into the window, and delivers each room's
-// first entry whose time has come.
+// due), then reads new entries into the window and delivers each room's
+// first entry whose time has come, again while a round delivered
+// something (at most maxRounds), so a backlog drains at the receiver's
+// pace rather than one message a room per step.
 func (d *Dispatcher) work(ctx context.Context, u *unit, ep Endpoint) {
 	now := d.now()
 	log := d.logger().With("endpoint", ep.ID, "partition", u.partition)
@@ -283,6 +287,17 @@ func (d *Dispatcher) work(ctx context.Context, u *unit, ep Endpoint) {
 			}
 		}
 	}
+	for range maxRounds {
+		if !d.round(ctx, u, ep, d.now(), log) || ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// round reads new entries into u's window and delivers each room's first
+// entry whose time has come; it reports whether any entry was done with
+// (taken, dead-lettered or not wanted).
+func (d *Dispatcher) round(ctx context.Context, u *unit, ep Endpoint, now time.Time, log *slog.Logger) bool {
 	if n := Window - len(u.pending); n > 0 {
 		entries, err := d.Log.Read(ctx, ep.ID, u.partition, d.id(), n)
 		if err != nil {
@@ -355,7 +370,7 @@ func (d *Dispatcher) work(ctx context.Context, u *unit, ep Endpoint) {
 	wg.Wait()
 
 	if len(done) == 0 {
-		return
+		return false
 	}
 	acks := make([]string, 0, len(done))
 	for seq := range done {
@@ -366,6 +381,7 @@ func (d *Dispatcher) work(ctx context.Context, u *unit, ep Endpoint) {
 		log.Warn("acking webhook entries failed", "err", err)
 	}
 	u.pending = slices.DeleteFunc(u.pending, func(h *held) bool { return done[h.entry.Seq] })
+	return true
 }
 
 // bury dead-letters h for ep; it reports whether the letter was kept.
