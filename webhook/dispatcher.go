@@ -43,6 +43,11 @@ const (
 	ClaimEvery = 10 * time.Second
 	// DefaultEvery is Run's step.
 	DefaultEvery = 100 * time.Millisecond
+	// QuietRead: an endpoint's partition that had nothing to send is read
+	// again after this, at most; the first event after a quiet spell waits
+	// that much longer (the per-user ones are gathered for a second
+	// anyway).
+	QuietRead = 500 * time.Millisecond
 	// roomsInFlight bounds the rooms of one partition delivered to at once.
 	roomsInFlight = 8
 	// maxRounds bounds the rounds of one step.
@@ -95,6 +100,8 @@ type unit struct {
 	busy      atomic.Bool
 	pending   []*held // by Seq
 	claimNext time.Time
+	// quietUntil: the last read of an empty window found nothing.
+	quietUntil time.Time
 }
 
 type held struct {
@@ -298,8 +305,13 @@ func (d *Dispatcher) work(ctx context.Context, u *unit, ep Endpoint) {
 // entry whose time has come; it reports whether any entry was done with
 // (taken, dead-lettered or not wanted).
 func (d *Dispatcher) round(ctx context.Context, u *unit, ep Endpoint, now time.Time, log *slog.Logger) bool {
-	if n := Window - len(u.pending); n > 0 {
+	// An empty window whose last read found nothing reads again only
+	// after QuietRead: idle endpoints cost a few reads a second.
+	if n := Window - len(u.pending); n > 0 && (len(u.pending) > 0 || !now.Before(u.quietUntil)) {
 		entries, err := d.Log.Read(ctx, ep.ID, u.partition, d.id(), n)
+		if err == nil && len(entries) == 0 && len(u.pending) == 0 {
+			u.quietUntil = now.Add(QuietRead)
+		}
 		if err != nil {
 			log.Warn("reading webhook entries failed", "err", err)
 			if strings.Contains(err.Error(), "NOGROUP") {
