@@ -163,6 +163,17 @@ func (d *Dispatcher) Owns(room string) bool {
 	return c != nil && waitroom.Owner(room, *c) == d.id()
 }
 
+// Sends reports whether this dispatcher is the one that sends endpoint's
+// messages of partition, as of the last step.
+func (d *Dispatcher) Sends(endpoint string, partition int) bool {
+	c := d.consumers.Load()
+	return c != nil && waitroom.Owner(unitKey(endpoint, partition), *c) == d.id()
+}
+
+func unitKey(endpoint string, partition int) string {
+	return endpoint + "/" + strconv.Itoa(partition)
+}
+
 // Run steps every Every until ctx is done. A unit whose receiver is slow
 // goes on in the background while the others take their next steps.
 func (d *Dispatcher) Run(ctx context.Context) error {
@@ -251,7 +262,7 @@ func (d *Dispatcher) plan(ctx context.Context) ([]planned, error) {
 			d.grouped[ep.ID] = true
 		}
 		for p := range Partitions {
-			key := ep.ID + "/" + strconv.Itoa(p)
+			key := unitKey(ep.ID, p)
 			if waitroom.Owner(key, consumers) != id {
 				continue
 			}
