@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -52,7 +53,7 @@ func emitRooms(t *testing.T, em *webhook.Emitter, rooms []string, n int) map[str
 func userOf(t *testing.T, d delivery) string {
 	t.Helper()
 	var data webhook.TokenData
-	if err := jsonUnmarshal(d.Event.Data, &data); err != nil {
+	if err := json.Unmarshal(d.Event.Data, &data); err != nil {
 		t.Fatal(err)
 	}
 	return data.User

@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -57,7 +58,7 @@ func TestAdmittedIsBatched(t *testing.T) {
 	next := 0
 	for _, e := range got {
 		var data webhook.AdmittedData
-		if err := jsonUnmarshal(e.Event.Data, &data); err != nil {
+		if err := json.Unmarshal(e.Event.Data, &data); err != nil {
 			t.Fatal(err)
 		}
 		if e.Event.Type != webhook.UserAdmitted || data.Count != len(data.Users) {

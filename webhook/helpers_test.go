@@ -166,3 +166,12 @@ func errorCode(body map[string]any) string {
 	code, _ := e["code"].(string)
 	return code
 }
+
+func toJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
