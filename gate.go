@@ -81,6 +81,11 @@ type Gate struct {
 	// through took in the protected handler and what it answered: the
 	// measured service time a RateTuner steers by.
 	OnServed func(room string, took time.Duration, status int)
+	// OnSettled, if set, is told each hold whose settle landed, with
+	// OutcomeCompleted (the token is spent) or OutcomeReleased (given
+	// back): the webhooks' token.spent and token.released. It runs on the
+	// settling goroutine, so it must not block.
+	OnSettled func(hold Hold, outcome string)
 	// Reject writes a refusal; default writes the standard JSON error body
 	// via the function the server supplies, or plain text.
 	Reject func(w http.ResponseWriter, r *http.Request, err error)
@@ -103,6 +108,12 @@ type Gate struct {
 	retrying sync.WaitGroup
 	draining chan struct{}
 }
+
+// The outcomes of a settle that landed (OnOutcome, OnSettled).
+const (
+	OutcomeCompleted = "completed"
+	OutcomeReleased  = "released"
+)
 
 // OutcomeStoreDown is the outcome of a request StoreDown let through.
 const OutcomeStoreDown = "passed_store_down"
@@ -494,6 +505,9 @@ func (g *Gate) settled(ctx context.Context, hold Hold, outcome string, err error
 	default:
 		log.ErrorContext(ctx, "settling entry token failed", "err", err)
 		outcome = "settle_failed"
+	}
+	if landed := outcome == OutcomeCompleted || outcome == OutcomeReleased; landed && g.OnSettled != nil {
+		g.OnSettled(hold, outcome)
 	}
 	g.count(outcome)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/server"
+	"github.com/waitroom/waitroom/webhook"
 )
 
 // MinAdminToken is the shortest Config.AdminToken: a bearer token is a
@@ -70,6 +71,21 @@ func (c Config) Validate() error {
 	}
 	if c.ShopAddr != "" && c.Upstream != nil {
 		bad("shop_addr", "serves the built-in shop, which --upstream replaces")
+	}
+	if c.WebhookURL != "" {
+		if _, err := webhook.StaticEndpoint(c.WebhookURL, c.WebhookSecrets); err != nil {
+			field, reason := "webhook_url", err.Error()
+			var in *webhook.InputError
+			if errors.As(err, &in) {
+				reason = in.Message
+				if in.Code == webhook.CodeSecretInvalid {
+					field = "webhook_secret"
+				}
+			}
+			bad(field, "%s", reason)
+		}
+	} else if len(c.WebhookSecrets) > 0 {
+		bad("webhook_secret", "signs the messages to --webhook-url, which is not set")
 	}
 	if c.AdminAddr != "" && c.AdminToken == "" {
 		bad("admin_addr", "serves the admin API, which is off without --admin-token")

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/redisstore"
@@ -123,6 +125,11 @@ type Config struct {
 	// taken again when they change; empty: plain HTTP, TLS ends at a
 	// proxy in front.
 	TLSCert, TLSKey string
+	// WebhookURL, if set, is an endpoint for every room's events, signed
+	// with WebhookSecrets (whsec_…; several during a rotation, the new one
+	// first). The admin API adds more (webhook package).
+	WebhookURL     string
+	WebhookSecrets []string
 }
 
 // Instance is one running waiting room: the store, the admitter and the HTTP
@@ -179,6 +186,8 @@ type Instance struct {
 	tunerDone       chan struct{}
 	stopRelay       context.CancelFunc
 	relayDone       chan struct{}
+	hooks           *webhooks
+	registry        *prometheus.Registry // the server's, with the webhooks' metrics
 }
 
 // Run opens the store, declares the rooms, starts the admitter and starts
@@ -226,6 +235,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	}
 	// From here on every part uses one guarded store: one set of timeouts,
 	// one outage watch, one keeper.
+	raw := in.store
 	guarded := waitroom.Guard(in.store, waitroom.GuardOptions{Timeout: in.Config.StoreTimeout, Logger: log, Rooms: declared})
 	in.store = guarded
 
@@ -235,6 +245,12 @@ func (in *Instance) Run(ctx context.Context) error {
 		routes = map[string]http.Handler{}
 	}
 	adminRoutes := map[string]http.Handler{}
+	hooks, err := in.newWebhooks(raw)
+	if err != nil {
+		return err
+	}
+	in.hooks = hooks
+	hooks.routes(adminRoutes)
 	if in.Config.Upstream != nil {
 		p, err := server.NewUpstream(in.Config.Upstream, server.UpstreamOptions{
 			Logger:          log,
@@ -280,13 +296,16 @@ func (in *Instance) Run(ctx context.Context) error {
 		GatedRoutes:  in.Config.GatedRoutes,
 		Routes:       routes,
 		OnGateServed: in.observeOrders(),
-		AdminToken:   in.Config.AdminToken,
-		AdminRoutes:  adminRoutes,
-		AdminApart:   in.Config.AdminAddr != "",
-		CookieSecret: in.Config.CookieSecret,
-		SettleSecret: in.Config.SettleSecret,
-		OrderProduct: in.Config.PageProduct,
-		PageDir:      in.Config.PageDir,
+		// The webhooks' events: orders settled, rooms the operator changed.
+		OnGateSettled: hooks.emitter.Settled,
+		OnRoomChange:  hooks.emitter.RoomChanged,
+		AdminToken:    in.Config.AdminToken,
+		AdminRoutes:   adminRoutes,
+		AdminApart:    in.Config.AdminAddr != "",
+		CookieSecret:  in.Config.CookieSecret,
+		SettleSecret:  in.Config.SettleSecret,
+		OrderProduct:  in.Config.PageProduct,
+		PageDir:       in.Config.PageDir,
 		// Forward auth from the shop's own pages.
 		TokenCookieDomain: in.Config.TokenCookieDomain,
 		// What the gate does while Redis is down or slow.
@@ -299,6 +318,7 @@ func (in *Instance) Run(ctx context.Context) error {
 		CookieSecure:     in.Config.CookieSecure,
 		JoinChallenge:    in.Config.JoinChallenge,
 		LostWrites:       in.lostWrites,
+		Registry:         in.registry,
 	})
 	if err != nil {
 		return err
@@ -326,13 +346,14 @@ func (in *Instance) Run(ctx context.Context) error {
 	if every == 0 {
 		every = max(in.Config.Room.Slice/4, waitroom.MinSlice)
 	}
-	onAdmit := handler.OnAdmit
-	if in.OnAdmit != nil {
-		onAdmit = func(room string, admitted []waitroom.Admission) {
+	onAdmit := func(room string, admitted []waitroom.Admission) {
+		if in.OnAdmit != nil {
 			in.OnAdmit(room, admitted)
-			handler.OnAdmit(room, admitted)
 		}
+		handler.OnAdmit(room, admitted)
+		hooks.emitter.Admitted(room, admitted)
 	}
+	hooks.start(ctx, in.store)
 	admitter := &waitroom.Admitter{Store: in.store, Every: every, Logger: log, OnAdmit: onAdmit}
 	in.startAdmit = sync.OnceFunc(func() {
 		go func() {
@@ -509,6 +530,10 @@ func (in *Instance) Close() error {
 		in.stopAdmit()
 		in.startAdmit() // so that admitDone closes if Hold kept it back
 		<-in.admitDone
+	}
+	if in.hooks != nil {
+		// After the admitter: its last admissions are appended too.
+		in.hooks.close()
 	}
 	if in.stopTuner != nil {
 		in.stopTuner()

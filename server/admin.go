@@ -410,6 +410,9 @@ func (s *Server) adminCreateRoom(w http.ResponseWriter, r *http.Request) error {
 		return errRoomExists
 	}
 	s.log.InfoContext(r.Context(), "room created", "room", body.Name, "by", "admin", "remote", r.RemoteAddr, settingsAttr(cfg))
+	if s.onRoomChange != nil {
+		s.onRoomChange(body.Name, waitroom.RoomConfig{}, cfg, true)
+	}
 	jsonhttp.Write(w, http.StatusCreated, newAdminRoom(body.Name, cfg))
 	return nil
 }
@@ -506,6 +509,9 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 		s.draws.forget(room)
 		s.log.InfoContext(r.Context(), "room updated", append([]any{"room", room, "by", "admin", "remote", r.RemoteAddr},
 			settingsDiff(old, cfg)...)...)
+		if s.onRoomChange != nil {
+			s.onRoomChange(room, old, cfg, false)
+		}
 	}
 	jsonhttp.Write(w, http.StatusOK, newAdminRoom(room, cfg))
 	return nil

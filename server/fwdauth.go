@@ -189,8 +189,12 @@ func (s *Server) gateSettle(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Counted as the built-in gate counts its settles.
-	s.fwdGate.OnOutcome(hold.Room, map[string]string{"spent": "completed", "released": "released"}[body.Outcome])
+	// Counted and told as the built-in gate counts and tells its settles.
+	outcome := map[string]string{"spent": waitroom.OutcomeCompleted, "released": waitroom.OutcomeReleased}[body.Outcome]
+	s.fwdGate.OnOutcome(hold.Room, outcome)
+	if s.fwdGate.OnSettled != nil {
+		s.fwdGate.OnSettled(hold, outcome)
+	}
 	jsonhttp.Write(w, http.StatusOK, map[string]string{"outcome": body.Outcome})
 	return nil
 }

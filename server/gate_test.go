@@ -423,3 +423,43 @@ func TestUpstreamBounds(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, status, "an answer of exactly the bound passes")
 }
+
+// OnSettled is told each settle that landed: released after a failed
+// order (the token usable again), completed after a successful one, and
+// nothing for a refused claim.
+func TestGateTellsEachLandedSettle(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := memRoom(t, "r", waitroom.RoomConfig{})
+		_, err := store.Enter(t.Context(), "r", "u1")
+		require.NoError(t, err)
+		var admitted []waitroom.Admission
+		for len(admitted) == 0 {
+			time.Sleep(100 * time.Millisecond) // the bubble's clock
+			admitted, err = store.Admit(t.Context(), "r")
+			require.NoError(t, err)
+		}
+		var mu sync.Mutex
+		var told []string
+		status := http.StatusInternalServerError
+		gate := &waitroom.Gate{Store: store, Room: "r", OnSettled: func(h waitroom.Hold, outcome string) {
+			mu.Lock()
+			defer mu.Unlock()
+			told = append(told, h.User+" "+outcome)
+		}}
+		h := gate.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))
+		order := func() int {
+			req := httptest.NewRequest("POST", "/orders", nil)
+			req.Header.Set("X-User-Id", "u1")
+			req.Header.Set("X-Entry-Token", admitted[0].Token)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			return rec.Code
+		}
+		require.Equal(t, http.StatusInternalServerError, order())
+		status = http.StatusCreated
+		require.Equal(t, http.StatusCreated, order())
+		require.Equal(t, http.StatusForbidden, order()) // spent: refused, not settled
+		require.Equal(t, []string{"u1 released", "u1 completed"}, told)
+	})
+}

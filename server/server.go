@@ -106,6 +106,14 @@ type Config struct {
 	// OnGateServed, if set, is told how long each order the gate let
 	// through took and what it answered (see waitroom.Gate.OnServed).
 	OnGateServed func(room string, took time.Duration, status int)
+	// OnGateSettled, if set, is told each hold the gate or POST
+	// /gate/settle settled (see waitroom.Gate.OnSettled); the webhooks'
+	// hook.
+	OnGateSettled func(hold waitroom.Hold, outcome string)
+	// OnRoomChange, if set, is told each room the operator API created
+	// (from is the zero RoomConfig, created true) or changed, with the
+	// settings before and after; the webhooks' hook.
+	OnRoomChange func(room string, from, to waitroom.RoomConfig, created bool)
 	// CookieSecret signs the waiting page's visitor cookies (HMAC-SHA256),
 	// which identify browsers that come without the user header; at least
 	// MinCookieSecret bytes. Empty: a random secret, so visitor cookies do
@@ -189,6 +197,7 @@ type Server struct {
 	metrics       *metrics
 	adminRefusals everyMinute
 	adminAuth     *authFailures
+	onRoomChange  func(room string, from, to waitroom.RoomConfig, created bool)
 	now           func() time.Time
 	rooms         sync.Map // room name → *cachedRoom
 	draws         drawCache
@@ -310,6 +319,7 @@ func New(cfg Config) (*Server, error) {
 		s.now = time.Now
 	}
 	s.adminAuth = newAuthFailures(authLimit, s.now)
+	s.onRoomChange = cfg.OnRoomChange
 	gated := cfg.GatedRoutes
 	if len(gated) == 0 {
 		gated = []string{DefaultGatedRoute}
@@ -344,6 +354,7 @@ func New(cfg Config) (*Server, error) {
 			Logger:     s.log,
 			OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
 			OnServed:   cfg.OnGateServed,
+			OnSettled:  cfg.OnGateSettled,
 			Reject:     s.writeError,
 			StoreDown:  s.policy.storeDown(s.defaultRoom),
 			// Only while the store is down: the settings last read, never
@@ -361,6 +372,7 @@ func New(cfg Config) (*Server, error) {
 		UserHeader: s.userHeader,
 		Logger:     s.log,
 		OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
+		OnSettled:  cfg.OnGateSettled,
 	}
 	if d := cfg.TokenCookieDomain; d != "" && !validCookieDomain(d) {
 		return nil, fmt.Errorf("server: Config.TokenCookieDomain %q is not a domain", d)

@@ -15,13 +15,15 @@ import (
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
 	"github.com/waitroom/waitroom/shop"
+	"github.com/waitroom/waitroom/webhook"
 )
 
 // serveFlags is what serve's settings are read into: the instance's
 // Config and what the rate is derived from.
 type serveFlags struct {
 	instance.Config
-	serviceTime time.Duration
+	serviceTime   time.Duration
+	webhookSecret string
 }
 
 // serveSettings are serve's settings, read into f. Those of the failure
@@ -85,6 +87,8 @@ func serveSettings(f *serveFlags) []flagenv.Setting {
 		flagenv.Var("log-format", "WAITROOM_LOG_FORMAT", "text", "text|json", "log format", flagenv.OneOf(&c.LogFormat, "must be text or json", "text", "json")),
 		flagenv.Var("log-level", "WAITROOM_LOG_LEVEL", "info", "level", "debug, info, warn or error; debug logs every request", flagenv.Level(&c.LogLevel)),
 		flagenv.Var("admin-token", "WAITROOM_ADMIN_TOKEN", "", "token", fmt.Sprintf("bearer token of the operator API under /admin/ ('waitroom admin'), at least %d characters; empty: the admin API is off", instance.MinAdminToken), flagenv.Secret(&c.AdminToken)),
+		flagenv.Var("webhook-url", "WAITROOM_WEBHOOK_URL", "", "url", "absolute http(s) URL that gets every room's events as signed webhooks (Standard Webhooks); the admin API adds endpoints per room and event; empty: none but the admin API's", flagenv.Checked(&c.WebhookURL, flagenv.OrEmpty(webhook.CheckURL))),
+		flagenv.Var("webhook-secret", "WAITROOM_WEBHOOK_SECRET", "", "whsec_…", "signing secret of --webhook-url, whsec_ and 24 to 64 bytes in base64 (the receiver's); during a rotation new,old: both sign", flagenv.Secret(&f.webhookSecret)),
 	}
 }
 
@@ -107,6 +111,9 @@ func parseServe(args []string, getenv func(string) string) (instance.Config, err
 	}
 	if raw["pool"].Text == "" {
 		c.Pool = c.DBPool
+	}
+	if f.webhookSecret != "" {
+		c.WebhookSecrets = flagenv.SplitList(f.webhookSecret)
 	}
 	if c.AutoRate && raw["rate"].Given {
 		v.Check(flagenv.Errorf("--auto-rate measures the rate; it cannot go with --rate"))

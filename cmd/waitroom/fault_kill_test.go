@@ -71,6 +71,16 @@ func startChild(t *testing.T, bin string, args, env []string) *child {
 	return c
 }
 
+// buildWaitroom builds this command into the test's temp dir, for tests
+// that run it as a process of its own.
+func buildWaitroom(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "waitroom")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
 // kill SIGKILLs the process: no shutdown, no settling of held tokens.
 func (c *child) kill(t *testing.T) {
 	t.Helper()
@@ -90,10 +100,7 @@ func (c *child) kill(t *testing.T) {
 // Idempotency-Key rather than placed twice.
 func TestFaultServerKilledBetweenClaimAndComplete(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "waitroom")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildWaitroom(t)
 
 	redisURL := testenv.RedisURL()
 	prefix := fmt.Sprintf("wrtest-kill-%d", time.Now().UnixNano())

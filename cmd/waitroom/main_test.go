@@ -156,6 +156,10 @@ func TestParseServeRejectsBadValues(t *testing.T) {
 		{nil, []string{"REDIS_URL", "mysql://x"}, `REDIS_URL="mysql://x"`},
 		{[]string{"--redis-prefix", "a{b}"}, nil, `--redis-prefix="a{b}"`},
 		{[]string{"--addr", ""}, nil, `--addr="": an address to listen on is required`},
+		{[]string{"--webhook-url", "ftp://shop.test/h"}, nil, `--webhook-url="ftp://shop.test/h": WEBHOOK_URL_INVALID`},
+		{[]string{"--webhook-url", "https://shop.test/h"}, nil, `--webhook-secret: --webhook-url needs --webhook-secret`},
+		{[]string{"--webhook-url", "https://shop.test/h", "--webhook-secret", "nope"}, nil, `--webhook-secret: a webhook secret starts with whsec_`},
+		{nil, []string{"WAITROOM_WEBHOOK_SECRET", "whsec_abc"}, `signs the messages to --webhook-url`},
 		{[]string{"--no-such-flag"}, nil, "flag provided but not defined: -no-such-flag"},
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},
 	}

@@ -318,12 +318,13 @@ func TestExistingSecret(t *testing.T) {
 	d := the(t, "Deployment", m.deployments)
 	env := containerEnv(t, m, waitroomContainer(t, d))
 	for name, want := range map[string]envSource{
-		"REDIS_URL":              {secret: "shop-redis", key: "url"},
-		"WAITROOM_COOKIE_SECRET": {secret: "shop-waitroom", key: "cookie-secret"},
-		"WAITROOM_ADMIN_TOKEN":   {secret: "shop-waitroom", key: "admin-token", optional: true},
-		"WAITROOM_SETTLE_SECRET": {secret: "shop-waitroom", key: "settle-secret", optional: true},
-		"DATABASE_URL":           {secret: "shop-waitroom", key: "database-url", optional: true},
-		"AMQP_URL":               {secret: "shop-waitroom", key: "amqp-url", optional: true},
+		"REDIS_URL":               {secret: "shop-redis", key: "url"},
+		"WAITROOM_COOKIE_SECRET":  {secret: "shop-waitroom", key: "cookie-secret"},
+		"WAITROOM_ADMIN_TOKEN":    {secret: "shop-waitroom", key: "admin-token", optional: true},
+		"WAITROOM_SETTLE_SECRET":  {secret: "shop-waitroom", key: "settle-secret", optional: true},
+		"DATABASE_URL":            {secret: "shop-waitroom", key: "database-url", optional: true},
+		"AMQP_URL":                {secret: "shop-waitroom", key: "amqp-url", optional: true},
+		"WAITROOM_WEBHOOK_SECRET": {secret: "shop-waitroom", key: "webhook-secret", optional: true},
 	} {
 		if got := env[name]; got != want {
 			t.Errorf("%s from %+v, want %+v", name, got, want)
@@ -381,6 +382,7 @@ func TestRefusedValues(t *testing.T) {
 		{"redis: {existingSecret: mine}", "leave redis.url empty"},
 		{"secrets: {cookieSecret: short}", "at least 32 bytes"},
 		{"secrets: {settleSecret: short}", "at least 32 bytes"},
+		{"secrets: {webhookSecret: not-a-whsec}", "webhookSecret must be whsec_"},
 		{"secrets: {adminToken: 'has a space in it, long'}", "without spaces"},
 		{"secrets: {adminToken: short}", "at least 16"},
 		{"secrets: {existingSecret: mine, adminToken: 0123456789abcdef0123}", "secrets.adminToken into that Secret"},

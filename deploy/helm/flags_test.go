@@ -64,17 +64,18 @@ type chartPath struct{ values, want string }
 // chartPaths are the flags the chart sets from values of its own (the
 // listeners, Redis, the secrets, TLS) rather than from config.
 var chartPaths = map[string]chartPath{
-	"addr":          {"ports: {http: 8181}", ":8181"},
-	"metrics-addr":  {"metrics: {port: 9191}", ":9191"},
-	"admin-addr":    {"admin: {port: 9292}\nsecrets: {adminToken: admin-token-for-the-flag-test}", ":9292"},
-	"redis-url":     {"redis: {url: 'redis+cluster://:flag-pw@h1:6379,h2:6379'}", "redis+cluster://:flag-pw@h1:6379,h2:6379"},
-	"cookie-secret": {"secrets: {cookieSecret: cookie-secret-for-the-flag-test-0123456}", "cookie-secret-for-the-flag-test-0123456"},
-	"admin-token":   {"secrets: {adminToken: admin-token-for-the-flag-test}", "admin-token-for-the-flag-test"},
-	"settle-secret": {"secrets: {settleSecret: settle-secret-for-the-flag-test-012345}", "settle-secret-for-the-flag-test-012345"},
-	"database-url":  {"secrets: {databaseUrl: 'postgres://shop:flag-pw@pg:5432/shop'}", "postgres://shop:flag-pw@pg:5432/shop"},
-	"amqp-url":      {"secrets: {amqpUrl: 'amqp://shop:flag-pw@mq:5672/'}", "amqp://shop:flag-pw@mq:5672/"},
-	"tls-cert":      {"tls: {secretName: flag-tls}", "/etc/waitroom/tls/tls.crt"},
-	"tls-key":       {"tls: {secretName: flag-tls}", "/etc/waitroom/tls/tls.key"},
+	"addr":           {"ports: {http: 8181}", ":8181"},
+	"metrics-addr":   {"metrics: {port: 9191}", ":9191"},
+	"admin-addr":     {"admin: {port: 9292}\nsecrets: {adminToken: admin-token-for-the-flag-test}", ":9292"},
+	"redis-url":      {"redis: {url: 'redis+cluster://:flag-pw@h1:6379,h2:6379'}", "redis+cluster://:flag-pw@h1:6379,h2:6379"},
+	"cookie-secret":  {"secrets: {cookieSecret: cookie-secret-for-the-flag-test-0123456}", "cookie-secret-for-the-flag-test-0123456"},
+	"admin-token":    {"secrets: {adminToken: admin-token-for-the-flag-test}", "admin-token-for-the-flag-test"},
+	"settle-secret":  {"secrets: {settleSecret: settle-secret-for-the-flag-test-012345}", "settle-secret-for-the-flag-test-012345"},
+	"database-url":   {"secrets: {databaseUrl: 'postgres://shop:flag-pw@pg:5432/shop'}", "postgres://shop:flag-pw@pg:5432/shop"},
+	"amqp-url":       {"secrets: {amqpUrl: 'amqp://shop:flag-pw@mq:5672/'}", "amqp://shop:flag-pw@mq:5672/"},
+	"webhook-secret": {"secrets: {webhookSecret: 'whsec_ZmxhZy10ZXN0LXdlYmhvb2stc2VjcmV0LTAx'}", "whsec_ZmxhZy10ZXN0LXdlYmhvb2stc2VjcmV0LTAx"},
+	"tls-cert":       {"tls: {secretName: flag-tls}", "/etc/waitroom/tls/tls.crt"},
+	"tls-key":        {"tls: {secretName: flag-tls}", "/etc/waitroom/tls/tls.key"},
 }
 
 // configKeys are the keys of values.yaml's config and of the schema's.

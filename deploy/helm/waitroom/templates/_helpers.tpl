@@ -89,7 +89,7 @@ which value to change.
 {{- end }}
 {{- $s := $v.secrets }}
 {{- if $s.existingSecret }}
-{{- range $key := list "cookieSecret" "adminToken" "settleSecret" "databaseUrl" "amqpUrl" }}
+{{- range $key := list "cookieSecret" "adminToken" "settleSecret" "databaseUrl" "amqpUrl" "webhookSecret" }}
 {{- if index $s $key }}
 {{- fail (printf "secrets.existingSecret is set: put secrets.%s into that Secret and leave it empty here" $key) }}
 {{- end }}
@@ -97,6 +97,9 @@ which value to change.
 {{- else }}
 {{- if and $s.cookieSecret (lt (len $s.cookieSecret) 32) }}
 {{- fail "secrets.cookieSecret must be at least 32 bytes" }}
+{{- end }}
+{{- if and $s.webhookSecret (not (regexMatch "^whsec_[A-Za-z0-9+/=]+(,whsec_[A-Za-z0-9+/=]+)*$" $s.webhookSecret)) }}
+{{- fail "secrets.webhookSecret must be whsec_ and base64 (new,old during a rotation)" }}
 {{- end }}
 {{- if and $s.settleSecret (lt (len $s.settleSecret) 32) }}
 {{- fail "secrets.settleSecret must be at least 32 bytes" }}

@@ -1,0 +1,243 @@
+package webhook_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/memstore"
+	"github.com/waitroom/waitroom/webhook"
+)
+
+// appended reads every entry appended to log since the group "t" was
+// made.
+func appended(t *testing.T, log webhook.Log) []webhook.Entry {
+	t.Helper()
+	var out []webhook.Entry
+	for p := range webhook.Partitions {
+		es, err := log.Read(t.Context(), "t", p, "reader", 10_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, es...)
+	}
+	return out
+}
+
+// groupedMemLog is an in-process log whose group "t" reads (appended)
+// everything appended to it.
+func groupedMemLog(t *testing.T) *webhook.MemLog {
+	t.Helper()
+	log := webhook.NewMemLog()
+	if err := log.AddGroup(t.Context(), "t"); err != nil {
+		t.Fatal(err)
+	}
+	return log
+}
+
+// 2,500 admissions in one room are three user.admitted events of at most
+// MaxBatchUsers, in admission order.
+func TestAdmittedIsBatched(t *testing.T) {
+	t.Parallel()
+	log := groupedMemLog(t)
+	em := &webhook.Emitter{Log: log}
+	var list []waitroom.Admission
+	for i := range 2500 {
+		list = append(list, waitroom.Admission{User: fmt.Sprintf("u%04d", i), Token: "secret-token"})
+	}
+	em.Admitted("r", list[:700])
+	em.Admitted("r", list[700:])
+	if err := em.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got := appended(t, log)
+	var sizes []int
+	next := 0
+	for _, e := range got {
+		var data webhook.AdmittedData
+		if err := json.Unmarshal(e.Event.Data, &data); err != nil {
+			t.Fatal(err)
+		}
+		if e.Event.Type != webhook.UserAdmitted || data.Count != len(data.Users) {
+			t.Fatalf("event %s", e.Body)
+		}
+		for _, u := range data.Users {
+			if u != list[next].User {
+				t.Fatalf("user %s out of order, want %s", u, list[next].User)
+			}
+			next++
+		}
+		sizes = append(sizes, data.Count)
+		if string(e.Body) != string(e.Event.Body()) || strings.Contains(string(e.Body), "secret-token") {
+			t.Fatalf("the body carries the token or differs: %.200s", e.Body)
+		}
+	}
+	if fmt.Sprint(sizes) != "[1000 1000 500]" {
+		t.Fatalf("batches %v, want [1000 1000 500]", sizes)
+	}
+}
+
+// The watcher tells no-shows and a sale's end once, however many
+// instances watch the room (their counters are in one Redis).
+func TestWatcherTellsEachChangeOnce(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	store := memstore.New(memstore.Options{Now: c.Now})
+	ctx := t.Context()
+	cfg := waitroom.RoomConfig{Rate: 100, Stock: 1, FirstUseWithin: time.Second}.WithDefaults()
+	if _, err := store.CreateRoom(ctx, "r", cfg); err != nil {
+		t.Fatal(err)
+	}
+	log := redisLog(t)
+	if err := log.AddGroup(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	em := &webhook.Emitter{Log: log, Now: c.Now}
+	watchers := []*webhook.Watcher{{Store: store, Log: log, Emitter: em, Now: c.Now}, {Store: store, Log: log, Emitter: em, Now: c.Now}}
+	tick := func() []string {
+		t.Helper()
+		for _, w := range watchers {
+			if err := w.Tick(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := em.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		for _, e := range appended(t, log) {
+			types = append(types, e.Event.Type+" "+string(e.Event.Data))
+		}
+		return types
+	}
+	// Admission ticks a second apart until one admits somebody.
+	admit := func() []waitroom.Admission {
+		for range 5 {
+			c.Advance(time.Second)
+			a, err := store.Admit(ctx, "r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(a) > 0 {
+				return a
+			}
+		}
+		return nil
+	}
+	for _, u := range []string{"u1", "u2"} {
+		if _, err := store.Enter(ctx, "r", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := admit(); len(a) != 1 {
+		t.Fatalf("admitted %v", a)
+	}
+	if got := tick(); len(got) != 0 {
+		t.Fatalf("the first look told %v", got)
+	}
+	c.Advance(time.Second) // u1 never came: a no-show
+	a := admit()
+	if len(a) != 1 || a[0].User != "u2" {
+		t.Fatalf("admitted %v", a)
+	}
+	if got := tick(); fmt.Sprint(got) != `[user.no_show {"count":1}]` {
+		t.Fatalf("told %v", got)
+	}
+	h, err := store.Claim(ctx, "r", "u2", a[0].Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Complete(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if got := tick(); fmt.Sprint(got) != `[room.sold_out {"stock":1,"sold":1}]` {
+		t.Fatalf("told %v", got)
+	}
+	if got := tick(); len(got) != 0 {
+		t.Fatalf("told again: %v", got)
+	}
+
+	// A scheduled closing is told once it has come, once.
+	closes := c.Now().Add(time.Minute)
+	if _, err := waitroom.ChangeRoom(ctx, store, "r", func(cfg *waitroom.RoomConfig) error { cfg.ClosesAt = closes; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := tick(); len(got) != 0 {
+		t.Fatalf("told before the closing: %v", got)
+	}
+	c.Advance(time.Minute)
+	if got := tick(); fmt.Sprint(got) != `[room.closed {"state":"closed"}]` {
+		t.Fatalf("told %v", got)
+	}
+	if got := tick(); len(got) != 0 {
+		t.Fatalf("told again: %v", got)
+	}
+}
+
+// What an operator's change of a room tells.
+func TestRoomChangedTells(t *testing.T) {
+	t.Parallel()
+	open, paused, closed := waitroom.RoomOpen, waitroom.RoomPaused, waitroom.RoomClosed
+	for _, c := range []struct {
+		from, to waitroom.RoomConfig
+		created  bool
+		want     string
+	}{
+		{waitroom.RoomConfig{}, waitroom.RoomConfig{State: open}, true, `[room.opened {"state":"open"}]`},
+		{waitroom.RoomConfig{}, waitroom.RoomConfig{State: paused}, true, `[]`},
+		{waitroom.RoomConfig{State: open}, waitroom.RoomConfig{State: paused}, false, `[room.paused {"state":"paused"}]`},
+		{waitroom.RoomConfig{State: paused}, waitroom.RoomConfig{State: open}, false, `[room.resumed {"state":"open"}]`},
+		{waitroom.RoomConfig{State: closed}, waitroom.RoomConfig{State: open}, false, `[room.opened {"state":"open"}]`},
+		{waitroom.RoomConfig{State: paused}, waitroom.RoomConfig{State: closed}, false, `[room.closed {"state":"closed"}]`},
+		{waitroom.RoomConfig{State: open, Rate: 1}, waitroom.RoomConfig{State: open, Rate: 2}, false, `[]`},
+		{waitroom.RoomConfig{State: open, Stock: 10}, waitroom.RoomConfig{State: open, Stock: 25}, false, `[room.restocked {"stock":25,"previous_stock":10}]`},
+		{waitroom.RoomConfig{State: open, Stock: 10}, waitroom.RoomConfig{State: open, Stock: 5}, false, `[]`},
+	} {
+		log := groupedMemLog(t)
+		em := &webhook.Emitter{Log: log}
+		em.RoomChanged("r", c.from, c.to, c.created)
+		if err := em.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range appended(t, log) {
+			got = append(got, e.Event.Type+" "+string(e.Event.Data))
+		}
+		if fmt.Sprint(got) != c.want {
+			t.Errorf("%+v → %+v (created %v): told %v, want %s", c.from.State, c.to.State, c.created, got, c.want)
+		}
+	}
+}
+
+// Settles are gathered per room and type as admissions are, and a room's
+// own event appends what its users did before it first.
+func TestSettledIsBatchedAndKeepsTheRoomsOrder(t *testing.T) {
+	t.Parallel()
+	log := groupedMemLog(t)
+	em := &webhook.Emitter{Log: log}
+	for i := range 3 {
+		em.Settled(waitroom.Hold{Room: "r", User: fmt.Sprintf("u%d", i), Units: 2}, waitroom.OutcomeCompleted)
+	}
+	em.Settled(waitroom.Hold{Room: "r", User: "u9"}, waitroom.OutcomeReleased)
+	em.Admitted("r", []waitroom.Admission{{User: "u7"}})
+	em.Emit(webhook.RoomPaused, "r", webhook.RoomData{State: "paused"})
+	if err := em.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range appended(t, log) {
+		got = append(got, e.Event.Type+" "+string(e.Event.Data))
+	}
+	want := []string{
+		`token.spent {"count":3,"tokens":[{"user":"u0","units":2},{"user":"u1","units":2},{"user":"u2","units":2}]}`,
+		`token.released {"count":1,"tokens":[{"user":"u9","units":1}]}`,
+		`user.admitted {"count":1,"users":["u7"]}`,
+		`room.paused {"state":"paused"}`,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("appended\n%v\nwant\n%v", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -1,0 +1,168 @@
+// Package webhook tells the shop what happens in its rooms: signed HTTP
+// callbacks (Standard Webhooks: webhook-id, webhook-timestamp and
+// webhook-signature over id.timestamp.body) delivered at least once from a
+// durable log (Redis Streams with a consumer group per endpoint, or the
+// instance's own log in process), in order per room, retried with
+// exponential backoff and jitter for up to MaxAge, then dead-lettered.
+//
+// Emitter turns the waiting room's state changes into events and appends
+// them off the request path; Dispatcher delivers them; Admin is the
+// operator's API for endpoints and dead letters.
+package webhook
+
+import (
+	"encoding/json"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/waitroom/waitroom"
+)
+
+// Event types: the names a receiver switches on.
+const (
+	RoomOpened       = "room.opened"
+	RoomPaused       = "room.paused"
+	RoomResumed      = "room.resumed"
+	RoomClosed       = "room.closed"
+	RoomSoldOut      = "room.sold_out"
+	RoomRestocked    = "room.restocked"
+	RoomDrawRevealed = "room.draw_revealed"
+	UserAdmitted     = "user.admitted"
+	UserNoShow       = "user.no_show"
+	UserAbandoned    = "user.abandoned"
+	TokenSpent       = "token.spent"
+	TokenReleased    = "token.released"
+	TokenExpired     = "token.expired"
+)
+
+// Types lists every event type, the names an endpoint's filter may use.
+var Types = []string{
+	RoomOpened, RoomPaused, RoomResumed, RoomClosed, RoomSoldOut, RoomRestocked, RoomDrawRevealed,
+	UserAdmitted, UserNoShow, UserAbandoned, TokenSpent, TokenReleased, TokenExpired,
+}
+
+// KnownType reports whether t is one of Types.
+func KnownType(t string) bool { return slices.Contains(Types, t) }
+
+// Version is the body's schema version: a receiver may refuse a body of a
+// version it does not know. Fields are only ever added within a version.
+const Version = 1
+
+// MaxBatchUsers bounds the users one per-user event (user.admitted,
+// token.spent, token.released) carries: the Emitter gathers a room's for
+// at most BatchWindow into one event of at most this many, so 100,000
+// buyers are about 100 events of at most ~130 KB (user ids are at most
+// 128 bytes; an admission call admits at most waitroom.MaxTickQuota,
+// 1,000).
+const MaxBatchUsers = 1000
+
+// BatchWindow is how long the Emitter gathers a room's per-user events
+// into one before appending it.
+const BatchWindow = time.Second
+
+// Event is one thing that happened in a room. Its body is what is sent;
+// ID is the webhook-id, the same at every attempt and redelivery, for the
+// receiver to drop duplicates by.
+type Event struct {
+	ID        string          `json:"-"`
+	Version   int             `json:"version"`
+	Type      string          `json:"type"`
+	Room      string          `json:"room"`
+	Timestamp time.Time       `json:"timestamp"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// NewEvent builds an event of type typ in room at now, with data encoded
+// as its data object and a fresh id.
+func NewEvent(typ, room string, now time.Time, data any) Event {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		// Every data value is one of this package's own structs.
+		panic("webhook: encoding event data: " + err.Error())
+	}
+	return Event{ID: "msg_" + waitroom.NewToken(), Version: Version, Type: typ, Room: room, Timestamp: now.UTC(), Data: raw}
+}
+
+// Body is the JSON body sent for e.
+func (e Event) Body() []byte {
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic("webhook: encoding event: " + err.Error())
+	}
+	return b
+}
+
+// The data objects of the events.
+type (
+	// AdmittedData: user.admitted. Users in admission order; never the
+	// tokens, which are the users' secrets.
+	AdmittedData struct {
+		Count int      `json:"count"`
+		Users []string `json:"users"`
+	}
+	// CountData: user.no_show, user.abandoned, token.expired. The store
+	// counts these inside its scripts without naming the users, so the
+	// event says how many since the last one.
+	CountData struct {
+		Count int64 `json:"count"`
+	}
+	// TokensData: token.spent (orders succeeded) and token.released
+	// (orders failed; the tokens are usable again), in settle order.
+	TokensData struct {
+		Count  int         `json:"count"`
+		Tokens []TokenData `json:"tokens"`
+	}
+	// TokenData is one settled token: its holder and the units it
+	// reserved.
+	TokenData struct {
+		User  string `json:"user"`
+		Units int    `json:"units"`
+	}
+	// RoomData: room.opened, room.paused, room.resumed, room.closed.
+	RoomData struct {
+		State string `json:"state"`
+	}
+	// StockData: room.sold_out, room.restocked.
+	StockData struct {
+		Stock         int   `json:"stock"`
+		PreviousStock int   `json:"previous_stock,omitempty"`
+		Sold          int64 `json:"sold,omitempty"`
+	}
+	// DrawData: room.draw_revealed, the scheduled opening's seed against
+	// its published commitment.
+	DrawData struct {
+		Commitment string `json:"commitment"`
+		Seed       string `json:"seed"`
+		Entrants   int64  `json:"entrants"`
+	}
+)
+
+// Partitions is how many streams the log is split into. A room's events
+// are all in one partition, in order; each endpoint's partitions are
+// shared among the live dispatchers, one owner each.
+const Partitions = 8
+
+// Partition is the partition of room's events.
+func Partition(room string) int {
+	h := fnv.New32a()
+	h.Write([]byte(room))
+	return int(h.Sum32() % Partitions)
+}
+
+// nowOf reads now, or the real clock when nil.
+func nowOf(now func() time.Time) time.Time {
+	if now != nil {
+		return now()
+	}
+	return time.Now()
+}
+
+// loggerOf is l, or a logger that discards when nil.
+func loggerOf(l *slog.Logger) *slog.Logger {
+	if l != nil {
+		return l
+	}
+	return slog.New(slog.DiscardHandler)
+}
