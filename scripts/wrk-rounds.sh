@@ -20,6 +20,7 @@
 # each build on the others (taskset; at least two CPUs).
 set -eu
 cd "$(dirname "$0")"
+. ./wrk-lib.sh
 for tool in wrk redis-server bc /usr/bin/time; do
   command -v "$tool" >/dev/null || { echo "$tool is missing (Debian: apt-get install -y wrk redis-server bc time)" >&2; exit 1; }
 done
@@ -42,7 +43,7 @@ cleanup() {
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
-sleep 0.5
+up "$rport" "$rpid"
 for spec in "$@"; do
   i=${#labels[@]}
   port=$((rport + 100 + i))
@@ -50,9 +51,8 @@ for spec in "$@"; do
   "${pin_builds[@]}" ${spec#*=} --addr "127.0.0.1:$port" --redis-url "redis://127.0.0.1:$rport/$i" --max-queue 100000000 >/dev/null 2>&1 &
   pids+=($!) labels+=("${spec%%=*}") ports+=("$port")
 done
-sleep 2
+for i in "${!pids[@]}"; do up "${ports[$i]}" "${pids[$i]}"; done
 
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime, 1/100 s
 
 # side PID WRK-ARGS...: "requests/s cpu-µs-per-request non-2xx
 # serve-cpu-µs-per-request"

@@ -19,6 +19,7 @@
 # the serve instances' CPU per request, in µs.
 set -eu
 cd "$(dirname "$0")"
+. ./wrk-lib.sh
 for tool in wrk redis-server redis-cli bc; do
   command -v "$tool" >/dev/null || { echo "$tool is missing (Debian: apt-get install -y wrk redis-server bc)" >&2; exit 1; }
 done
@@ -38,9 +39,8 @@ stop_serves() {
   spids=()
 }
 trap 'stop_serves; kill $rpid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
-sleep 0.5
+up "$rport" "$rpid"
 
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime, 1/100 s
 fcalls() { redis-cli -p "$rport" info commandstats | awk -F'[=,:]' '/^cmdstat_fcall:/ { n = $3 } END { print n + 0 }'; }
 serve_ticks() {
   local t=0 p
@@ -86,8 +86,8 @@ for r in $(seq 1 "$rounds"); do
       "$bin" serve --addr "127.0.0.1:$((rport + 1 + i))" --redis-url "redis://127.0.0.1:$rport/0" \
         --max-queue 100000000 --instances "$n" "$@" >/dev/null 2>&1 &
       spids+=($!)
+      up "$((rport + 1 + i))" "$!"
     done
-    sleep 2
     if [ "$r" = 1 ] && [ "$n" = 1 ]; then
       # The polling crowd, entered once: thread 1's users are everyone's.
       wrk -t1 -c64 -d12s -s wrk-enter.lua "http://127.0.0.1:$((rport + 1))" -- crowd "$crowd" >/dev/null
