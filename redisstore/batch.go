@@ -155,10 +155,13 @@ func (s *Store) sendBatches(ctx context.Context, op *batchedOp, room string, k *
 // and ended with, which the Store watches for lost writes (lost.go), and a
 // standing per user.
 func (s *Store) callBatch(ctx context.Context, op *batchedOp, room string, k *roomKeys, b *userBatch) {
+	// Pointers into b.users, which no caller appends to once the batch is
+	// taken: boxing a string would allocate once per user, a pointer does
+	// not, and go-redis writes a *string as the string.
 	users := make([]any, 0, len(b.users))
-	for i, u := range b.users {
+	for i := range b.users {
 		if !b.gaveUp[i] {
-			users = append(users, u)
+			users = append(users, &b.users[i])
 		}
 	}
 	if len(users) == 0 {

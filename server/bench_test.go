@@ -18,7 +18,7 @@ import (
 // The hot paths through the whole handler on memstore, without the network:
 // what the server adds on top of the store.
 
-func benchServer(b *testing.B) (http.Handler, *memstore.Store) {
+func benchServer(b testing.TB) (http.Handler, *memstore.Store) {
 	store := memstore.New(memstore.Options{})
 	if _, err := store.CreateRoom(b.Context(), "bench", waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue}); err != nil {
 		b.Fatal(err)
@@ -31,24 +31,42 @@ func benchServer(b *testing.B) (http.Handler, *memstore.Store) {
 }
 
 // BenchmarkEnterHTTP: each iteration a new user takes a place.
-func BenchmarkEnterHTTP(b *testing.B) {
-	h, _ := benchServer(b)
-	serveEach(b, h, "POST", "/rooms/bench/enter", func(i int) string { return "user-" + strconv.Itoa(i) })
-}
+func BenchmarkEnterHTTP(b *testing.B) { benchEnter(b, serveEach) }
 
 // BenchmarkStatusHTTP: users spread over a queue of 10,000 ask for their
 // place.
-func BenchmarkStatusHTTP(b *testing.B) {
+func BenchmarkStatusHTTP(b *testing.B) { benchStatus(b, serveEach) }
+
+// BenchmarkEnterHandler and BenchmarkStatusHandler: the same, allocations
+// counted as TestEnterAllocations counts them: the server's alone, not
+// httptest's (benchHandler).
+func BenchmarkEnterHandler(b *testing.B)  { benchEnter(b, benchHandler) }
+func BenchmarkStatusHandler(b *testing.B) { benchStatus(b, benchHandler) }
+
+// benchServe serves b.N requests by h, as the user userOf(i) for the i-th.
+type benchServe func(b *testing.B, h http.Handler, method, path string, userOf func(i int) string)
+
+func benchEnter(b *testing.B, serve benchServe) {
+	h, _ := benchServer(b)
+	serve(b, h, "POST", "/rooms/bench/enter", func(i int) string { return "user-" + strconv.Itoa(i) })
+}
+
+func benchStatus(b *testing.B, serve benchServe) {
 	h, store := benchServer(b)
-	const waiting = 10_000
-	users := make([]string, waiting)
+	users := waitingUsers(b, store, 10_000)
+	serve(b, h, "GET", "/rooms/bench/status", func(i int) string { return users[(i*7919)%len(users)] })
+}
+
+// waitingUsers enters n users into the bench room and returns them.
+func waitingUsers(tb testing.TB, store *memstore.Store, n int) []string {
+	users := make([]string, n)
 	for i := range users {
 		users[i] = "user-" + strconv.Itoa(i)
-		if _, err := store.Enter(b.Context(), "bench", users[i]); err != nil {
-			b.Fatal(err)
+		if _, err := store.Enter(tb.Context(), "bench", users[i]); err != nil {
+			tb.Fatal(err)
 		}
 	}
-	serveEach(b, h, "GET", "/rooms/bench/status", func(i int) string { return users[(i*7919)%waiting] })
+	return users
 }
 
 // serveEach serves one request per iteration, as the user userOf(i) for

@@ -102,9 +102,21 @@ func (s *Server) roomAndUser(r *http.Request) (room, user string, err error) {
 	return room, user, err
 }
 
+// inRoom adapts a handler of a room already read (the hot routes', which
+// hotRoute reads without the ServeMux) to a route of the ServeMux.
+func (s *Server) inRoom(fn func(w http.ResponseWriter, r *http.Request, room string) error) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		room, err := s.room(r)
+		if err != nil {
+			return err
+		}
+		return fn(w, r, room)
+	}
+}
+
 // enter: POST /rooms/{room}/enter and POST /queue/enter.
-func (s *Server) enter(w http.ResponseWriter, r *http.Request) error {
-	room, user, err := s.roomAndUser(r)
+func (s *Server) enter(w http.ResponseWriter, r *http.Request, room string) error {
+	user, err := s.user(r)
 	if err != nil {
 		return err
 	}
@@ -148,8 +160,8 @@ func (s *Server) enterOnce(r *http.Request, room, user, challenge, nonce, pass s
 }
 
 // status: GET /rooms/{room}/status and GET /queue/position.
-func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
-	room, user, err := s.roomAndUser(r)
+func (s *Server) status(w http.ResponseWriter, r *http.Request, room string) error {
+	user, err := s.user(r)
 	if err != nil {
 		return err
 	}

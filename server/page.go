@@ -159,7 +159,7 @@ type pageBoot struct {
 func (s *Server) page(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Add("Vary", "Accept")
 	if wantsJSON(r.Header.Get("Accept")) {
-		return s.status(w, r)
+		return s.inRoom(s.status)(w, r)
 	}
 	s.setPageHeaders(w.Header())
 	room, err := s.room(r)

@@ -216,6 +216,7 @@ type Server struct {
 	visitorLimit   waitroom.Limit
 	joinDifficulty int
 	storeTimeout   time.Duration
+	hotRoutes      bool // hotRoute may route ENTER and STATUS (hotpath.go)
 
 	// The forward-auth gate (fwdauth.go); tokenCookieDomain is
 	// Config.TokenCookieDomain.
@@ -329,11 +330,11 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	routes := map[string]http.Handler{
-		"POST /rooms/{room}/enter":   s.serve(s.enter),
-		"GET /rooms/{room}/status":   s.serve(s.status),
+		"POST /rooms/{room}/enter":   s.serve(s.inRoom(s.enter)),
+		"GET /rooms/{room}/status":   s.serve(s.inRoom(s.status)),
 		"DELETE /rooms/{room}/queue": s.serve(s.leave),
-		"POST /queue/enter":          s.serve(s.enter),
-		"GET /queue/position":        s.serve(s.status),
+		"POST /queue/enter":          s.serve(s.inRoom(s.enter)),
+		"GET /queue/position":        s.serve(s.inRoom(s.status)),
 		"DELETE /queue":              s.serve(s.leave),
 		"GET /rooms/{room}/draw":     s.serve(s.draw),
 		"GET /{$}":                   s.serve(s.page),
@@ -422,6 +423,7 @@ func New(cfg Config) (*Server, error) {
 	if err := register(s.mux, s.metrics, routes); err != nil {
 		return nil, err
 	}
+	s.hotRoutes = hotRoutesSafe(routes)
 	return s, nil
 }
 
@@ -518,6 +520,15 @@ func (s *Server) serveOn(mux *http.ServeMux, w http.ResponseWriter, r *http.Requ
 		}
 	}()
 	s.identify(r)
+	if mux == s.mux {
+		if h, pattern, room := s.hotRoute(r); h != nil {
+			route, r.Pattern = pattern, pattern
+			if err := h(s, rw, r, room); err != nil {
+				s.writeError(rw, r, err)
+			}
+			return
+		}
+	}
 	_, pattern := mux.Handler(r)
 	if pattern == "" {
 		s.unmatched(mux, rw, r)
