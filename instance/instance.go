@@ -28,6 +28,7 @@ import (
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
 	"github.com/waitroom/waitroom/shop"
+	"github.com/waitroom/waitroom/upstream"
 )
 
 // HTTP server bounds: nothing a client sends is unbounded, and a slow
@@ -252,7 +253,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	in.hooks = hooks
 	hooks.routes(adminRoutes)
 	if in.Config.Upstream != nil {
-		p, err := server.NewUpstream(in.Config.Upstream, server.UpstreamOptions{
+		p, err := upstream.New(in.Config.Upstream, upstream.Options{
 			Logger:          log,
 			DialTimeout:     in.Config.UpstreamDialTimeout,
 			ResponseTimeout: in.Config.UpstreamTimeout,

@@ -56,7 +56,7 @@ type Config struct {
 	// tokens open the gated routes; default "default".
 	DefaultRoom string
 	// Protected is what the gate guards: a reverse proxy to the order API
-	// (NewUpstream) or the order handler itself. Nil: the gated routes
+	// (upstream.New) or the order handler itself. Nil: the gated routes
 	// answer 404 NOT_CONFIGURED.
 	Protected http.Handler
 	// GatedRoutes are the ServeMux patterns that reach Protected through
