@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/adminapi"
 	"github.com/waitroom/waitroom/jsonhttp"
 )
 
@@ -154,121 +155,13 @@ func pathRoomAndBody[T any](r *http.Request) (room string, body T, err error) {
 	return room, body, nil
 }
 
-// AdminRoom is the operator API's answer about a room: its settings, and on
-// GET /admin/rooms/{room} its figures. 'waitroom admin' decodes it too.
-type AdminRoom struct {
-	Name      string             `json:"name"`
-	State     waitroom.RoomState `json:"state"`
-	Rate      float64            `json:"rate"`
-	Slice     string             `json:"slice"`
-	MaxQueue  int                `json:"max_queue"`
-	TokenTTL  string             `json:"token_ttl"`
-	Lease     string             `json:"lease"`
-	MaxActive int                `json:"max_active"`
-	// Stock is the units the room sells in all, sold ones included; 0:
-	// not tracked. Raising it is a restock.
-	Stock int `json:"stock"`
-	// UnitsPerOrder is what one token reserves and one order may buy.
-	UnitsPerOrder   int  `json:"units_per_order"`
-	OneOrderPerUser bool `json:"one_order_per_user"`
-	// InviteOnly: only pass holders get in.
-	InviteOnly bool `json:"invite_only"`
-	// AbandonAfter and FirstUseWithin as Go durations ("5m0s", "1m0s").
-	AbandonAfter   string `json:"abandon_after"`
-	FirstUseWithin string `json:"first_use_within"`
-	// OpensAt and ClosesAt are RFC 3339, "" when unset.
-	OpensAt       string        `json:"opens_at"`
-	PrequeueOrder string        `json:"prequeue_order"`
-	ClosesAt      string        `json:"closes_at"`
-	ShopURL       string        `json:"shop_url"`
-	Figures       *AdminFigures `json:"figures,omitempty"`
-}
-
-func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
-	return AdminRoom{
-		Name:            name,
-		State:           cfg.State,
-		Rate:            cfg.Rate,
-		Slice:           cfg.Slice.String(),
-		MaxQueue:        cfg.MaxQueue,
-		TokenTTL:        cfg.TokenTTL.String(),
-		Lease:           cfg.Lease.String(),
-		MaxActive:       cfg.MaxActive,
-		Stock:           cfg.Stock,
-		UnitsPerOrder:   cfg.UnitsPerOrder,
-		OneOrderPerUser: cfg.OneOrderPerUser,
-		InviteOnly:      cfg.InviteOnly,
-		AbandonAfter:    cfg.AbandonAfter.String(),
-		FirstUseWithin:  cfg.FirstUseWithin.String(),
-		OpensAt:         formatTime(cfg.OpensAt),
-		PrequeueOrder:   string(cfg.Order()),
-		ClosesAt:        formatTime(cfg.ClosesAt),
-		ShopURL:         cfg.ShopURL,
-	}
-}
-
-// formatTime is t in RFC 3339, "" for the zero time.
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.Format(time.RFC3339Nano)
-}
-
-// AdminFigures is what a room is doing. The counters are the room's totals
-// over every instance, as the store keeps them.
-type AdminFigures struct {
-	Waiting    int64 `json:"waiting"`
-	LiveTokens int64 `json:"live_tokens"`
-	// AdmittedPerSecond is measured over Window from the store's counter;
-	// null when the window is 0.
-	AdmittedPerSecond *float64 `json:"admitted_per_second"`
-	Window            string   `json:"window"`
-	Entered           int64    `json:"entered"`
-	QueueFull         int64    `json:"queue_full"`
-	Admitted          int64    `json:"admitted"`
-	Completed         int64    `json:"completed"`
-	UnitsSold         int64    `json:"units_sold"`
-	Released          int64    `json:"released"`
-	Expired           int64    `json:"expired"`
-	NoShows           int64    `json:"no_shows"`
-	Abandoned         int64    `json:"abandoned"`
-	// UnitsLeft are the units neither sold nor reserved by a live token
-	// (each reserving units_per_order), and SoldOut says fewer than one
-	// order's units are unsold; both only when the room tracks stock.
-	UnitsLeft *int64 `json:"units_left,omitempty"`
-	SoldOut   bool   `json:"sold_out,omitempty"`
-}
-
-func newAdminFigures(cfg waitroom.RoomConfig, st waitroom.Stats, perSecond *float64, window time.Duration) *AdminFigures {
-	f := &AdminFigures{
-		Waiting:           st.Waiting,
-		LiveTokens:        st.Active,
-		AdmittedPerSecond: perSecond,
-		Window:            window.String(),
-		Entered:           st.Entered,
-		QueueFull:         st.Full,
-		Admitted:          st.Admitted,
-		Completed:         st.Completed,
-		UnitsSold:         st.Sold,
-		Released:          st.Released,
-		Expired:           st.Expired,
-		NoShows:           st.NoShows,
-		Abandoned:         st.Abandoned,
-	}
-	if soldOut, left, _ := cfg.Units(0, st.Sold, st.Active); cfg.Stock > 0 {
-		f.SoldOut, f.UnitsLeft = soldOut, &left
-	}
-	return f
-}
-
 // adminListRooms: GET /admin/rooms.
 func (s *Server) adminListRooms(w http.ResponseWriter, r *http.Request) error {
 	names, err := s.store.Rooms(r.Context())
 	if err != nil {
 		return err
 	}
-	rooms := make([]AdminRoom, 0, len(names))
+	rooms := make([]adminapi.Room, 0, len(names))
 	for _, name := range names {
 		cfg, err := s.store.RoomConfig(r.Context(), name)
 		if errors.Is(err, waitroom.ErrRoomNotFound) {
@@ -277,7 +170,7 @@ func (s *Server) adminListRooms(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		rooms = append(rooms, newAdminRoom(name, cfg))
+		rooms = append(rooms, adminapi.NewRoom(name, cfg))
 	}
 	jsonhttp.Write(w, http.StatusOK, map[string]any{"rooms": rooms})
 	return nil
@@ -413,7 +306,7 @@ func (s *Server) adminCreateRoom(w http.ResponseWriter, r *http.Request) error {
 	if s.onRoomChange != nil {
 		s.onRoomChange(body.Name, waitroom.RoomConfig{}, cfg, true)
 	}
-	jsonhttp.Write(w, http.StatusCreated, newAdminRoom(body.Name, cfg))
+	jsonhttp.Write(w, http.StatusCreated, adminapi.NewRoom(body.Name, cfg))
 	return nil
 }
 
@@ -457,8 +350,8 @@ func (s *Server) adminShowRoom(w http.ResponseWriter, r *http.Request) error {
 		v := float64(last.Admitted-first.Admitted) / time.Since(start).Seconds()
 		perSecond = &v
 	}
-	body := newAdminRoom(room, cfg)
-	body.Figures = newAdminFigures(cfg, last, perSecond, window)
+	body := adminapi.NewRoom(room, cfg)
+	body.Figures = adminapi.NewFigures(cfg, last, perSecond, window)
 	jsonhttp.Write(w, http.StatusOK, body)
 	return nil
 }
@@ -513,7 +406,7 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 			s.onRoomChange(room, old, cfg, false)
 		}
 	}
-	jsonhttp.Write(w, http.StatusOK, newAdminRoom(room, cfg))
+	jsonhttp.Write(w, http.StatusOK, adminapi.NewRoom(room, cfg))
 	return nil
 }
 
@@ -559,14 +452,6 @@ func settingsDiff(old, cfg waitroom.RoomConfig) []any {
 	return diff
 }
 
-// AdminEntrants is the answer of GET /admin/rooms/{room}/entrants: the
-// draw's public record and every entrant with its place, all 'waitroom
-// draw verify' needs to recompute the draw.
-type AdminEntrants struct {
-	Draw     DrawRecord         `json:"draw"`
-	Entrants []waitroom.Entrant `json:"entrants"`
-}
-
 // adminEntrants: GET /admin/rooms/{room}/entrants.
 func (s *Server) adminEntrants(w http.ResponseWriter, r *http.Request) error {
 	room, err := pathRoom(r)
@@ -581,6 +466,6 @@ func (s *Server) adminEntrants(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	jsonhttp.Write(w, http.StatusOK, AdminEntrants{Draw: newDrawRecord(room, d), Entrants: entrants})
+	jsonhttp.Write(w, http.StatusOK, adminapi.Entrants{Draw: adminapi.NewDrawRecord(room, d), Entrants: entrants})
 	return nil
 }

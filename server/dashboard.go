@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/adminapi"
 	"github.com/waitroom/waitroom/internal/uplot"
 	"github.com/waitroom/waitroom/jsonhttp"
 )
@@ -38,48 +39,6 @@ const (
 	dashboardSampleTimeout = 2 * time.Second
 )
 
-// DashboardAnswer is GET /admin/dashboard's answer.
-type DashboardAnswer struct {
-	// SampledAt is when the figures were read (unix milliseconds).
-	SampledAt int64 `json:"sampled_at"`
-	// EveryMS is the sampling period: polling faster returns the same
-	// sample.
-	EveryMS int64 `json:"every_ms"`
-	// Error is set when the last sample failed; the rooms are then those
-	// of the last sample that worked.
-	Error *DashboardError `json:"error,omitempty"`
-	Rooms []DashboardRoom `json:"rooms"`
-}
-
-// DashboardError is why the last sample failed, as the error body says it.
-type DashboardError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// DashboardRoom is one room on the dashboard: its settings and figures as
-// GET /admin/rooms/{room} gives them (admitted per second measured between
-// the last two samples), the wait of the last place, and the samples after
-// ?since=.
-type DashboardRoom struct {
-	AdminRoom
-	// ETALastSeconds is how long the last user in the queue waits at the
-	// room's rate; null while the room is paused (nobody is admitted).
-	ETALastSeconds *float64         `json:"eta_last_seconds"`
-	Series         []DashboardPoint `json:"series"`
-}
-
-// DashboardPoint is one sample of a room.
-type DashboardPoint struct {
-	T int64 `json:"t"` // unix milliseconds
-	// AdmittedPerSecond is the admitted counter's growth since the
-	// previous sample; null for the first sample after a gap.
-	AdmittedPerSecond *float64 `json:"admitted_per_second"`
-	Rate              float64  `json:"rate"`
-	Waiting           int64    `json:"waiting"`
-	LiveTokens        int64    `json:"live_tokens"`
-}
-
 // sampler takes the dashboard's samples; see the top of this file.
 type sampler struct {
 	store waitroom.Store
@@ -98,7 +57,7 @@ type roomTrack struct {
 	stats  waitroom.Stats
 	seen   time.Time
 	perSec *float64
-	points []DashboardPoint // oldest first, at most dashboardKeep
+	points []adminapi.DashboardPoint // oldest first, at most dashboardKeep
 }
 
 func newSampler(store waitroom.Store) *sampler {
@@ -109,7 +68,7 @@ func newSampler(store waitroom.Store) *sampler {
 // samples taken after since (unix milliseconds). A failed sample is not
 // retried before dashboardEvery either, so a store outage does not turn the
 // dashboards into a flood.
-func (d *sampler) read(ctx context.Context, since int64) (DashboardAnswer, error) {
+func (d *sampler) read(ctx context.Context, since int64) (adminapi.Dashboard, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
@@ -120,9 +79,9 @@ func (d *sampler) read(ctx context.Context, since int64) (DashboardAnswer, error
 			d.at = now
 		}
 	}
-	ans := DashboardAnswer{SampledAt: d.at.UnixMilli(), EveryMS: dashboardEvery.Milliseconds(), Rooms: []DashboardRoom{}}
+	ans := adminapi.Dashboard{SampledAt: d.at.UnixMilli(), EveryMS: dashboardEvery.Milliseconds(), Rooms: []adminapi.DashboardRoom{}}
 	if d.err != nil {
-		ans.Error = &DashboardError{Code: waitroom.ErrorCode(d.err), Message: waitroom.ErrorMessage(d.err)}
+		ans.Error = &adminapi.DashboardError{Code: waitroom.ErrorCode(d.err), Message: waitroom.ErrorMessage(d.err)}
 	}
 	names := make([]string, 0, len(d.rooms))
 	for name := range d.rooms {
@@ -131,13 +90,13 @@ func (d *sampler) read(ctx context.Context, since int64) (DashboardAnswer, error
 	slices.Sort(names)
 	for _, name := range names {
 		tr := d.rooms[name]
-		room := DashboardRoom{AdminRoom: newAdminRoom(name, tr.cfg), Series: []DashboardPoint{}}
-		room.Figures = newAdminFigures(tr.cfg, tr.stats, tr.perSec, dashboardEvery)
+		room := adminapi.DashboardRoom{Room: adminapi.NewRoom(name, tr.cfg), Series: []adminapi.DashboardPoint{}}
+		room.Figures = adminapi.NewFigures(tr.cfg, tr.stats, tr.perSec, dashboardEvery)
 		if wait, ok := lastPlaceWait(tr.cfg, tr.stats); ok {
 			eta := wait.Seconds()
 			room.ETALastSeconds = &eta
 		}
-		i, _ := slices.BinarySearchFunc(tr.points, since+1, func(p DashboardPoint, t int64) int { return int(p.T - t) })
+		i, _ := slices.BinarySearchFunc(tr.points, since+1, func(p adminapi.DashboardPoint, t int64) int { return int(p.T - t) })
 		room.Series = append(room.Series, tr.points[i:]...)
 		ans.Rooms = append(ans.Rooms, room)
 	}
@@ -175,7 +134,7 @@ func (d *sampler) sample(ctx context.Context, now time.Time) error {
 			tr = &roomTrack{}
 			d.rooms[name] = tr
 		}
-		p := DashboardPoint{T: now.UnixMilli(), Rate: cfg.Rate, Waiting: st.Waiting, LiveTokens: st.Active}
+		p := adminapi.DashboardPoint{T: now.UnixMilli(), Rate: cfg.Rate, Waiting: st.Waiting, LiveTokens: st.Active}
 		tr.perSec = nil
 		// Only a recent previous sample measures a rate; after a gap (no
 		// dashboard open) the growth spans minutes nobody saw.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/adminapi"
 	"github.com/waitroom/waitroom/jsonhttp"
 )
 
@@ -105,22 +106,9 @@ func (s *Server) enterWithPass(r *http.Request, room, user, code string) (waitro
 	return st, err
 }
 
-// AdminPass is a pass as the operator API shows it.
-type AdminPass struct {
-	ID        string    `json:"id"`
-	Uses      int       `json:"uses"`
-	Left      int       `json:"left"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Revoked   bool      `json:"revoked"`
-	// Code and Link are what the holder is given: the code alone for an
-	// app, the link (a path on this server) for a browser.
-	Code string `json:"code"`
-	Link string `json:"link"`
-}
-
-func (s *Server) adminPass(room string, p waitroom.Pass) AdminPass {
+func (s *Server) adminPass(room string, p waitroom.Pass) adminapi.Pass {
 	code := s.passCode(room, p.ID)
-	return AdminPass{ID: p.ID, Uses: p.Uses, Left: p.Left, ExpiresAt: p.ExpiresAt.UTC(), Revoked: p.Revoked,
+	return adminapi.Pass{ID: p.ID, Uses: p.Uses, Left: p.Left, ExpiresAt: p.ExpiresAt.UTC(), Revoked: p.Revoked,
 		Code: code, Link: s.passLink(room, code)}
 }
 
@@ -173,7 +161,7 @@ func (s *Server) adminListPasses(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]AdminPass, len(passes))
+	out := make([]adminapi.Pass, len(passes))
 	for i, p := range passes {
 		out[i] = s.adminPass(room, p)
 	}
