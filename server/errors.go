@@ -10,8 +10,9 @@ import (
 	"github.com/waitroom/waitroom/jsonhttp"
 )
 
-// Codes the server adds to the store's, all in one place: routing; the door (door.go); the operator API (admin.go);
-// forward auth (fwdauth.go).
+// Codes the server adds to the store's, all in one place: routing; the
+// door (door.go); forward auth (fwdauth.go). The operator API's are in
+// package admin.
 var (
 	errNotFound         = httperr.ErrNotFound
 	errMethodNotAllowed = &waitroom.Error{Code: "METHOD_NOT_ALLOWED", Message: "method not allowed", Status: http.StatusMethodNotAllowed}
@@ -20,14 +21,6 @@ var (
 	errRateLimited       = &waitroom.Error{Code: "RATE_LIMITED", Message: "too many requests; slow down (your place is kept)", Status: http.StatusTooManyRequests}
 	errChallengeRequired = &waitroom.Error{Code: "CHALLENGE_REQUIRED", Message: "solve the join challenge first", Status: http.StatusPreconditionRequired}
 	errCrossSiteJoin     = &waitroom.Error{Code: "CROSS_SITE_JOIN", Message: "joining is only possible from the waiting room's own page", Status: http.StatusForbidden}
-
-	errUnauthorized = &waitroom.Error{Code: "UNAUTHORIZED", Message: "a valid admin bearer token is required", Status: http.StatusUnauthorized}
-	errRoomExists   = &waitroom.Error{Code: "ROOM_EXISTS", Message: "the room exists already", Status: http.StatusConflict}
-
-	// Too many wrong admin tokens from one address (adminauth.go); an
-	// opening set in the past (admin.go).
-	errAdminRateLimited = &waitroom.Error{Code: errRateLimited.Code, Message: "too many wrong admin tokens from this address; wait as Retry-After says", Status: http.StatusTooManyRequests}
-	errOpensAtPast      = &waitroom.Error{Code: "OPENS_AT_PAST", Message: "opens_at is in the past, so the room would open at once; give a time to come (\"\" clears it)", Status: http.StatusBadRequest}
 
 	errForwardAuthOff  = &waitroom.Error{Code: errNotConfigured.Code, Message: "forward auth is off: no settle secret is configured", Status: http.StatusNotFound}
 	errSettleNoSecret  = &waitroom.Error{Code: "SETTLE_UNAUTHORIZED", Message: "the settle secret is missing: Authorization: Bearer SECRET", Status: http.StatusUnauthorized}

@@ -23,6 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/admin"
+	"github.com/waitroom/waitroom/internal/httperr"
 )
 
 // Defaults of the fields of Config left zero.
@@ -67,7 +69,7 @@ type Config struct {
 	// own authentication.
 	Routes map[string]http.Handler
 	// AdminToken is the bearer token of the operator API under /admin/
-	// (admin.go). Empty: the admin API is off and answers 404.
+	// (package admin). Empty: the admin API is off and answers 404.
 	AdminToken string
 	// AdminRoutes are extra ServeMux patterns under /admin/, such as the
 	// shop's "/admin/products", served behind the same bearer token.
@@ -78,7 +80,7 @@ type Config struct {
 	// 404 for them.
 	AdminApart bool
 	// AdminAuthLimit bounds the failed bearer attempts per client address
-	// (adminauth.go); zero: DefaultAdminAuthLimit.
+	// (admin.Config.AuthLimit); zero: admin.DefaultAuthLimit.
 	AdminAuthLimit waitroom.Limit
 	// Now is the clock of the operator API: what counts as an opens_at in
 	// the past, and the failed attempts' limit. Nil: time.Now; a test whose
@@ -194,11 +196,9 @@ type Server struct {
 	configRefresh time.Duration
 	mux           *http.ServeMux
 	adminMux      *http.ServeMux // the operator's routes with Config.AdminApart; else nil
+	admin         *admin.Handler // the operator API, nil when off
+	adminIn       *http.ServeMux // the mux admin is mounted in
 	metrics       *metrics
-	adminRefusals everyMinute
-	adminAuth     *authFailures
-	onRoomChange  func(room string, from, to waitroom.RoomConfig, created bool)
-	now           func() time.Time
 	rooms         sync.Map // room name → *cachedRoom
 	draws         drawCache
 	paces         sync.Map // room name → *cachedPace
@@ -207,7 +207,6 @@ type Server struct {
 	orderProduct  string
 	brand         *brand // the page's template, policy, files and messages
 	policy        *policyEnforcer
-	dashboard     *sampler
 
 	userHeaderKey  string // s.userHeader in canonical form
 	trusted        trustedProxies
@@ -306,21 +305,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}
 	s.metrics = m
-	s.dashboard = newSampler(s.store)
-	authLimit := cfg.AdminAuthLimit
-	switch {
-	case authLimit == waitroom.Limit{}:
-		authLimit = DefaultAdminAuthLimit
-	case math.IsNaN(authLimit.Rate) || authLimit.Rate <= 0 || authLimit.Rate > maxRateLimit || authLimit.Burst < 1:
-		return nil, fmt.Errorf("server: Config.AdminAuthLimit needs a rate in (0, %d] per second and a burst of at least 1, got %g and %d",
-			maxRateLimit, authLimit.Rate, authLimit.Burst)
+	adm, err := admin.New(admin.Config{Store: s.store, Token: cfg.AdminToken, Routes: cfg.AdminRoutes,
+		AuthLimit: cfg.AdminAuthLimit, Now: cfg.Now, Logger: s.log,
+		Client: s.clientAndKey, PassCode: s.passCodeAndLink, Changed: s.forgetRoom, OnRoomChange: cfg.OnRoomChange})
+	if err != nil {
+		return nil, err
 	}
-	s.now = cfg.Now
-	if s.now == nil {
-		s.now = time.Now
-	}
-	s.adminAuth = newAuthFailures(authLimit, s.now)
-	s.onRoomChange = cfg.OnRoomChange
 	gated := cfg.GatedRoutes
 	if len(gated) == 0 {
 		gated = []string{DefaultGatedRoute}
@@ -407,15 +397,17 @@ func New(cfg Config) (*Server, error) {
 		switch {
 		case cfg.PublicMetrics:
 			routes["GET /metrics"] = s.metrics.handler
-		case cfg.AdminToken != "":
-			adminRoutes["GET /metrics"] = s.requireAdmin(sha256.Sum256([]byte(cfg.AdminToken)), s.metrics.handler)
+		case adm != nil:
+			adminRoutes["GET /metrics"] = adm.Protect(s.metrics.handler)
 		}
 	}
-	if err := s.addAdminRoutes(adminRoutes, cfg.AdminToken, cfg.AdminRoutes); err != nil {
+	if err := mountAdmin(adminRoutes, adm); err != nil {
 		return nil, err
 	}
+	s.admin, s.adminIn = adm, s.mux
 	if cfg.AdminApart {
 		s.adminMux = http.NewServeMux()
+		s.adminIn = s.adminMux
 		if err := register(s.adminMux, s.metrics, adminRoutes); err != nil {
 			return nil, err
 		}
@@ -442,12 +434,46 @@ func guardStore(cfg Config, log *slog.Logger) (*waitroom.GuardedStore, error) {
 	return g, nil
 }
 
+// mountAdmin mounts the operator API (nil: off) under /admin/ of routes,
+// refusing a pattern of its own that routes already has.
+func mountAdmin(routes map[string]http.Handler, adm *admin.Handler) error {
+	if adm == nil {
+		return nil
+	}
+	for _, p := range adm.Patterns() {
+		if _, dup := routes[p]; dup {
+			return fmt.Errorf("server: route %q is registered twice", p)
+		}
+	}
+	routes[adminMount] = adm
+	return nil
+}
+
+// adminMount is where the operator API is mounted: every path under
+// /admin/ goes to it, which routes them by patterns of its own.
+const adminMount = "/admin/"
+
+// clientAndKey is the client a request is for and its key for the
+// per-address limits, for the operator API's limit of wrong tokens.
+func (s *Server) clientAndKey(r *http.Request) (netip.Addr, string) {
+	ip := s.trusted.clientIP(r)
+	return ip, addressKey(ip)
+}
+
+// forgetRoom drops what this server cached of room's settings and draw:
+// the operator changed them, and this instance's answers follow at once
+// (the others' within ConfigRefresh).
+func (s *Server) forgetRoom(room string) {
+	s.rooms.Delete(room)
+	s.draws.forget(room)
+}
+
 // register adds routes to mux and declares them to the metrics.
 func register(mux *http.ServeMux, m *metrics, routes map[string]http.Handler) error {
 	m.declareRoutes(routes)
 	for p, h := range routes {
-		if err := handle(mux, p, h); err != nil {
-			return err
+		if err := httperr.Handle(mux, p, h); err != nil {
+			return fmt.Errorf("server: %w", err)
 		}
 	}
 	return nil
@@ -477,18 +503,6 @@ func (s *Server) AdminHandler() http.Handler {
 		mux = http.NewServeMux()
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serveOn(mux, w, r) })
-}
-
-// handle registers h, turning ServeMux's panic on a bad or conflicting
-// pattern into an error.
-func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("server: route %q: %v", pattern, p)
-		}
-	}()
-	mux.Handle(pattern, h)
-	return nil
 }
 
 // ServeHTTP serves r.
@@ -535,6 +549,11 @@ func (s *Server) serveOn(mux *http.ServeMux, w http.ResponseWriter, r *http.Requ
 		return
 	}
 	route = pattern
+	if pattern == adminMount && mux == s.adminIn && s.admin != nil {
+		// Counted under the operator API's own pattern (a redirect's
+		// too: the one it leads to), as if the route were the Server's.
+		route = s.admin.Pattern(r)
+	}
 	mux.ServeHTTP(rw, r)
 }
 
@@ -556,11 +575,7 @@ func (s *Server) unmatched(mux *http.ServeMux, w http.ResponseWriter, r *http.Re
 // serve adapts a handler that returns an error: the error is answered by
 // writeError.
 func (s *Server) serve(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := fn(w, r); err != nil {
-			s.writeError(w, r, err)
-		}
-	})
+	return httperr.Serve(s.writeError, fn)
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {

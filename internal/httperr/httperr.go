@@ -6,6 +6,7 @@
 package httperr
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -54,4 +55,26 @@ func RetryAfter(w http.ResponseWriter, a waitroom.Answer) {
 	if a.RetryAfter > 0 {
 		jsonhttp.RetryAfter(w, a.RetryAfter)
 	}
+}
+
+// Serve adapts a handler that returns an error: the error is answered by
+// answer (Write, or a part's own that builds on it).
+func Serve(answer func(http.ResponseWriter, *http.Request, error), fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			answer(w, r, err)
+		}
+	})
+}
+
+// Handle registers h on mux, turning ServeMux's panic on a bad or
+// conflicting pattern into an error.
+func Handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("route %q: %v", pattern, p)
+		}
+	}()
+	mux.Handle(pattern, h)
+	return nil
 }

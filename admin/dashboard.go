@@ -1,7 +1,8 @@
-package server
+package admin
 
 import (
 	"context"
+	"embed"
 	"errors"
 	"fmt"
 	"io"
@@ -23,11 +24,16 @@ import (
 // every call: GET /admin/dashboard once a second for the figures, PATCH
 // /admin/rooms/{room} for the controls.
 //
-// Every open dashboard reads the same samples: one sampler per Server takes
+// Every open dashboard reads the same samples: one sampler per Handler takes
 // at most one sample a second (the room list, then each room's settings
 // and figures), whatever the number of dashboards, and none while nobody
 // looks. The chart's history is this instance's: it holds the samples
 // taken while a dashboard polled it.
+
+// The dashboard's page, script and style, served as they are.
+//
+//go:embed web
+var webFiles embed.FS
 
 // Dashboard sampling.
 const (
@@ -92,7 +98,7 @@ func (d *sampler) read(ctx context.Context, since int64) (adminapi.Dashboard, er
 		tr := d.rooms[name]
 		room := adminapi.DashboardRoom{Room: adminapi.NewRoom(name, tr.cfg), Series: []adminapi.DashboardPoint{}}
 		room.Figures = adminapi.NewFigures(tr.cfg, tr.stats, tr.perSec, dashboardEvery)
-		if wait, ok := lastPlaceWait(tr.cfg, tr.stats); ok {
+		if wait, ok := waitroom.LastPlaceWait(tr.cfg, tr.stats.Waiting); ok {
 			eta := wait.Seconds()
 			room.ETALastSeconds = &eta
 		}
@@ -158,7 +164,7 @@ func (d *sampler) sample(ctx context.Context, now time.Time) error {
 
 // adminDashboard: GET /admin/dashboard?since=T, the figures for the
 // dashboard page.
-func (s *Server) adminDashboard(w http.ResponseWriter, r *http.Request) error {
+func (s *Handler) adminDashboard(w http.ResponseWriter, r *http.Request) error {
 	var since int64
 	if v := r.URL.Query().Get("since"); v != "" {
 		var err error
@@ -180,6 +186,13 @@ func (s *Server) adminDashboard(w http.ResponseWriter, r *http.Request) error {
 // files. The page allows scripts and styles from this origin only, so
 // nothing injected into it runs.
 func dashboardFiles() map[string]http.Handler {
+	mustRead := func(name string) string {
+		b, err := webFiles.ReadFile(name)
+		if err != nil {
+			panic(err)
+		}
+		return string(b)
+	}
 	files := map[string]struct{ body, contentType string }{
 		"GET /admin/{$}":                      {mustRead("web/admin.html"), "text/html; charset=utf-8"},
 		"GET /admin/assets/admin.js":          {mustRead("web/admin.js"), "text/javascript; charset=utf-8"},
