@@ -225,11 +225,48 @@ type Server struct {
 	tokenCookieDomain string
 }
 
-// New returns a Server for cfg, or an error naming the bad field.
+// New returns a Server for cfg, or an error naming the bad field. Its
+// steps, in order: the settings with their defaults, checked; the store
+// and what stands on it (the failure policy, the limiter); the metrics;
+// the operator API; the crowd's routes with the gates; the routes on
+// their muxes.
 func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("server: Config.Store is required")
 	}
+	s := withDefaults(cfg)
+	if err := s.checkSettings(cfg); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.brand, err = loadBrand(cfg.PageDir); err != nil {
+		return nil, fmt.Errorf("server: Config.PageDir: %w", err)
+	}
+	if err := s.useStore(cfg); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registry, s.store, s.log, cfg.LostWrites)
+	if err != nil {
+		return nil, fmt.Errorf("server: registering metrics: %w", err)
+	}
+	s.metrics = m
+	adm, err := admin.New(s.adminConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
+	routes, err := s.crowdRoutes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.registerRoutes(cfg, routes, adm); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// withDefaults is the Server cfg describes, each setting left zero given
+// its default.
+func withDefaults(cfg Config) *Server {
 	s := &Server{
 		log:            cfg.Logger,
 		userHeader:     cfg.UserHeader,
@@ -240,6 +277,8 @@ func New(cfg Config) (*Server, error) {
 		trusted:        trustedProxies(cfg.TrustedProxies),
 		joinDifficulty: cfg.JoinChallenge,
 		orderProduct:   cfg.OrderProduct,
+		userLimit:      waitroom.Limit{Rate: cfg.UserRateLimit, Burst: limitBurst(cfg.UserRateLimit)},
+		visitorLimit:   waitroom.Limit{Rate: cfg.VisitorRateLimit, Burst: limitBurst(cfg.VisitorRateLimit)},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -247,48 +286,55 @@ func New(cfg Config) (*Server, error) {
 	if s.userHeader == "" {
 		s.userHeader = waitroom.DefaultUserHeader
 	}
+	s.userHeaderKey = http.CanonicalHeaderKey(s.userHeader)
 	if s.defaultRoom == "" {
 		s.defaultRoom = DefaultRoom
-	}
-	if !waitroom.ValidRoomName(s.defaultRoom) {
-		return nil, fmt.Errorf("server: Config.DefaultRoom %q is not a valid room name", s.defaultRoom)
 	}
 	if s.configRefresh <= 0 {
 		s.configRefresh = DefaultConfigRefresh
 	}
-	s.userHeaderKey = http.CanonicalHeaderKey(s.userHeader)
 	if cfg.TrustedProxies == nil {
 		s.trusted = DefaultTrustedProxies
 	}
 	if s.visitors.maxAge <= 0 {
 		s.visitors.maxAge = DefaultCookieMaxAge
 	}
+	if len(s.visitors.secret) == 0 {
+		s.visitors.secret = newVisitorSecret()
+	}
+	s.tokenCookieDomain = cfg.TokenCookieDomain
+	return s
+}
+
+// checkSettings refuses what the server cannot run with, naming the field.
+func (s *Server) checkSettings(cfg Config) error {
+	if !waitroom.ValidRoomName(s.defaultRoom) {
+		return fmt.Errorf("server: Config.DefaultRoom %q is not a valid room name", s.defaultRoom)
+	}
 	for name, rate := range map[string]float64{"UserRateLimit": cfg.UserRateLimit, "VisitorRateLimit": cfg.VisitorRateLimit} {
 		if math.IsNaN(rate) || rate < 0 || rate > maxRateLimit {
-			return nil, fmt.Errorf("server: Config.%s must be in [0, %d] per second, got %g", name, maxRateLimit, rate)
+			return fmt.Errorf("server: Config.%s must be in [0, %d] per second, got %g", name, maxRateLimit, rate)
 		}
 	}
-	s.userLimit = waitroom.Limit{Rate: cfg.UserRateLimit, Burst: limitBurst(cfg.UserRateLimit)}
-	s.visitorLimit = waitroom.Limit{Rate: cfg.VisitorRateLimit, Burst: limitBurst(cfg.VisitorRateLimit)}
 	if cfg.JoinChallenge < 0 || cfg.JoinChallenge > MaxJoinDifficulty {
-		return nil, fmt.Errorf("server: Config.JoinChallenge must be in [0, %d] bits, got %d", MaxJoinDifficulty, cfg.JoinChallenge)
+		return fmt.Errorf("server: Config.JoinChallenge must be in [0, %d] bits, got %d", MaxJoinDifficulty, cfg.JoinChallenge)
 	}
-	switch n := len(s.visitors.secret); {
-	case n == 0:
-		s.visitors.secret = newVisitorSecret()
-	case n < MinCookieSecret:
-		return nil, fmt.Errorf("server: Config.CookieSecret has %d bytes; at least %d are needed", n, MinCookieSecret)
+	if n := len(cfg.CookieSecret); n > 0 && n < MinCookieSecret {
+		return fmt.Errorf("server: Config.CookieSecret has %d bytes; at least %d are needed", n, MinCookieSecret)
 	}
-	var err error
-	if s.brand, err = loadBrand(cfg.PageDir); err != nil {
-		return nil, fmt.Errorf("server: Config.PageDir: %w", err)
+	if d := cfg.TokenCookieDomain; d != "" && !validCookieDomain(d) {
+		return fmt.Errorf("server: Config.TokenCookieDomain %q is not a domain", d)
 	}
-	if err := cfg.FailurePolicy.validate(); err != nil {
-		return nil, err
-	}
+	return cfg.FailurePolicy.validate()
+}
+
+// useStore takes the guarded store and what answers from it: the failure
+// policy (each room's last rate) and the limiter (its shared counts
+// bounded by the store's timeout).
+func (s *Server) useStore(cfg Config) error {
 	store, err := guardStore(cfg, s.log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.store, s.storeTimeout = store, store.Timeout()
 	s.policy = newPolicyEnforcer(cfg.FailurePolicy, store.LastRate, s.log.WarnContext)
@@ -300,26 +346,55 @@ func New(cfg Config) (*Server, error) {
 	default:
 		s.limiter = lim
 	}
-	m, err := newMetrics(cfg.Registry, s.store, s.log, cfg.LostWrites)
-	if err != nil {
-		return nil, fmt.Errorf("server: registering metrics: %w", err)
-	}
-	s.metrics = m
-	adm, err := admin.New(admin.Config{Store: s.store, Token: cfg.AdminToken, Routes: cfg.AdminRoutes,
+	return nil
+}
+
+// adminConfig is the operator API's part of cfg, with what it needs of
+// this server.
+func (s *Server) adminConfig(cfg Config) admin.Config {
+	return admin.Config{Store: s.store, Token: cfg.AdminToken, Routes: cfg.AdminRoutes,
 		AuthLimit: cfg.AdminAuthLimit, Now: cfg.Now, Logger: s.log,
-		Client: s.clientAndKey, PassCode: s.passCodeAndLink, Changed: s.forgetRoom, OnRoomChange: cfg.OnRoomChange})
-	if err != nil {
-		return nil, err
-	}
+		Client: s.clientAndKey, PassCode: s.passCodeAndLink, Changed: s.forgetRoom, OnRoomChange: cfg.OnRoomChange}
+}
+
+// crowdRoutes are the routes the crowd reaches: the queue API and the
+// page, the gated routes through the gate, forward auth, and cfg.Routes.
+func (s *Server) crowdRoutes(cfg Config) (map[string]http.Handler, error) {
+	routes := s.queueRoutes()
 	gated := cfg.GatedRoutes
 	if len(gated) == 0 {
 		gated = []string{DefaultGatedRoute}
 	}
-	if cfg.Protected != nil {
-		s.orderPath = orderPathOf(gated)
+	protected := s.guard(cfg, gated)
+	s.fwdGate = &waitroom.Gate{
+		Store:      s.store,
+		Room:       s.defaultRoom,
+		UserHeader: s.userHeader,
+		Logger:     s.log,
+		OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
+		OnSettled:  cfg.OnGateSettled,
 	}
+	if err := s.forwardAuthRoutes(routes, cfg.SettleSecret); err != nil {
+		return nil, err
+	}
+	for _, p := range gated {
+		if _, dup := routes[p]; dup {
+			return nil, fmt.Errorf("server: gated route %q is registered twice", p)
+		}
+		routes[p] = protected
+	}
+	for p, h := range cfg.Routes {
+		if _, dup := routes[p]; dup {
+			return nil, fmt.Errorf("server: route %q is registered twice", p)
+		}
+		routes[p] = h
+	}
+	return routes, nil
+}
 
-	routes := map[string]http.Handler{
+// queueRoutes are the queue API's, the page's and the health checks'.
+func (s *Server) queueRoutes() map[string]http.Handler {
+	return map[string]http.Handler{
 		"POST /rooms/{room}/enter":   s.serve(s.inRoom(s.enter)),
 		"GET /rooms/{room}/status":   s.serve(s.inRoom(s.status)),
 		"DELETE /rooms/{room}/queue": s.serve(s.leave),
@@ -336,56 +411,38 @@ func New(cfg Config) (*Server, error) {
 		"GET " + logoPath:            http.HandlerFunc(s.logo),
 		"GET /readyz":                s.serve(s.readyz),
 	}
-	var protected http.Handler = s.serve(func(http.ResponseWriter, *http.Request) error { return errNotConfigured })
-	if cfg.Protected != nil {
-		gate := &waitroom.Gate{
-			Store:      s.store,
-			Room:       s.defaultRoom,
-			UserHeader: s.userHeader,
-			Logger:     s.log,
-			OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
-			OnServed:   cfg.OnGateServed,
-			OnSettled:  cfg.OnGateSettled,
-			Reject:     s.writeError,
-			StoreDown:  s.policy.storeDown(s.defaultRoom),
-			// Only while the store is down: the settings last read, never
-			// a store call that would wait out another timeout.
-			LastConfig: func(context.Context) (waitroom.RoomConfig, bool) {
-				return s.lastRoomConfig(s.defaultRoom)
-			},
-		}
-		protected = gate.Wrap(cfg.Protected)
-		s.gate = gate
+}
+
+// guard is what the gated routes serve: cfg.Protected behind the gate, or
+// 404 NOT_CONFIGURED without one.
+func (s *Server) guard(cfg Config, gated []string) http.Handler {
+	if cfg.Protected == nil {
+		return s.serve(func(http.ResponseWriter, *http.Request) error { return errNotConfigured })
 	}
-	s.fwdGate = &waitroom.Gate{
+	s.orderPath = orderPathOf(gated)
+	s.gate = &waitroom.Gate{
 		Store:      s.store,
 		Room:       s.defaultRoom,
 		UserHeader: s.userHeader,
 		Logger:     s.log,
 		OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
+		OnServed:   cfg.OnGateServed,
 		OnSettled:  cfg.OnGateSettled,
+		Reject:     s.writeError,
+		StoreDown:  s.policy.storeDown(s.defaultRoom),
+		// Only while the store is down: the settings last read, never
+		// a store call that would wait out another timeout.
+		LastConfig: func(context.Context) (waitroom.RoomConfig, bool) {
+			return s.lastRoomConfig(s.defaultRoom)
+		},
 	}
-	if d := cfg.TokenCookieDomain; d != "" && !validCookieDomain(d) {
-		return nil, fmt.Errorf("server: Config.TokenCookieDomain %q is not a domain", d)
-	}
-	s.tokenCookieDomain = cfg.TokenCookieDomain
-	if err := s.forwardAuthRoutes(routes, cfg.SettleSecret); err != nil {
-		return nil, err
-	}
-	for _, p := range gated {
-		if _, dup := routes[p]; dup {
-			return nil, fmt.Errorf("server: gated route %q is registered twice", p)
-		}
-		routes[p] = protected
-	}
-	for p, h := range cfg.Routes {
-		if _, dup := routes[p]; dup {
-			return nil, fmt.Errorf("server: route %q is registered twice", p)
-		}
-		routes[p] = h
-	}
-	// The operator's routes: beside the crowd's, or on their own
-	// listener.
+	return s.gate.Wrap(cfg.Protected)
+}
+
+// registerRoutes puts routes on the Server's mux, and the operator's
+// (adm, nil when off, and /metrics behind its token) beside them or, with
+// cfg.AdminApart, on a mux of their own for AdminHandler.
+func (s *Server) registerRoutes(cfg Config, routes map[string]http.Handler, adm *admin.Handler) error {
 	adminRoutes := routes
 	if cfg.AdminApart {
 		adminRoutes = map[string]http.Handler{}
@@ -402,21 +459,21 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if err := mountAdmin(adminRoutes, adm); err != nil {
-		return nil, err
+		return err
 	}
 	s.admin, s.adminIn = adm, s.mux
 	if cfg.AdminApart {
 		s.adminMux = http.NewServeMux()
 		s.adminIn = s.adminMux
 		if err := register(s.adminMux, s.metrics, adminRoutes); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := register(s.mux, s.metrics, routes); err != nil {
-		return nil, err
+		return err
 	}
 	s.hotRoutes = hotRoutesSafe(routes)
-	return s, nil
+	return nil
 }
 
 // guardStore is the guarded store every handler and the gate use:
