@@ -1,6 +1,7 @@
 // Package server is waitroom's HTTP API: entering and polling a room's
-// queue, leaving it, the gate in front of the protected routes, and health
-// checks. Every error answer is {"error":{"code","message"}} with the status
+// queue, leaving it, the waiting page, the gate in front of the protected
+// routes, and health checks; New mounts the operator API (package admin)
+// under /admin/ on the same mux or, apart, on AdminHandler's. Every error answer is {"error":{"code","message"}} with the status
 // its code declares (waitroom.Classify, errors.go of the root package).
 package server
 
