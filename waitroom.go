@@ -430,6 +430,15 @@ func CheckUserID(id string) error {
 	return nil
 }
 
+// LastPlaceWait is how long the last of waiting users waits at the room's
+// rate; none while the room is paused, when nobody is admitted.
+func LastPlaceWait(cfg RoomConfig, waiting int64) (time.Duration, bool) {
+	if cfg.State == RoomPaused {
+		return 0, false
+	}
+	return ETA(waiting, cfg.Rate), true
+}
+
 // ETA estimates how long a user at position waits at rate users/s.
 func ETA(position int64, rate float64) time.Duration {
 	if position < 1 || rate <= 0 {

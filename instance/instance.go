@@ -28,6 +28,7 @@ import (
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
 	"github.com/waitroom/waitroom/shop"
+	"github.com/waitroom/waitroom/upstream"
 )
 
 // HTTP server bounds: nothing a client sends is unbounded, and a slow
@@ -191,7 +192,10 @@ type Instance struct {
 }
 
 // Run opens the store, declares the rooms, starts the admitter and starts
-// serving. ctx bounds the start only.
+// serving. ctx bounds the start only. Its steps, in order: the settings
+// checked, the certificate, the store and its rooms, the one guarded
+// store, the protected order API, the HTTP server, the rate tuner and the
+// admitter, the listeners, and the line that says so.
 func (in *Instance) Run(ctx context.Context) error {
 	if in.Logger == nil {
 		in.Logger = slog.New(slog.DiscardHandler)
@@ -199,108 +203,168 @@ func (in *Instance) Run(ctx context.Context) error {
 	if err := in.Config.Validate(); err != nil {
 		return err
 	}
-	log := in.Logger
 	startCtx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	if in.Config.TLSCert != "" {
-		// Before anything else starts: a bad pair refuses the start.
-		certs, err := newCertHolder(in.Config.TLSCert, in.Config.TLSKey, log)
-		if err != nil {
-			return err
-		}
-		in.certs = certs
+	if err := in.loadCertificate(); err != nil {
+		return err
 	}
-
 	if err := in.openStore(startCtx); err != nil {
 		return err
 	}
-	// The default room's settings as the store keeps them: an existing
-	// room's live ones, not the flags'.
-	var live waitroom.RoomConfig
-	for i, room := range in.Config.Rooms {
-		cfg, err := in.declareRoom(startCtx, room)
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			live = cfg
-		}
+	live, err := in.declareRooms(startCtx)
+	if err != nil {
+		return err
 	}
-	// A Redis restarted without its data has lost the rooms: the keeper
-	// declares them again (as last seen, else as the flags say), within a
-	// second or at once when a request finds one missing.
-	declared := make(map[string]waitroom.RoomConfig, len(in.Config.Rooms))
-	for _, room := range in.Config.Rooms {
-		declared[room] = in.Config.Room.WithDefaults()
-	}
-	// From here on every part uses one guarded store: one set of timeouts,
-	// one outage watch, one keeper.
 	raw := in.store
-	guarded := waitroom.Guard(in.store, waitroom.GuardOptions{Timeout: in.Config.StoreTimeout, Logger: log, Rooms: declared})
-	in.store = guarded
-
-	var protected http.Handler
-	routes := maps.Clone(in.Routes)
-	if routes == nil {
-		routes = map[string]http.Handler{}
-	}
-	adminRoutes := map[string]http.Handler{}
+	guarded := in.guardStore()
 	hooks, err := in.newWebhooks(raw)
 	if err != nil {
 		return err
 	}
 	in.hooks = hooks
-	hooks.routes(adminRoutes)
-	if in.Config.Upstream != nil {
-		p, err := server.NewUpstream(in.Config.Upstream, server.UpstreamOptions{
-			Logger:          log,
-			DialTimeout:     in.Config.UpstreamDialTimeout,
-			ResponseTimeout: in.Config.UpstreamTimeout,
-			MaxBody:         in.Config.UpstreamMaxBody,
-		})
+	orders, err := in.orderAPI(ctx, startCtx)
+	if err != nil {
+		return err
+	}
+	hooks.routes(orders.adminRoutes)
+	handler, err := server.New(in.serverConfig(orders))
+	if err != nil {
+		return err
+	}
+	in.drainSettles = handler.DrainSettles
+	in.startTuner(ctx)
+	hooks.start(ctx, in.store)
+	in.prepareAdmitter(ctx, handler, guarded.Keeper())
+	if !in.Hold {
+		in.startAdmit()
+	}
+	if err := in.listen(handler, orders.protected); err != nil {
+		return err
+	}
+	in.logListening(live)
+	return nil
+}
+
+// loadCertificate reads the TLS pair, if any, before anything else
+// starts: a bad pair refuses the start.
+func (in *Instance) loadCertificate() error {
+	if in.Config.TLSCert == "" {
+		return nil
+	}
+	certs, err := newCertHolder(in.Config.TLSCert, in.Config.TLSKey, in.Logger)
+	if err != nil {
+		return err
+	}
+	in.certs = certs
+	return nil
+}
+
+// declareRooms declares every room and returns the default room's
+// settings as the store keeps them: an existing room's live ones, not
+// the flags'.
+func (in *Instance) declareRooms(ctx context.Context) (waitroom.RoomConfig, error) {
+	var live waitroom.RoomConfig
+	for i, room := range in.Config.Rooms {
+		cfg, err := in.declareRoom(ctx, room)
 		if err != nil {
-			return err
+			return live, err
 		}
-		protected = p
-	} else {
-		b, err := in.openShop(startCtx)
-		if err != nil {
-			return err
-		}
-		in.shop = b
-		opts := shop.Options{UserHeader: in.Config.UserHeader, Logger: log}
-		protected = shop.NewHandler(b.store, opts)
-		// The owner reads an order without spending a token.
-		routes["GET /orders/{id}"] = protected
-		// Products and coupons are the operator's, behind the admin token.
-		shopAdmin := shop.NewAdminHandler(b.store, opts)
-		adminRoutes["/admin/products"] = shopAdmin
-		adminRoutes["/admin/products/"] = shopAdmin
-		adminRoutes["/admin/coupons"] = shopAdmin
-		adminRoutes["/admin/coupons/"] = shopAdmin
-		if b.relay != nil {
-			relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
-			in.stopRelay, in.relayDone = stopRelay, make(chan struct{})
-			go func() {
-				defer close(in.relayDone)
-				_ = b.relay.Run(relayCtx) // reconnects by itself; returns when stopped
-			}()
+		if i == 0 {
+			live = cfg
 		}
 	}
-	handler, err := server.New(server.Config{
+	return live, nil
+}
+
+// guardStore wraps the store once: from here on every part uses it, one
+// set of timeouts, one outage watch, one keeper. A Redis restarted
+// without its data has lost the rooms: the keeper declares them again (as
+// last seen, else as the flags say), within a second or at once when a
+// request finds one missing.
+func (in *Instance) guardStore() *waitroom.GuardedStore {
+	declared := make(map[string]waitroom.RoomConfig, len(in.Config.Rooms))
+	for _, room := range in.Config.Rooms {
+		declared[room] = in.Config.Room.WithDefaults()
+	}
+	guarded := waitroom.Guard(in.store, waitroom.GuardOptions{Timeout: in.Config.StoreTimeout, Logger: in.Logger, Rooms: declared})
+	in.store = guarded
+	return guarded
+}
+
+// orderRoutes is the order API the gate guards and the routes that come
+// with it.
+type orderRoutes struct {
+	protected   http.Handler
+	routes      map[string]http.Handler // Instance.Routes and the shop's own
+	adminRoutes map[string]http.Handler // the shop's, behind the admin token
+}
+
+// orderAPI is the protected order API: the reverse proxy to
+// Config.Upstream, or else the built-in shop.
+func (in *Instance) orderAPI(ctx, startCtx context.Context) (orderRoutes, error) {
+	o := orderRoutes{routes: maps.Clone(in.Routes), adminRoutes: map[string]http.Handler{}}
+	if o.routes == nil {
+		o.routes = map[string]http.Handler{}
+	}
+	if in.Config.Upstream == nil {
+		return o, in.builtInShop(ctx, startCtx, &o)
+	}
+	p, err := upstream.New(in.Config.Upstream, upstream.Options{
+		Logger:          in.Logger,
+		DialTimeout:     in.Config.UpstreamDialTimeout,
+		ResponseTimeout: in.Config.UpstreamTimeout,
+		MaxBody:         in.Config.UpstreamMaxBody,
+	})
+	o.protected = p
+	return o, err
+}
+
+// builtInShop opens the built-in shop, adds its routes to o, and starts
+// its outbox relay, if any, which runs until Close.
+func (in *Instance) builtInShop(ctx, startCtx context.Context, o *orderRoutes) error {
+	b, err := in.openShop(startCtx)
+	if err != nil {
+		return err
+	}
+	in.shop = b
+	opts := shop.Options{UserHeader: in.Config.UserHeader, Logger: in.Logger}
+	o.protected = shop.NewHandler(b.store, opts)
+	// The owner reads an order without spending a token.
+	o.routes["GET /orders/{id}"] = o.protected
+	// Products and coupons are the operator's, behind the admin token.
+	shopAdmin := shop.NewAdminHandler(b.store, opts)
+	o.adminRoutes["/admin/products"] = shopAdmin
+	o.adminRoutes["/admin/products/"] = shopAdmin
+	o.adminRoutes["/admin/coupons"] = shopAdmin
+	o.adminRoutes["/admin/coupons/"] = shopAdmin
+	if b.relay != nil {
+		relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+		in.stopRelay, in.relayDone = stopRelay, make(chan struct{})
+		go func() {
+			defer close(in.relayDone)
+			_ = b.relay.Run(relayCtx) // reconnects by itself; returns when stopped
+		}()
+	}
+	return nil
+}
+
+// serverConfig is the HTTP server's configuration: the guarded store, the
+// order API and the settings.
+func (in *Instance) serverConfig(o orderRoutes) server.Config {
+	return server.Config{
 		Store:        in.store,
-		Logger:       log,
+		Logger:       in.Logger,
 		UserHeader:   in.Config.UserHeader,
 		DefaultRoom:  in.Config.Rooms[0],
-		Protected:    protected,
+		Protected:    o.protected,
 		GatedRoutes:  in.Config.GatedRoutes,
-		Routes:       routes,
+		Routes:       o.routes,
 		OnGateServed: in.observeOrders(),
 		// The webhooks' events: orders settled, rooms the operator changed.
-		OnGateSettled: hooks.emitter.Settled,
-		OnRoomChange:  hooks.emitter.RoomChanged,
+		OnGateSettled: in.hooks.emitter.Settled,
+		OnRoomChange:  in.hooks.emitter.RoomChanged,
 		AdminToken:    in.Config.AdminToken,
-		AdminRoutes:   adminRoutes,
+		AdminRoutes:   o.adminRoutes,
 		AdminApart:    in.Config.AdminAddr != "",
 		CookieSecret:  in.Config.CookieSecret,
 		SettleSecret:  in.Config.SettleSecret,
@@ -319,25 +383,28 @@ func (in *Instance) Run(ctx context.Context) error {
 		JoinChallenge:    in.Config.JoinChallenge,
 		LostWrites:       in.lostWrites,
 		Registry:         in.registry,
-	})
-	if err != nil {
-		return err
 	}
-	in.drainSettles = handler.DrainSettles
-	keeper := guarded.Keeper()
-	if in.tuner != nil {
-		in.tuner.Store = in.store
-	}
+}
 
-	if in.tuner != nil {
-		tuneCtx, stopTuner := context.WithCancel(context.WithoutCancel(ctx))
-		in.stopTuner, in.tunerDone = stopTuner, make(chan struct{})
-		go func() {
-			defer close(in.tunerDone)
-			_ = in.tuner.Run(tuneCtx) // returns when stopped; failures it logs itself
-		}()
+// startTuner starts the rate tuner, if any, on the guarded store; it runs
+// until Close.
+func (in *Instance) startTuner(ctx context.Context) {
+	if in.tuner == nil {
+		return
 	}
+	in.tuner.Store = in.store
+	tuneCtx, stopTuner := context.WithCancel(context.WithoutCancel(ctx))
+	in.stopTuner, in.tunerDone = stopTuner, make(chan struct{})
+	go func() {
+		defer close(in.tunerDone)
+		_ = in.tuner.Run(tuneCtx) // returns when stopped; failures it logs itself
+	}()
+}
 
+// prepareAdmitter makes the admitter and the room keeper, started
+// together by in.startAdmit (at once, or by StartAdmitting with Hold);
+// they run until Close.
+func (in *Instance) prepareAdmitter(ctx context.Context, handler *server.Server, keeper *waitroom.RoomKeeper) {
 	admitCtx, stopAdmit := context.WithCancel(context.WithoutCancel(ctx))
 	in.stopAdmit, in.admitDone = stopAdmit, make(chan struct{})
 	// Four ticks per slice: late ticks are made up, and each slice's quota
@@ -351,10 +418,9 @@ func (in *Instance) Run(ctx context.Context) error {
 			in.OnAdmit(room, admitted)
 		}
 		handler.OnAdmit(room, admitted)
-		hooks.emitter.Admitted(room, admitted)
+		in.hooks.emitter.Admitted(room, admitted)
 	}
-	hooks.start(ctx, in.store)
-	admitter := &waitroom.Admitter{Store: in.store, Every: every, Logger: log, OnAdmit: onAdmit}
+	admitter := &waitroom.Admitter{Store: in.store, Every: every, Logger: in.Logger, OnAdmit: onAdmit}
 	in.startAdmit = sync.OnceFunc(func() {
 		go func() {
 			defer close(in.admitDone)
@@ -364,10 +430,12 @@ func (in *Instance) Run(ctx context.Context) error {
 			keeping.Wait()
 		}()
 	})
-	if !in.Hold {
-		in.startAdmit()
-	}
+}
 
+// listen serves handler on Config.Addr, and /metrics, the operator API
+// and the shop's orders (protected, settling its holds) on listeners of
+// their own when Config.MetricsAddr, AdminAddr and ShopAddr say so.
+func (in *Instance) listen(handler *server.Server, protected http.Handler) error {
 	ln, err := net.Listen("tcp", in.Config.Addr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", in.Config.Addr, err)
@@ -389,17 +457,21 @@ func (in *Instance) Run(ctx context.Context) error {
 			return err
 		}
 	}
-
 	if in.Config.ShopAddr != "" {
 		// The shop's own listener, behind the operator's proxy.
 		if in.shopServer, in.shopListener, err = in.serveAside("--shop-addr", in.Config.ShopAddr, in.settlingShop(protected, handler)); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
-	upstream := "built-in shop"
+// logListening says the instance serves, with what: live is the default
+// room's settings as the store keeps them.
+func (in *Instance) logListening(live waitroom.RoomConfig) {
+	orders := "built-in shop"
 	if in.Config.Upstream != nil {
-		upstream = in.Config.Upstream.Redacted()
+		orders = in.Config.Upstream.Redacted()
 	}
 	// Where the operator API is served, or off.
 	adminAPI := "off"
@@ -409,11 +481,10 @@ func (in *Instance) Run(ctx context.Context) error {
 	case in.Config.AdminToken != "":
 		adminAPI = in.Addr()
 	}
-	log.Info("waiting room listening", "addr", in.Addr(), "tls", in.certs != nil, "rooms", in.Config.Rooms,
+	in.Logger.Info("waiting room listening", "addr", in.Addr(), "tls", in.certs != nil, "rooms", in.Config.Rooms,
 		"rate", live.Rate, "rate_derived", in.Config.RateDerived && live.Rate == in.Config.Room.Rate, "slice", live.Slice,
-		"upstream", upstream, "gated_routes", in.Config.GatedRoutes, "admin_api", adminAPI, "failure_policy", in.Config.FailurePolicy.String(),
+		"upstream", orders, "gated_routes", in.Config.GatedRoutes, "admin_api", adminAPI, "failure_policy", in.Config.FailurePolicy.String(),
 		"gomaxprocs", runtime.GOMAXPROCS(0)) // the cores this process schedules on (OPERATIONS.md)
-	return nil
 }
 
 // serveAside serves h on a listener of its own at addr (named by its flag

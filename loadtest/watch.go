@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
-	"github.com/waitroom/waitroom/server"
+	"github.com/waitroom/waitroom/adminclient"
 )
 
 // SampleEvery is how often RunWatched reads the room's admitted counter:
@@ -22,7 +22,7 @@ const SampleEvery = 10 * time.Millisecond
 // cfg.CheckPositions asks for places 1..N, and reads the store's admitted
 // counter every SampleEvery to time the admission ticks from the server's
 // side. The room is never left paused.
-func RunWatched(ctx context.Context, cfg Config, admin *server.AdminClient) (*Report, ServerFigures, error) {
+func RunWatched(ctx context.Context, cfg Config, admin *adminclient.Client) (*Report, ServerFigures, error) {
 	figs := ServerFigures{QueueAtAllEntered: -1, Rate: cfg.Rate, CheckQueue: cfg.CheckPositions,
 		MakesUpNoShows: cfg.NoOrderShare > 0 || cfg.VanishShare > 0}
 	room, err := admin.Room(ctx, cfg.Room)
@@ -85,7 +85,7 @@ func RunWatched(ctx context.Context, cfg Config, admin *server.AdminClient) (*Re
 
 // sampleAdmissions reads room's admitted counter every SampleEvery until
 // ctx is done and logs each growth over last, the reading before the run.
-func sampleAdmissions(ctx context.Context, admin *server.AdminClient, room string, last int64, ticks *TickLog) {
+func sampleAdmissions(ctx context.Context, admin *adminclient.Client, room string, last int64, ticks *TickLog) {
 	ticker := time.NewTicker(SampleEvery)
 	defer ticker.Stop()
 	for {

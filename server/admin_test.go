@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/admin"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/redisstore"
@@ -509,7 +510,7 @@ func TestAdminLimitsFailedAttempts(t *testing.T) {
 	t.Parallel()
 	f := newAdminFixture(t, fixtureOptions{})
 	const guesses = 300
-	burst := server.DefaultAdminAuthLimit.Burst
+	burst := admin.DefaultAuthLimit.Burst
 	statuses, codes, retries := make([]int, guesses), make([]string, guesses), make([]string, guesses)
 	testenv.AtOnce(guesses, func(i int) {
 		a := f.do("GET", "/admin/rooms", "", "Authorization", fmt.Sprintf("Bearer wrong-guess-%04d-of-some-length", i))
@@ -545,7 +546,7 @@ func TestAdminLimitsFailedAttempts(t *testing.T) {
 // believed, so a guesser cannot pick a fresh address per guess.
 func TestAdminAttemptsCountPerAddress(t *testing.T) {
 	t.Parallel()
-	burst := server.DefaultAdminAuthLimit.Burst
+	burst := admin.DefaultAuthLimit.Burst
 	guess := func(f *adminFixture, client string) int {
 		return f.do("GET", "/admin/rooms", "", "Authorization", "Bearer wrong", "X-Forwarded-For", client).status
 	}

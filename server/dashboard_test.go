@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/adminapi"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/server"
 )
@@ -83,7 +84,7 @@ func TestDashboardFigures(t *testing.T) {
 	a := f.admin("GET", "/admin/dashboard", "")
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	require.Equal(t, "no-store", a.header.Get("Cache-Control"))
-	var ans server.DashboardAnswer
+	var ans adminapi.Dashboard
 	require.NoError(t, json.Unmarshal([]byte(a.raw), &ans))
 	require.Nil(t, ans.Error)
 	require.Equal(t, int64(1000), ans.EveryMS)

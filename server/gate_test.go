@@ -18,7 +18,7 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
-	"github.com/waitroom/waitroom/server"
+	upstreamproxy "github.com/waitroom/waitroom/upstream"
 )
 
 func TestGateCompletesOnSuccess(t *testing.T) {
@@ -392,7 +392,7 @@ func TestUpstreamBounds(t *testing.T) {
 	t.Cleanup(up.Close)
 	target, err := url.Parse(up.URL)
 	require.NoError(t, err)
-	proxy, err := server.NewUpstream(target, server.UpstreamOptions{ResponseTimeout: 200 * time.Millisecond, MaxBody: 2048})
+	proxy, err := upstreamproxy.New(target, upstreamproxy.Options{ResponseTimeout: 200 * time.Millisecond, MaxBody: 2048})
 	require.NoError(t, err)
 	f := newFixture(t, fixtureOptions{protected: proxy})
 	token := f.admit("u1")

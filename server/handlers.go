@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/adminapi"
 	"github.com/waitroom/waitroom/jsonhttp"
 )
 
@@ -400,41 +401,6 @@ func (s *Server) scheduled(r *http.Request, room string, st waitroom.Status) (sc
 	}, nil
 }
 
-// DrawRecord is the public record of a scheduled room's draw, as GET
-// /rooms/{room}/draw answers it. Entrants and Digest (of the entrant list,
-// see drawHow) are taken at the draw.
-type DrawRecord struct {
-	Room       string `json:"room"`
-	Order      string `json:"prequeue_order"`
-	OpensAt    string `json:"opens_at,omitempty"`
-	State      string `json:"state"`
-	Commitment string `json:"commitment"`
-	Seed       string `json:"seed,omitempty"`
-	Entrants   *int64 `json:"entrants,omitempty"`
-	Digest     string `json:"entrants_digest,omitempty"`
-	DrawnAt    string `json:"drawn_at,omitempty"`
-	DrawMS     *int64 `json:"draw_ms,omitempty"`
-	// How is how anyone checks a place with the revealed seed.
-	How string `json:"how"`
-}
-
-const drawHow = "commitment = SHA-256(seed bytes), published before the opening; each user's value = HMAC-SHA256(key = seed bytes, message = user id); places 1..N go by ascending value (fifo rooms: by arrival); entrants_digest = SHA-256 of the values in place order, taken at the draw"
-
-func newDrawRecord(room string, d waitroom.Draw) DrawRecord {
-	b := DrawRecord{Room: room, Order: string(d.Order), State: string(d.State), Commitment: d.Commitment, How: drawHow}
-	if !d.OpensAt.IsZero() {
-		b.OpensAt = d.OpensAt.Format(time.RFC3339)
-	}
-	if d.State == waitroom.DrawDone {
-		b.Seed = d.Seed
-		b.Entrants, b.Digest = &d.Entrants, d.Digest
-		b.DrawnAt = d.DrawnAt.Format(time.RFC3339Nano)
-		ms := d.Took.Milliseconds()
-		b.DrawMS = &ms
-	}
-	return b
-}
-
 // draw: GET /rooms/{room}/draw, public: the commitment before the opening,
 // the seed after the draw; from the cache (drawcache.go).
 func (s *Server) draw(w http.ResponseWriter, r *http.Request) error {
@@ -446,6 +412,6 @@ func (s *Server) draw(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	jsonhttp.Write(w, http.StatusOK, newDrawRecord(room, d))
+	jsonhttp.Write(w, http.StatusOK, adminapi.NewDrawRecord(room, d))
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/lograte"
 )
 
 // Metrics come in two kinds. Counters of this instance (waitroom_enters_total,
@@ -54,7 +55,7 @@ type metrics struct {
 type roomMetrics struct {
 	enters    [len(enterResults)]prometheus.Counter
 	admitted  prometheus.Counter
-	queueFull everyMinute
+	queueFull lograte.EveryMinute
 }
 
 func newMetrics(reg *prometheus.Registry, store *waitroom.GuardedStore, log *slog.Logger, lost func() (places, tokens, spent int64)) (*metrics, error) {
@@ -156,7 +157,7 @@ func (s *Server) observeEnter(ctx context.Context, room string, st waitroom.Stat
 	rm := s.metrics.room(room)
 	rm.enters[result].Inc()
 	if result == enterQueueFull {
-		if refused, ok := rm.queueFull.allow(time.Now()); ok {
+		if refused, ok := rm.queueFull.Allow(time.Now()); ok {
 			s.log.WarnContext(ctx, "queue full: refusing new entries", "room", room, "refused_since_last_warning", refused)
 		}
 	}
@@ -201,11 +202,24 @@ type observer struct{ prometheus.Observer }
 // paths stay one series.
 const unmatchedRoute = "unmatched"
 
+// mountedRoutes is a handler mounted under one pattern that routes by
+// patterns of its own (the operator API, admin.Handler): its requests are
+// counted under those, as if they were the Server's.
+type mountedRoutes interface {
+	http.Handler
+	Patterns() []string
+}
+
 // declareRoutes prepares the latency children of every route; called once
 // in New, before serving.
 func (m *metrics) declareRoutes(patterns map[string]http.Handler) {
-	for p := range patterns {
+	for p, h := range patterns {
 		m.routes[p] = &routeMetrics{}
+		if sub, ok := h.(mountedRoutes); ok {
+			for _, p := range sub.Patterns() {
+				m.routes[p] = &routeMetrics{}
+			}
+		}
 	}
 	m.routes[unmatchedRoute] = &routeMetrics{}
 }
@@ -338,7 +352,7 @@ func (c *roomCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.unitsLeft, float64(left))
 			gauge(c.soldOut, boolGauge(soldOut))
 		}
-		if wait, ok := lastPlaceWait(cfg, st); ok {
+		if wait, ok := waitroom.LastPlaceWait(cfg, st.Waiting); ok {
 			gauge(c.lastWait, wait.Seconds())
 		}
 	}
@@ -349,31 +363,4 @@ func boolGauge(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// lastPlaceWait is how long the last user in the queue waits at the room's
-// rate; none while the room is paused, when nobody is admitted.
-func lastPlaceWait(cfg waitroom.RoomConfig, st waitroom.Stats) (time.Duration, bool) {
-	if cfg.State == waitroom.RoomPaused {
-		return 0, false
-	}
-	return waitroom.ETA(st.Waiting, cfg.Rate), true
-}
-
-// everyMinute lets one event a minute through and counts the ones it held
-// back, for warnings that would otherwise come once per request.
-type everyMinute struct {
-	last    atomic.Int64 // unix nanoseconds of the last one let through
-	skipped atomic.Int64
-}
-
-// allow reports whether to log now, and how many were held back since the
-// last time.
-func (e *everyMinute) allow(now time.Time) (skipped int64, ok bool) {
-	last := e.last.Load()
-	if last != 0 && now.UnixNano()-last < int64(time.Minute) || !e.last.CompareAndSwap(last, now.UnixNano()) {
-		e.skipped.Add(1)
-		return 0, false
-	}
-	return e.skipped.Swap(0), true
 }

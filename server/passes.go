@@ -5,14 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/waitroom/waitroom"
-	"github.com/waitroom/waitroom/jsonhttp"
 )
 
 // Passes let staff and invited buyers in without queueing. The operator
@@ -23,14 +20,10 @@ import (
 // store, and a pass of one room does not open another. The store keeps the
 // uses left, the expiry and the revocation (Store.EnterWithPass).
 //
-//	POST   /admin/rooms/{room}/passes       {"uses": N, "expires_in": "24h"} → 201 pass with code and link
-//	GET    /admin/rooms/{room}/passes       {"passes": [pass…]}
-//	DELETE /admin/rooms/{room}/passes/{id}  revoke → 200 pass
+// The operator's calls on passes are the admin package's (admin/passes.go);
+// it asks this server for a pass's code and link (passCodeAndLink).
 
-// Bounds of what a pass request may ask.
 const (
-	defaultPassUses     = 1
-	defaultPassLifetime = 7 * 24 * time.Hour
 	// passMACBytes of HMAC-SHA256 sign a code: 128 bits.
 	passMACBytes = 16
 	// maxPassCode bounds a code before any work: id, dot, MAC.
@@ -73,6 +66,13 @@ func (s *Server) passID(room, code string) (string, error) {
 	return id, nil
 }
 
+// passCodeAndLink is the code of pass id to room and the link its holder
+// follows, for the operator API.
+func (s *Server) passCodeAndLink(room, id string) (code, link string) {
+	code = s.passCode(room, id)
+	return code, s.passLink(room, code)
+}
+
 // passLink is where a pass holder goes: the room's page with the code.
 func (s *Server) passLink(room, code string) string {
 	page := "/rooms/" + room
@@ -103,119 +103,4 @@ func (s *Server) enterWithPass(r *http.Request, room, user, code string) (waitro
 		s.metrics.passes.WithLabelValues(room, resultLabel(err)).Inc()
 	}
 	return st, err
-}
-
-// AdminPass is a pass as the operator API shows it.
-type AdminPass struct {
-	ID        string    `json:"id"`
-	Uses      int       `json:"uses"`
-	Left      int       `json:"left"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Revoked   bool      `json:"revoked"`
-	// Code and Link are what the holder is given: the code alone for an
-	// app, the link (a path on this server) for a browser.
-	Code string `json:"code"`
-	Link string `json:"link"`
-}
-
-func (s *Server) adminPass(room string, p waitroom.Pass) AdminPass {
-	code := s.passCode(room, p.ID)
-	return AdminPass{ID: p.ID, Uses: p.Uses, Left: p.Left, ExpiresAt: p.ExpiresAt.UTC(), Revoked: p.Revoked,
-		Code: code, Link: s.passLink(room, code)}
-}
-
-// passRequest is the body of POST /admin/rooms/{room}/passes.
-type passRequest struct {
-	Uses      *int    `json:"uses"`
-	ExpiresIn *string `json:"expires_in"`
-}
-
-// adminCreatePass: POST /admin/rooms/{room}/passes.
-func (s *Server) adminCreatePass(w http.ResponseWriter, r *http.Request) error {
-	room, req, err := pathRoomAndBody[passRequest](r)
-	if err != nil {
-		return err
-	}
-	uses, lifetime := defaultPassUses, defaultPassLifetime
-	if req.Uses != nil {
-		uses = *req.Uses
-	}
-	if uses < 1 || uses > waitroom.MaxPassUses {
-		return waitroom.BadRequest(fmt.Sprintf("uses: must be in [1, %d], got %d", waitroom.MaxPassUses, uses))
-	}
-	if req.ExpiresIn != nil {
-		lifetime, err = time.ParseDuration(strings.TrimSpace(*req.ExpiresIn))
-		if err != nil {
-			return waitroom.BadRequest(fmt.Sprintf("expires_in: %q is not a duration (such as 30m, 24h)", *req.ExpiresIn))
-		}
-	}
-	if lifetime < time.Minute || lifetime > waitroom.MaxPassLifetime {
-		return waitroom.BadRequest(fmt.Sprintf("expires_in: must be in [1m, %s], got %s", waitroom.MaxPassLifetime, lifetime))
-	}
-	// The expiry is this instance's clock plus the lifetime; the store
-	// judges it on its own clock, which the instances share.
-	p := waitroom.Pass{ID: newPassID(), Uses: uses, Left: uses, ExpiresAt: time.Now().Add(lifetime).Truncate(time.Millisecond)}
-	if err := s.store.CreatePass(r.Context(), room, p); err != nil {
-		return err
-	}
-	s.log.InfoContext(r.Context(), "pass created", "room", room, "pass", p.ID[:6], "uses", uses, "expires_at", p.ExpiresAt, "remote", r.RemoteAddr)
-	jsonhttp.Write(w, http.StatusCreated, s.adminPass(room, p))
-	return nil
-}
-
-// adminListPasses: GET /admin/rooms/{room}/passes.
-func (s *Server) adminListPasses(w http.ResponseWriter, r *http.Request) error {
-	room, err := pathRoom(r)
-	if err != nil {
-		return err
-	}
-	passes, err := s.store.Passes(r.Context(), room)
-	if err != nil {
-		return err
-	}
-	out := make([]AdminPass, len(passes))
-	for i, p := range passes {
-		out[i] = s.adminPass(room, p)
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	jsonhttp.Write(w, http.StatusOK, map[string]any{"passes": out})
-	return nil
-}
-
-// adminRevokePass: DELETE /admin/rooms/{room}/passes/{id}.
-func (s *Server) adminRevokePass(w http.ResponseWriter, r *http.Request) error {
-	room, err := pathRoom(r)
-	if err != nil {
-		return err
-	}
-	id := r.PathValue("id")
-	if !waitroom.ValidToken(id) {
-		return waitroom.ErrPassInvalid
-	}
-	if err := s.store.RevokePass(r.Context(), room, id); err != nil {
-		return err
-	}
-	s.log.InfoContext(r.Context(), "pass revoked", "room", room, "pass", id[:6], "remote", r.RemoteAddr)
-	passes, err := s.store.Passes(r.Context(), room)
-	if err != nil {
-		return err
-	}
-	for _, p := range passes {
-		if p.ID == id {
-			jsonhttp.Write(w, http.StatusOK, s.adminPass(room, p))
-			return nil
-		}
-	}
-	return waitroom.ErrPassInvalid
-}
-
-// newPassID mints a pass id. Never one that starts with '-' (1 in 64 of
-// tokens): an operator passes it to 'waitroom admin passes revoke', where
-// it would read as a flag.
-func newPassID() string {
-	for {
-		if id := waitroom.NewToken(); id[0] != '-' {
-			return id
-		}
-	}
 }

@@ -1,6 +1,7 @@
 // Package server is waitroom's HTTP API: entering and polling a room's
-// queue, leaving it, the gate in front of the protected routes, and health
-// checks. Every error answer is {"error":{"code","message"}} with the status
+// queue, leaving it, the waiting page, the gate in front of the protected
+// routes, and health checks; New mounts the operator API (package admin)
+// under /admin/ on the same mux or, apart, on AdminHandler's. Every error answer is {"error":{"code","message"}} with the status
 // its code declares (waitroom.Classify, errors.go of the root package).
 package server
 
@@ -23,6 +24,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/admin"
+	"github.com/waitroom/waitroom/internal/httperr"
 )
 
 // Defaults of the fields of Config left zero.
@@ -56,7 +59,7 @@ type Config struct {
 	// tokens open the gated routes; default "default".
 	DefaultRoom string
 	// Protected is what the gate guards: a reverse proxy to the order API
-	// (NewUpstream) or the order handler itself. Nil: the gated routes
+	// (upstream.New) or the order handler itself. Nil: the gated routes
 	// answer 404 NOT_CONFIGURED.
 	Protected http.Handler
 	// GatedRoutes are the ServeMux patterns that reach Protected through
@@ -67,7 +70,7 @@ type Config struct {
 	// own authentication.
 	Routes map[string]http.Handler
 	// AdminToken is the bearer token of the operator API under /admin/
-	// (admin.go). Empty: the admin API is off and answers 404.
+	// (package admin). Empty: the admin API is off and answers 404.
 	AdminToken string
 	// AdminRoutes are extra ServeMux patterns under /admin/, such as the
 	// shop's "/admin/products", served behind the same bearer token.
@@ -78,7 +81,7 @@ type Config struct {
 	// 404 for them.
 	AdminApart bool
 	// AdminAuthLimit bounds the failed bearer attempts per client address
-	// (adminauth.go); zero: DefaultAdminAuthLimit.
+	// (admin.Config.AuthLimit); zero: admin.DefaultAuthLimit.
 	AdminAuthLimit waitroom.Limit
 	// Now is the clock of the operator API: what counts as an opens_at in
 	// the past, and the failed attempts' limit. Nil: time.Now; a test whose
@@ -194,11 +197,9 @@ type Server struct {
 	configRefresh time.Duration
 	mux           *http.ServeMux
 	adminMux      *http.ServeMux // the operator's routes with Config.AdminApart; else nil
+	admin         *admin.Handler // the operator API, nil when off
+	adminIn       *http.ServeMux // the mux admin is mounted in
 	metrics       *metrics
-	adminRefusals everyMinute
-	adminAuth     *authFailures
-	onRoomChange  func(room string, from, to waitroom.RoomConfig, created bool)
-	now           func() time.Time
 	rooms         sync.Map // room name → *cachedRoom
 	draws         drawCache
 	paces         sync.Map // room name → *cachedPace
@@ -207,7 +208,6 @@ type Server struct {
 	orderProduct  string
 	brand         *brand // the page's template, policy, files and messages
 	policy        *policyEnforcer
-	dashboard     *sampler
 
 	userHeaderKey  string // s.userHeader in canonical form
 	trusted        trustedProxies
@@ -226,11 +226,48 @@ type Server struct {
 	tokenCookieDomain string
 }
 
-// New returns a Server for cfg, or an error naming the bad field.
+// New returns a Server for cfg, or an error naming the bad field. Its
+// steps, in order: the settings with their defaults, checked; the store
+// and what stands on it (the failure policy, the limiter); the metrics;
+// the operator API; the crowd's routes with the gates; the routes on
+// their muxes.
 func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("server: Config.Store is required")
 	}
+	s := withDefaults(cfg)
+	if err := s.checkSettings(cfg); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.brand, err = loadBrand(cfg.PageDir); err != nil {
+		return nil, fmt.Errorf("server: Config.PageDir: %w", err)
+	}
+	if err := s.useStore(cfg); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registry, s.store, s.log, cfg.LostWrites)
+	if err != nil {
+		return nil, fmt.Errorf("server: registering metrics: %w", err)
+	}
+	s.metrics = m
+	adm, err := admin.New(s.adminConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
+	routes, err := s.crowdRoutes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.registerRoutes(cfg, routes, adm); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// withDefaults is the Server cfg describes, each setting left zero given
+// its default.
+func withDefaults(cfg Config) *Server {
 	s := &Server{
 		log:            cfg.Logger,
 		userHeader:     cfg.UserHeader,
@@ -241,6 +278,8 @@ func New(cfg Config) (*Server, error) {
 		trusted:        trustedProxies(cfg.TrustedProxies),
 		joinDifficulty: cfg.JoinChallenge,
 		orderProduct:   cfg.OrderProduct,
+		userLimit:      waitroom.Limit{Rate: cfg.UserRateLimit, Burst: limitBurst(cfg.UserRateLimit)},
+		visitorLimit:   waitroom.Limit{Rate: cfg.VisitorRateLimit, Burst: limitBurst(cfg.VisitorRateLimit)},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -248,48 +287,55 @@ func New(cfg Config) (*Server, error) {
 	if s.userHeader == "" {
 		s.userHeader = waitroom.DefaultUserHeader
 	}
+	s.userHeaderKey = http.CanonicalHeaderKey(s.userHeader)
 	if s.defaultRoom == "" {
 		s.defaultRoom = DefaultRoom
-	}
-	if !waitroom.ValidRoomName(s.defaultRoom) {
-		return nil, fmt.Errorf("server: Config.DefaultRoom %q is not a valid room name", s.defaultRoom)
 	}
 	if s.configRefresh <= 0 {
 		s.configRefresh = DefaultConfigRefresh
 	}
-	s.userHeaderKey = http.CanonicalHeaderKey(s.userHeader)
 	if cfg.TrustedProxies == nil {
 		s.trusted = DefaultTrustedProxies
 	}
 	if s.visitors.maxAge <= 0 {
 		s.visitors.maxAge = DefaultCookieMaxAge
 	}
+	if len(s.visitors.secret) == 0 {
+		s.visitors.secret = newVisitorSecret()
+	}
+	s.tokenCookieDomain = cfg.TokenCookieDomain
+	return s
+}
+
+// checkSettings refuses what the server cannot run with, naming the field.
+func (s *Server) checkSettings(cfg Config) error {
+	if !waitroom.ValidRoomName(s.defaultRoom) {
+		return fmt.Errorf("server: Config.DefaultRoom %q is not a valid room name", s.defaultRoom)
+	}
 	for name, rate := range map[string]float64{"UserRateLimit": cfg.UserRateLimit, "VisitorRateLimit": cfg.VisitorRateLimit} {
 		if math.IsNaN(rate) || rate < 0 || rate > maxRateLimit {
-			return nil, fmt.Errorf("server: Config.%s must be in [0, %d] per second, got %g", name, maxRateLimit, rate)
+			return fmt.Errorf("server: Config.%s must be in [0, %d] per second, got %g", name, maxRateLimit, rate)
 		}
 	}
-	s.userLimit = waitroom.Limit{Rate: cfg.UserRateLimit, Burst: limitBurst(cfg.UserRateLimit)}
-	s.visitorLimit = waitroom.Limit{Rate: cfg.VisitorRateLimit, Burst: limitBurst(cfg.VisitorRateLimit)}
 	if cfg.JoinChallenge < 0 || cfg.JoinChallenge > MaxJoinDifficulty {
-		return nil, fmt.Errorf("server: Config.JoinChallenge must be in [0, %d] bits, got %d", MaxJoinDifficulty, cfg.JoinChallenge)
+		return fmt.Errorf("server: Config.JoinChallenge must be in [0, %d] bits, got %d", MaxJoinDifficulty, cfg.JoinChallenge)
 	}
-	switch n := len(s.visitors.secret); {
-	case n == 0:
-		s.visitors.secret = newVisitorSecret()
-	case n < MinCookieSecret:
-		return nil, fmt.Errorf("server: Config.CookieSecret has %d bytes; at least %d are needed", n, MinCookieSecret)
+	if n := len(cfg.CookieSecret); n > 0 && n < MinCookieSecret {
+		return fmt.Errorf("server: Config.CookieSecret has %d bytes; at least %d are needed", n, MinCookieSecret)
 	}
-	var err error
-	if s.brand, err = loadBrand(cfg.PageDir); err != nil {
-		return nil, fmt.Errorf("server: Config.PageDir: %w", err)
+	if d := cfg.TokenCookieDomain; d != "" && !validCookieDomain(d) {
+		return fmt.Errorf("server: Config.TokenCookieDomain %q is not a domain", d)
 	}
-	if err := cfg.FailurePolicy.validate(); err != nil {
-		return nil, err
-	}
+	return cfg.FailurePolicy.validate()
+}
+
+// useStore takes the guarded store and what answers from it: the failure
+// policy (each room's last rate) and the limiter (its shared counts
+// bounded by the store's timeout).
+func (s *Server) useStore(cfg Config) error {
 	store, err := guardStore(cfg, s.log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.store, s.storeTimeout = store, store.Timeout()
 	s.policy = newPolicyEnforcer(cfg.FailurePolicy, store.LastRate, s.log.WarnContext)
@@ -301,35 +347,55 @@ func New(cfg Config) (*Server, error) {
 	default:
 		s.limiter = lim
 	}
-	m, err := newMetrics(cfg.Registry, s.store, s.log, cfg.LostWrites)
-	if err != nil {
-		return nil, fmt.Errorf("server: registering metrics: %w", err)
-	}
-	s.metrics = m
-	s.dashboard = newSampler(s.store)
-	authLimit := cfg.AdminAuthLimit
-	switch {
-	case authLimit == waitroom.Limit{}:
-		authLimit = DefaultAdminAuthLimit
-	case math.IsNaN(authLimit.Rate) || authLimit.Rate <= 0 || authLimit.Rate > maxRateLimit || authLimit.Burst < 1:
-		return nil, fmt.Errorf("server: Config.AdminAuthLimit needs a rate in (0, %d] per second and a burst of at least 1, got %g and %d",
-			maxRateLimit, authLimit.Rate, authLimit.Burst)
-	}
-	s.now = cfg.Now
-	if s.now == nil {
-		s.now = time.Now
-	}
-	s.adminAuth = newAuthFailures(authLimit, s.now)
-	s.onRoomChange = cfg.OnRoomChange
+	return nil
+}
+
+// adminConfig is the operator API's part of cfg, with what it needs of
+// this server.
+func (s *Server) adminConfig(cfg Config) admin.Config {
+	return admin.Config{Store: s.store, Token: cfg.AdminToken, Routes: cfg.AdminRoutes,
+		AuthLimit: cfg.AdminAuthLimit, Now: cfg.Now, Logger: s.log,
+		Client: s.clientAndKey, PassCode: s.passCodeAndLink, Changed: s.forgetRoom, OnRoomChange: cfg.OnRoomChange}
+}
+
+// crowdRoutes are the routes the crowd reaches: the queue API and the
+// page, the gated routes through the gate, forward auth, and cfg.Routes.
+func (s *Server) crowdRoutes(cfg Config) (map[string]http.Handler, error) {
+	routes := s.queueRoutes()
 	gated := cfg.GatedRoutes
 	if len(gated) == 0 {
 		gated = []string{DefaultGatedRoute}
 	}
-	if cfg.Protected != nil {
-		s.orderPath = orderPathOf(gated)
+	protected := s.guard(cfg, gated)
+	s.fwdGate = &waitroom.Gate{
+		Store:      s.store,
+		Room:       s.defaultRoom,
+		UserHeader: s.userHeader,
+		Logger:     s.log,
+		OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
+		OnSettled:  cfg.OnGateSettled,
 	}
+	if err := s.forwardAuthRoutes(routes, cfg.SettleSecret); err != nil {
+		return nil, err
+	}
+	for _, p := range gated {
+		if _, dup := routes[p]; dup {
+			return nil, fmt.Errorf("server: gated route %q is registered twice", p)
+		}
+		routes[p] = protected
+	}
+	for p, h := range cfg.Routes {
+		if _, dup := routes[p]; dup {
+			return nil, fmt.Errorf("server: route %q is registered twice", p)
+		}
+		routes[p] = h
+	}
+	return routes, nil
+}
 
-	routes := map[string]http.Handler{
+// queueRoutes are the queue API's, the page's and the health checks'.
+func (s *Server) queueRoutes() map[string]http.Handler {
+	return map[string]http.Handler{
 		"POST /rooms/{room}/enter":   s.serve(s.inRoom(s.enter)),
 		"GET /rooms/{room}/status":   s.serve(s.inRoom(s.status)),
 		"DELETE /rooms/{room}/queue": s.serve(s.leave),
@@ -346,56 +412,38 @@ func New(cfg Config) (*Server, error) {
 		"GET " + logoPath:            http.HandlerFunc(s.logo),
 		"GET /readyz":                s.serve(s.readyz),
 	}
-	var protected http.Handler = s.serve(func(http.ResponseWriter, *http.Request) error { return errNotConfigured })
-	if cfg.Protected != nil {
-		gate := &waitroom.Gate{
-			Store:      s.store,
-			Room:       s.defaultRoom,
-			UserHeader: s.userHeader,
-			Logger:     s.log,
-			OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
-			OnServed:   cfg.OnGateServed,
-			OnSettled:  cfg.OnGateSettled,
-			Reject:     s.writeError,
-			StoreDown:  s.policy.storeDown(s.defaultRoom),
-			// Only while the store is down: the settings last read, never
-			// a store call that would wait out another timeout.
-			LastConfig: func(context.Context) (waitroom.RoomConfig, bool) {
-				return s.lastRoomConfig(s.defaultRoom)
-			},
-		}
-		protected = gate.Wrap(cfg.Protected)
-		s.gate = gate
+}
+
+// guard is what the gated routes serve: cfg.Protected behind the gate, or
+// 404 NOT_CONFIGURED without one.
+func (s *Server) guard(cfg Config, gated []string) http.Handler {
+	if cfg.Protected == nil {
+		return s.serve(func(http.ResponseWriter, *http.Request) error { return errNotConfigured })
 	}
-	s.fwdGate = &waitroom.Gate{
+	s.orderPath = orderPathOf(gated)
+	s.gate = &waitroom.Gate{
 		Store:      s.store,
 		Room:       s.defaultRoom,
 		UserHeader: s.userHeader,
 		Logger:     s.log,
 		OnOutcome:  s.onGateOutcome(cfg.OnGateOutcome),
+		OnServed:   cfg.OnGateServed,
 		OnSettled:  cfg.OnGateSettled,
+		Reject:     s.writeError,
+		StoreDown:  s.policy.storeDown(s.defaultRoom),
+		// Only while the store is down: the settings last read, never
+		// a store call that would wait out another timeout.
+		LastConfig: func(context.Context) (waitroom.RoomConfig, bool) {
+			return s.lastRoomConfig(s.defaultRoom)
+		},
 	}
-	if d := cfg.TokenCookieDomain; d != "" && !validCookieDomain(d) {
-		return nil, fmt.Errorf("server: Config.TokenCookieDomain %q is not a domain", d)
-	}
-	s.tokenCookieDomain = cfg.TokenCookieDomain
-	if err := s.forwardAuthRoutes(routes, cfg.SettleSecret); err != nil {
-		return nil, err
-	}
-	for _, p := range gated {
-		if _, dup := routes[p]; dup {
-			return nil, fmt.Errorf("server: gated route %q is registered twice", p)
-		}
-		routes[p] = protected
-	}
-	for p, h := range cfg.Routes {
-		if _, dup := routes[p]; dup {
-			return nil, fmt.Errorf("server: route %q is registered twice", p)
-		}
-		routes[p] = h
-	}
-	// The operator's routes: beside the crowd's, or on their own
-	// listener.
+	return s.gate.Wrap(cfg.Protected)
+}
+
+// registerRoutes puts routes on the Server's mux, and the operator's
+// (adm, nil when off, and /metrics behind its token) beside them or, with
+// cfg.AdminApart, on a mux of their own for AdminHandler.
+func (s *Server) registerRoutes(cfg Config, routes map[string]http.Handler, adm *admin.Handler) error {
 	adminRoutes := routes
 	if cfg.AdminApart {
 		adminRoutes = map[string]http.Handler{}
@@ -407,24 +455,26 @@ func New(cfg Config) (*Server, error) {
 		switch {
 		case cfg.PublicMetrics:
 			routes["GET /metrics"] = s.metrics.handler
-		case cfg.AdminToken != "":
-			adminRoutes["GET /metrics"] = s.requireAdmin(sha256.Sum256([]byte(cfg.AdminToken)), s.metrics.handler)
+		case adm != nil:
+			adminRoutes["GET /metrics"] = adm.Protect(s.metrics.handler)
 		}
 	}
-	if err := s.addAdminRoutes(adminRoutes, cfg.AdminToken, cfg.AdminRoutes); err != nil {
-		return nil, err
+	if err := mountAdmin(adminRoutes, adm); err != nil {
+		return err
 	}
+	s.admin, s.adminIn = adm, s.mux
 	if cfg.AdminApart {
 		s.adminMux = http.NewServeMux()
+		s.adminIn = s.adminMux
 		if err := register(s.adminMux, s.metrics, adminRoutes); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := register(s.mux, s.metrics, routes); err != nil {
-		return nil, err
+		return err
 	}
 	s.hotRoutes = hotRoutesSafe(routes)
-	return s, nil
+	return nil
 }
 
 // guardStore is the guarded store every handler and the gate use:
@@ -442,12 +492,46 @@ func guardStore(cfg Config, log *slog.Logger) (*waitroom.GuardedStore, error) {
 	return g, nil
 }
 
+// mountAdmin mounts the operator API (nil: off) under /admin/ of routes,
+// refusing a pattern of its own that routes already has.
+func mountAdmin(routes map[string]http.Handler, adm *admin.Handler) error {
+	if adm == nil {
+		return nil
+	}
+	for _, p := range adm.Patterns() {
+		if _, dup := routes[p]; dup {
+			return fmt.Errorf("server: route %q is registered twice", p)
+		}
+	}
+	routes[adminMount] = adm
+	return nil
+}
+
+// adminMount is where the operator API is mounted: every path under
+// /admin/ goes to it, which routes them by patterns of its own.
+const adminMount = "/admin/"
+
+// clientAndKey is the client a request is for and its key for the
+// per-address limits, for the operator API's limit of wrong tokens.
+func (s *Server) clientAndKey(r *http.Request) (netip.Addr, string) {
+	ip := s.trusted.clientIP(r)
+	return ip, addressKey(ip)
+}
+
+// forgetRoom drops what this server cached of room's settings and draw:
+// the operator changed them, and this instance's answers follow at once
+// (the others' within ConfigRefresh).
+func (s *Server) forgetRoom(room string) {
+	s.rooms.Delete(room)
+	s.draws.forget(room)
+}
+
 // register adds routes to mux and declares them to the metrics.
 func register(mux *http.ServeMux, m *metrics, routes map[string]http.Handler) error {
 	m.declareRoutes(routes)
 	for p, h := range routes {
-		if err := handle(mux, p, h); err != nil {
-			return err
+		if err := httperr.Handle(mux, p, h); err != nil {
+			return fmt.Errorf("server: %w", err)
 		}
 	}
 	return nil
@@ -477,18 +561,6 @@ func (s *Server) AdminHandler() http.Handler {
 		mux = http.NewServeMux()
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serveOn(mux, w, r) })
-}
-
-// handle registers h, turning ServeMux's panic on a bad or conflicting
-// pattern into an error.
-func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("server: route %q: %v", pattern, p)
-		}
-	}()
-	mux.Handle(pattern, h)
-	return nil
 }
 
 // ServeHTTP serves r.
@@ -535,6 +607,11 @@ func (s *Server) serveOn(mux *http.ServeMux, w http.ResponseWriter, r *http.Requ
 		return
 	}
 	route = pattern
+	if pattern == adminMount && mux == s.adminIn && s.admin != nil {
+		// Counted under the operator API's own pattern (a redirect's
+		// too: the one it leads to), as if the route were the Server's.
+		route = s.admin.Pattern(r)
+	}
 	mux.ServeHTTP(rw, r)
 }
 
@@ -556,11 +633,7 @@ func (s *Server) unmatched(mux *http.ServeMux, w http.ResponseWriter, r *http.Re
 // serve adapts a handler that returns an error: the error is answered by
 // writeError.
 func (s *Server) serve(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := fn(w, r); err != nil {
-			s.writeError(w, r, err)
-		}
-	})
+	return httperr.Serve(s.writeError, fn)
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {

@@ -23,6 +23,7 @@ import (
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
+	upstreamproxy "github.com/waitroom/waitroom/upstream"
 )
 
 // fixture is a real Server on memstore behind a real listener.
@@ -231,7 +232,7 @@ func proxyTo(t *testing.T, rawURL string) http.Handler {
 	t.Helper()
 	target, err := url.Parse(rawURL)
 	require.NoError(t, err)
-	h, err := server.NewUpstream(target, server.UpstreamOptions{})
+	h, err := upstreamproxy.New(target, upstreamproxy.Options{})
 	require.NoError(t, err)
 	return h
 }

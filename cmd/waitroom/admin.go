@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/adminapi"
+	"github.com/waitroom/waitroom/adminclient"
 	"github.com/waitroom/waitroom/internal/flagenv"
-	"github.com/waitroom/waitroom/server"
 )
 
 var adminUsage = `Usage: waitroom admin rooms <command> [flags]
@@ -148,8 +149,8 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
 	var (
-		rooms []server.AdminRoom
-		room  server.AdminRoom
+		rooms []adminapi.Room
+		room  adminapi.Room
 		raw   []byte
 	)
 	switch cmd {
@@ -164,9 +165,9 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	return fs.answer(stdout, raw, err, func() error {
 		if cmd == "list" {
-			return server.WriteRoomTable(stdout, rooms)
+			return adminclient.WriteRoomTable(stdout, rooms)
 		}
-		return room.WriteText(stdout)
+		return adminclient.WriteRoomText(stdout, room)
 	})
 }
 
@@ -190,7 +191,7 @@ func newAdminFlags(name string) adminFlags {
 func (fs adminFlags) answer(stdout io.Writer, raw []byte, err error, text func() error) error {
 	switch {
 	case *fs.asJSON && raw != nil:
-		return server.WriteIndented(stdout, raw)
+		return adminclient.WriteIndented(stdout, raw)
 	case err != nil:
 		return adminHint(err)
 	}
@@ -262,7 +263,7 @@ func settingValue(name, kind, text string) (any, error) {
 	}
 }
 
-func newAdminClient(rawURL, token string, getenv func(string) string) (*server.AdminClient, error) {
+func newAdminClient(rawURL, token string, getenv func(string) string) (*adminclient.Client, error) {
 	rawURL = cmp.Or(rawURL, getenv("WAITROOM_ADMIN_URL"), "http://127.0.0.1:8080")
 	base, err := url.Parse(rawURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
@@ -271,12 +272,12 @@ func newAdminClient(rawURL, token string, getenv func(string) string) (*server.A
 	if token = cmp.Or(token, getenv("WAITROOM_ADMIN_TOKEN")); token == "" {
 		return nil, flagenv.Errorf("no admin token: give --token or set WAITROOM_ADMIN_TOKEN")
 	}
-	return &server.AdminClient{BaseURL: base, Token: token}, nil
+	return &adminclient.Client{BaseURL: base, Token: token}, nil
 }
 
 // adminHint adds what to check to the errors an operator can fix.
 func adminHint(err error) error {
-	var e *server.AdminError
+	var e *adminclient.Error
 	switch {
 	case !errors.As(err, &e):
 		return err

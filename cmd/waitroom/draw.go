@@ -9,8 +9,8 @@ import (
 	"os"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/adminclient"
 	"github.com/waitroom/waitroom/internal/flagenv"
-	"github.com/waitroom/waitroom/server"
 )
 
 const drawUsage = `Usage: waitroom draw verify ROOM [--url url] [--token token] [--commitment hex] [--user id]
@@ -59,7 +59,7 @@ func drawCommand(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	var o server.DrawFileCheck
+	var o adminclient.DrawFileCheck
 	if cmd == "verify" {
 		if c, err := hex.DecodeString(*commitment); *commitment != "" && (err != nil || len(c) != 32) {
 			return flagenv.Errorf("--commitment: %q is not a commitment (64 hex digits)", *commitment)
@@ -67,7 +67,7 @@ func drawCommand(ctx context.Context, args []string, getenv func(string) string,
 		if *user != "" && !waitroom.ValidUserID(*user) {
 			return flagenv.Errorf("--user: %q is not a user id", *user)
 		}
-		o = server.DrawFileCheck{Commitment: *commitment, User: *user}
+		o = adminclient.DrawFileCheck{Commitment: *commitment, User: *user}
 	}
 	var raw []byte
 	switch {
@@ -96,12 +96,12 @@ func drawCommand(ctx context.Context, args []string, getenv func(string) string,
 		}
 	}
 	if cmd == "export" {
-		public, err := server.PublicDrawFile(raw)
+		public, err := adminclient.PublicDrawFile(raw)
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintln(stdout, string(public))
 		return err
 	}
-	return server.CheckDrawFile(stdout, raw, o)
+	return adminclient.CheckDrawFile(stdout, raw, o)
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
-	"github.com/waitroom/waitroom/server"
+	"github.com/waitroom/waitroom/adminapi"
+	"github.com/waitroom/waitroom/adminclient"
 )
 
 // TestDrawVerify: a server whose default room opens a moment after start;
@@ -57,11 +58,11 @@ func TestDrawVerify(t *testing.T) {
 	code, out, errOut = runCmd(t, env, "draw", "export", "default")
 	require.Equal(t, exitOK, code, errOut)
 	require.NotContains(t, out, "early-0")
-	var public server.DrawFile
+	var public adminclient.DrawFile
 	require.NoError(t, json.Unmarshal([]byte(out), &public))
 	require.Len(t, public.Entrants, early)
 	dir := t.TempDir()
-	save := func(name string, f server.DrawFile) string {
+	save := func(name string, f adminclient.DrawFile) string {
 		raw, err := json.Marshal(f)
 		require.NoError(t, err)
 		path := filepath.Join(dir, name)
@@ -87,7 +88,7 @@ func TestDrawVerify(t *testing.T) {
 	require.Contains(t, errOut, "never-came")
 
 	// Each tampering is caught, offline.
-	tampered := func(name string, edit func(f *server.DrawFile)) string {
+	tampered := func(name string, edit func(f *adminclient.DrawFile)) string {
 		f := public
 		f.Entrants = slices.Clone(public.Entrants)
 		edit(&f)
@@ -96,24 +97,24 @@ func TestDrawVerify(t *testing.T) {
 		return errOut
 	}
 	// Removed, the others renumbered: the count and the digest differ.
-	require.Contains(t, tampered("removed.json", func(f *server.DrawFile) {
+	require.Contains(t, tampered("removed.json", func(f *adminclient.DrawFile) {
 		f.Entrants = slices.Delete(f.Entrants, 0, 1)
 		for i := range f.Entrants {
 			f.Entrants[i].Place = int64(i + 1)
 		}
 	}), fmt.Sprintf("the list has %d entrants, the draw's record %d", early-1, early))
 	// Removed with the record's count edited too: the digest differs.
-	require.Contains(t, tampered("removed-count.json", func(f *server.DrawFile) {
+	require.Contains(t, tampered("removed-count.json", func(f *adminclient.DrawFile) {
 		f.Entrants = f.Entrants[:early-1]
 		n := int64(early - 1)
 		f.Draw.Entrants = &n
 	}), "entrants were changed after the draw")
 	// Added at the end.
-	require.Contains(t, tampered("added.json", func(f *server.DrawFile) {
+	require.Contains(t, tampered("added.json", func(f *adminclient.DrawFile) {
 		f.Entrants = append(f.Entrants, waitroom.DrawnEntrant{Value: strings.Repeat("f", 64), Place: early + 1})
 	}), fmt.Sprintf("the list has %d entrants, the draw's record %d", early+1, early))
 	// Renumbered: two places swapped.
-	require.Contains(t, tampered("swapped.json", func(f *server.DrawFile) {
+	require.Contains(t, tampered("swapped.json", func(f *adminclient.DrawFile) {
 		f.Entrants[0].Place, f.Entrants[1].Place = f.Entrants[1].Place, f.Entrants[0].Place
 	}), "entrants were changed after the draw")
 
@@ -123,7 +124,7 @@ func TestDrawVerify(t *testing.T) {
 	require.NoError(t, err)
 	raw, err := c.Call(t.Context(), "GET", "/admin/rooms/default/entrants", nil)
 	require.NoError(t, err)
-	var export server.AdminEntrants
+	var export adminapi.Entrants
 	require.NoError(t, json.Unmarshal(raw, &export))
 	require.Len(t, export.Entrants, early)
 	export.Entrants[0].Place, export.Entrants[1].Place = export.Entrants[1].Place, export.Entrants[0].Place

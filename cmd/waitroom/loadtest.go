@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/adminclient"
 	"github.com/waitroom/waitroom/instance"
 	"github.com/waitroom/waitroom/internal/flagenv"
 	"github.com/waitroom/waitroom/loadtest"
@@ -273,6 +274,6 @@ func loadtestURL(ctx context.Context, c loadtestConfig) (*loadtest.Report, loadt
 	if !c.run.AllowNonLoopback && !loadtest.IsLoopback(u.Hostname()) {
 		return nil, loadtest.ServerFigures{}, flagenv.Errorf("refusing to load-test %q: its host is not loopback; add --allow-remote if you mean it", u.Host)
 	}
-	admin := &server.AdminClient{BaseURL: u, Token: c.adminToken, HTTP: &http.Client{Timeout: 10 * time.Second}}
+	admin := &adminclient.Client{BaseURL: u, Token: c.adminToken, HTTP: &http.Client{Timeout: 10 * time.Second}}
 	return loadtest.RunWatched(ctx, c.run, admin)
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/adminapi"
 	"github.com/waitroom/waitroom/internal/flagenv"
-	"github.com/waitroom/waitroom/server"
 )
 
 const passesUsage = `Usage: waitroom admin passes <command> --room ROOM [flags]
@@ -73,8 +73,8 @@ func adminPasses(ctx context.Context, args []string, getenv func(string) string,
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
 	var (
-		pass   server.AdminPass
-		passes []server.AdminPass
+		pass   adminapi.Pass
+		passes []adminapi.Pass
 		raw    []byte
 	)
 	switch cmd {

@@ -1,7 +1,8 @@
-package server
+package admin
 
 import (
 	"context"
+	"embed"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/adminapi"
 	"github.com/waitroom/waitroom/internal/uplot"
 	"github.com/waitroom/waitroom/jsonhttp"
 )
@@ -22,11 +24,16 @@ import (
 // every call: GET /admin/dashboard once a second for the figures, PATCH
 // /admin/rooms/{room} for the controls.
 //
-// Every open dashboard reads the same samples: one sampler per Server takes
+// Every open dashboard reads the same samples: one sampler per Handler takes
 // at most one sample a second (the room list, then each room's settings
 // and figures), whatever the number of dashboards, and none while nobody
 // looks. The chart's history is this instance's: it holds the samples
 // taken while a dashboard polled it.
+
+// The dashboard's page, script and style, served as they are.
+//
+//go:embed web
+var webFiles embed.FS
 
 // Dashboard sampling.
 const (
@@ -37,48 +44,6 @@ const (
 	// dashboards by this much, not forever.
 	dashboardSampleTimeout = 2 * time.Second
 )
-
-// DashboardAnswer is GET /admin/dashboard's answer.
-type DashboardAnswer struct {
-	// SampledAt is when the figures were read (unix milliseconds).
-	SampledAt int64 `json:"sampled_at"`
-	// EveryMS is the sampling period: polling faster returns the same
-	// sample.
-	EveryMS int64 `json:"every_ms"`
-	// Error is set when the last sample failed; the rooms are then those
-	// of the last sample that worked.
-	Error *DashboardError `json:"error,omitempty"`
-	Rooms []DashboardRoom `json:"rooms"`
-}
-
-// DashboardError is why the last sample failed, as the error body says it.
-type DashboardError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// DashboardRoom is one room on the dashboard: its settings and figures as
-// GET /admin/rooms/{room} gives them (admitted per second measured between
-// the last two samples), the wait of the last place, and the samples after
-// ?since=.
-type DashboardRoom struct {
-	AdminRoom
-	// ETALastSeconds is how long the last user in the queue waits at the
-	// room's rate; null while the room is paused (nobody is admitted).
-	ETALastSeconds *float64         `json:"eta_last_seconds"`
-	Series         []DashboardPoint `json:"series"`
-}
-
-// DashboardPoint is one sample of a room.
-type DashboardPoint struct {
-	T int64 `json:"t"` // unix milliseconds
-	// AdmittedPerSecond is the admitted counter's growth since the
-	// previous sample; null for the first sample after a gap.
-	AdmittedPerSecond *float64 `json:"admitted_per_second"`
-	Rate              float64  `json:"rate"`
-	Waiting           int64    `json:"waiting"`
-	LiveTokens        int64    `json:"live_tokens"`
-}
 
 // sampler takes the dashboard's samples; see the top of this file.
 type sampler struct {
@@ -98,7 +63,7 @@ type roomTrack struct {
 	stats  waitroom.Stats
 	seen   time.Time
 	perSec *float64
-	points []DashboardPoint // oldest first, at most dashboardKeep
+	points []adminapi.DashboardPoint // oldest first, at most dashboardKeep
 }
 
 func newSampler(store waitroom.Store) *sampler {
@@ -109,7 +74,7 @@ func newSampler(store waitroom.Store) *sampler {
 // samples taken after since (unix milliseconds). A failed sample is not
 // retried before dashboardEvery either, so a store outage does not turn the
 // dashboards into a flood.
-func (d *sampler) read(ctx context.Context, since int64) (DashboardAnswer, error) {
+func (d *sampler) read(ctx context.Context, since int64) (adminapi.Dashboard, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
@@ -120,9 +85,9 @@ func (d *sampler) read(ctx context.Context, since int64) (DashboardAnswer, error
 			d.at = now
 		}
 	}
-	ans := DashboardAnswer{SampledAt: d.at.UnixMilli(), EveryMS: dashboardEvery.Milliseconds(), Rooms: []DashboardRoom{}}
+	ans := adminapi.Dashboard{SampledAt: d.at.UnixMilli(), EveryMS: dashboardEvery.Milliseconds(), Rooms: []adminapi.DashboardRoom{}}
 	if d.err != nil {
-		ans.Error = &DashboardError{Code: waitroom.ErrorCode(d.err), Message: waitroom.ErrorMessage(d.err)}
+		ans.Error = &adminapi.DashboardError{Code: waitroom.ErrorCode(d.err), Message: waitroom.ErrorMessage(d.err)}
 	}
 	names := make([]string, 0, len(d.rooms))
 	for name := range d.rooms {
@@ -131,13 +96,13 @@ func (d *sampler) read(ctx context.Context, since int64) (DashboardAnswer, error
 	slices.Sort(names)
 	for _, name := range names {
 		tr := d.rooms[name]
-		room := DashboardRoom{AdminRoom: newAdminRoom(name, tr.cfg), Series: []DashboardPoint{}}
-		room.Figures = newAdminFigures(tr.cfg, tr.stats, tr.perSec, dashboardEvery)
-		if wait, ok := lastPlaceWait(tr.cfg, tr.stats); ok {
+		room := adminapi.DashboardRoom{Room: adminapi.NewRoom(name, tr.cfg), Series: []adminapi.DashboardPoint{}}
+		room.Figures = adminapi.NewFigures(tr.cfg, tr.stats, tr.perSec, dashboardEvery)
+		if wait, ok := waitroom.LastPlaceWait(tr.cfg, tr.stats.Waiting); ok {
 			eta := wait.Seconds()
 			room.ETALastSeconds = &eta
 		}
-		i, _ := slices.BinarySearchFunc(tr.points, since+1, func(p DashboardPoint, t int64) int { return int(p.T - t) })
+		i, _ := slices.BinarySearchFunc(tr.points, since+1, func(p adminapi.DashboardPoint, t int64) int { return int(p.T - t) })
 		room.Series = append(room.Series, tr.points[i:]...)
 		ans.Rooms = append(ans.Rooms, room)
 	}
@@ -175,7 +140,7 @@ func (d *sampler) sample(ctx context.Context, now time.Time) error {
 			tr = &roomTrack{}
 			d.rooms[name] = tr
 		}
-		p := DashboardPoint{T: now.UnixMilli(), Rate: cfg.Rate, Waiting: st.Waiting, LiveTokens: st.Active}
+		p := adminapi.DashboardPoint{T: now.UnixMilli(), Rate: cfg.Rate, Waiting: st.Waiting, LiveTokens: st.Active}
 		tr.perSec = nil
 		// Only a recent previous sample measures a rate; after a gap (no
 		// dashboard open) the growth spans minutes nobody saw.
@@ -199,7 +164,7 @@ func (d *sampler) sample(ctx context.Context, now time.Time) error {
 
 // adminDashboard: GET /admin/dashboard?since=T, the figures for the
 // dashboard page.
-func (s *Server) adminDashboard(w http.ResponseWriter, r *http.Request) error {
+func (s *Handler) adminDashboard(w http.ResponseWriter, r *http.Request) error {
 	var since int64
 	if v := r.URL.Query().Get("since"); v != "" {
 		var err error
@@ -221,6 +186,13 @@ func (s *Server) adminDashboard(w http.ResponseWriter, r *http.Request) error {
 // files. The page allows scripts and styles from this origin only, so
 // nothing injected into it runs.
 func dashboardFiles() map[string]http.Handler {
+	mustRead := func(name string) string {
+		b, err := webFiles.ReadFile(name)
+		if err != nil {
+			panic(err)
+		}
+		return string(b)
+	}
 	files := map[string]struct{ body, contentType string }{
 		"GET /admin/{$}":                      {mustRead("web/admin.html"), "text/html; charset=utf-8"},
 		"GET /admin/assets/admin.js":          {mustRead("web/admin.js"), "text/javascript; charset=utf-8"},

@@ -1,4 +1,8 @@
-package server
+// Package upstream is the reverse proxy to the order API that the gate
+// guards (waitroom serve --upstream): bounded dials, answers and bodies,
+// the gate's headers set on the way out, and an unreachable upstream
+// answered as 502 UPSTREAM_UNAVAILABLE so the gate releases the token.
+package upstream
 
 import (
 	"errors"
@@ -12,23 +16,24 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/httperr"
 )
 
-// Defaults of UpstreamOptions. The admitted crowd reaches the order API at
+// Defaults of Options. The admitted crowd reaches the order API at
 // the admission rate (140/s by default), so keep enough idle connections
 // for it instead of net/http's 2 per host; an order API that does not answer
 // within the response timeout is treated as down, and the gate releases the
 // token.
 const (
-	upstreamMaxIdlePerHost         = 256
-	DefaultUpstreamDialTimeout     = 5 * time.Second
-	DefaultUpstreamResponseTimeout = 25 * time.Second
-	DefaultUpstreamMaxBody         = 1 << 20
+	maxIdlePerHost         = 256
+	DefaultDialTimeout     = 5 * time.Second
+	DefaultResponseTimeout = 25 * time.Second
+	DefaultMaxBody         = 1 << 20
 )
 
-// UpstreamOptions bounds the reverse proxy to the order API. Zero fields
+// Options bounds the reverse proxy to the order API. Zero fields
 // take the defaults above.
-type UpstreamOptions struct {
+type Options struct {
 	Logger *slog.Logger
 	// DialTimeout bounds connecting to the upstream.
 	DialTimeout time.Duration
@@ -41,34 +46,34 @@ type UpstreamOptions struct {
 	MaxBody int64
 }
 
-// NewUpstream returns a reverse proxy to target, the order API the gate
+// New returns a reverse proxy to target, the order API the gate
 // guards. The request path is appended to target's path. When the upstream
 // cannot be reached it answers 502 UPSTREAM_UNAVAILABLE, which the gate
 // treats as a failure: the user's token is released, not spent. The gate's
 // headers (the user, Idempotency-Key) are set on the outgoing request after
 // hop-by-hop handling, so a client cannot strip them with Connection.
-func NewUpstream(target *url.URL, opts UpstreamOptions) (http.Handler, error) {
+func New(target *url.URL, opts Options) (http.Handler, error) {
 	if target == nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
-		return nil, fmt.Errorf("server: upstream %v must be an absolute http(s) URL", target)
+		return nil, fmt.Errorf("upstream: %v must be an absolute http(s) URL", target)
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if opts.DialTimeout <= 0 {
-		opts.DialTimeout = DefaultUpstreamDialTimeout
+		opts.DialTimeout = DefaultDialTimeout
 	}
 	if opts.ResponseTimeout <= 0 {
-		opts.ResponseTimeout = DefaultUpstreamResponseTimeout
+		opts.ResponseTimeout = DefaultResponseTimeout
 	}
 	if opts.MaxBody <= 0 {
-		opts.MaxBody = DefaultUpstreamMaxBody
+		opts.MaxBody = DefaultMaxBody
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DialContext = (&net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	transport.TLSHandshakeTimeout = opts.DialTimeout
-	transport.MaxIdleConnsPerHost = upstreamMaxIdlePerHost
-	transport.MaxIdleConns = upstreamMaxIdlePerHost
+	transport.MaxIdleConnsPerHost = maxIdlePerHost
+	transport.MaxIdleConns = maxIdlePerHost
 	transport.ResponseHeaderTimeout = opts.ResponseTimeout
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -86,10 +91,14 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) (http.Handler, error) {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeError(log, w, r, fmt.Errorf("%w: %w", errUpstreamUnavailable, err))
+			httperr.Write(log, w, r, fmt.Errorf("%w: %w", errUnavailable, err))
 		},
 	}, nil
 }
+
+// errUnavailable is the answer when the order API cannot be reached or
+// answered out of bounds: a failed order, so the gate keeps the token.
+var errUnavailable = &waitroom.Error{Code: "UPSTREAM_UNAVAILABLE", Message: "the protected service is unavailable; your entry token is kept", Status: http.StatusBadGateway}
 
 // errBodyTooLarge cuts an upstream answer that outgrows its bound.
 var errBodyTooLarge = errors.New("upstream answer larger than its bound")

@@ -1,4 +1,4 @@
-package server
+package admin
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/adminapi"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 )
@@ -67,7 +68,7 @@ func newSamplerFixture(t *testing.T, rooms map[string]waitroom.RoomConfig) *samp
 	return &samplerFixture{t: t, clock: c, store: store, counter: counter, sampler: d}
 }
 
-func (f *samplerFixture) read(since int64) DashboardAnswer {
+func (f *samplerFixture) read(since int64) adminapi.Dashboard {
 	f.t.Helper()
 	ans, err := f.sampler.read(f.t.Context(), since)
 	require.NoError(f.t, err)
@@ -90,7 +91,7 @@ func TestSamplerSharesOneSampleBetweenDashboards(t *testing.T) {
 	f.enter("a", 3)
 
 	const dashboards = 20
-	answers := make([]DashboardAnswer, dashboards)
+	answers := make([]adminapi.Dashboard, dashboards)
 	errs := make([]error, dashboards)
 	testenv.AtOnce(dashboards, func(i int) { answers[i], errs[i] = f.sampler.read(t.Context(), 0) })
 	for i := range dashboards {
@@ -147,7 +148,7 @@ func TestSamplerMeasuresAdmissions(t *testing.T) {
 	require.Equal(t, 9.0, *r.ETALastSeconds)
 	require.Len(t, r.Series, 2)
 	require.Equal(t, 10.0, *r.Series[1].AdmittedPerSecond)
-	require.Equal(t, DashboardPoint{T: ans.SampledAt, AdmittedPerSecond: r.Series[1].AdmittedPerSecond, Rate: 10, Waiting: 90, LiveTokens: 10}, r.Series[1])
+	require.Equal(t, adminapi.DashboardPoint{T: ans.SampledAt, AdmittedPerSecond: r.Series[1].AdmittedPerSecond, Rate: 10, Waiting: 90, LiveTokens: 10}, r.Series[1])
 
 	// Only the samples after since.
 	require.Equal(t, r.Series[1:], f.read(r.Series[0].T).Rooms[0].Series)
@@ -171,7 +172,7 @@ func TestSamplerMeasuresAdmissions(t *testing.T) {
 func TestSamplerKeepsTenMinutes(t *testing.T) {
 	t.Parallel()
 	f := newSamplerFixture(t, map[string]waitroom.RoomConfig{"r": {}})
-	var last DashboardAnswer
+	var last adminapi.Dashboard
 	for range dashboardKeep + 50 {
 		last = f.read(0)
 		f.clock.Advance(dashboardEvery)
@@ -195,7 +196,7 @@ func TestSamplerWhenTheStoreFails(t *testing.T) {
 	for range 5 {
 		ans, err := f.sampler.read(t.Context(), 0)
 		require.True(t, errors.Is(err, waitroom.ErrStoreUnavailable), "%v", err)
-		require.Equal(t, &DashboardError{Code: "STORE_UNAVAILABLE", Message: waitroom.ErrStoreUnavailable.Message}, ans.Error)
+		require.Equal(t, &adminapi.DashboardError{Code: "STORE_UNAVAILABLE", Message: waitroom.ErrStoreUnavailable.Message}, ans.Error)
 		require.Equal(t, ok.SampledAt, ans.SampledAt, "the figures are those of the last sample that worked")
 		require.Equal(t, ok.Rooms, ans.Rooms)
 	}

@@ -1,4 +1,8 @@
-package server
+// Package adminclient calls a running server's operator API (/admin/…):
+// a method per call, the tables and lines 'waitroom admin' prints, and
+// the draw's verification file ('waitroom draw export', 'waitroom draw
+// verify').
+package adminclient
 
 import (
 	"bytes"
@@ -16,12 +20,13 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/adminapi"
 )
 
-// AdminClient calls the operator API (/admin/…) of a running server: the
+// Client calls the operator API (/admin/…) of a running server: the
 // client behind 'waitroom admin' and behind a load test that reads a
 // room's figures while it runs.
-type AdminClient struct {
+type Client struct {
 	// BaseURL is the server's; it may carry a path prefix (a proxy).
 	BaseURL *url.URL
 	// Token is the server's admin bearer token.
@@ -30,8 +35,8 @@ type AdminClient struct {
 	HTTP *http.Client
 }
 
-// AdminError is an answer of the operator API other than 2xx.
-type AdminError struct {
+// Error is an answer of the operator API other than 2xx.
+type Error struct {
 	Method, URL string // the URL without its password
 	Status      int
 	// Code and Message are the server's error body; empty when the answer
@@ -39,7 +44,7 @@ type AdminError struct {
 	Code, Message string
 }
 
-func (e *AdminError) Error() string {
+func (e *Error) Error() string {
 	if e.Code == "" {
 		return fmt.Sprintf("%s %s: %d %s", e.Method, e.URL, e.Status, http.StatusText(e.Status))
 	}
@@ -47,8 +52,8 @@ func (e *AdminError) Error() string {
 }
 
 // Call sends one request with body as JSON (nil: none) and returns the body
-// of a 2xx answer; any other answer is an *AdminError.
-func (c *AdminClient) Call(ctx context.Context, method, path string, body any) ([]byte, error) {
+// of a 2xx answer; any other answer is an *Error.
+func (c *Client) Call(ctx context.Context, method, path string, body any) ([]byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -90,7 +95,7 @@ func (c *AdminClient) Call(ctx context.Context, method, path string, body any) (
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return raw, nil
 	}
-	e := &AdminError{Method: method, URL: target.Redacted(), Status: resp.StatusCode}
+	e := &Error{Method: method, URL: target.Redacted(), Status: resp.StatusCode}
 	var answer struct {
 		Error struct{ Code, Message string } `json:"error"`
 	}
@@ -102,8 +107,8 @@ func (c *AdminClient) Call(ctx context.Context, method, path string, body any) (
 
 // Room reads a room's settings and its figures now (window=0: without
 // waiting to measure a rate).
-func (c *AdminClient) Room(ctx context.Context, name string) (AdminRoom, error) {
-	var r AdminRoom
+func (c *Client) Room(ctx context.Context, name string) (adminapi.Room, error) {
+	var r adminapi.Room
 	raw, err := c.Call(ctx, http.MethodGet, "/admin/rooms/"+url.PathEscape(name)+"?window=0", nil)
 	if err != nil {
 		return r, err
@@ -118,14 +123,14 @@ func (c *AdminClient) Room(ctx context.Context, name string) (AdminRoom, error) 
 }
 
 // SetState changes a room's state.
-func (c *AdminClient) SetState(ctx context.Context, name string, state waitroom.RoomState) error {
+func (c *Client) SetState(ctx context.Context, name string, state waitroom.RoomState) error {
 	_, err := c.Call(ctx, http.MethodPatch, "/admin/rooms/"+url.PathEscape(name), map[string]waitroom.RoomState{"state": state})
 	return err
 }
 
 // callFor is Call that also decodes the answer into a T; raw is the answer
 // as sent, for printing it as it is.
-func callFor[T any](ctx context.Context, c *AdminClient, method, path string, body any) (v T, raw []byte, err error) {
+func callFor[T any](ctx context.Context, c *Client, method, path string, body any) (v T, raw []byte, err error) {
 	if raw, err = c.Call(ctx, method, path, body); err != nil {
 		return v, nil, err
 	}
@@ -138,65 +143,65 @@ func callFor[T any](ctx context.Context, c *AdminClient, method, path string, bo
 func roomPath(name string) string { return "/admin/rooms/" + url.PathEscape(name) }
 
 // ListRooms reads every room's settings: GET /admin/rooms.
-func (c *AdminClient) ListRooms(ctx context.Context) ([]AdminRoom, []byte, error) {
+func (c *Client) ListRooms(ctx context.Context) ([]adminapi.Room, []byte, error) {
 	list, raw, err := callFor[struct {
-		Rooms []AdminRoom `json:"rooms"`
+		Rooms []adminapi.Room `json:"rooms"`
 	}](ctx, c, http.MethodGet, "/admin/rooms", nil)
 	return list.Rooms, raw, err
 }
 
 // ShowRoom reads a room's settings and figures, measuring admitted/s over
 // window; a negative window leaves it to the server (1 s).
-func (c *AdminClient) ShowRoom(ctx context.Context, name string, window time.Duration) (AdminRoom, []byte, error) {
+func (c *Client) ShowRoom(ctx context.Context, name string, window time.Duration) (adminapi.Room, []byte, error) {
 	path := roomPath(name)
 	if window >= 0 {
 		path += "?window=" + url.QueryEscape(window.String())
 	}
-	return callFor[AdminRoom](ctx, c, http.MethodGet, path, nil)
+	return callFor[adminapi.Room](ctx, c, http.MethodGet, path, nil)
 }
 
 // CreateRoom creates a room with settings (JSON field → value); those left
 // out take their defaults.
-func (c *AdminClient) CreateRoom(ctx context.Context, name string, settings map[string]any) (AdminRoom, []byte, error) {
+func (c *Client) CreateRoom(ctx context.Context, name string, settings map[string]any) (adminapi.Room, []byte, error) {
 	body := maps.Clone(settings)
 	if body == nil {
 		body = map[string]any{}
 	}
 	body["name"] = name
-	return callFor[AdminRoom](ctx, c, http.MethodPost, "/admin/rooms", body)
+	return callFor[adminapi.Room](ctx, c, http.MethodPost, "/admin/rooms", body)
 }
 
 // ChangeRoom changes the given settings (JSON field → value) of a room.
-func (c *AdminClient) ChangeRoom(ctx context.Context, name string, settings map[string]any) (AdminRoom, []byte, error) {
-	return callFor[AdminRoom](ctx, c, http.MethodPatch, roomPath(name), settings)
+func (c *Client) ChangeRoom(ctx context.Context, name string, settings map[string]any) (adminapi.Room, []byte, error) {
+	return callFor[adminapi.Room](ctx, c, http.MethodPatch, roomPath(name), settings)
 }
 
 // CreatePass mints a pass to room good for uses entries within lifetime.
-func (c *AdminClient) CreatePass(ctx context.Context, room string, uses int, lifetime time.Duration) (AdminPass, []byte, error) {
-	return callFor[AdminPass](ctx, c, http.MethodPost, roomPath(room)+"/passes", map[string]any{"uses": uses, "expires_in": lifetime.String()})
+func (c *Client) CreatePass(ctx context.Context, room string, uses int, lifetime time.Duration) (adminapi.Pass, []byte, error) {
+	return callFor[adminapi.Pass](ctx, c, http.MethodPost, roomPath(room)+"/passes", map[string]any{"uses": uses, "expires_in": lifetime.String()})
 }
 
 // Passes lists room's passes.
-func (c *AdminClient) Passes(ctx context.Context, room string) ([]AdminPass, []byte, error) {
+func (c *Client) Passes(ctx context.Context, room string) ([]adminapi.Pass, []byte, error) {
 	list, raw, err := callFor[struct {
-		Passes []AdminPass `json:"passes"`
+		Passes []adminapi.Pass `json:"passes"`
 	}](ctx, c, http.MethodGet, roomPath(room)+"/passes", nil)
 	return list.Passes, raw, err
 }
 
 // RevokePass ends one of room's passes at once.
-func (c *AdminClient) RevokePass(ctx context.Context, room, id string) (AdminPass, []byte, error) {
-	return callFor[AdminPass](ctx, c, http.MethodDelete, roomPath(room)+"/passes/"+url.PathEscape(id), nil)
+func (c *Client) RevokePass(ctx context.Context, room, id string) (adminapi.Pass, []byte, error) {
+	return callFor[adminapi.Pass](ctx, c, http.MethodDelete, roomPath(room)+"/passes/"+url.PathEscape(id), nil)
 }
 
 // PassLink is the full link of p on this client's server.
-func (c *AdminClient) PassLink(p AdminPass) string {
+func (c *Client) PassLink(p adminapi.Pass) string {
 	return strings.TrimSuffix(c.BaseURL.String(), "/") + p.Link
 }
 
 // Entrants reads a scheduled room's draw record and entrants as sent
-// (AdminEntrants), to verify or to save for anyone to verify.
-func (c *AdminClient) Entrants(ctx context.Context, room string) ([]byte, error) {
+// (adminapi.Entrants), to verify or to save for anyone to verify.
+func (c *Client) Entrants(ctx context.Context, room string) ([]byte, error) {
 	return c.Call(ctx, http.MethodGet, roomPath(room)+"/entrants", nil)
 }
 
@@ -211,7 +216,7 @@ func WriteIndented(w io.Writer, raw []byte) error {
 }
 
 // WriteRoomTable writes rooms as a table, one room a line.
-func WriteRoomTable(w io.Writer, rooms []AdminRoom) error {
+func WriteRoomTable(w io.Writer, rooms []adminapi.Room) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATE\tRATE\tSLICE\tMAX_QUEUE\tTOKEN_TTL\tLEASE\tMAX_ACTIVE")
 	for _, r := range rooms {
@@ -220,9 +225,9 @@ func WriteRoomTable(w io.Writer, rooms []AdminRoom) error {
 	return tw.Flush()
 }
 
-// WriteText writes the room's settings and, if it has them, its figures,
-// one "name: value" a line.
-func (r AdminRoom) WriteText(w io.Writer) error {
+// WriteRoomText writes the room's settings and, if it has them, its
+// figures, one "name: value" a line.
+func WriteRoomText(w io.Writer, r adminapi.Room) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	fmt.Fprintf(tw, "name:\t%s\n", r.Name)
 	fmt.Fprintf(tw, "state:\t%s\n", r.State)
@@ -283,7 +288,7 @@ func countOr(n int, zero string) string {
 
 // WritePassTable writes passes as a table, one pass a line, with each
 // one's link on c's server and its state at now.
-func (c *AdminClient) WritePassTable(w io.Writer, passes []AdminPass, now time.Time) error {
+func (c *Client) WritePassTable(w io.Writer, passes []adminapi.Pass, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tLEFT\tEXPIRES\tSTATE\tLINK")
 	for _, p := range passes {
@@ -292,33 +297,20 @@ func (c *AdminClient) WritePassTable(w io.Writer, passes []AdminPass, now time.T
 	return tw.Flush()
 }
 
-// State says whether the pass still lets anyone in at now.
-func (p AdminPass) State(now time.Time) string {
-	switch {
-	case p.Revoked:
-		return "revoked"
-	case !p.ExpiresAt.After(now):
-		return "expired"
-	case p.Left == 0:
-		return "used up"
-	}
-	return "valid"
-}
-
 // DrawFile is the public verification file ('waitroom draw export'): the
 // draw's record and each entrant's draw value and place, without user ids
 // (personal data, and for a cookie visitor what taking its place over
 // needs). Anyone can check the draw with it; a user finds their own line
 // by computing HMAC-SHA256(seed, their id).
 type DrawFile struct {
-	Draw     DrawRecord              `json:"draw"`
+	Draw     adminapi.DrawRecord     `json:"draw"`
 	Entrants []waitroom.DrawnEntrant `json:"entrants"`
 }
 
-// PublicDrawFile turns raw, an AdminEntrants answer (the operator's export,
+// PublicDrawFile turns raw, an adminapi.Entrants answer (the operator's export,
 // with ids), into the public DrawFile, as indented JSON.
 func PublicDrawFile(raw []byte) ([]byte, error) {
-	var export AdminEntrants
+	var export adminapi.Entrants
 	if err := json.Unmarshal(raw, &export); err != nil {
 		return nil, fmt.Errorf("reading the draw: %w", err)
 	}
@@ -343,7 +335,7 @@ type DrawFileCheck struct {
 }
 
 // CheckDrawFile checks a scheduled room's draw from raw, a public DrawFile or
-// an AdminEntrants answer (from the server or saved), and writes what it
+// an adminapi.Entrants answer (from the server or saved), and writes what it
 // finds to w: the seed against the commitment, the list against the
 // record's count and digest, then every place that differs. It fails when
 // the draw cannot be checked, the record or the list was changed, or a
@@ -352,7 +344,7 @@ func CheckDrawFile(w io.Writer, raw []byte, o DrawFileCheck) error {
 	// Either file: an entrant has a user id (the operator's), a draw value
 	// (the public one) or both.
 	var file struct {
-		Draw     DrawRecord `json:"draw"`
+		Draw     adminapi.DrawRecord `json:"draw"`
 		Entrants []struct {
 			User  string `json:"user"`
 			Value string `json:"value"`

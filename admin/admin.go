@@ -1,4 +1,11 @@
-package server
+// Package admin is waitroom's operator API under /admin/, behind a bearer
+// token, and the dashboard that calls it: the rooms' settings and figures,
+// passes, a scheduled room's entrants, and the limit of wrong tokens per
+// client address (auth.go). Its Handler is mounted under /admin/ by
+// whoever assembles the HTTP mux (server.New, on the crowd's listener or
+// on one of its own); what it needs of the crowd's server, it is given as
+// functions in Config, so it imports no part of that server.
+package admin
 
 import (
 	"context"
@@ -6,12 +13,19 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/adminapi"
+	"github.com/waitroom/waitroom/internal/httperr"
+	"github.com/waitroom/waitroom/internal/lograte"
 	"github.com/waitroom/waitroom/jsonhttp"
 )
 
@@ -39,17 +53,123 @@ const (
 	maxFiguresWindow     = 10 * time.Second
 )
 
-// addAdminRoutes adds the operator API's routes and extra (the shop's
-// admin handlers) to routes, each behind the bearer check, plus a
-// catch-all under /admin/ so that unknown admin paths answer 401 to
-// strangers, not a map of what exists. Without a token it adds nothing.
-func (s *Server) addAdminRoutes(routes map[string]http.Handler, token string, extra map[string]http.Handler) error {
-	if token == "" {
-		if len(extra) > 0 {
-			s.log.Warn("admin routes are configured but no admin token: the admin API is off")
-		}
-		return nil
+// maxAuthRate bounds Config.AuthLimit's rate: beyond it a limit limits
+// nothing a server could serve.
+const maxAuthRate = 1_000_000
+
+// Config configures the operator API. Store, Token, Client, PassCode and
+// Changed are required.
+type Config struct {
+	// Store holds the rooms: the crowd's server's guarded store, so both
+	// see one store.
+	Store waitroom.Store
+	// Token is the bearer token every call but the dashboard's page must
+	// carry. Empty: the operator API is off, and New returns nil.
+	Token string
+	// Routes are extra ServeMux patterns under /admin/, such as the shop's
+	// "/admin/products", served behind the same token.
+	Routes map[string]http.Handler
+	// AuthLimit bounds the failed bearer attempts per client address
+	// (auth.go); zero: DefaultAuthLimit.
+	AuthLimit waitroom.Limit
+	// Now is the clock of what counts as an opens_at in the past, and of
+	// the failed attempts' limit. Nil: time.Now.
+	Now func() time.Time
+	// Logger; default discards.
+	Logger *slog.Logger
+	// Client is the client a request is for (the crowd's server decides
+	// whose X-Forwarded-For to believe) and the key the per-address limit
+	// counts it under.
+	Client func(*http.Request) (addr netip.Addr, key string)
+	// PassCode is the code of pass id to room and the link its holder
+	// follows; the crowd's server signs and checks them.
+	PassCode func(room, id string) (code, link string)
+	// Changed is told of each room whose settings a call changed, so the
+	// crowd's server drops what it cached of them at once.
+	Changed func(room string)
+	// OnRoomChange, if set, is told of each room a call created (from is
+	// zero) or changed: the webhooks' room events.
+	OnRoomChange func(room string, from, to waitroom.RoomConfig, created bool)
+}
+
+// Handler serves the operator API and the dashboard under /admin/.
+type Handler struct {
+	store     waitroom.Store
+	log       *slog.Logger
+	now       func() time.Time
+	mux       *http.ServeMux
+	patterns  []string
+	want      [sha256.Size]byte // the token's digest
+	auth      *authFailures
+	refusals  lograte.EveryMinute
+	dashboard *sampler
+	client    func(*http.Request) (netip.Addr, string)
+	passCode  func(room, id string) (string, string)
+	changed   func(room string)
+
+	onRoomChange func(room string, from, to waitroom.RoomConfig, created bool)
+}
+
+// New returns the operator API for cfg, nil when cfg.Token is empty, or
+// an error naming the bad field.
+func New(cfg Config) (*Handler, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	authLimit := cfg.AuthLimit
+	switch {
+	case authLimit == waitroom.Limit{}:
+		authLimit = DefaultAuthLimit
+	case math.IsNaN(authLimit.Rate) || authLimit.Rate <= 0 || authLimit.Rate > maxAuthRate || authLimit.Burst < 1:
+		return nil, fmt.Errorf("admin: Config.AuthLimit needs a rate in (0, %d] per second and a burst of at least 1, got %g and %d",
+			maxAuthRate, authLimit.Rate, authLimit.Burst)
+	}
+	if cfg.Token == "" {
+		if len(cfg.Routes) > 0 {
+			log.Warn("admin routes are configured but no admin token: the admin API is off")
+		}
+		return nil, nil
+	}
+	if cfg.Store == nil || cfg.Client == nil || cfg.PassCode == nil || cfg.Changed == nil {
+		return nil, errors.New("admin: Config.Store, Client, PassCode and Changed are required")
+	}
+	s := &Handler{
+		store:     cfg.Store,
+		log:       log,
+		now:       cfg.Now,
+		mux:       http.NewServeMux(),
+		want:      sha256.Sum256([]byte(cfg.Token)),
+		dashboard: newSampler(cfg.Store),
+		client:    cfg.Client,
+		passCode:  cfg.PassCode,
+		changed:   cfg.Changed,
+
+		onRoomChange: cfg.OnRoomChange,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.auth = newAuthFailures(authLimit, s.now)
+	routes, err := s.routes(cfg.Routes)
+	if err != nil {
+		return nil, err
+	}
+	for p, h := range routes {
+		if err := httperr.Handle(s.mux, p, h); err != nil {
+			return nil, fmt.Errorf("admin: %w", err)
+		}
+		s.patterns = append(s.patterns, p)
+	}
+	slices.Sort(s.patterns)
+	return s, nil
+}
+
+// routes are the operator API's routes and extra (the shop's admin
+// handlers), each behind the bearer check, plus a catch-all under /admin/
+// so that unknown admin paths answer 401 to strangers, not a map of what
+// exists, and the dashboard's page and files, which need no token.
+func (s *Handler) routes(extra map[string]http.Handler) (map[string]http.Handler, error) {
 	admin := map[string]http.Handler{
 		"GET /admin/rooms":                       s.serve(s.adminListRooms),
 		"POST /admin/rooms":                      s.serve(s.adminCreateRoom),
@@ -60,33 +180,46 @@ func (s *Server) addAdminRoutes(routes map[string]http.Handler, token string, ex
 		"POST /admin/rooms/{room}/passes":        s.serve(s.adminCreatePass),
 		"GET /admin/rooms/{room}/passes":         s.serve(s.adminListPasses),
 		"DELETE /admin/rooms/{room}/passes/{id}": s.serve(s.adminRevokePass),
-		"/admin/":                                s.serve(func(http.ResponseWriter, *http.Request) error { return errNotFound }),
+		"/admin/":                                s.serve(func(http.ResponseWriter, *http.Request) error { return httperr.ErrNotFound }),
 	}
 	for p, h := range extra {
 		if !underAdmin(p) {
-			return fmt.Errorf("server: admin route %q must be under /admin/", p)
+			return nil, fmt.Errorf("admin: route %q must be under /admin/", p)
 		}
 		if _, dup := admin[p]; dup {
-			return fmt.Errorf("server: admin route %q is registered twice", p)
+			return nil, fmt.Errorf("admin: route %q is registered twice", p)
 		}
 		admin[p] = h
 	}
-	want := sha256.Sum256([]byte(token))
+	routes := make(map[string]http.Handler, len(admin))
 	for p, h := range admin {
-		if _, dup := routes[p]; dup {
-			return fmt.Errorf("server: route %q is registered twice", p)
-		}
-		routes[p] = s.requireAdmin(want, h)
+		routes[p] = s.Protect(h)
 	}
 	// The dashboard's page and files hold nothing secret: they load without
 	// the token and ask for it.
 	for p, h := range dashboardFiles() {
-		if _, dup := routes[p]; dup {
-			return fmt.Errorf("server: route %q is registered twice", p)
-		}
 		routes[p] = h
 	}
-	return nil
+	return routes, nil
+}
+
+// ServeHTTP serves r by the operator API's routes; mount it under /admin/.
+func (s *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Patterns are the ServeMux patterns the Handler serves, sorted: the
+// routes a mounting server counts its metrics under.
+func (s *Handler) Patterns() []string { return s.patterns }
+
+// Pattern is the pattern of Patterns that r reaches, "" if none.
+func (s *Handler) Pattern(r *http.Request) string {
+	_, p := s.mux.Handler(r)
+	return p
+}
+
+// serve adapts a handler that returns an error: the error is answered the
+// one way every part answers it (httperr.Write).
+func (s *Handler) serve(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return httperr.Serve(func(w http.ResponseWriter, r *http.Request, err error) { httperr.Write(s.log, w, r, err) }, fn)
 }
 
 // underAdmin reports whether a ServeMux pattern ("[METHOD ][HOST]/PATH")
@@ -103,35 +236,54 @@ func underAdmin(pattern string) bool {
 	return strings.HasPrefix(path, "/admin/")
 }
 
-// requireAdmin lets a request through only with "Authorization: Bearer
-// <token>", from a client address within the limit of failed attempts
-// (adminauth.go). Digests are compared in constant time, so neither the
-// token's bytes nor its length leak through timing.
-func (s *Server) requireAdmin(want [sha256.Size]byte, next http.Handler) http.Handler {
+// Protect lets a request through to next only with "Authorization:
+// Bearer <token>", from a client address within the limit of failed
+// attempts (auth.go): the operator API's check, for whatever else the
+// token guards (the server's /metrics). Digests are compared in constant
+// time, so neither the token's bytes nor its length leak through timing.
+func (s *Handler) Protect(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, given, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		got := sha256.Sum256([]byte(strings.TrimSpace(given)))
-		right := strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(got[:], want[:]) == 1
-		client := s.trusted.clientIP(r)
-		limited, wait := s.adminAuth.attempt(addressKey(client), right)
+		right := strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(got[:], s.want[:]) == 1
+		client, key := s.client(r)
+		limited, wait := s.auth.attempt(key, right)
 		if right && !limited {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if refused, ok := s.adminRefusals.allow(time.Now()); ok {
+		if refused, ok := s.refusals.Allow(time.Now()); ok {
 			s.log.WarnContext(r.Context(), "admin request refused: missing or wrong bearer token, or too many of them",
 				"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "client", client, "rate_limited", limited,
 				"refused_since_last_warning", refused)
 		}
 		if limited {
 			// The admin message, with the wait of the limit's refusal.
-			s.writeError(w, r, errors.Join(errAdminRateLimited, &rateLimited{wait: wait}))
+			httperr.Write(s.log, w, r, errors.Join(errAdminRateLimited, retryAfter(wait)))
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admin"`)
-		s.writeError(w, r, errUnauthorized)
+		httperr.Write(s.log, w, r, errUnauthorized)
 	})
 }
+
+// Codes the operator API adds to the store's.
+var (
+	errUnauthorized = &waitroom.Error{Code: "UNAUTHORIZED", Message: "a valid admin bearer token is required", Status: http.StatusUnauthorized}
+	errRoomExists   = &waitroom.Error{Code: "ROOM_EXISTS", Message: "the room exists already", Status: http.StatusConflict}
+
+	// Too many wrong admin tokens from one address (auth.go); an opening
+	// set in the past.
+	errAdminRateLimited = &waitroom.Error{Code: "RATE_LIMITED", Message: "too many wrong admin tokens from this address; wait as Retry-After says", Status: http.StatusTooManyRequests}
+	errOpensAtPast      = &waitroom.Error{Code: "OPENS_AT_PAST", Message: "opens_at is in the past, so the room would open at once; give a time to come (\"\" clears it)", Status: http.StatusBadRequest}
+)
+
+// retryAfter is the wait a refusal's Retry-After tells (waitroom.Classify
+// reads it).
+type retryAfter time.Duration
+
+func (d retryAfter) Error() string             { return "retry after " + time.Duration(d).String() }
+func (d retryAfter) RetryAfter() time.Duration { return time.Duration(d) }
 
 // pathRoom is the {room} of an admin path.
 func pathRoom(r *http.Request) (string, error) {
@@ -154,121 +306,13 @@ func pathRoomAndBody[T any](r *http.Request) (room string, body T, err error) {
 	return room, body, nil
 }
 
-// AdminRoom is the operator API's answer about a room: its settings, and on
-// GET /admin/rooms/{room} its figures. 'waitroom admin' decodes it too.
-type AdminRoom struct {
-	Name      string             `json:"name"`
-	State     waitroom.RoomState `json:"state"`
-	Rate      float64            `json:"rate"`
-	Slice     string             `json:"slice"`
-	MaxQueue  int                `json:"max_queue"`
-	TokenTTL  string             `json:"token_ttl"`
-	Lease     string             `json:"lease"`
-	MaxActive int                `json:"max_active"`
-	// Stock is the units the room sells in all, sold ones included; 0:
-	// not tracked. Raising it is a restock.
-	Stock int `json:"stock"`
-	// UnitsPerOrder is what one token reserves and one order may buy.
-	UnitsPerOrder   int  `json:"units_per_order"`
-	OneOrderPerUser bool `json:"one_order_per_user"`
-	// InviteOnly: only pass holders get in.
-	InviteOnly bool `json:"invite_only"`
-	// AbandonAfter and FirstUseWithin as Go durations ("5m0s", "1m0s").
-	AbandonAfter   string `json:"abandon_after"`
-	FirstUseWithin string `json:"first_use_within"`
-	// OpensAt and ClosesAt are RFC 3339, "" when unset.
-	OpensAt       string        `json:"opens_at"`
-	PrequeueOrder string        `json:"prequeue_order"`
-	ClosesAt      string        `json:"closes_at"`
-	ShopURL       string        `json:"shop_url"`
-	Figures       *AdminFigures `json:"figures,omitempty"`
-}
-
-func newAdminRoom(name string, cfg waitroom.RoomConfig) AdminRoom {
-	return AdminRoom{
-		Name:            name,
-		State:           cfg.State,
-		Rate:            cfg.Rate,
-		Slice:           cfg.Slice.String(),
-		MaxQueue:        cfg.MaxQueue,
-		TokenTTL:        cfg.TokenTTL.String(),
-		Lease:           cfg.Lease.String(),
-		MaxActive:       cfg.MaxActive,
-		Stock:           cfg.Stock,
-		UnitsPerOrder:   cfg.UnitsPerOrder,
-		OneOrderPerUser: cfg.OneOrderPerUser,
-		InviteOnly:      cfg.InviteOnly,
-		AbandonAfter:    cfg.AbandonAfter.String(),
-		FirstUseWithin:  cfg.FirstUseWithin.String(),
-		OpensAt:         formatTime(cfg.OpensAt),
-		PrequeueOrder:   string(cfg.Order()),
-		ClosesAt:        formatTime(cfg.ClosesAt),
-		ShopURL:         cfg.ShopURL,
-	}
-}
-
-// formatTime is t in RFC 3339, "" for the zero time.
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.Format(time.RFC3339Nano)
-}
-
-// AdminFigures is what a room is doing. The counters are the room's totals
-// over every instance, as the store keeps them.
-type AdminFigures struct {
-	Waiting    int64 `json:"waiting"`
-	LiveTokens int64 `json:"live_tokens"`
-	// AdmittedPerSecond is measured over Window from the store's counter;
-	// null when the window is 0.
-	AdmittedPerSecond *float64 `json:"admitted_per_second"`
-	Window            string   `json:"window"`
-	Entered           int64    `json:"entered"`
-	QueueFull         int64    `json:"queue_full"`
-	Admitted          int64    `json:"admitted"`
-	Completed         int64    `json:"completed"`
-	UnitsSold         int64    `json:"units_sold"`
-	Released          int64    `json:"released"`
-	Expired           int64    `json:"expired"`
-	NoShows           int64    `json:"no_shows"`
-	Abandoned         int64    `json:"abandoned"`
-	// UnitsLeft are the units neither sold nor reserved by a live token
-	// (each reserving units_per_order), and SoldOut says fewer than one
-	// order's units are unsold; both only when the room tracks stock.
-	UnitsLeft *int64 `json:"units_left,omitempty"`
-	SoldOut   bool   `json:"sold_out,omitempty"`
-}
-
-func newAdminFigures(cfg waitroom.RoomConfig, st waitroom.Stats, perSecond *float64, window time.Duration) *AdminFigures {
-	f := &AdminFigures{
-		Waiting:           st.Waiting,
-		LiveTokens:        st.Active,
-		AdmittedPerSecond: perSecond,
-		Window:            window.String(),
-		Entered:           st.Entered,
-		QueueFull:         st.Full,
-		Admitted:          st.Admitted,
-		Completed:         st.Completed,
-		UnitsSold:         st.Sold,
-		Released:          st.Released,
-		Expired:           st.Expired,
-		NoShows:           st.NoShows,
-		Abandoned:         st.Abandoned,
-	}
-	if soldOut, left, _ := cfg.Units(0, st.Sold, st.Active); cfg.Stock > 0 {
-		f.SoldOut, f.UnitsLeft = soldOut, &left
-	}
-	return f
-}
-
 // adminListRooms: GET /admin/rooms.
-func (s *Server) adminListRooms(w http.ResponseWriter, r *http.Request) error {
+func (s *Handler) adminListRooms(w http.ResponseWriter, r *http.Request) error {
 	names, err := s.store.Rooms(r.Context())
 	if err != nil {
 		return err
 	}
-	rooms := make([]AdminRoom, 0, len(names))
+	rooms := make([]adminapi.Room, 0, len(names))
 	for _, name := range names {
 		cfg, err := s.store.RoomConfig(r.Context(), name)
 		if errors.Is(err, waitroom.ErrRoomNotFound) {
@@ -277,7 +321,7 @@ func (s *Server) adminListRooms(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		rooms = append(rooms, newAdminRoom(name, cfg))
+		rooms = append(rooms, adminapi.NewRoom(name, cfg))
 	}
 	jsonhttp.Write(w, http.StatusOK, map[string]any{"rooms": rooms})
 	return nil
@@ -384,7 +428,7 @@ func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error
 }
 
 // adminCreateRoom: POST /admin/rooms. Settings left out take the defaults.
-func (s *Server) adminCreateRoom(w http.ResponseWriter, r *http.Request) error {
+func (s *Handler) adminCreateRoom(w http.ResponseWriter, r *http.Request) error {
 	var body createBody
 	if err := jsonhttp.Decode(r, &body); err != nil {
 		return waitroom.BadRequest(err.Error())
@@ -413,14 +457,14 @@ func (s *Server) adminCreateRoom(w http.ResponseWriter, r *http.Request) error {
 	if s.onRoomChange != nil {
 		s.onRoomChange(body.Name, waitroom.RoomConfig{}, cfg, true)
 	}
-	jsonhttp.Write(w, http.StatusCreated, newAdminRoom(body.Name, cfg))
+	jsonhttp.Write(w, http.StatusCreated, adminapi.NewRoom(body.Name, cfg))
 	return nil
 }
 
 // adminShowRoom: GET /admin/rooms/{room}. Admissions per second are the
 // growth of the store's admitted counter over a short window, so they count
 // every instance's admitter, not only this one's.
-func (s *Server) adminShowRoom(w http.ResponseWriter, r *http.Request) error {
+func (s *Handler) adminShowRoom(w http.ResponseWriter, r *http.Request) error {
 	room, err := pathRoom(r)
 	if err != nil {
 		return err
@@ -457,8 +501,8 @@ func (s *Server) adminShowRoom(w http.ResponseWriter, r *http.Request) error {
 		v := float64(last.Admitted-first.Admitted) / time.Since(start).Seconds()
 		perSecond = &v
 	}
-	body := newAdminRoom(room, cfg)
-	body.Figures = newAdminFigures(cfg, last, perSecond, window)
+	body := adminapi.NewRoom(room, cfg)
+	body.Figures = adminapi.NewFigures(cfg, last, perSecond, window)
 	jsonhttp.Write(w, http.StatusOK, body)
 	return nil
 }
@@ -469,7 +513,7 @@ func (s *Server) adminShowRoom(w http.ResponseWriter, r *http.Request) error {
 // settings), so two operators, or an operator and the rate tuner, never
 // undo each other. Every instance follows within one admission slice: the
 // store's Admit and Enter read the settings from the store on every call.
-func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
+func (s *Handler) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 	room, patch, err := pathRoomAndBody[roomSettings](r)
 	if err != nil {
 		return err
@@ -505,22 +549,21 @@ func (s *Server) adminPatchRoom(w http.ResponseWriter, r *http.Request) error {
 	if cfg != old {
 		// This instance's hints follow at once; the others' within
 		// ConfigRefresh.
-		s.rooms.Delete(room)
-		s.draws.forget(room)
+		s.changed(room)
 		s.log.InfoContext(r.Context(), "room updated", append([]any{"room", room, "by", "admin", "remote", r.RemoteAddr},
 			settingsDiff(old, cfg)...)...)
 		if s.onRoomChange != nil {
 			s.onRoomChange(room, old, cfg, false)
 		}
 	}
-	jsonhttp.Write(w, http.StatusOK, newAdminRoom(room, cfg))
+	jsonhttp.Write(w, http.StatusOK, adminapi.NewRoom(room, cfg))
 	return nil
 }
 
 // notOpenedYet refuses a new opening time for a room whose draw is done:
 // a room opens once, and the setting would change nothing but what the
 // operator reads.
-func (s *Server) notOpenedYet(ctx context.Context, room string) error {
+func (s *Handler) notOpenedYet(ctx context.Context, room string) error {
 	d, err := s.store.Draw(ctx, room)
 	switch {
 	case errors.Is(err, waitroom.ErrNoDraw):
@@ -537,7 +580,7 @@ func (s *Server) notOpenedYet(ctx context.Context, room string) error {
 // opensAhead refuses an opening time that has passed (OPENS_AT_PAST): the
 // room would open at once, without the wait and the draw the operator
 // scheduled, most likely a typo in the date.
-func (s *Server) opensAhead(opensAt time.Time) error {
+func (s *Handler) opensAhead(opensAt time.Time) error {
 	if !opensAt.IsZero() && !opensAt.After(s.now()) {
 		return fmt.Errorf("%w (%s, now %s)", errOpensAtPast, opensAt.UTC().Format(time.RFC3339), s.now().UTC().Format(time.RFC3339))
 	}
@@ -559,16 +602,8 @@ func settingsDiff(old, cfg waitroom.RoomConfig) []any {
 	return diff
 }
 
-// AdminEntrants is the answer of GET /admin/rooms/{room}/entrants: the
-// draw's public record and every entrant with its place, all 'waitroom
-// draw verify' needs to recompute the draw.
-type AdminEntrants struct {
-	Draw     DrawRecord         `json:"draw"`
-	Entrants []waitroom.Entrant `json:"entrants"`
-}
-
 // adminEntrants: GET /admin/rooms/{room}/entrants.
-func (s *Server) adminEntrants(w http.ResponseWriter, r *http.Request) error {
+func (s *Handler) adminEntrants(w http.ResponseWriter, r *http.Request) error {
 	room, err := pathRoom(r)
 	if err != nil {
 		return err
@@ -581,6 +616,6 @@ func (s *Server) adminEntrants(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	jsonhttp.Write(w, http.StatusOK, AdminEntrants{Draw: newDrawRecord(room, d), Entrants: entrants})
+	jsonhttp.Write(w, http.StatusOK, adminapi.Entrants{Draw: adminapi.NewDrawRecord(room, d), Entrants: entrants})
 	return nil
 }

@@ -1,4 +1,4 @@
-package server_test
+package adminclient_test
 
 import (
 	"errors"
@@ -9,12 +9,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/waitroom/waitroom/server"
+	"github.com/waitroom/waitroom/adminclient"
 )
 
 // A refusal with the API's error body and a proxy's bare error page both
-// come back as *AdminError, with the password kept out of the URL.
-func TestAdminClientErrors(t *testing.T) {
+// come back as *Error, with the password kept out of the URL.
+func TestClientErrors(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer right-token" {
@@ -36,9 +36,9 @@ func TestAdminClientErrors(t *testing.T) {
 		{"wrong-token", "UNAUTHORIZED", ": 401 UNAUTHORIZED: bad token", http.StatusUnauthorized},
 		{"right-token", "", ": 502 Bad Gateway", http.StatusBadGateway},
 	} {
-		c := &server.AdminClient{BaseURL: base, Token: tc.token}
+		c := &adminclient.Client{BaseURL: base, Token: tc.token}
 		_, err := c.Room(t.Context(), "sale")
-		var e *server.AdminError
+		var e *adminclient.Error
 		require.True(t, errors.As(err, &e), "%v", err)
 		require.Equal(t, tc.status, e.Status)
 		require.Equal(t, tc.code, e.Code)

@@ -1,4 +1,4 @@
-package server
+package admin
 
 import (
 	"sync"
@@ -8,8 +8,8 @@ import (
 )
 
 // Failed bearer attempts on the operator API are limited per client
-// address (addressKey of the address visitor.go decides): a guesser gets
-// DefaultAdminAuthLimit's burst of wrong tokens, then one per interval,
+// address (the key Config.Client gives, from the crowd's server): a guesser gets
+// DefaultAuthLimit's burst of wrong tokens, then one per interval,
 // and meanwhile every request from the address is refused with 429
 // RATE_LIMITED and Retry-After, the right token too, so that a guess made
 // while refused tells nothing. A right token from an address within the
@@ -17,14 +17,14 @@ import (
 //
 // The counts are this instance's: behind a balancer that spreads one
 // address over n instances, the address gets n times the limit. That is
-// enough for what the limit is for (a token of MinAdminToken characters is
+// enough for what the limit is for (a token of instance.MinAdminToken characters is
 // not guessed at ten a minute, n times over); the shared limiters
-// (Config.Limiter) answer requests without a way to ask "would the next
+// (server.Config.Limiter) answer requests without a way to ask "would the next
 // one be refused?" without counting it, which the right token needs.
 
-// DefaultAdminAuthLimit is Config.AdminAuthLimit's default: 10 wrong
-// tokens at once from one address, then one every 6 s (10 a minute).
-var DefaultAdminAuthLimit = waitroom.Limit{Rate: 10.0 / 60, Burst: 10}
+// DefaultAuthLimit is Config.AuthLimit's default: 10 wrong tokens at once
+// from one address, then one every 6 s (10 a minute).
+var DefaultAuthLimit = waitroom.Limit{Rate: 10.0 / 60, Burst: 10}
 
 const (
 	// maxAuthAddresses bounds the addresses counted one by one; beyond it
