@@ -221,8 +221,10 @@ func (s *Store) AutoPipelined() bool { return s.ap != nil }
 type roomKeys struct {
 	cfg, ver, q, seq, tok, active, bucket, stats, buyers, passes string
 	pre, drawn, ent, places, draw                                string
-	// The calls of Enter and Status, their command lines made once.
-	enter, status fcall
+	// The calls of the hot path, their KEYS bound and command lines made
+	// once: Enter and Status (one KEYS order for both), the gate's claim,
+	// complete, release and renew.
+	enter, status, claim, complete, release, renew fcall
 }
 
 // maxCachedRooms bounds the rooms whose keys a Store keeps: far more than
@@ -258,6 +260,10 @@ func (s *Store) keys(room string) *roomKeys {
 	hot := []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw}
 	k.enter = prepare(enterScript, hot...)
 	k.status = prepare(statusScript, hot...)
+	k.claim = prepare(claimScript, k.cfg, k.tok, k.active, k.stats)
+	k.complete = prepare(completeScript, k.tok, k.active, k.stats, k.cfg, k.buyers)
+	k.release = prepare(releaseScript, k.tok, k.active, k.stats)
+	k.renew = prepare(renewScript, k.cfg, k.tok, k.active)
 	if s.keysCached.Add(1) <= maxCachedRooms {
 		if prev, loaded := s.keyCache.LoadOrStore(room, k); loaded {
 			s.keysCached.Add(-1)

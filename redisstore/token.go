@@ -44,7 +44,7 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 	}
 	lease := waitroom.NewToken()
 	k := s.keys(room)
-	r, err := s.do(ctx, "claim", claimScript, []string{k.cfg, k.tok, k.active, k.stats}, user, token, lease)
+	r, err := s.doCall(ctx, "claim", k.claim, user, token, lease)
 	if err != nil && (errors.Is(err, waitroom.ErrStoreUnavailable) || ctx.Err() != nil) {
 		// Sent, maybe run: the caller releases the hold it may have made.
 		return waitroom.Hold{}, &waitroom.UnansweredClaimError{Hold: waitroom.Hold{Room: room, User: user, Token: token, Lease: lease}, Err: err}
@@ -85,7 +85,7 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 		return err
 	}
 	k := s.keys(h.Room)
-	r, err := s.do(ctx, "complete", completeScript, []string{k.tok, k.active, k.stats, k.cfg, k.buyers}, h.User, h.Token, max(h.Units, 1))
+	r, err := s.doCall(ctx, "complete", k.complete, h.User, h.Token, max(h.Units, 1))
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
 		return err
 	}
 	k := s.keys(h.Room)
-	r, err := s.do(ctx, "release", releaseScript, []string{k.tok, k.active, k.stats}, h.User, h.Token, h.Lease)
+	r, err := s.doCall(ctx, "release", k.release, h.User, h.Token, h.Lease)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func (s *Store) Renew(ctx context.Context, h waitroom.Hold) error {
 		return err
 	}
 	k := s.keys(h.Room)
-	r, err := s.do(ctx, "renew", renewScript, []string{k.cfg, k.tok, k.active}, h.User, h.Token, h.Lease)
+	r, err := s.doCall(ctx, "renew", k.renew, h.User, h.Token, h.Lease)
 	if err != nil {
 		return err
 	}
