@@ -326,8 +326,11 @@ func TestDashboardBrowser(t *testing.T) {
 func TestDashboardBrowserRateLimited(t *testing.T) {
 	t.Parallel()
 	store := memRoom(t, "default", waitroom.RoomConfig{})
+	// The limit's clock stands still: the wait is an hour exactly, however
+	// long the browser takes between the two attempts.
+	stopped := time.Now()
 	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, AdminToken: adminToken,
-		AdminAuthLimit: waitroom.Limit{Rate: 1.0 / 3600, Burst: 1}}))
+		AdminAuthLimit: waitroom.Limit{Rate: 1.0 / 3600, Burst: 1}, Now: func() time.Time { return stopped }}))
 	t.Cleanup(srv.Close)
 	op := newVisitor(t, newBrowser(t))
 	op.open(srv.URL + "/admin/")
