@@ -99,12 +99,15 @@ func (k *Linker) Open(value, room string) (Link, error) {
 	if l.Room != room {
 		return Link{}, ErrLinkWrongRoom
 	}
-	now := time.Now
-	if k.Now != nil {
-		now = k.Now
-	}
-	if !now().Before(l.Expires) {
+	if !k.now().Before(l.Expires) {
 		return Link{}, ErrLinkExpired
 	}
 	return l, nil
+}
+
+func (k *Linker) now() time.Time {
+	if k.Now != nil {
+		return k.Now()
+	}
+	return time.Now()
 }

@@ -86,7 +86,7 @@ func (n *Notifier) Tell(ctx context.Context, room, user string, notice []byte) e
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
-	link := n.ReturnURL(room, n.Linker.Sign(Link{Room: room, User: user, Nonce: nonce, Expires: time.Now().Add(ttl)}))
+	link := n.ReturnURL(room, n.Linker.Sign(Link{Room: room, User: user, Nonce: nonce, Expires: n.Linker.now().Add(ttl)}))
 	lang := i18n.Find(req.Lang)
 	if lang == nil {
 		lang = i18n.English()
