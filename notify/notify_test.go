@@ -394,7 +394,7 @@ func TestNoticeByMailInTheBuyersLanguage(t *testing.T) {
 	if m.Subject != de.T("notice.subject") || len(m.To) != 1 || m.To[0].Address != "kaeufer@shop.example" {
 		t.Fatalf("message %q to %v", m.Subject, m.To)
 	}
-	if !strings.Contains(m.Text, "Du bist im Warteraum an der Reihe.") {
+	if !strings.Contains(m.Text, "Sie sind im Warteraum an der Reihe.") {
 		t.Fatalf("not in German:\n%s", m.Text)
 	}
 	i := strings.Index(m.Text, "https://queue.shop.example/rooms/drop/return?l=")
