@@ -91,6 +91,9 @@ func (c Config) Validate() error {
 	if (c.SMTPURL != "" || c.VAPIDKeyFile != "") && c.PublicURL == nil {
 		bad("public_url", "is where the notices' return links lead; --smtp-url and --vapid-key-file need it")
 	}
+	if c.VAPIDKeyFile != "" && c.MailFrom == "" && c.PublicURL != nil && c.PublicURL.Scheme != "https" {
+		bad("vapid_key_file", "needs --mail-from or an https --public-url: where the push services can reach you (VAPID's subject)")
+	}
 	if c.SMTPURL != "" {
 		if _, err := notify.NewMailer(c.SMTPURL, c.MailFrom); err != nil {
 			bad("smtp_url", "%v", err)

@@ -235,7 +235,7 @@ func (in *Instance) Run(ctx context.Context) error {
 		return err
 	}
 	in.hooks = hooks
-	if in.notices, in.cookieSecret, err = in.notifier(guarded, in.Logger); err != nil {
+	if in.notices, in.cookieSecret, err = in.newNotifier(guarded, in.Logger); err != nil {
 		return err
 	}
 	orders, err := in.orderAPI(ctx, startCtx)
@@ -625,6 +625,11 @@ func (in *Instance) Close() error {
 	if in.hooks != nil {
 		// After the admitter: its last admissions are appended too.
 		in.hooks.close()
+	}
+	if in.notices != nil {
+		// The notices of the last admissions go out before the store
+		// (which they read) is closed; each is bounded by its timeout.
+		in.notices.Wait()
 	}
 	if in.stopTuner != nil {
 		in.stopTuner()

@@ -10,12 +10,12 @@ import (
 	"github.com/waitroom/waitroom/server"
 )
 
-// notifier builds the notices' sender from the flags (nil when both
+// newNotifier builds the notices' sender from the flags (nil when both
 // channels are off), and returns the cookie secret the server signs
 // with: the return links are signed with the same key (in a context of
 // their own), so a server without --cookie-secret gets one random key
 // for both.
-func (in *Instance) notifier(store *waitroom.GuardedStore, log *slog.Logger) (*notify.Notifier, []byte, error) {
+func (in *Instance) newNotifier(store *waitroom.GuardedStore, log *slog.Logger) (*notify.Notifier, []byte, error) {
 	secret := in.Config.CookieSecret
 	c := in.Config
 	if c.VAPIDKeyFile == "" && c.SMTPURL == "" {
@@ -43,10 +43,10 @@ func (in *Instance) notifier(store *waitroom.GuardedStore, log *slog.Logger) (*n
 			return nil, nil, err
 		}
 		// The push services reach the operator at the From address, else
-		// at the waiting room's own URL.
+		// at the waiting room's own https URL (Validate makes sure of one).
 		subject := c.PublicURL.String()
 		if c.MailFrom != "" {
-			subject = "mailto:" + c.MailFrom
+			subject = c.MailFrom
 		}
 		n.Pusher = &notify.Pusher{Keys: keys, Subject: subject}
 	}

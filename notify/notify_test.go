@@ -206,7 +206,7 @@ func checkVAPID(r *http.Request, v notify.VAPID, aud string) error {
 		Sub string `json:"sub"`
 		Exp int64  `json:"exp"`
 	}
-	if err := json.Unmarshal(claims, &c); err != nil || c.Aud != aud || c.Sub == "" || c.Exp == 0 {
+	if err := json.Unmarshal(claims, &c); err != nil || c.Aud != aud || c.Sub != "mailto:ops@shop.example" || c.Exp == 0 {
 		return fmt.Errorf("claims %s (want aud %s)", claims, aud)
 	}
 	return nil
@@ -219,7 +219,7 @@ func TestPushReachesTheSubscriptionDecrypted(t *testing.T) {
 	}
 	sub := newSubscriber(t)
 	svc := newPushService(t, sub, vapid)
-	p := &notify.Pusher{Keys: vapid, Subject: "mailto:ops@shop.example", Client: svc.srv.Client()}
+	p := &notify.Pusher{Keys: vapid, Subject: "ops@shop.example", Client: svc.srv.Client()}
 	if err := p.Send(context.Background(), sub.push(svc.srv.URL+"/push/abc"), []byte(`{"title":"hi"}`), time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func TestNoticeByPush(t *testing.T) {
 	store, _ := newRoom(t, kept)
 	adm, _ := store.Admit(ctx, "drop")
 	n := &notify.Notifier{Store: store, Linker: &notify.Linker{Key: []byte(strings.Repeat("k", 32))},
-		Pusher:    &notify.Pusher{Keys: vapid, Subject: "mailto:ops@shop.example", Client: svc.srv.Client()},
+		Pusher:    &notify.Pusher{Keys: vapid, Subject: "ops@shop.example", Client: svc.srv.Client()},
 		PublicURL: &url.URL{Scheme: "https", Host: "q.example"}}
 	if err := n.Tell(ctx, "drop", adm[0].User, adm[0].Notice); err != nil {
 		t.Fatal(err)

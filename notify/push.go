@@ -26,8 +26,8 @@ var ErrSubscriptionGone = errors.New("push subscription gone")
 // Pusher sends Web Push messages.
 type Pusher struct {
 	Keys VAPID
-	// Subject is the VAPID "sub": a mailto: or https: URL where the push
-	// service can reach the operator.
+	// Subject is where the push services can reach the operator (VAPID's
+	// "sub"): an email address (sent as mailto:) or an https: URL.
 	Subject string
 	// Client posts to the push services; nil: one whose dialer refuses
 	// every address that is not public (PublicOnly).

@@ -149,6 +149,7 @@ func TestParseServeRejectsBadValues(t *testing.T) {
 		{[]string{"--smtp-url", "http://mail.example", "--mail-from", "q@shop.example", "--public-url", "https://q.example"}, nil, `must be smtp://host[:port] or smtps://host[:port]`},
 		{[]string{"--smtp-url", "smtp://mail.example", "--mail-from", "Queue <q@shop.example>", "--public-url", "https://q.example"}, nil, `is not a bare address`},
 		{[]string{"--mail-from", "q@shop.example"}, nil, `--mail-from`},
+		{[]string{"--vapid-key-file", "/tmp/k.json", "--public-url", "http://q.example"}, nil, `--vapid-key-file="/tmp/k.json": needs --mail-from or an https --public-url`},
 		{[]string{"--rate", "100000", "--slice", "1s"}, nil, "--rate and --slice"},
 		{[]string{"--upstream", "ftp://example.test"}, nil, `--upstream="ftp://example.test": must be an absolute http`},
 		{[]string{"--upstream", "localhost:9000"}, nil, `--upstream="localhost:9000"`},

@@ -45,11 +45,27 @@ func mailpitBinary(tb testing.TB) string {
 			mailpitBuild.path = bin
 			return
 		}
+		// Built into a directory of its own, then renamed into place: the
+		// test binaries of several packages may build it at once.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			mailpitBuild.err = err
+			return
+		}
+		tmp, err := os.MkdirTemp(dir, "build-")
+		if err != nil {
+			mailpitBuild.err = err
+			return
+		}
+		defer os.RemoveAll(tmp)
 		cmd := exec.Command("go", "install", "github.com/axllent/mailpit@"+MailpitVersion)
-		cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-buildvcs=false", "GOWORK=off")
+		cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-buildvcs=false", "GOWORK=off")
 		cmd.Dir = os.TempDir() // outside this module: its go.mod must not decide
 		if out, err := cmd.CombinedOutput(); err != nil {
 			mailpitBuild.err = fmt.Errorf("go install mailpit %s: %v\n%s", MailpitVersion, err, out)
+			return
+		}
+		if err := os.Rename(filepath.Join(tmp, "mailpit"), bin); err != nil {
+			mailpitBuild.err = err
 			return
 		}
 		mailpitBuild.path = bin
