@@ -70,16 +70,16 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) error {
 	}
 	form := strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded")
 	var c notify.Channel
-	r.Body = http.MaxBytesReader(w, r.Body, maxNotifyBody)
 	if form {
+		r.Body = http.MaxBytesReader(w, r.Body, maxNotifyBody)
 		if err := r.ParseForm(); err != nil {
-			return waitroom.BadRequest("the form does not read")
+			return waitroom.BadRequest("the form does not read (at most 4 KiB)")
 		}
 		c.Email = r.PostForm.Get("email")
 	} else {
 		var body notifyRequest
 		if err := jsonhttp.Decode(r, &body); err != nil {
-			return err
+			return waitroom.BadRequest(err.Error())
 		}
 		c = notify.Channel{Email: body.Email, Push: body.Push}
 	}
@@ -173,7 +173,7 @@ func (s *Server) spendReturn(w http.ResponseWriter, r *http.Request) error {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxNotifyBody)
 	if err := r.ParseForm(); err != nil {
-		return waitroom.BadRequest("the form does not read")
+		return waitroom.BadRequest("the form does not read (at most 4 KiB)")
 	}
 	l, err := s.notifier.Linker.Open(r.PostForm.Get("l"), room)
 	if err != nil {

@@ -196,3 +196,50 @@ func startServer(t *testing.T, store waitroom.Store, n *notify.Notifier) string 
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// TestNotifyRoutesRefuse: without a notifier the routes are 404
+// NOT_CONFIGURED; with one, a body past the bound, a link without a
+// form and a store that keeps no notices are refused with their codes.
+func TestNotifyRoutesRefuse(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	_, err := store.CreateRoom(context.Background(), "drop", waitroom.RoomConfig{})
+	require.NoError(t, err)
+	off := newDevice(t, startServer(t, store, nil))
+	for _, r := range [][2]string{{"POST", "/rooms/drop/notify"}, {"GET", "/rooms/drop/return?l=x"}, {"POST", "/rooms/drop/return"}, {"GET", "/notify-sw.js"}} {
+		status, body, _ := off.do(r[0], r[1], "application/json", `{"email":"a@b.cd"}`, "Accept", "application/json")
+		require.Equal(t, http.StatusNotFound, status, r)
+		require.Equal(t, "NOT_CONFIGURED", bodyCode(t, body), r)
+	}
+
+	n := &notify.Notifier{Store: store, Linker: &notify.Linker{Key: []byte(strings.Repeat("s", 32))}, Mailer: &notify.Mailer{}}
+	on := newDevice(t, startServer(t, store, n))
+	status, body, _ := on.do("POST", "/rooms/drop", "application/x-www-form-urlencoded", "", "Accept", "application/json")
+	require.Equal(t, http.StatusOK, status, body)
+	status, body, _ = on.do("POST", "/rooms/drop/notify", "application/json", `{"email":"`+strings.Repeat("a", 5000)+`@b.cd"}`)
+	require.Equal(t, http.StatusBadRequest, status, body)
+	status, body, _ = on.do("POST", "/rooms/drop/notify", "application/json", `{"email":`)
+	require.Equal(t, http.StatusBadRequest, status, body)
+	require.Equal(t, "BAD_REQUEST", bodyCode(t, body))
+	status, body, _ = on.do("POST", "/rooms/drop/return", "application/x-www-form-urlencoded", "", "Accept", "application/json")
+	require.Equal(t, http.StatusForbidden, status, body)
+	require.Equal(t, "RETURN_LINK_INVALID", bodyCode(t, body))
+	status, _, _ = on.do("GET", "/notify-sw.js", "", "")
+	require.Equal(t, http.StatusNotFound, status, "no push, no service worker")
+
+	// A store that keeps no notices: 501 with its code, and no opt-in.
+	plain := newDevice(t, startServer(t, noNotices{store}, n))
+	status, body, _ = plain.do("POST", "/rooms/drop", "application/x-www-form-urlencoded", "", "Accept", "application/json")
+	require.Equal(t, http.StatusOK, status, body)
+	status, body, _ = plain.do("POST", "/rooms/drop/notify", "application/json", `{"email":"a@b.cd"}`)
+	require.Equal(t, http.StatusNotImplemented, status, body)
+	require.Equal(t, "NOTICES_UNSUPPORTED", bodyCode(t, body))
+	status, body, _ = plain.do("GET", "/rooms/drop", "", "")
+	require.Equal(t, http.StatusOK, status)
+	require.NotContains(t, body, `id="notify"`)
+	status, body, _ = on.do("GET", "/rooms/drop", "", "")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, `id="notify"`)
+}
+
+// noNotices is a Store without the NoticeStore methods, as redisstore is.
+type noNotices struct{ waitroom.Store }
