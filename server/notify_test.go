@@ -143,6 +143,10 @@ func TestNotifyReturnLinkOnASecondDevice(t *testing.T) {
 	}
 	u, _ := url.Parse(link)
 	value := u.Query().Get("l")
+	altered := value[:len(value)-1] + "A"
+	if value[len(value)-1] == 'A' {
+		altered = value[:len(value)-1] + "B"
+	}
 
 	// A preview (GET, twice) spends nothing: a page with the button.
 	for range 2 {
@@ -155,7 +159,7 @@ func TestNotifyReturnLinkOnASecondDevice(t *testing.T) {
 	for path, code := range map[string]string{
 		"/rooms/other/return?l=" + url.QueryEscape(value): "RETURN_LINK_WRONG_ROOM",
 		"/rooms/drop/return?l=" + url.QueryEscape((&notify.Linker{Key: []byte(strings.Repeat("x", 32))}).Sign(notify.Link{Room: "drop", User: adm[0].User, Nonce: "n", Expires: clock.Now().Add(time.Hour)})): "RETURN_LINK_INVALID",
-		"/rooms/drop/return?l=" + url.QueryEscape(value[:len(value)-1]+"A"): "RETURN_LINK_INVALID",
+		"/rooms/drop/return?l=" + url.QueryEscape(altered): "RETURN_LINK_INVALID",
 	} {
 		status, body, _ := laptop.do("GET", path, "", "", "Accept", "application/json")
 		require.Equal(t, http.StatusForbidden, status, path)
