@@ -176,6 +176,19 @@ func newPushService(t *testing.T, sub subscriber, vapid notify.VAPID) *pushServi
 	return p
 }
 
+// received returns what the service decrypted and each message's error.
+func (p *pushService) received() ([][]byte, []error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([][]byte(nil), p.got...), append([]error(nil), p.errs...)
+}
+
+func (p *pushService) answer(status int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.status = status
+}
+
 // checkVAPID verifies RFC 8292's Authorization: vapid t=JWT, k=key.
 func checkVAPID(r *http.Request, v notify.VAPID, aud string) error {
 	h, ok := strings.CutPrefix(r.Header.Get("Authorization"), "vapid t=")
@@ -223,11 +236,11 @@ func TestPushReachesTheSubscriptionDecrypted(t *testing.T) {
 	if err := p.Send(context.Background(), sub.push(svc.srv.URL+"/push/abc"), []byte(`{"title":"hi"}`), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if len(svc.got) != 1 || svc.errs[0] != nil || string(svc.got[0]) != `{"title":"hi"}` {
-		t.Fatalf("push service got %q, errors %v", svc.got, svc.errs)
+	if got, errs := svc.received(); len(got) != 1 || errs[0] != nil || string(got[0]) != `{"title":"hi"}` {
+		t.Fatalf("push service got %q, errors %v", got, errs)
 	}
 	// A subscription the browser dropped: 410 says so.
-	svc.status = http.StatusGone
+	svc.answer(http.StatusGone)
 	if err := p.Send(context.Background(), sub.push(svc.srv.URL+"/push/abc"), []byte(`x`), time.Minute); !errors.Is(err, notify.ErrSubscriptionGone) {
 		t.Fatalf("410: %v", err)
 	}
@@ -237,8 +250,8 @@ func TestPushReachesTheSubscriptionDecrypted(t *testing.T) {
 	if err := p.Send(context.Background(), sub.push(svc.srv.URL+"/push/abc"), []byte(`x`), time.Minute); !errors.Is(err, notify.ErrEndpointRefused) {
 		t.Fatalf("loopback endpoint: %v", err)
 	}
-	if len(svc.got) != 2 {
-		t.Fatalf("the refused push reached the service: %d", len(svc.got))
+	if got, _ := svc.received(); len(got) != 2 {
+		t.Fatalf("the refused push reached the service: %d", len(got))
 	}
 }
 
@@ -435,11 +448,12 @@ func TestNoticeByPush(t *testing.T) {
 	if err := n.Tell(ctx, "drop", adm[0].User, adm[0].Notice); err != nil {
 		t.Fatal(err)
 	}
-	if len(svc.got) != 1 || svc.errs[0] != nil {
-		t.Fatalf("push: %v", svc.errs)
+	got, errs := svc.received()
+	if len(got) != 1 || errs[0] != nil {
+		t.Fatalf("push: %v", errs)
 	}
 	var msg struct{ Title, Body, URL, Lang string }
-	if err := json.Unmarshal(svc.got[0], &msg); err != nil {
+	if err := json.Unmarshal(got[0], &msg); err != nil {
 		t.Fatal(err)
 	}
 	if msg.Title != i18n.Find("ja").T("notice.subject") || msg.Lang != "ja" || !strings.HasPrefix(msg.URL, "https://q.example/rooms/drop/return?l=") {
