@@ -39,7 +39,8 @@ type NoticeStore interface {
 	// Notice returns the channels kept with user's place (nil: none).
 	Notice(ctx context.Context, room, user string) ([]byte, error)
 	// Notified starts the first-use deadline of user's unconfirmed token
-	// now, NotifiedFirstUseWithin long (never past its TTL), and keeps
+	// now, NotifiedFirstUseWithin long (never past its TTL), when the
+	// token came with a notice (a watching user's is left as it is), and keeps
 	// nonce as the one return link that may restore it. It returns how
 	// long the token lives. ErrTokenNotFound without a live token.
 	Notified(ctx context.Context, room, user, nonce string) (time.Duration, error)

@@ -66,7 +66,8 @@ func (s *Store) Notified(ctx context.Context, name, user, nonce string) (time.Du
 	if !ok || !t.expiresAt.After(now) {
 		return 0, waitroom.ErrTokenNotFound
 	}
-	if !t.confirmed {
+	// Only a buyer who asked to be told gets its deadline from the notice.
+	if t.notice && !t.confirmed {
 		t.expiresAt = now.Add(r.cfg.NotifiedFirstUseWithin)
 		if t.expiresAt.After(t.ttlEnd) {
 			t.expiresAt = t.ttlEnd
