@@ -2,16 +2,12 @@ package notify_test
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/ecdh"
 	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,54 +41,8 @@ func mustB64(t *testing.T, s string) []byte {
 	return b
 }
 
-// decrypt is the browser's half of RFC 8291 (aes128gcm, RFC 8188, one
-// record): what a push subscription's private key reads.
-func decrypt(body []byte, ua *ecdh.PrivateKey, auth []byte) ([]byte, error) {
-	if len(body) < 21 {
-		return nil, errors.New("short body")
-	}
-	salt, rs, idlen := body[:16], binary.BigEndian.Uint32(body[16:20]), int(body[20])
-	if len(body) < 21+idlen || rs < 18 {
-		return nil, errors.New("bad header")
-	}
-	asPub, ct := body[21:21+idlen], body[21+idlen:]
-	if len(ct) > int(rs) {
-		return nil, errors.New("more than one record")
-	}
-	as, err := ecdh.P256().NewPublicKey(asPub)
-	if err != nil {
-		return nil, err
-	}
-	secret, err := ua.ECDH(as)
-	if err != nil {
-		return nil, err
-	}
-	info := append(append([]byte("WebPush: info\x00"), ua.PublicKey().Bytes()...), asPub...)
-	ikm, err := hkdf.Key(sha256.New, secret, auth, string(info), 32)
-	if err != nil {
-		return nil, err
-	}
-	cek, _ := hkdf.Key(sha256.New, ikm, salt, "Content-Encoding: aes128gcm\x00", 16)
-	nonce, _ := hkdf.Key(sha256.New, ikm, salt, "Content-Encoding: nonce\x00", 12)
-	block, _ := aes.NewCipher(cek)
-	gcm, _ := cipher.NewGCM(block)
-	plain, err := gcm.Open(nil, nonce, ct, nil)
-	if err != nil {
-		return nil, err
-	}
-	// Padding: zeros after the last record's delimiter 2.
-	i := len(plain) - 1
-	for i >= 0 && plain[i] == 0 {
-		i--
-	}
-	if i < 0 || plain[i] != 2 {
-		return nil, errors.New("no last-record delimiter")
-	}
-	return plain[:i], nil
-}
-
 // RFC 8291 Appendix A: the RFC's keys and message decrypt to its text,
-// so decrypt (which the push tests trust) is RFC 8291's.
+// so testenv.DecryptPush (which the push tests trust) is RFC 8291's.
 func TestDecryptRFC8291Example(t *testing.T) {
 	ua, err := ecdh.P256().NewPrivateKey(mustB64(t, "q1dXpw3UpT5VOmu_cf_v6ih07Aems3njxI-JWgLcM94"))
 	if err != nil {
@@ -102,7 +52,7 @@ func TestDecryptRFC8291Example(t *testing.T) {
 		t.Fatalf("ua_public = %s", got)
 	}
 	body := mustB64(t, "DGv6ra1nlYgDCS1FRnbzlwAAEABBBP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27mlmlMoZIIgDll6e3vCYLocInmYWAmS6TlzAC8wEqKK6PBru3jl7A_yl95bQpu6cVPTpK4Mqgkf1CXztLVBSt2Ks3oZwbuwXPXLWyouBWLVWGNWQexSgSxsj_Qulcy4a-fN")
-	plain, err := decrypt(body, ua, mustB64(t, "BTBZMqHH6r4Tts7J_aSIgg"))
+	plain, err := testenv.DecryptPush(body, ua, mustB64(t, "BTBZMqHH6r4Tts7J_aSIgg"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +61,7 @@ func TestDecryptRFC8291Example(t *testing.T) {
 	}
 	// One bit flipped in the ciphertext: refused, not garbage.
 	body[len(body)-1] ^= 1
-	if _, err := decrypt(body, ua, mustB64(t, "BTBZMqHH6r4Tts7J_aSIgg")); err == nil {
+	if _, err := testenv.DecryptPush(body, ua, mustB64(t, "BTBZMqHH6r4Tts7J_aSIgg")); err == nil {
 		t.Fatal("a flipped bit decrypted")
 	}
 	// And the RFC's subscription is one CheckPush accepts.
@@ -164,7 +114,7 @@ func newPushService(t *testing.T, sub subscriber, vapid notify.VAPID) *pushServi
 			err = errors.New("no TTL")
 		}
 		if err == nil {
-			plain, err = decrypt(body, sub.priv, sub.auth)
+			plain, err = testenv.DecryptPush(body, sub.priv, sub.auth)
 		}
 		p.mu.Lock()
 		p.got, p.errs = append(p.got, plain), append(p.errs, err)

@@ -2,6 +2,9 @@ package server_test
 
 import (
 	"context"
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -247,3 +250,69 @@ func TestNotifyRoutesRefuse(t *testing.T) {
 
 // noNotices is a Store without the NoticeStore methods, as redisstore is.
 type noNotices struct{ waitroom.Store }
+
+// TestNotifyByPushThroughTheServer: a subscription posted as the page's
+// script posts it reaches a local push service at the buyer's turn,
+// encrypted for the subscription's key, in the buyer's language.
+func TestNotifyByPushThroughTheServer(t *testing.T) {
+	ctx := context.Background()
+	priv, err := ecdh.P256().GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	auth := make([]byte, 16)
+	_, _ = rand.Read(auth)
+	got := make(chan []byte, 1)
+	push := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		plain, err := testenv.DecryptPush(body, priv, auth)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		got <- plain
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(push.Close)
+	vapid, err := notify.NewVAPID()
+	require.NoError(t, err)
+
+	clock := memstore.NewManualClock(time.Unix(1_800_000_000, 0))
+	store := memstore.New(memstore.Options{Now: clock.Now})
+	_, err = store.CreateRoom(ctx, "drop", waitroom.RoomConfig{Rate: 1000})
+	require.NoError(t, err)
+	n := &notify.Notifier{Store: store, Linker: &notify.Linker{Key: []byte(strings.Repeat("s", 32)), Now: clock.Now},
+		Pusher: &notify.Pusher{Keys: vapid, Subject: "ops@shop.example", Client: push.Client()}}
+	base := startServer(t, store, n)
+	n.PublicURL, _ = url.Parse(base)
+	_, err = store.Admit(ctx, "drop") // starts the bucket
+	require.NoError(t, err)
+
+	d := newDevice(t, base)
+	status, body, _ := d.do("POST", "/rooms/drop", "application/x-www-form-urlencoded", "", "Accept", "application/json")
+	require.Equal(t, http.StatusOK, status, body)
+	status, body, _ = d.do("GET", "/rooms/drop", "", "", "Accept-Language", "ko")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, vapid.PublicKey, "the page's script gets the key to subscribe with")
+	status, _, h := d.do("GET", "/notify-sw.js", "", "")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "text/javascript; charset=utf-8", h.Get("Content-Type"))
+
+	sub, _ := json.Marshal(map[string]any{"push": notify.Push{Endpoint: push.URL + "/sub/1",
+		Keys: notify.PushKeys{P256dh: base64.RawURLEncoding.EncodeToString(priv.PublicKey().Bytes()), Auth: base64.RawURLEncoding.EncodeToString(auth)}}})
+	status, body, _ = d.do("POST", "/rooms/drop/notify", "application/json", string(sub), "Accept-Language", "ko")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `"lang":"ko"`)
+
+	clock.Advance(time.Second)
+	adm, err := store.Admit(ctx, "drop")
+	require.NoError(t, err)
+	require.Len(t, adm, 1)
+	n.OnAdmit("drop", adm)
+	n.Wait()
+	require.Len(t, got, 1, "one push")
+	var msg struct{ Title, Body, URL, Lang string }
+	require.NoError(t, json.Unmarshal(<-got, &msg))
+	require.Equal(t, i18n.Find("ko").T("notice.subject"), msg.Title)
+	require.True(t, strings.HasPrefix(msg.URL, base+"/rooms/drop/return?l="), msg.URL)
+	status, _, _ = d.do("GET", strings.TrimPrefix(msg.URL, base), "", "")
+	require.Equal(t, http.StatusOK, status, "the pushed link opens")
+}
