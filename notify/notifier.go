@@ -26,7 +26,7 @@ type Notifier struct {
 	Mailer *Mailer // nil: email is off
 	Pusher *Pusher // nil: Web Push is off
 	// PublicURL is where buyers reach the waiting room; return links are
-	// PublicURL/rooms/{room}/return?l=….
+	// PublicURL/return/{room}?l=….
 	PublicURL *url.URL
 	Logger    *slog.Logger
 	// Timeout bounds one buyer's notice, all its channels; default 60 s.
@@ -121,7 +121,7 @@ func (n *Notifier) Tell(ctx context.Context, room, user string, notice []byte) e
 // ReturnURL is the link that spends value in room.
 func (n *Notifier) ReturnURL(room, value string) string {
 	u := *n.PublicURL
-	u.Path = singleSlash(u.Path) + "/rooms/" + room + "/return"
+	u.Path = singleSlash(u.Path) + "/return/" + room
 	u.RawQuery = url.Values{"l": {value}}.Encode()
 	return u.String()
 }

@@ -360,7 +360,7 @@ func TestNoticeByMailInTheBuyersLanguage(t *testing.T) {
 	if !strings.Contains(m.Text, "Sie sind im Warteraum an der Reihe.") {
 		t.Fatalf("not in German:\n%s", m.Text)
 	}
-	i := strings.Index(m.Text, "https://queue.shop.example/rooms/drop/return?l=")
+	i := strings.Index(m.Text, "https://queue.shop.example/return/drop?l=")
 	if i < 0 {
 		t.Fatalf("no return link:\n%s", m.Text)
 	}
@@ -406,7 +406,7 @@ func TestNoticeByPush(t *testing.T) {
 	if err := json.Unmarshal(got[0], &msg); err != nil {
 		t.Fatal(err)
 	}
-	if msg.Title != i18n.Find("ja").T("notice.subject") || msg.Lang != "ja" || !strings.HasPrefix(msg.URL, "https://q.example/rooms/drop/return?l=") {
+	if msg.Title != i18n.Find("ja").T("notice.subject") || msg.Lang != "ja" || !strings.HasPrefix(msg.URL, "https://q.example/return/drop?l=") {
 		t.Fatalf("payload %+v", msg)
 	}
 }

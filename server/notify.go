@@ -17,11 +17,11 @@ import (
 // email address or a push subscription with its place; at its turn the
 // notice carries a return link that restores the place on any device.
 //
-//	POST /rooms/{room}/notify   {"email":"…"} or {"push":{endpoint,keys}},
-//	                            or the page's form (email=…): 303 back
-//	GET  /rooms/{room}/return?l=…  a page with a button; spends nothing
-//	POST /rooms/{room}/return   l=…: spends the link, sets this device's
-//	                            visitor cookie, 303 to the room's page
+//	POST /notify/{room}   {"email":"…"} or {"push":{endpoint,keys}},
+//	                      or the page's form (email=…): 303 back
+//	GET  /return/{room}?l=…  a page with a button; spends nothing
+//	POST /return/{room}   l=…: spends the link, sets this device's
+//	                      visitor cookie, 303 to the room's page
 //	GET  /notify-sw.js          the page's service worker for Web Push
 
 var (
@@ -37,7 +37,7 @@ var (
 	notifySW       = mustRead("web/notify-sw.js")
 )
 
-// notifyRequest is the JSON body of POST /rooms/{room}/notify.
+// notifyRequest is the JSON body of POST /notify/{room}.
 type notifyRequest struct {
 	Email string       `json:"email"`
 	Push  *notify.Push `json:"push"`
@@ -55,7 +55,16 @@ func (s *Server) notices() (waitroom.NoticeStore, error) {
 	return n, nil
 }
 
-// subscribe: POST /rooms/{room}/notify.
+// noticeRoom is the {room} of the notify routes.
+func noticeRoom(r *http.Request) (string, error) {
+	room := r.PathValue("room")
+	if !waitroom.ValidRoomName(room) {
+		return "", waitroom.BadRequest("room names are " + waitroom.RoomNameRule)
+	}
+	return room, nil
+}
+
+// subscribe: POST /notify/{room}.
 func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) error {
 	store, err := s.notices()
 	if err != nil {
@@ -64,7 +73,11 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) error {
 	if err := joinOrigins.Check(r); err != nil {
 		return errCrossSite
 	}
-	room, user, err := s.roomAndUser(r)
+	room, err := noticeRoom(r)
+	if err != nil {
+		return err
+	}
+	user, err := s.user(r)
 	if err != nil {
 		return err
 	}
@@ -122,14 +135,14 @@ type returnView struct {
 	CSS    template.CSS
 }
 
-// returnPage: GET /rooms/{room}/return?l=…. It checks the link and shows
+// returnPage: GET /return/{room}?l=…. It checks the link and shows
 // a button that posts it; it spends nothing, so a mail client's or a
 // chat's preview costs the buyer no link.
 func (s *Server) returnPage(w http.ResponseWriter, r *http.Request) error {
 	if s.notifier == nil {
 		return errNoticesOff
 	}
-	room, err := s.room(r)
+	room, err := noticeRoom(r)
 	if err != nil {
 		return err
 	}
@@ -140,7 +153,7 @@ func (s *Server) returnPage(w http.ResponseWriter, r *http.Request) error {
 	s.setPageHeaders(w.Header())
 	// The link is in this page's URL: it goes nowhere else.
 	w.Header().Set("Referrer-Policy", "no-referrer")
-	return returnTemplate.Execute(w, returnView{L: s.pageLang(r), Action: "/rooms/" + room + "/return", Link: value, CSS: pageCSS})
+	return returnTemplate.Execute(w, returnView{L: s.pageLang(r), Action: "/return/" + room, Link: value, CSS: pageCSS})
 }
 
 // returnRefused answers a link that does not work: 403 with its code, as
@@ -157,7 +170,7 @@ func (s *Server) returnRefused(w http.ResponseWriter, r *http.Request, err error
 	return returnTemplate.Execute(w, returnView{L: s.pageLang(r), Error: a.Code, CSS: pageCSS})
 }
 
-// spendReturn: POST /rooms/{room}/return. The link is spent once; this
+// spendReturn: POST /return/{room}. The link is spent once; this
 // device then is the buyer (its visitor cookie names the buyer).
 func (s *Server) spendReturn(w http.ResponseWriter, r *http.Request) error {
 	store, err := s.notices()
@@ -167,7 +180,7 @@ func (s *Server) spendReturn(w http.ResponseWriter, r *http.Request) error {
 	if err := joinOrigins.Check(r); err != nil {
 		return errCrossSite
 	}
-	room, err := s.room(r)
+	room, err := noticeRoom(r)
 	if err != nil {
 		return err
 	}
@@ -217,7 +230,7 @@ func (s *Server) notifyView(r *http.Request, v *pageView) {
 	}
 	v.Notify = true
 	v.NotifyEmail = s.notifier.Mailer != nil
-	v.NotifyURL = "/rooms/" + v.Room + "/notify"
+	v.NotifyURL = "/notify/" + v.Room
 	v.Boot.NotifyURL = v.NotifyURL
 	if s.notifier.Pusher != nil {
 		v.Boot.PushKey = s.notifier.Pusher.Keys.PublicKey

@@ -103,17 +103,17 @@ func TestNotifyReturnLinkOnASecondDevice(t *testing.T) {
 		{phone, `{"email":"buyer@shop.example"}`, 403, "CROSS_SITE", []string{"Sec-Fetch-Site", "cross-site"}},
 		{stranger, `{"email":"buyer@shop.example"}`, 400, "BAD_REQUEST", nil}, // no visitor
 	} {
-		status, body, _ := c.dev.do("POST", "/rooms/drop/notify", "application/json", c.body, c.extraHead...)
+		status, body, _ := c.dev.do("POST", "/notify/drop", "application/json", c.body, c.extraHead...)
 		require.Equal(t, c.status, status, c.body+" → "+body)
 		require.Equal(t, c.code, bodyCode(t, body), c.body)
 	}
 	// The page's form, in French: saved, and back to the page.
-	status, _, h := phone.do("POST", "/rooms/drop/notify", "application/x-www-form-urlencoded", "email=acheteur%40shop.example", "Accept-Language", "fr-FR,fr;q=0.9")
+	status, _, h := phone.do("POST", "/notify/drop", "application/x-www-form-urlencoded", "email=acheteur%40shop.example", "Accept-Language", "fr-FR,fr;q=0.9")
 	require.Equal(t, http.StatusSeeOther, status)
 	require.Equal(t, "/rooms/drop?notice=saved", h.Get("Location"))
 	// A few channels, no more.
 	for i, want := range []int{200, 200, 409} {
-		status, body, _ := phone.do("POST", "/rooms/drop/notify", "application/json", `{"email":"b`+string(rune('0'+i))+`@shop.example"}`, "Accept-Language", "fr")
+		status, body, _ := phone.do("POST", "/notify/drop", "application/json", `{"email":"b`+string(rune('0'+i))+`@shop.example"}`, "Accept-Language", "fr")
 		require.Equal(t, want, status, body)
 		if want == 409 {
 			require.Equal(t, "TOO_MANY_CHANNELS", bodyCode(t, body))
@@ -140,7 +140,7 @@ func TestNotifyReturnLinkOnASecondDevice(t *testing.T) {
 	for _, m := range msgs {
 		require.Equal(t, fr.T("notice.subject"), m.Subject)
 		require.Contains(t, m.Text, "Votre tour est arrivé dans la salle d'attente.")
-		i := strings.Index(m.Text, srvURL+"/rooms/drop/return?l=")
+		i := strings.Index(m.Text, srvURL+"/return/drop?l=")
 		require.GreaterOrEqual(t, i, 0, m.Text)
 		link = strings.TrimPrefix(strings.Fields(m.Text[i:])[0], srvURL)
 	}
@@ -155,14 +155,14 @@ func TestNotifyReturnLinkOnASecondDevice(t *testing.T) {
 	for range 2 {
 		status, body, h := laptop.do("GET", link, "", "")
 		require.Equal(t, http.StatusOK, status, body)
-		require.Contains(t, body, `action="/rooms/drop/return"`)
+		require.Contains(t, body, `action="/return/drop"`)
 		require.Equal(t, "no-referrer", h.Get("Referrer-Policy"))
 	}
 	// Another room's, a forged, an altered link: 403 with a code.
 	for path, code := range map[string]string{
-		"/rooms/other/return?l=" + url.QueryEscape(value): "RETURN_LINK_WRONG_ROOM",
-		"/rooms/drop/return?l=" + url.QueryEscape((&notify.Linker{Key: []byte(strings.Repeat("x", 32))}).Sign(notify.Link{Room: "drop", User: adm[0].User, Nonce: "n", Expires: clock.Now().Add(time.Hour)})): "RETURN_LINK_INVALID",
-		"/rooms/drop/return?l=" + url.QueryEscape(altered): "RETURN_LINK_INVALID",
+		"/return/other?l=" + url.QueryEscape(value): "RETURN_LINK_WRONG_ROOM",
+		"/return/drop?l=" + url.QueryEscape((&notify.Linker{Key: []byte(strings.Repeat("x", 32))}).Sign(notify.Link{Room: "drop", User: adm[0].User, Nonce: "n", Expires: clock.Now().Add(time.Hour)})): "RETURN_LINK_INVALID",
+		"/return/drop?l=" + url.QueryEscape(altered): "RETURN_LINK_INVALID",
 	} {
 		status, body, _ := laptop.do("GET", path, "", "", "Accept", "application/json")
 		require.Equal(t, http.StatusForbidden, status, path)
@@ -174,7 +174,7 @@ func TestNotifyReturnLinkOnASecondDevice(t *testing.T) {
 
 	// The click: the laptop becomes the buyer and holds its token.
 	form := "l=" + url.QueryEscape(value)
-	status, _, h = laptop.do("POST", "/rooms/drop/return", "application/x-www-form-urlencoded", form)
+	status, _, h = laptop.do("POST", "/return/drop", "application/x-www-form-urlencoded", form)
 	require.Equal(t, http.StatusSeeOther, status)
 	require.Equal(t, "/rooms/drop", h.Get("Location"))
 	status, body, _ = laptop.do("GET", "/rooms/drop/status", "", "", "Accept", "application/json")
@@ -186,7 +186,7 @@ func TestNotifyReturnLinkOnASecondDevice(t *testing.T) {
 
 	// A replay, from any device, is refused.
 	for _, d := range []*device{laptop, stranger} {
-		status, body, _ = d.do("POST", "/rooms/drop/return", "application/x-www-form-urlencoded", form, "Accept", "application/json")
+		status, body, _ = d.do("POST", "/return/drop", "application/x-www-form-urlencoded", form, "Accept", "application/json")
 		require.Equal(t, http.StatusForbidden, status)
 		require.Equal(t, "RETURN_LINK_USED", bodyCode(t, body))
 	}
@@ -212,7 +212,7 @@ func TestNotifyRoutesRefuse(t *testing.T) {
 	_, err := store.CreateRoom(context.Background(), "drop", waitroom.RoomConfig{})
 	require.NoError(t, err)
 	off := newDevice(t, startServer(t, store, nil))
-	for _, r := range [][2]string{{"POST", "/rooms/drop/notify"}, {"GET", "/rooms/drop/return?l=x"}, {"POST", "/rooms/drop/return"}, {"GET", "/notify-sw.js"}} {
+	for _, r := range [][2]string{{"POST", "/notify/drop"}, {"GET", "/return/drop?l=x"}, {"POST", "/return/drop"}, {"GET", "/notify-sw.js"}} {
 		status, body, _ := off.do(r[0], r[1], "application/json", `{"email":"a@b.cd"}`, "Accept", "application/json")
 		require.Equal(t, http.StatusNotFound, status, r)
 		require.Equal(t, "NOT_CONFIGURED", bodyCode(t, body), r)
@@ -222,12 +222,12 @@ func TestNotifyRoutesRefuse(t *testing.T) {
 	on := newDevice(t, startServer(t, store, n))
 	status, body, _ := on.do("POST", "/rooms/drop", "application/x-www-form-urlencoded", "", "Accept", "application/json")
 	require.Equal(t, http.StatusOK, status, body)
-	status, body, _ = on.do("POST", "/rooms/drop/notify", "application/json", `{"email":"`+strings.Repeat("a", 5000)+`@b.cd"}`)
+	status, body, _ = on.do("POST", "/notify/drop", "application/json", `{"email":"`+strings.Repeat("a", 5000)+`@b.cd"}`)
 	require.Equal(t, http.StatusBadRequest, status, body)
-	status, body, _ = on.do("POST", "/rooms/drop/notify", "application/json", `{"email":`)
+	status, body, _ = on.do("POST", "/notify/drop", "application/json", `{"email":`)
 	require.Equal(t, http.StatusBadRequest, status, body)
 	require.Equal(t, "BAD_REQUEST", bodyCode(t, body))
-	status, body, _ = on.do("POST", "/rooms/drop/return", "application/x-www-form-urlencoded", "", "Accept", "application/json")
+	status, body, _ = on.do("POST", "/return/drop", "application/x-www-form-urlencoded", "", "Accept", "application/json")
 	require.Equal(t, http.StatusForbidden, status, body)
 	require.Equal(t, "RETURN_LINK_INVALID", bodyCode(t, body))
 	status, _, _ = on.do("GET", "/notify-sw.js", "", "")
@@ -237,7 +237,7 @@ func TestNotifyRoutesRefuse(t *testing.T) {
 	plain := newDevice(t, startServer(t, noNotices{store}, n))
 	status, body, _ = plain.do("POST", "/rooms/drop", "application/x-www-form-urlencoded", "", "Accept", "application/json")
 	require.Equal(t, http.StatusOK, status, body)
-	status, body, _ = plain.do("POST", "/rooms/drop/notify", "application/json", `{"email":"a@b.cd"}`)
+	status, body, _ = plain.do("POST", "/notify/drop", "application/json", `{"email":"a@b.cd"}`)
 	require.Equal(t, http.StatusNotImplemented, status, body)
 	require.Equal(t, "NOTICES_UNSUPPORTED", bodyCode(t, body))
 	status, body, _ = plain.do("GET", "/rooms/drop", "", "")
@@ -298,7 +298,7 @@ func TestNotifyByPushThroughTheServer(t *testing.T) {
 
 	sub, _ := json.Marshal(map[string]any{"push": notify.Push{Endpoint: push.URL + "/sub/1",
 		Keys: notify.PushKeys{P256dh: base64.RawURLEncoding.EncodeToString(priv.PublicKey().Bytes()), Auth: base64.RawURLEncoding.EncodeToString(auth)}}})
-	status, body, _ = d.do("POST", "/rooms/drop/notify", "application/json", string(sub), "Accept-Language", "ko")
+	status, body, _ = d.do("POST", "/notify/drop", "application/json", string(sub), "Accept-Language", "ko")
 	require.Equal(t, http.StatusOK, status, body)
 	require.Contains(t, body, `"lang":"ko"`)
 
@@ -312,7 +312,7 @@ func TestNotifyByPushThroughTheServer(t *testing.T) {
 	var msg struct{ Title, Body, URL, Lang string }
 	require.NoError(t, json.Unmarshal(<-got, &msg))
 	require.Equal(t, i18n.Find("ko").T("notice.subject"), msg.Title)
-	require.True(t, strings.HasPrefix(msg.URL, base+"/rooms/drop/return?l="), msg.URL)
+	require.True(t, strings.HasPrefix(msg.URL, base+"/return/drop?l="), msg.URL)
 	status, _, _ = d.do("GET", strings.TrimPrefix(msg.URL, base), "", "")
 	require.Equal(t, http.StatusOK, status, "the pushed link opens")
 }

@@ -419,10 +419,12 @@ func (s *Server) queueRoutes() map[string]http.Handler {
 		"GET " + themePath:           http.HandlerFunc(s.theme),
 		"GET " + logoPath:            http.HandlerFunc(s.logo),
 		"GET /readyz":                s.serve(s.readyz),
-		"POST /rooms/{room}/notify":  s.serve(s.subscribe),
-		"GET /rooms/{room}/return":   s.serve(s.returnPage),
-		"POST /rooms/{room}/return":  s.serve(s.spendReturn),
-		"GET /notify-sw.js":          s.serve(s.serviceWorker),
+		// Outside /rooms/{room}/: more routes there would cost every
+		// enter and status poll allocations in the mux (allocs_test.go).
+		"POST /notify/{room}": s.serve(s.subscribe),
+		"GET /return/{room}":  s.serve(s.returnPage),
+		"POST /return/{room}": s.serve(s.spendReturn),
+		"GET /notify-sw.js":   s.serve(s.serviceWorker),
 	}
 }
 

@@ -47,7 +47,7 @@ func TestServeNotifiesByMail(t *testing.T) {
 	})
 	body := call(t, "POST", base+"/queue/enter", buyer, "")
 	require.Equal(t, "waiting", body["state"], body)
-	req, _ := http.NewRequest("POST", base+"/rooms/default/notify", strings.NewReader(`{"email":"buyer@shop.example"}`))
+	req, _ := http.NewRequest("POST", base+"/notify/default", strings.NewReader(`{"email":"buyer@shop.example"}`))
 	req.Header.Set("X-User-Id", buyer)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept-Language", "es")
@@ -71,7 +71,7 @@ func TestServeNotifiesByMail(t *testing.T) {
 		text = msgs[0].Text
 		return true
 	})
-	i := strings.Index(text, "https://queue.shop.example/rooms/default/return?l=")
+	i := strings.Index(text, "https://queue.shop.example/return/default?l=")
 	require.GreaterOrEqual(t, i, 0, text)
 	link := strings.TrimPrefix(strings.Fields(text[i:])[0], "https://queue.shop.example")
 	resp, err = http.Get(base + link)
