@@ -36,6 +36,9 @@ const (
 	// DefaultFirstUseWithin: an admitted user who neither confirms nor
 	// claims its token this soon is a no-show (capped at the token TTL).
 	DefaultFirstUseWithin = 60 * time.Second
+	// DefaultNotifiedFirstUseWithin: a buyer who asked to be told has this
+	// long from the notice to come back (capped at the token TTL).
+	DefaultNotifiedFirstUseWithin = 5 * time.Minute
 	// DefaultUnitsPerOrder: a token buys one unit.
 	DefaultUnitsPerOrder = 1
 )
@@ -98,6 +101,10 @@ type RoomConfig struct {
 	// is not expires then, as a no-show, and gives its slot back. At most
 	// TokenTTL.
 	FirstUseWithin time.Duration
+	// NotifiedFirstUseWithin replaces FirstUseWithin for a buyer who asked
+	// to be told (NoticeStore): its deadline starts when the notice is
+	// sent, since the buyer was not watching. At most TokenTTL.
+	NotifiedFirstUseWithin time.Duration
 	// State is open, paused or closed; empty means open.
 	State RoomState
 	// Stock is how many units the room sells in all, sold ones included;
@@ -159,6 +166,7 @@ func (c RoomConfig) WithDefaults() RoomConfig {
 	c.UnitsPerOrder = cmp.Or(c.UnitsPerOrder, DefaultUnitsPerOrder)
 	c.AbandonAfter = cmp.Or(c.AbandonAfter, DefaultAbandonAfter)
 	c.FirstUseWithin = cmp.Or(c.FirstUseWithin, min(DefaultFirstUseWithin, c.TokenTTL))
+	c.NotifiedFirstUseWithin = cmp.Or(c.NotifiedFirstUseWithin, min(DefaultNotifiedFirstUseWithin, c.TokenTTL))
 	// Times as the store keeps them: UTC milliseconds.
 	c.OpensAt = storeTime(c.OpensAt)
 	c.ClosesAt = storeTime(c.ClosesAt)
@@ -209,6 +217,8 @@ func (c RoomConfig) Validate() error {
 		bad("must be in [%s, %s], got %s", MinAbandonAfter, MaxAbandonAfter, c.AbandonAfter))
 	check(c.FirstUseWithin >= MinFirstUseWithin && c.FirstUseWithin <= c.TokenTTL, "first_use_within",
 		bad("must be in [%s, token_ttl %s], got %s", MinFirstUseWithin, c.TokenTTL, c.FirstUseWithin))
+	check(c.NotifiedFirstUseWithin >= MinFirstUseWithin && c.NotifiedFirstUseWithin <= c.TokenTTL, "notified_first_use_within",
+		bad("must be in [%s, token_ttl %s], got %s", MinFirstUseWithin, c.TokenTTL, c.NotifiedFirstUseWithin))
 	if !c.OpensAt.IsZero() && !c.ClosesAt.IsZero() && !c.ClosesAt.After(c.OpensAt) {
 		errs = append(errs, &SettingError{Fields: []string{"closes_at"},
 			Reason: bad("must be after opens_at (%s), got %s", c.OpensAt.Format(time.RFC3339), c.ClosesAt.Format(time.RFC3339))})
@@ -356,6 +366,7 @@ func (c RoomConfig) Changes(to RoomConfig) []FieldChange {
 	add("one_order_per_user", c.OneOrderPerUser, to.OneOrderPerUser)
 	add("abandon_after", c.AbandonAfter, to.AbandonAfter)
 	add("first_use_within", c.FirstUseWithin, to.FirstUseWithin)
+	add("notified_first_use_within", c.NotifiedFirstUseWithin, to.NotifiedFirstUseWithin)
 	add("invite_only", c.InviteOnly, to.InviteOnly)
 	add("opens_at", c.OpensAt, to.OpensAt)
 	add("prequeue_order", c.PrequeueOrder, to.PrequeueOrder)

@@ -21,7 +21,7 @@ func TestRoomConfigValidateNamesFields(t *testing.T) {
 
 	bad := waitroom.RoomConfig{
 		Rate: math.NaN(), Slice: time.Millisecond, MaxQueue: 0, TokenTTL: time.Hour * 48, Lease: time.Hour,
-		MaxActive: -1, Stock: -1, AbandonAfter: 0, FirstUseWithin: time.Hour * 49, State: "ajar",
+		MaxActive: -1, Stock: -1, AbandonAfter: 0, FirstUseWithin: time.Hour * 49, NotifiedFirstUseWithin: 0, State: "ajar",
 	}
 	err := bad.Validate()
 	require.ErrorIs(t, err, waitroom.ErrBadRequest)
@@ -31,7 +31,7 @@ func TestRoomConfigValidateNamesFields(t *testing.T) {
 		require.True(t, errors.As(e, &se), "%v", e)
 		fields = append(fields, se.Fields...)
 	}
-	require.Equal(t, []string{"rate", "slice", "max_queue", "token_ttl", "lease", "max_active", "stock", "units_per_order", "abandon_after", "first_use_within", "state"}, fields)
+	require.Equal(t, []string{"rate", "slice", "max_queue", "token_ttl", "lease", "max_active", "stock", "units_per_order", "abandon_after", "first_use_within", "notified_first_use_within", "state"}, fields)
 	a := waitroom.Classify(err)
 	require.Equal(t, 400, a.Status)
 	require.Equal(t, fmt.Sprintf("rate: must be in [%g, 100000] users/s, got NaN", waitroom.MinRate), a.Message)

@@ -94,6 +94,9 @@ func (s Status) Ahead() int64 {
 type Admission struct {
 	User  string
 	Token string
+	// Notice is what the user asked to be told by, when it did
+	// (NoticeStore.SetNotice): the store forgets it with this admission.
+	Notice []byte
 }
 
 // Hold is a claimed entry token: the gate holds it while the protected

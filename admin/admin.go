@@ -40,8 +40,8 @@ import (
 //	POST  /admin/rooms            {"name", settings…} → 201 room; 409 ROOM_EXISTS
 //	GET   /admin/rooms/{room}     room with "figures"; ?window=1s measures admitted/s (0 skips)
 //	PATCH /admin/rooms/{room}     any of rate, slice, max_queue, token_ttl, lease, max_active, state, stock,
-//	                              units_per_order, one_order_per_user, abandon_after, first_use_within, opens_at,
-//	                              prequeue_order, closes_at, shop_url → 200 room
+//	                              units_per_order, one_order_per_user, abandon_after, first_use_within,
+//	                              notified_first_use_within, opens_at, prequeue_order, closes_at, shop_url → 200 room
 //	GET   /admin/rooms/{room}/entrants  the draw's record and its entrants with their places, for
 //	                              'waitroom draw verify'; 409 DRAW_PENDING before the draw
 //	GET   /admin/dashboard        every room with figures and samples, for the dashboard (dashboard.go)
@@ -344,6 +344,8 @@ type roomSettings struct {
 	InviteOnly      *bool    `json:"invite_only"`
 	AbandonAfter    *string  `json:"abandon_after"`
 	FirstUseWithin  *string  `json:"first_use_within"`
+	// NotifiedFirstUseWithin: for buyers who asked to be told.
+	NotifiedFirstUseWithin *string `json:"notified_first_use_within"`
 	// OpensAt and ClosesAt are RFC 3339; "" clears them.
 	OpensAt       *string `json:"opens_at"`
 	PrequeueOrder *string `json:"prequeue_order"`
@@ -421,8 +423,14 @@ func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error
 		duration("lease", p.Lease, &cfg.Lease),
 		duration("abandon_after", p.AbandonAfter, &cfg.AbandonAfter),
 		duration("first_use_within", p.FirstUseWithin, &cfg.FirstUseWithin),
+		duration("notified_first_use_within", p.NotifiedFirstUseWithin, &cfg.NotifiedFirstUseWithin),
 	); err != nil {
 		return cfg, err
+	}
+	// Its default follows a shorter token_ttl unless given, as the flag's
+	// does (rooms made before it had this setting included).
+	if p.NotifiedFirstUseWithin == nil && cfg.NotifiedFirstUseWithin > cfg.TokenTTL {
+		cfg.NotifiedFirstUseWithin = cfg.TokenTTL
 	}
 	return cfg, nil
 }

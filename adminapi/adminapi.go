@@ -33,6 +33,8 @@ type Room struct {
 	// AbandonAfter and FirstUseWithin as Go durations ("5m0s", "1m0s").
 	AbandonAfter   string `json:"abandon_after"`
 	FirstUseWithin string `json:"first_use_within"`
+	// NotifiedFirstUseWithin: the same for a buyer who asked to be told.
+	NotifiedFirstUseWithin string `json:"notified_first_use_within"`
 	// OpensAt and ClosesAt are RFC 3339, "" when unset.
 	OpensAt       string   `json:"opens_at"`
 	PrequeueOrder string   `json:"prequeue_order"`
@@ -62,6 +64,8 @@ func NewRoom(name string, cfg waitroom.RoomConfig) Room {
 		PrequeueOrder:   string(cfg.Order()),
 		ClosesAt:        formatTime(cfg.ClosesAt),
 		ShopURL:         cfg.ShopURL,
+		// For buyers who asked to be told of their turn (server/notify.go).
+		NotifiedFirstUseWithin: cfg.NotifiedFirstUseWithin.String(),
 	}
 }
 

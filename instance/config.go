@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/notify"
 	"github.com/waitroom/waitroom/server"
 	"github.com/waitroom/waitroom/webhook"
 )
@@ -86,6 +87,19 @@ func (c Config) Validate() error {
 		}
 	} else if len(c.WebhookSecrets) > 0 {
 		bad("webhook_secret", "signs the messages to --webhook-url, which is not set")
+	}
+	if (c.SMTPURL != "" || c.VAPIDKeyFile != "") && c.PublicURL == nil {
+		bad("public_url", "is where the notices' return links lead; --smtp-url and --vapid-key-file need it")
+	}
+	if c.VAPIDKeyFile != "" && c.MailFrom == "" && c.PublicURL != nil && c.PublicURL.Scheme != "https" {
+		bad("vapid_key_file", "needs --mail-from or an https --public-url: where the push services can reach you (VAPID's subject)")
+	}
+	if c.SMTPURL != "" {
+		if _, err := notify.NewMailer(c.SMTPURL, c.MailFrom); err != nil {
+			bad("smtp_url", "%v", err)
+		}
+	} else if c.MailFrom != "" {
+		bad("mail_from", "is the notices' From address; it needs --smtp-url")
 	}
 	if c.AdminAddr != "" && c.AdminToken == "" {
 		bad("admin_addr", "serves the admin API, which is off without --admin-token")

@@ -25,6 +25,7 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/memstore"
+	"github.com/waitroom/waitroom/notify"
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
 	"github.com/waitroom/waitroom/shop"
@@ -131,6 +132,14 @@ type Config struct {
 	// first). The admin API adds more (webhook package).
 	WebhookURL     string
 	WebhookSecrets []string
+	// Telling waiting buyers it is their turn (package notify): the Web
+	// Push key pair's file (created if absent), the SMTP server and the
+	// From address, and PublicURL, where the return links lead. Empty
+	// VAPIDKeyFile and SMTPURL: off.
+	VAPIDKeyFile string
+	SMTPURL      string
+	MailFrom     string
+	PublicURL    *url.URL
 }
 
 // Instance is one running waiting room: the store, the admitter and the HTTP
@@ -188,7 +197,11 @@ type Instance struct {
 	stopRelay       context.CancelFunc
 	relayDone       chan struct{}
 	hooks           *webhooks
-	registry        *prometheus.Registry // the server's, with the webhooks' metrics
+	// Notices of a buyer's turn (notify.go), and the cookie secret they
+	// share the key of; nil notices: off.
+	notices      *notify.Notifier
+	cookieSecret []byte
+	registry     *prometheus.Registry // the server's, with the webhooks' metrics
 }
 
 // Run opens the store, declares the rooms, starts the admitter and starts
@@ -222,6 +235,9 @@ func (in *Instance) Run(ctx context.Context) error {
 		return err
 	}
 	in.hooks = hooks
+	if in.notices, in.cookieSecret, err = in.newNotifier(guarded, in.Logger); err != nil {
+		return err
+	}
 	orders, err := in.orderAPI(ctx, startCtx)
 	if err != nil {
 		return err
@@ -366,8 +382,9 @@ func (in *Instance) serverConfig(o orderRoutes) server.Config {
 		AdminToken:    in.Config.AdminToken,
 		AdminRoutes:   o.adminRoutes,
 		AdminApart:    in.Config.AdminAddr != "",
-		CookieSecret:  in.Config.CookieSecret,
+		CookieSecret:  in.cookieSecret,
 		SettleSecret:  in.Config.SettleSecret,
+		Notifier:      in.notices,
 		OrderProduct:  in.Config.PageProduct,
 		PageDir:       in.Config.PageDir,
 		// Forward auth from the shop's own pages.
@@ -419,6 +436,9 @@ func (in *Instance) prepareAdmitter(ctx context.Context, handler *server.Server,
 		}
 		handler.OnAdmit(room, admitted)
 		in.hooks.emitter.Admitted(room, admitted)
+		if in.notices != nil {
+			in.notices.OnAdmit(room, admitted) // sends in the background
+		}
 	}
 	admitter := &waitroom.Admitter{Store: in.store, Every: every, Logger: in.Logger, OnAdmit: onAdmit}
 	in.startAdmit = sync.OnceFunc(func() {
@@ -605,6 +625,11 @@ func (in *Instance) Close() error {
 	if in.hooks != nil {
 		// After the admitter: its last admissions are appended too.
 		in.hooks.close()
+	}
+	if in.notices != nil {
+		// The notices of the last admissions go out before the store
+		// (which they read) is closed; each is bounded by its timeout.
+		in.notices.Wait()
 	}
 	if in.stopTuner != nil {
 		in.stopTuner()

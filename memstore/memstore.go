@@ -77,6 +77,9 @@ type room struct {
 	// order, until the draw moves them to the head of queue.
 	pre  *queue
 	draw drawRecord
+	// notices are the channels kept for queued users who asked to be
+	// told of their turn (notices.go), until it comes.
+	notices map[string][]byte
 }
 
 // drawRecord is a scheduled room's draw: the seed and its commitment from
@@ -121,7 +124,7 @@ func (s *Store) CreateRoom(ctx context.Context, name string, cfg waitroom.RoomCo
 	if _, ok := s.rooms[name]; ok {
 		return false, nil
 	}
-	r := &room{cfg: cfg, version: waitroom.NewToken(), queue: newQueue(), tokens: newTokenSet(), buyers: make(map[string]struct{}), pre: newQueue()}
+	r := &room{cfg: cfg, version: waitroom.NewToken(), queue: newQueue(), tokens: newTokenSet(), buyers: make(map[string]struct{}), pre: newQueue(), notices: map[string][]byte{}}
 	r.draw.schedule(cfg)
 	s.rooms[name] = r
 	return true, nil
@@ -318,8 +321,9 @@ func (r *room) standing(user string, now time.Time) (waitroom.Status, bool) {
 	switch {
 	case !ok:
 		return waitroom.Status{}, false
-	case r.abandoned(seen, now):
+	case r.abandoned(user, seen, now):
 		r.queue.Remove(user)
+		delete(r.notices, user)
 		r.stats.Abandoned++
 		return waitroom.Status{}, false
 	}
@@ -328,9 +332,15 @@ func (r *room) standing(user string, now time.Time) (waitroom.Status, bool) {
 	return r.waiting(r.ahead()+pos, now), true
 }
 
-// abandoned reports whether a user last seen at seen (unix ns) has gone.
-func (r *room) abandoned(seen int64, now time.Time) bool {
-	return now.UnixNano()-seen > int64(r.cfg.AbandonAfter)
+// abandoned reports whether a user last seen at seen (unix ns) has gone:
+// silent longer than AbandonAfter, or, having asked to be told of its
+// turn, than MaxNoticeSilence.
+func (r *room) abandoned(user string, seen int64, now time.Time) bool {
+	limit := r.cfg.AbandonAfter
+	if _, ok := r.notices[user]; ok {
+		limit = waitroom.MaxNoticeSilence
+	}
+	return now.UnixNano()-seen > int64(limit)
 }
 
 // Leave removes user from the queue, if there. Leaving a room that does
@@ -351,6 +361,7 @@ func (s *Store) Leave(ctx context.Context, name, user string) error {
 		r.queue.Remove(user)
 	}
 	r.pre.Remove(user)
+	delete(r.notices, user)
 	return nil
 }
 
@@ -408,7 +419,10 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 			break
 		}
 		r.queue.Remove(user)
-		if r.abandoned(seen, now) {
+		gone := r.abandoned(user, seen, now)
+		notice, asked := r.notices[user]
+		delete(r.notices, user) // kept until the turn, whatever it brings
+		if gone {
 			skipped++
 			continue
 		}
@@ -425,16 +439,22 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 		// deadline only; a no-show's unit of stock comes back with it.
 		// Right after an opening both count from the end of the early
 		// arrivals' first polls (waitroom.TokenStart).
+		// A buyer who asked to be told is not watching: its deadline
+		// runs from the notice (Notified), at most this long before it.
 		start := waitroom.TokenStart(now, r.cfg.OpensAt, int64(len(r.draw.entrants)))
-		t := &entryToken{user: user, value: waitroom.NewToken(),
-			expiresAt: start.Add(r.cfg.FirstUseWithin), ttlEnd: start.Add(r.cfg.TokenTTL)}
+		firstUse := r.cfg.FirstUseWithin
+		if asked {
+			firstUse = r.cfg.NotifiedFirstUseWithin
+		}
+		t := &entryToken{user: user, value: waitroom.NewToken(), notice: asked,
+			expiresAt: start.Add(firstUse), ttlEnd: start.Add(r.cfg.TokenTTL)}
 		// An expired token may linger under a lease that outlives it;
 		// the new token supersedes it, and the old one counts as gone
 		// unused.
 		if old := r.tokens.put(t); old != nil {
 			r.countGone(old)
 		}
-		admitted = append(admitted, waitroom.Admission{User: user, Token: t.value})
+		admitted = append(admitted, waitroom.Admission{User: user, Token: t.value, Notice: notice})
 	}
 	r.stats.Abandoned += int64(skipped)
 	madeUp := r.bucket.settle(len(admitted), allow, r.cfg, r.queue.Len() > 0)

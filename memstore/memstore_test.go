@@ -719,26 +719,34 @@ func TestConcurrentAdmitters(t *testing.T) {
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) storetest.Harness {
-		clock := newFakeClock()
-		s := memstore.New(memstore.Options{Now: clock.Now})
-		return storetest.Harness{
-			Store:     s,
-			Peer:      func(*testing.T) waitroom.Store { return s },
-			Advance:   func(_ *testing.T, d time.Duration) { clock.Advance(d) },
-			FakeClock: true,
-			Now:       clock.Now,
-			AdmitAfter: func(t *testing.T, room string, d time.Duration) (int, time.Duration) {
-				clock.Advance(d)
-				got, err := s.Admit(t.Context(), room)
-				require.NoError(t, err)
-				return len(got), d
-			},
-			ReplaceSeed: func(_ *testing.T, room, seed string) {
-				memstore.ReplaceSeed(s, room, seed)
-			},
-		}
-	})
+	storetest.Run(t, harness)
+}
+
+func TestNoticeConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunNotices(t, harness)
+}
+
+// harness is a memstore on a fake clock.
+func harness(t *testing.T) storetest.Harness {
+	clock := newFakeClock()
+	s := memstore.New(memstore.Options{Now: clock.Now})
+	return storetest.Harness{
+		Store:     s,
+		Peer:      func(*testing.T) waitroom.Store { return s },
+		Advance:   func(_ *testing.T, d time.Duration) { clock.Advance(d) },
+		FakeClock: true,
+		Now:       clock.Now,
+		AdmitAfter: func(t *testing.T, room string, d time.Duration) (int, time.Duration) {
+			clock.Advance(d)
+			got, err := s.Admit(t.Context(), room)
+			require.NoError(t, err)
+			return len(got), d
+		},
+		ReplaceSeed: func(_ *testing.T, room, seed string) {
+			memstore.ReplaceSeed(s, room, seed)
+		},
+	}
 }
 
 func TestLimiter(t *testing.T) {

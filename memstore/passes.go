@@ -104,6 +104,7 @@ func (s *Store) EnterWithPass(ctx context.Context, name, user, id string) (waitr
 	// Out of the line, early arrivals waiting for the draw included.
 	r.queue.Remove(user)
 	r.pre.Remove(user)
+	delete(r.notices, user)
 	// As Admit issues it; the holder is told of it in this answer.
 	t := &entryToken{user: user, value: waitroom.NewToken(), shown: true,
 		expiresAt: now.Add(r.cfg.FirstUseWithin), ttlEnd: now.Add(r.cfg.TokenTTL)}

@@ -17,6 +17,10 @@ type entryToken struct {
 	ttlEnd    time.Time
 	shown     bool // its holder was told of it once
 	confirmed bool
+	// notice: its holder asked to be told; linkNonce is the one return
+	// link that may still restore it (NoticeStore).
+	notice    bool
+	linkNonce string
 	// lease and leaseUntil are set by Claim; the token is held while
 	// leaseUntil is after now, and unsettled within the settle window
 	// after it.

@@ -184,6 +184,9 @@ func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
 	if m["units"] != "" {
 		cfg.UnitsPerOrder = int(num("units"))
 	}
+	if m["notified_first_use_ms"] != "" {
+		cfg.NotifiedFirstUseWithin = millis("notified_first_use_ms")
+	}
 	if bad != nil {
 		return cfg, bad
 	}

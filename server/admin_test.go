@@ -170,14 +170,14 @@ func TestAdminRooms(t *testing.T) {
 	require.Equal(t, map[string]any{
 		"name": name, "state": "paused", "rate": 50.0, "slice": "100ms", "max_queue": 100000.0,
 		"token_ttl": "2m0s", "lease": "30s", "max_active": 0.0, "stock": 0.0, "units_per_order": 1.0, "one_order_per_user": false, "invite_only": false,
-		"abandon_after": "5m0s", "first_use_within": "1m0s",
+		"abandon_after": "5m0s", "first_use_within": "1m0s", "notified_first_use_within": "2m0s",
 		"opens_at": "", "prequeue_order": "random", "closes_at": "", "shop_url": "",
 	}, a.body)
 	cfg, err := f.store.RoomConfig(t.Context(), name)
 	require.NoError(t, err)
 	require.Equal(t, waitroom.RoomConfig{Rate: 50, Slice: 100 * time.Millisecond, MaxQueue: 100_000,
 		TokenTTL: 2 * time.Minute, Lease: 30 * time.Second, State: waitroom.RoomPaused, UnitsPerOrder: 1,
-		AbandonAfter: 5 * time.Minute, FirstUseWithin: time.Minute}, cfg)
+		AbandonAfter: 5 * time.Minute, FirstUseWithin: time.Minute, NotifiedFirstUseWithin: 2 * time.Minute}, cfg)
 	require.Contains(t, f.logs.String(), `msg="room created" room=`+name+" by=admin")
 
 	a = f.admin("POST", "/admin/rooms", `{"name":"`+name+`","rate":70}`)
@@ -212,7 +212,7 @@ func TestAdminRooms(t *testing.T) {
 	require.Equal(t, "20s", a.body["first_use_within"])
 	require.Equal(t, waitroom.RoomConfig{Rate: 50, Slice: 100 * time.Millisecond, MaxQueue: 10,
 		TokenTTL: 2 * time.Minute, Lease: 45 * time.Second, State: waitroom.RoomPaused, UnitsPerOrder: 4,
-		AbandonAfter: 90 * time.Second, FirstUseWithin: 20 * time.Second}, cfg)
+		AbandonAfter: 90 * time.Second, FirstUseWithin: 20 * time.Second, NotifiedFirstUseWithin: 2 * time.Minute}, cfg)
 	require.Contains(t, f.logs.String(), `msg="room updated" room=`+name+" by=admin")
 	require.Contains(t, f.logs.String(), "max_queue.old=100000 max_queue.new=10")
 

@@ -34,7 +34,7 @@ var (
 	pagePolicy = "default-src 'none'; " +
 		"script-src " + cspHash(string(pageJS)) + "; " +
 		"style-src " + cspHash(string(pageCSS)) + "; " +
-		"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+		"connect-src 'self'; img-src 'self' data:; worker-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 
 func mustRead(name string) string {
@@ -114,13 +114,17 @@ type pageView struct {
 	Message      string // a refusal, in a sentence for buyers
 	Pass         string // the pass code the visitor came with, if any
 	Challenge    string // the join challenge to solve, if on
-	Langs        []langLink
-	Messages     map[string]any // scriptKeys in L
-	Boot         pageBoot
-	CSS          template.CSS
-	JS           template.JS
-	ThemeURL     string // the operator's theme.css, if any (brand.go)
-	LogoURL      string // the operator's logo, if any
+	// The opt-in to be told of one's turn (notify.go).
+	Notify, NotifyEmail        bool
+	NotifySaved, NotifyRefused bool
+	NotifyURL                  string
+	Langs                      []langLink
+	Messages                   map[string]any // scriptKeys in L
+	Boot                       pageBoot
+	CSS                        template.CSS
+	JS                         template.JS
+	ThemeURL                   string // the operator's theme.css, if any (brand.go)
+	LogoURL                    string // the operator's logo, if any
 }
 
 // langLink is one language of the switcher.
@@ -147,6 +151,8 @@ type pageBoot struct {
 	Difficulty  int    `json:"difficulty,omitempty"`
 	OpensInMS   int64  `json:"opens_in_ms,omitempty"`
 	Order       string `json:"prequeue_order,omitempty"`
+	NotifyURL   string `json:"notify_url,omitempty"`
+	PushKey     string `json:"push_key,omitempty"`
 }
 
 // page: GET / (the default room) and GET /rooms/{room}. Browsers get the
@@ -346,6 +352,7 @@ func (s *Server) baseView(r *http.Request, room, state string) pageView {
 		v.CanOrder = true
 		v.Boot.OrderURL, v.Boot.ProductID = s.orderPath, s.orderProduct
 	}
+	s.notifyView(r, &v)
 	return v
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/admin"
 	"github.com/waitroom/waitroom/internal/httperr"
+	"github.com/waitroom/waitroom/notify"
 )
 
 // Defaults of the fields of Config left zero.
@@ -185,6 +186,10 @@ type Config struct {
 	// leading zero bits of SHA-256 (DefaultJoinDifficulty is a good
 	// start); 0: none.
 	JoinChallenge int
+	// Notifier, if set, tells waiting buyers who ask for it that it is
+	// their turn (notify.go): its OnAdmit must get the admitter's
+	// admissions. Nil: the notify routes answer 404 NOT_CONFIGURED.
+	Notifier *notify.Notifier
 }
 
 // Server is the waiting room's http.Handler.
@@ -224,6 +229,8 @@ type Server struct {
 	holds             holdSealer
 	settleSecret      [sha256.Size]byte
 	tokenCookieDomain string
+
+	notifier *notify.Notifier
 }
 
 // New returns a Server for cfg, or an error naming the bad field. Its
@@ -280,6 +287,7 @@ func withDefaults(cfg Config) *Server {
 		orderProduct:   cfg.OrderProduct,
 		userLimit:      waitroom.Limit{Rate: cfg.UserRateLimit, Burst: limitBurst(cfg.UserRateLimit)},
 		visitorLimit:   waitroom.Limit{Rate: cfg.VisitorRateLimit, Burst: limitBurst(cfg.VisitorRateLimit)},
+		notifier:       cfg.Notifier,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -411,6 +419,12 @@ func (s *Server) queueRoutes() map[string]http.Handler {
 		"GET " + themePath:           http.HandlerFunc(s.theme),
 		"GET " + logoPath:            http.HandlerFunc(s.logo),
 		"GET /readyz":                s.serve(s.readyz),
+		// Outside /rooms/{room}/: more routes there would cost every
+		// enter and status poll allocations in the mux (allocs_test.go).
+		"POST /notify/{room}": s.serve(s.subscribe),
+		"GET /return/{room}":  s.serve(s.returnPage),
+		"POST /return/{room}": s.serve(s.spendReturn),
+		"GET /notify-sw.js":   s.serve(s.serviceWorker),
 	}
 }
 

@@ -262,6 +262,7 @@ func testRoomConfigRejectsBadValues(t *testing.T, h Harness) {
 		{Rate: 100_000, Slice: 10 * time.Second},
 		{AbandonAfter: time.Millisecond}, {AbandonAfter: 25 * time.Hour},
 		{FirstUseWithin: time.Millisecond}, {TokenTTL: time.Minute, FirstUseWithin: 2 * time.Minute},
+		{NotifiedFirstUseWithin: time.Millisecond}, {TokenTTL: time.Minute, NotifiedFirstUseWithin: 2 * time.Minute},
 	} {
 		_, err := h.Store.CreateRoom(ctx, room+"-bad", bad)
 		require.ErrorIs(t, err, waitroom.ErrBadRequest, "%+v", bad)
@@ -282,9 +283,9 @@ func testRoomConfigExtremesRoundTrip(t *testing.T, h Harness) {
 	ctx := ctxFor(t)
 	for _, cfg := range []waitroom.RoomConfig{
 		{Rate: waitroom.MinRate, MaxQueue: 1, TokenTTL: waitroom.MinTokenTTL, Lease: waitroom.MinLease, MaxActive: 1,
-			AbandonAfter: waitroom.MinAbandonAfter, FirstUseWithin: waitroom.MinFirstUseWithin, Stock: 1},
+			AbandonAfter: waitroom.MinAbandonAfter, FirstUseWithin: waitroom.MinFirstUseWithin, NotifiedFirstUseWithin: waitroom.MinFirstUseWithin, Stock: 1},
 		{Rate: 100, Slice: waitroom.MaxSlice, MaxQueue: waitroom.MaxMaxQueue, TokenTTL: waitroom.MaxTokenTTL, Lease: waitroom.MaxLease,
-			MaxActive: waitroom.MaxMaxActive, AbandonAfter: waitroom.MaxAbandonAfter, FirstUseWithin: waitroom.MaxTokenTTL, Stock: waitroom.MaxStock,
+			MaxActive: waitroom.MaxMaxActive, AbandonAfter: waitroom.MaxAbandonAfter, FirstUseWithin: waitroom.MaxTokenTTL, NotifiedFirstUseWithin: waitroom.MaxTokenTTL, Stock: waitroom.MaxStock,
 			UnitsPerOrder: waitroom.MaxUnitsPerOrder},
 		{Rate: waitroom.MaxRate, Slice: waitroom.MinSlice},
 	} {

@@ -54,6 +54,7 @@ func serveSettings(f *serveFlags) []flagenv.Setting {
 		flagenv.Var("units-per-order", "WAITROOM_UNITS_PER_ORDER", "1", "n", "units one entry token reserves of --stock and one order may buy, at most 1000 and at most --stock; the gate tells the order API in the Waitroom-Units header, and the built-in shop refuses a larger quantity with 422 QUANTITY_OVER_LIMIT", flagenv.IntIn(&c.Room.UnitsPerOrder, math.MinInt, math.MaxInt)),
 		flagenv.Var("abandon-after", "WAITROOM_ABANDON_AFTER", "5m", "duration", "a waiting user silent (no enter, no status) this long has left: skipped at the head, counted abandoned", flagenv.DurationIn(&c.Room.AbandonAfter, math.MinInt64, math.MaxInt64)),
 		flagenv.Var("first-use-within", "WAITROOM_FIRST_USE_WITHIN", "60s", "duration", "an admitted user must confirm (one status call after the one that told it) or order this soon, else its token expires as a no-show and frees its slot; at most --token-ttl, which it follows when shorter unless given", flagenv.DurationIn(&c.Room.FirstUseWithin, math.MinInt64, math.MaxInt64)),
+		flagenv.Var("notified-first-use-within", "WAITROOM_NOTIFIED_FIRST_USE_WITHIN", "5m", "duration", "a buyer who asked to be told of its turn (--smtp-url, --vapid-key-file) has this long from the notice to come back, instead of --first-use-within; at most --token-ttl, which it follows when shorter unless given", flagenv.DurationIn(&c.Room.NotifiedFirstUseWithin, math.MinInt64, math.MaxInt64)),
 		flagenv.Var("upstream", "WAITROOM_UPSTREAM", "", "url", "order API the gate guards; empty: the built-in reference shop", flagenv.HTTPURL(&c.Upstream)),
 		flagenv.Var("upstream-timeout", "WAITROOM_UPSTREAM_TIMEOUT", "25s", "duration", "longest wait for the upstream's answer to an order; then 502 and the token is released", flagenv.DurationIn(&c.UpstreamTimeout, 100*time.Millisecond, instance.MaxUpstreamTimeout)),
 		flagenv.Var("upstream-dial-timeout", "WAITROOM_UPSTREAM_DIAL_TIMEOUT", "5s", "duration", "longest wait to connect to the upstream", flagenv.DurationIn(&c.UpstreamDialTimeout, 10*time.Millisecond, time.Minute)),
@@ -86,6 +87,10 @@ func serveSettings(f *serveFlags) []flagenv.Setting {
 		flagenv.Var("tls-key", "WAITROOM_TLS_KEY", "", "file", "PEM private key of --tls-cert; needs --tls-cert", flagenv.Trimmed(&c.TLSKey)),
 		flagenv.Var("log-format", "WAITROOM_LOG_FORMAT", "text", "text|json", "log format", flagenv.OneOf(&c.LogFormat, "must be text or json", "text", "json")),
 		flagenv.Var("log-level", "WAITROOM_LOG_LEVEL", "info", "level", "debug, info, warn or error; debug logs every request", flagenv.Level(&c.LogLevel)),
+		flagenv.Var("public-url", "WAITROOM_PUBLIC_URL", "", "url", "where buyers reach the waiting room (https://queue.shop.example): the notices' return links lead there; needed by --smtp-url and --vapid-key-file", flagenv.HTTPURL(&c.PublicURL)),
+		flagenv.Var("smtp-url", "WAITROOM_SMTP_URL", "", "url", "SMTP server that emails buyers who asked to be told of their turn: smtp://[user:password@]host[:port] (STARTTLS when offered) or smtps://…; needs --mail-from and --public-url; empty: no email", flagenv.Secret(&c.SMTPURL)),
+		flagenv.Var("mail-from", "WAITROOM_MAIL_FROM", "", "address", "From address of the notices (queue@shop.example)", flagenv.Trimmed(&c.MailFrom)),
+		flagenv.Var("vapid-key-file", "WAITROOM_VAPID_KEY_FILE", "", "file", "Web Push (VAPID) key pair of the notices, JSON, created if absent; give every instance the same file; needs --public-url; empty: no Web Push", flagenv.Trimmed(&c.VAPIDKeyFile)),
 		flagenv.Var("admin-token", "WAITROOM_ADMIN_TOKEN", "", "token", fmt.Sprintf("bearer token of the operator API under /admin/ ('waitroom admin'), at least %d characters; empty: the admin API is off", instance.MinAdminToken), flagenv.Secret(&c.AdminToken)),
 		flagenv.Var("webhook-url", "WAITROOM_WEBHOOK_URL", "", "url", "absolute http(s) URL that gets every room's events as signed webhooks (Standard Webhooks); the admin API adds endpoints per room and event; empty: none but the admin API's", flagenv.Checked(&c.WebhookURL, flagenv.OrEmpty(webhook.CheckURL))),
 		flagenv.Var("webhook-secret", "WAITROOM_WEBHOOK_SECRET", "", "whsec_…", "signing secret of --webhook-url, whsec_ and 24 to 64 bytes in base64 (the receiver's); during a rotation new,old: both sign", flagenv.Secret(&f.webhookSecret)),
@@ -147,6 +152,9 @@ func parseServe(args []string, getenv func(string) string) (instance.Config, err
 	// RoomConfig.WithDefaults does); only a value given is held to it.
 	if !raw["first-use-within"].Given && !v.Failed("token-ttl") && c.Room.TokenTTL >= waitroom.MinFirstUseWithin {
 		c.Room.FirstUseWithin = min(c.Room.FirstUseWithin, c.Room.TokenTTL)
+	}
+	if !raw["notified-first-use-within"].Given && !v.Failed("token-ttl") && c.Room.TokenTTL >= waitroom.MinFirstUseWithin {
+		c.Room.NotifiedFirstUseWithin = min(c.Room.NotifiedFirstUseWithin, c.Room.TokenTTL)
 	}
 	if rateOK {
 		v.SettingErrors(c.Room.Validate())

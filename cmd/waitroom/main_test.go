@@ -100,7 +100,7 @@ func TestParseServeSources(t *testing.T) {
 				require.Equal(t, "http://127.0.0.1:9001/api", c.Upstream.String())
 				require.Equal(t, waitroom.RoomConfig{Rate: 140, Slice: 50 * time.Millisecond, MaxQueue: 10,
 					TokenTTL: 2 * time.Minute, Lease: 5 * time.Second, MaxActive: 300, State: waitroom.RoomOpen, UnitsPerOrder: 4,
-					AbandonAfter: waitroom.DefaultAbandonAfter, FirstUseWithin: waitroom.DefaultFirstUseWithin}, c.Room)
+					AbandonAfter: waitroom.DefaultAbandonAfter, FirstUseWithin: waitroom.DefaultFirstUseWithin, NotifiedFirstUseWithin: 2 * time.Minute}, c.Room)
 				require.Equal(t, "X-Customer", c.UserHeader)
 				require.Equal(t, "json", c.LogFormat)
 				require.Equal(t, slog.LevelDebug, c.LogLevel)
@@ -143,6 +143,13 @@ func TestParseServeRejectsBadValues(t *testing.T) {
 		{[]string{"--token-ttl", "3s", "--first-use-within", "10s"}, nil, `--first-use-within="10s": must be in [1s, token_ttl 3s]`},
 		{nil, []string{"WAITROOM_TOKEN_TTL", "3s", "WAITROOM_FIRST_USE_WITHIN", "1m"}, `WAITROOM_FIRST_USE_WITHIN="1m": must be in [1s, token_ttl 3s]`},
 		{[]string{"--max-active", "-1"}, nil, `--max-active="-1": must be in [0,`},
+		{[]string{"--token-ttl", "3s", "--notified-first-use-within", "1m"}, nil, `--notified-first-use-within="1m": must be in [1s, token_ttl 3s]`},
+		{[]string{"--smtp-url", "smtp://127.0.0.1:25", "--mail-from", "q@shop.example"}, nil, `--public-url`},
+		{[]string{"--vapid-key-file", "/tmp/k.json"}, nil, `--public-url`},
+		{[]string{"--smtp-url", "http://mail.example", "--mail-from", "q@shop.example", "--public-url", "https://q.example"}, nil, `must be smtp://host[:port] or smtps://host[:port]`},
+		{[]string{"--smtp-url", "smtp://mail.example", "--mail-from", "Queue <q@shop.example>", "--public-url", "https://q.example"}, nil, `is not a bare address`},
+		{[]string{"--mail-from", "q@shop.example"}, nil, `--mail-from`},
+		{[]string{"--vapid-key-file", "/tmp/k.json", "--public-url", "http://q.example"}, nil, `--vapid-key-file="/tmp/k.json": needs --mail-from or an https --public-url`},
 		{[]string{"--rate", "100000", "--slice", "1s"}, nil, "--rate and --slice"},
 		{[]string{"--upstream", "ftp://example.test"}, nil, `--upstream="ftp://example.test": must be an absolute http`},
 		{[]string{"--upstream", "localhost:9000"}, nil, `--upstream="localhost:9000"`},

@@ -74,6 +74,7 @@ var chartPaths = map[string]chartPath{
 	"database-url":   {"secrets: {databaseUrl: 'postgres://shop:flag-pw@pg:5432/shop'}", "postgres://shop:flag-pw@pg:5432/shop"},
 	"amqp-url":       {"secrets: {amqpUrl: 'amqp://shop:flag-pw@mq:5672/'}", "amqp://shop:flag-pw@mq:5672/"},
 	"webhook-secret": {"secrets: {webhookSecret: 'whsec_ZmxhZy10ZXN0LXdlYmhvb2stc2VjcmV0LTAx'}", "whsec_ZmxhZy10ZXN0LXdlYmhvb2stc2VjcmV0LTAx"},
+	"smtp-url":       {"secrets: {smtpUrl: 'smtp://q:flag-pw@mail:587'}", "smtp://q:flag-pw@mail:587"},
 	"tls-cert":       {"tls: {secretName: flag-tls}", "/etc/waitroom/tls/tls.crt"},
 	"tls-key":        {"tls: {secretName: flag-tls}", "/etc/waitroom/tls/tls.key"},
 }

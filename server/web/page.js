@@ -399,6 +399,32 @@
       });
   }
 
+  // "Tell me when it's my turn" by Web Push: this device's subscription
+  // goes to the room (the email form posts without a script).
+  function subscribePush() {
+    var key = boot.push_key.replace(/-/g, "+").replace(/_/g, "/");
+    var raw = atob(key + "===".slice((key.length + 3) % 4));
+    var bytes = new Uint8Array(raw.length);
+    for (var i = 0; i < raw.length; i++) { bytes[i] = raw.charCodeAt(i); }
+    var said = function (ok) { $("notify-saved").hidden = !ok; $("notify-refused").hidden = ok; };
+    navigator.serviceWorker.register("/notify-sw.js")
+      .then(function () { return navigator.serviceWorker.ready; })
+      .then(function (reg) { return reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: bytes }); })
+      .then(function (sub) {
+        return fetch(boot.notify_url, {
+          method: "POST", credentials: "same-origin",
+          headers: { "Content-Type": "application/json", "Accept": "application/json" },
+          body: JSON.stringify({ push: sub.toJSON() })
+        });
+      })
+      .then(function (r) { said(r.ok); }, function () { said(false); });
+  }
+  var pushButton = $("notify-push");
+  if (pushButton && boot.push_key && "serviceWorker" in navigator && "PushManager" in window) {
+    pushButton.hidden = false;
+    pushButton.addEventListener("click", subscribePush);
+  }
+
   var button = $("order");
   if (button) { button.addEventListener("click", order); }
   $("join-button").addEventListener("click", function (e) { e.preventDefault(); join(); });

@@ -89,7 +89,7 @@ which value to change.
 {{- end }}
 {{- $s := $v.secrets }}
 {{- if $s.existingSecret }}
-{{- range $key := list "cookieSecret" "adminToken" "settleSecret" "databaseUrl" "amqpUrl" "webhookSecret" }}
+{{- range $key := list "cookieSecret" "adminToken" "settleSecret" "databaseUrl" "amqpUrl" "webhookSecret" "smtpUrl" }}
 {{- if index $s $key }}
 {{- fail (printf "secrets.existingSecret is set: put secrets.%s into that Secret and leave it empty here" $key) }}
 {{- end }}

@@ -1,0 +1,54 @@
+package instance
+
+import (
+	"crypto/rand"
+	"errors"
+	"log/slog"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/notify"
+	"github.com/waitroom/waitroom/server"
+)
+
+// newNotifier builds the notices' sender from the flags (nil when both
+// channels are off), and returns the cookie secret the server signs
+// with: the return links are signed with the same key (in a context of
+// their own), so a server without --cookie-secret gets one random key
+// for both.
+func (in *Instance) newNotifier(store *waitroom.GuardedStore, log *slog.Logger) (*notify.Notifier, []byte, error) {
+	secret := in.Config.CookieSecret
+	c := in.Config
+	if c.VAPIDKeyFile == "" && c.SMTPURL == "" {
+		return nil, secret, nil
+	}
+	notices, ok := store.Notices()
+	if !ok {
+		return nil, nil, errors.New("--smtp-url and --vapid-key-file need a store that keeps notice requests: for now the in-process one (no --redis-url); redisstore does not yet")
+	}
+	if len(secret) == 0 {
+		secret = make([]byte, server.MinCookieSecret)
+		_, _ = rand.Read(secret) // crypto/rand.Read never fails on supported platforms
+	}
+	n := &notify.Notifier{Store: notices, Linker: &notify.Linker{Key: secret}, PublicURL: c.PublicURL, Logger: log}
+	if c.SMTPURL != "" {
+		m, err := notify.NewMailer(c.SMTPURL, c.MailFrom)
+		if err != nil {
+			return nil, nil, err
+		}
+		n.Mailer = m
+	}
+	if c.VAPIDKeyFile != "" {
+		keys, err := notify.LoadOrCreateVAPID(c.VAPIDKeyFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		// The push services reach the operator at the From address, else
+		// at the waiting room's own https URL (Validate makes sure of one).
+		subject := c.PublicURL.String()
+		if c.MailFrom != "" {
+			subject = c.MailFrom
+		}
+		n.Pusher = &notify.Pusher{Keys: keys, Subject: subject}
+	}
+	return n, secret, nil
+}
