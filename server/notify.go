@@ -55,6 +55,23 @@ func (s *Server) notices() (waitroom.NoticeStore, error) {
 	return n, nil
 }
 
+// noticeForm checks what both notice forms need: notices on, a request
+// from this site, a valid room; it returns the store and the room.
+func (s *Server) noticeForm(r *http.Request) (waitroom.NoticeStore, string, error) {
+	store, err := s.notices()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := joinOrigins.Check(r); err != nil {
+		return nil, "", errCrossSite
+	}
+	room, err := noticeRoom(r)
+	if err != nil {
+		return nil, "", err
+	}
+	return store, room, nil
+}
+
 // noticeRoom is the {room} of the notify routes.
 func noticeRoom(r *http.Request) (string, error) {
 	room := r.PathValue("room")
@@ -66,14 +83,7 @@ func noticeRoom(r *http.Request) (string, error) {
 
 // subscribe: POST /notify/{room}.
 func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) error {
-	store, err := s.notices()
-	if err != nil {
-		return err
-	}
-	if err := joinOrigins.Check(r); err != nil {
-		return errCrossSite
-	}
-	room, err := noticeRoom(r)
+	store, room, err := s.noticeForm(r)
 	if err != nil {
 		return err
 	}
@@ -173,14 +183,7 @@ func (s *Server) returnRefused(w http.ResponseWriter, r *http.Request, err error
 // spendReturn: POST /return/{room}. The link is spent once; this
 // device then is the buyer (its visitor cookie names the buyer).
 func (s *Server) spendReturn(w http.ResponseWriter, r *http.Request) error {
-	store, err := s.notices()
-	if err != nil {
-		return err
-	}
-	if err := joinOrigins.Check(r); err != nil {
-		return errCrossSite
-	}
-	room, err := noticeRoom(r)
+	store, room, err := s.noticeForm(r)
 	if err != nil {
 		return err
 	}
