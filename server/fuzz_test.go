@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -10,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
 )
@@ -61,34 +60,11 @@ func FuzzEnter(f *testing.F) {
 			req.Header["X-Entry-Token"] = []string{token}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
-			if err := checkAnswer(rec); err != nil {
+			if err := servertest.CheckAnswer(rec); err != nil {
 				t.Fatalf("%s %s user %q body %q token %q: %v", p.method, p.path, user, body, token, err)
 			}
 		}
 	})
-}
-
-func checkAnswer(rec *httptest.ResponseRecorder) error {
-	switch rec.Code {
-	case http.StatusOK, http.StatusCreated:
-		return nil
-	case http.StatusNoContent:
-		if rec.Body.Len() != 0 {
-			return fmt.Errorf("204 with a body %q", rec.Body)
-		}
-		return nil
-	case http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-		return nil // ServeMux cleaning a path such as /rooms/../x
-	case http.StatusInternalServerError:
-		return fmt.Errorf("500: %s", rec.Body)
-	}
-	var body struct {
-		Error struct{ Code, Message string } `json:"error"`
-	}
-	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Error.Code == "" {
-		return fmt.Errorf("status %d without the error body: %q", rec.Code, rec.Body)
-	}
-	return nil
 }
 
 // FuzzAdminPatch throws PATCH bodies at the operator API: every answer is
@@ -119,7 +95,7 @@ func FuzzAdminPatch(f *testing.F) {
 		req.Header.Set("Authorization", "Bearer "+token)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		if err := checkAnswer(rec); err != nil {
+		if err := servertest.CheckAnswer(rec); err != nil {
 			t.Fatalf("PATCH %q: %v", body, err)
 		}
 		cfg, err := store.RoomConfig(t.Context(), "sale")
