@@ -1,4 +1,4 @@
-package server_test
+package admin_test
 
 import (
 	"context"
