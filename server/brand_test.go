@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -157,7 +158,7 @@ func TestBrandTemplate(t *testing.T) {
 		{"fails in one language", "<p>\n{{if eq .L.Code \"ko\"}}{{.L.Nope}}{{end}}</p>", `page.html: rendering the join state (ko): template: page.html:2:26: executing "page.html" at <.L.Nope>`},
 	} {
 		dir := pageDir(t, map[string]string{"page.html": c.tmpl})
-		_, err := server.New(server.Config{Store: memRoom(t, "default", waitroom.RoomConfig{}), PageDir: dir})
+		_, err := server.New(server.Config{Store: servertest.MemRoom(t, "default", waitroom.RoomConfig{}), PageDir: dir})
 		require.ErrorContains(t, err, filepath.Join(dir, c.want), c.name)
 	}
 }
@@ -186,9 +187,9 @@ func TestBrandRefusals(t *testing.T) {
 		{"not JSON", map[string]string{"messages/en.json": `{"page.name": }`}, "messages/en.json: not a JSON object of messages"},
 	} {
 		dir := pageDir(t, c.files)
-		_, err := server.New(server.Config{Store: memRoom(t, "default", waitroom.RoomConfig{}), PageDir: dir})
+		_, err := server.New(server.Config{Store: servertest.MemRoom(t, "default", waitroom.RoomConfig{}), PageDir: dir})
 		require.ErrorContains(t, err, filepath.Join(dir, c.want), c.name)
 	}
-	_, err := server.New(server.Config{Store: memRoom(t, "default", waitroom.RoomConfig{}), PageDir: filepath.Join(t.TempDir(), "nosuch")})
+	_, err := server.New(server.Config{Store: servertest.MemRoom(t, "default", waitroom.RoomConfig{}), PageDir: filepath.Join(t.TempDir(), "nosuch")})
 	require.ErrorContains(t, err, "server: Config.PageDir: page directory: ")
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -19,7 +20,7 @@ const phoneCPUSlowdown = 4
 
 // solveWait bounds one throttled solve. The hashes a solve needs are
 // geometric: at 2^14 expected and ~2,000–3,000 a second throttled, one
-// round in thirty needs over 20 s (browserWait); 120 s is fifteen times
+// round in thirty needs over 20 s (BrowserWait); 120 s is fifteen times
 // the mean, which one round in millions exceeds.
 const solveWait = 120 * time.Second
 
@@ -28,40 +29,40 @@ const solveWait = 120 * time.Second
 // CPU throttled to a phone's; the solve times are logged for BENCHMARKS.md.
 func TestBrowserJoin(t *testing.T) {
 	t.Parallel()
-	browser := newBrowser(t)
+	browser := servertest.NewBrowser(t)
 
 	t.Run("no click with JavaScript", func(t *testing.T) {
 		f := newPageFixture(t, pageOptions{})
 		f.enterUsers("u1")
-		visitor := newVisitor(t, browser)
-		visitor.open(f.srv.URL + "/")
-		visitor.waitState("waiting")
-		require.Equal(t, "2", visitor.text("position"))
+		visitor := servertest.NewVisitor(t, browser)
+		visitor.Open(f.srv.URL + "/")
+		visitor.WaitState("waiting")
+		require.Equal(t, "2", visitor.Text("position"))
 		require.Equal(t, int64(2), f.waiting(), "one place, taken by the page's own join")
 	})
 
 	t.Run("before a scheduled opening", func(t *testing.T) {
 		opens := time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC) // an hour after the fixture's clock
 		f := newPageFixture(t, pageOptions{room: waitroom.RoomConfig{OpensAt: opens}})
-		visitor := newVisitor(t, browser)
-		visitor.open(f.srv.URL + "/")
-		visitor.waitState("scheduled")
-		require.Equal(t, "false", visitor.eval(`String(document.getElementById("drawn").hidden)`), "the draw is said")
-		require.Equal(t, "true", visitor.eval(`String(document.getElementById("join-note").hidden)`), "no error note")
-		require.Equal(t, "none", visitor.liveRegionOf("opens-in"), "the countdown is not read out every second")
+		visitor := servertest.NewVisitor(t, browser)
+		visitor.Open(f.srv.URL + "/")
+		visitor.WaitState("scheduled")
+		require.Equal(t, "false", visitor.Eval(`String(document.getElementById("drawn").hidden)`), "the draw is said")
+		require.Equal(t, "true", visitor.Eval(`String(document.getElementById("join-note").hidden)`), "no error note")
+		require.Equal(t, "none", visitor.LiveRegionOf("opens-in"), "the countdown is not read out every second")
 		require.Equal(t, int64(1), f.waiting(), "one early arrival, by the page's own join")
 	})
 
 	t.Run("refused by the address limit, the page tries again", func(t *testing.T) {
 		// One new visitor per 2 s from this address, the burst being one.
 		f := newPageFixture(t, pageOptions{server: func(c *server.Config) { c.VisitorRateLimit = 0.5; c.JoinChallenge = 8 }})
-		first := newVisitor(t, browser)
-		first.open(f.srv.URL + "/")
-		first.waitState("waiting")
-		second := newVisitor(t, browser)
-		second.open(f.srv.URL + "/")
-		second.waitState("waiting")
-		require.Equal(t, "2", second.text("position"), "joined after waiting out the Retry-After")
+		first := servertest.NewVisitor(t, browser)
+		first.Open(f.srv.URL + "/")
+		first.WaitState("waiting")
+		second := servertest.NewVisitor(t, browser)
+		second.Open(f.srv.URL + "/")
+		second.WaitState("waiting")
+		require.Equal(t, "2", second.Text("position"), "joined after waiting out the Retry-After")
 		require.Equal(t, int64(2), f.waiting())
 	})
 
@@ -71,15 +72,15 @@ func TestBrowserJoin(t *testing.T) {
 		var total time.Duration
 		var hashes int
 		for i := range rounds {
-			visitor := newVisitor(t, browser)
-			sendCDP(visitor, emulation.SetCPUThrottlingRate, emulation.SetCPUThrottlingRateParams{Rate: phoneCPUSlowdown})
+			visitor := servertest.NewVisitor(t, browser)
+			servertest.SendCDP(visitor, emulation.SetCPUThrottlingRate, emulation.SetCPUThrottlingRateParams{Rate: phoneCPUSlowdown})
 			// Loading the page may wait for the solve too.
-			visitor.openWithin(f.srv.URL+"/", solveWait)
-			visitor.waitStateWithin("waiting", solveWait)
-			require.Equal(t, strconv.Itoa(i+1), visitor.text("position"))
-			ms, err := strconv.Atoi(visitor.eval(`document.body.getAttribute("data-solve-ms") || ""`))
+			visitor.OpenWithin(f.srv.URL+"/", solveWait)
+			visitor.WaitStateWithin("waiting", solveWait)
+			require.Equal(t, strconv.Itoa(i+1), visitor.Text("position"))
+			ms, err := strconv.Atoi(visitor.Eval(`document.body.getAttribute("data-solve-ms") || ""`))
 			require.NoError(t, err, "the page recorded its solve time")
-			tried, err := strconv.Atoi(visitor.eval(`document.body.getAttribute("data-solve-hashes") || ""`))
+			tried, err := strconv.Atoi(visitor.Eval(`document.body.getAttribute("data-solve-hashes") || ""`))
 			require.NoError(t, err)
 			total += time.Duration(ms) * time.Millisecond
 			hashes += tried

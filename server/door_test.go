@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
@@ -185,7 +186,7 @@ func TestRateLimitsHoldAcrossInstances(t *testing.T) {
 	a := newPageFixture(t, pageOptions{server: shared})
 	bCfg := server.Config{Store: a.store, DefaultRoom: a.room}
 	shared(&bCfg)
-	b := newTestServer(t, mustServer(t, bCfg))
+	b := newTestServer(t, servertest.MustServer(t, bCfg))
 	enters := func(user string, bases ...string) []int {
 		var got []int
 		for _, base := range bases {
@@ -488,7 +489,7 @@ func TestCookieSecret(t *testing.T) {
 	// Instances that share the secret (and the store) share visitors.
 	f := newPageFixture(t, pageOptions{})
 	visitor := f.visit("/").visitorCookie()
-	twin := httptest.NewServer(mustServer(t, server.Config{Store: f.store, DefaultRoom: f.room, CookieSecret: testSecret}))
+	twin := httptest.NewServer(servertest.MustServer(t, server.Config{Store: f.store, DefaultRoom: f.room, CookieSecret: testSecret}))
 	t.Cleanup(twin.Close)
 	req, err := http.NewRequestWithContext(t.Context(), "GET", twin.URL+"/rooms/"+f.room+"/status", nil)
 	require.NoError(t, err)

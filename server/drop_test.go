@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
@@ -23,45 +24,45 @@ import (
 // the admin API's restock bringing the queue back.
 func TestStockOverHTTP(t *testing.T) {
 	t.Parallel()
-	f := newAdminFixture(t, fixtureOptions{
-		room:      waitroom.RoomConfig{Stock: 2},
-		protected: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }),
+	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{
+		Room:      waitroom.RoomConfig{Stock: 2},
+		Protected: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }),
 	})
-	tokA := f.admit("a")
+	tokA := f.Admit("a")
 	for _, u := range []string{"b", "c"} {
-		require.Equal(t, http.StatusOK, f.enter(u).status)
+		require.Equal(t, http.StatusOK, f.Enter(u).Status)
 	}
-	b := f.status("b")
-	require.Equal(t, "waiting", b.str("state"))
-	require.NotContains(t, b.body, "units_left", "1 unit left for the 1st in line")
-	c := f.status("c")
-	require.Equal(t, int64(1), c.num("units_left"), "1 unit left, the 2nd in line: %v", c.body)
+	b := f.Status("b")
+	require.Equal(t, "waiting", b.Str("state"))
+	require.NotContains(t, b.Body, "units_left", "1 unit left for the 1st in line")
+	c := f.Status("c")
+	require.Equal(t, int64(1), c.Num("units_left"), "1 unit left, the 2nd in line: %v", c.Body)
 
-	require.Equal(t, http.StatusCreated, f.order("a", tokA).status)
-	tokB := f.admit("b")
-	require.Equal(t, http.StatusCreated, f.order("b", tokB).status)
+	require.Equal(t, http.StatusCreated, f.Order("a", tokA).Status)
+	tokB := f.Admit("b")
+	require.Equal(t, http.StatusCreated, f.Order("b", tokB).Status)
 
-	c = f.status("c")
-	require.Equal(t, http.StatusOK, c.status)
-	require.Equal(t, map[string]any{"state": "sold_out", "room": f.room}, c.body)
-	d := f.enter("d")
-	d.requireError(t, http.StatusConflict, "SOLD_OUT")
-	status, page := f.page("c")
+	c = f.Status("c")
+	require.Equal(t, http.StatusOK, c.Status)
+	require.Equal(t, map[string]any{"state": "sold_out", "room": f.Room}, c.Body)
+	d := f.Enter("d")
+	d.RequireError(t, http.StatusConflict, "SOLD_OUT")
+	status, page := roomPage(f.Fixture, "c")
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, page, `<body data-state="sold_out">`, "the page says so at once")
 
-	show := f.admin("GET", "/admin/rooms/"+f.room+"?window=0", "")
-	require.Equal(t, http.StatusOK, show.status)
-	figures := show.body["figures"].(map[string]any)
+	show := f.Admin("GET", "/admin/rooms/"+f.Room+"?window=0", "")
+	require.Equal(t, http.StatusOK, show.Status)
+	figures := show.Body["figures"].(map[string]any)
 	require.Equal(t, true, figures["sold_out"])
 	require.Equal(t, 0.0, figures["units_left"])
 
-	restock := f.admin("PATCH", "/admin/rooms/"+f.room, `{"stock":3}`)
-	require.Equal(t, http.StatusOK, restock.status, restock.body)
-	require.Equal(t, int64(3), restock.num("stock"))
-	c = f.status("c")
-	require.Equal(t, "waiting", c.str("state"))
-	require.Equal(t, int64(1), c.num("position"))
+	restock := f.Admin("PATCH", "/admin/rooms/"+f.Room, `{"stock":3}`)
+	require.Equal(t, http.StatusOK, restock.Status, restock.Body)
+	require.Equal(t, int64(3), restock.Num("stock"))
+	c = f.Status("c")
+	require.Equal(t, "waiting", c.Str("state"))
+	require.Equal(t, int64(1), c.Num("position"))
 }
 
 // TestOneOrderPerUserOverHTTP: in a room with one order per user, the
@@ -70,34 +71,34 @@ func TestStockOverHTTP(t *testing.T) {
 // on the API and on the page.
 func TestOneOrderPerUserOverHTTP(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t)
-	f := newFixture(t, fixtureOptions{room: waitroom.RoomConfig{OneOrderPerUser: true}, protected: proxyTo(t, up.srv.URL)})
-	token := f.admit("u1")
-	require.Equal(t, http.StatusCreated, f.order("u1", token).status)
-	require.Equal(t, waitroom.BuyerKey(f.room, "u1"), up.headers[0].Get("Idempotency-Key"))
-	require.NotEqual(t, waitroom.IdempotencyKey(f.room, token), up.headers[0].Get("Idempotency-Key"))
+	up := servertest.NewUpstream(t)
+	f := newFixture(t, servertest.FixtureOptions{Room: waitroom.RoomConfig{OneOrderPerUser: true}, Protected: servertest.ProxyTo(t, up.Srv.URL)})
+	token := f.Admit("u1")
+	require.Equal(t, http.StatusCreated, f.Order("u1", token).Status)
+	require.Equal(t, waitroom.BuyerKey(f.Room, "u1"), up.Headers[0].Get("Idempotency-Key"))
+	require.NotEqual(t, waitroom.IdempotencyKey(f.Room, token), up.Headers[0].Get("Idempotency-Key"))
 
-	again := f.enter("u1")
-	again.requireError(t, http.StatusConflict, "ALREADY_ORDERED")
-	status := f.status("u1")
-	status.requireError(t, http.StatusConflict, "ALREADY_ORDERED")
-	code, page := f.page("u1")
+	again := f.Enter("u1")
+	again.RequireError(t, http.StatusConflict, "ALREADY_ORDERED")
+	status := f.Status("u1")
+	status.RequireError(t, http.StatusConflict, "ALREADY_ORDERED")
+	code, page := roomPage(f, "u1")
 	require.Equal(t, http.StatusConflict, code)
 	require.Contains(t, page, `<body data-state="already_ordered">`)
 
 	// Buyer keys differ by room and by user.
-	require.NotEqual(t, waitroom.BuyerKey(f.room, "u1"), waitroom.BuyerKey(f.room, "u2"))
-	require.NotEqual(t, waitroom.BuyerKey(f.room, "u1"), waitroom.BuyerKey(f.room+"x", "u1"))
+	require.NotEqual(t, waitroom.BuyerKey(f.Room, "u1"), waitroom.BuyerKey(f.Room, "u2"))
+	require.NotEqual(t, waitroom.BuyerKey(f.Room, "u1"), waitroom.BuyerKey(f.Room+"x", "u1"))
 }
 
-// page loads the room's waiting page as user and returns the status and
+// roomPage loads the room's waiting page as user and returns the status and
 // the HTML.
-func (f *fixture) page(user string) (int, string) {
-	f.t.Helper()
-	req, err := http.NewRequestWithContext(f.t.Context(), "GET", f.srv.URL+"/rooms/"+f.room, nil)
-	require.NoError(f.t, err)
+func roomPage(f *servertest.Fixture, user string) (int, string) {
+	f.T.Helper()
+	req, err := http.NewRequestWithContext(f.T.Context(), "GET", f.Srv.URL+"/rooms/"+f.Room, nil)
+	require.NoError(f.T, err)
 	req.Header.Set("X-User-Id", user)
-	resp, html := testenv.Do(f.t, f.srv.Client(), req)
+	resp, html := testenv.Do(f.T, f.Srv.Client(), req)
 	return resp.StatusCode, html
 }
 
@@ -108,76 +109,76 @@ func (f *fixture) page(user string) (int, string) {
 // the opening the seed, which the admin export lets anyone check.
 func TestScheduledOverHTTP(t *testing.T) {
 	t.Parallel()
-	f := newAdminFixture(t, fixtureOptions{})
-	opens := f.clock.Now().Add(time.Minute)
-	created := f.admin("POST", "/admin/rooms", `{"name":"drop","opens_at":"`+opens.Format(time.RFC3339)+`","rate":1}`)
-	require.Equal(t, http.StatusCreated, created.status, created.body)
-	require.Equal(t, opens.UTC().Format(time.RFC3339), created.str("opens_at"))
-	require.Equal(t, "random", created.str("prequeue_order"))
+	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{})
+	opens := f.Clock.Now().Add(time.Minute)
+	created := f.Admin("POST", "/admin/rooms", `{"name":"drop","opens_at":"`+opens.Format(time.RFC3339)+`","rate":1}`)
+	require.Equal(t, http.StatusCreated, created.Status, created.Body)
+	require.Equal(t, opens.UTC().Format(time.RFC3339), created.Str("opens_at"))
+	require.Equal(t, "random", created.Str("prequeue_order"))
 
-	enter := func(user string) answer {
-		return f.do("POST", "/rooms/drop/enter", "", "X-User-Id", user)
+	enter := func(user string) servertest.Answer {
+		return f.Do("POST", "/rooms/drop/enter", "", "X-User-Id", user)
 	}
 	a := enter("ann")
-	require.Equal(t, http.StatusOK, a.status, a.body)
-	require.Equal(t, "scheduled", a.str("state"))
-	require.Equal(t, opens.UTC().Format(time.RFC3339), a.str("opens_at"))
-	require.Equal(t, int64(60_000), a.num("opens_in_ms"))
-	require.NotContains(t, a.body, "position", "the draw has not happened")
-	require.Greater(t, a.num("poll_after_ms"), int64(0))
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	require.Equal(t, "scheduled", a.Str("state"))
+	require.Equal(t, opens.UTC().Format(time.RFC3339), a.Str("opens_at"))
+	require.Equal(t, int64(60_000), a.Num("opens_in_ms"))
+	require.NotContains(t, a.Body, "position", "the draw has not happened")
+	require.Greater(t, a.Num("poll_after_ms"), int64(0))
 	for _, u := range []string{"bob", "cy", "dee"} {
-		require.Equal(t, "scheduled", enter(u).str("state"))
+		require.Equal(t, "scheduled", enter(u).Str("state"))
 	}
 	// The page counts down and says places are drawn at the opening.
-	req, err := http.NewRequestWithContext(t.Context(), "GET", f.srv.URL+"/rooms/drop", nil)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", f.Srv.URL+"/rooms/drop", nil)
 	require.NoError(t, err)
 	req.Header.Set("X-User-Id", "ann")
-	p := pageOf(t, f.srv.Client(), req)
+	p := pageOf(t, f.Srv.Client(), req)
 	p.requireShows(t, http.StatusOK, "scheduled")
 	require.Contains(t, p.body, `id="opens-in">0:01:00<`)
 	require.Contains(t, p.body, `<p id="drawn">`, "the draw is said, not hidden")
 	require.Contains(t, p.body, `<p id="by-arrival" hidden>`)
 	// Near the opening the hints land in the seconds after it, each user
 	// at its own moment.
-	f.clock.Advance(55 * time.Second)
+	f.Clock.Advance(55 * time.Second)
 	hints := map[int64]bool{}
 	for _, u := range []string{"ann", "bob", "cy", "dee"} {
-		st := f.do("GET", "/rooms/drop/status", "", "X-User-Id", u)
-		require.Equal(t, "scheduled", st.str("state"))
-		hint := st.num("poll_after_ms")
-		require.Greater(t, hint, st.num("opens_in_ms"), "after the opening")
-		require.LessOrEqual(t, hint, st.num("opens_in_ms")+waitroom.OpeningSpread.Milliseconds())
+		st := f.Do("GET", "/rooms/drop/status", "", "X-User-Id", u)
+		require.Equal(t, "scheduled", st.Str("state"))
+		hint := st.Num("poll_after_ms")
+		require.Greater(t, hint, st.Num("opens_in_ms"), "after the opening")
+		require.LessOrEqual(t, hint, st.Num("opens_in_ms")+waitroom.OpeningSpread.Milliseconds())
 		hints[hint] = true
 	}
 	require.Greater(t, len(hints), 1, "spread, not one moment for all")
 
-	before := f.do("GET", "/rooms/drop/draw", "")
-	require.Equal(t, http.StatusOK, before.status)
-	require.Equal(t, "pending", before.str("state"))
-	require.Len(t, before.str("commitment"), 64)
-	require.NotContains(t, before.body, "seed")
-	pending := f.admin("GET", "/admin/rooms/drop/entrants", "")
-	pending.requireError(t, http.StatusConflict, "DRAW_PENDING")
-	require.Equal(t, "NO_DRAW", f.do("GET", "/rooms/"+f.room+"/draw", "").code())
+	before := f.Do("GET", "/rooms/drop/draw", "")
+	require.Equal(t, http.StatusOK, before.Status)
+	require.Equal(t, "pending", before.Str("state"))
+	require.Len(t, before.Str("commitment"), 64)
+	require.NotContains(t, before.Body, "seed")
+	pending := f.Admin("GET", "/admin/rooms/drop/entrants", "")
+	pending.RequireError(t, http.StatusConflict, "DRAW_PENDING")
+	require.Equal(t, "NO_DRAW", f.Do("GET", "/rooms/"+f.Room+"/draw", "").Code())
 
-	f.clock.Advance(6 * time.Second)
-	_, err = f.store.Admit(t.Context(), "drop")
+	f.Clock.Advance(6 * time.Second)
+	_, err = f.Store.Admit(t.Context(), "drop")
 	require.NoError(t, err)
-	after := f.do("GET", "/rooms/drop/draw", "")
-	require.Equal(t, "done", after.str("state"))
-	require.Equal(t, before.str("commitment"), after.str("commitment"))
-	require.Equal(t, int64(4), after.num("entrants"))
-	export := f.admin("GET", "/admin/rooms/drop/entrants", "")
-	require.Equal(t, http.StatusOK, export.status, export.body)
+	after := f.Do("GET", "/rooms/drop/draw", "")
+	require.Equal(t, "done", after.Str("state"))
+	require.Equal(t, before.Str("commitment"), after.Str("commitment"))
+	require.Equal(t, int64(4), after.Num("entrants"))
+	export := f.Admin("GET", "/admin/rooms/drop/entrants", "")
+	require.Equal(t, http.StatusOK, export.Status, export.Body)
 	var entrants []waitroom.Entrant
-	for _, e := range export.body["entrants"].([]any) {
+	for _, e := range export.Body["entrants"].([]any) {
 		m := e.(map[string]any)
 		entrants = append(entrants, waitroom.Entrant{User: m["user"].(string), Place: int64(m["place"].(float64))})
-		st := f.do("GET", "/rooms/drop/status", "", "X-User-Id", m["user"].(string))
-		require.Equal(t, int64(m["place"].(float64)), st.num("position"))
+		st := f.Do("GET", "/rooms/drop/status", "", "X-User-Id", m["user"].(string))
+		require.Equal(t, int64(m["place"].(float64)), st.Num("position"))
 	}
-	record := waitroom.DrawRecordCheck{Seed: after.str("seed"), Commitment: after.str("commitment"),
-		Entrants: after.num("entrants"), Digest: after.str("entrants_digest")}
+	record := waitroom.DrawRecordCheck{Seed: after.Str("seed"), Commitment: after.Str("commitment"),
+		Entrants: after.Num("entrants"), Digest: after.Str("entrants_digest")}
 	public, err := waitroom.PublicEntrants(record.Seed, entrants)
 	require.NoError(t, err)
 	diffs, err := waitroom.VerifyDraw(record, public)
@@ -190,17 +191,17 @@ func TestScheduledOverHTTP(t *testing.T) {
 
 	// A room opens once: a new opening after the draw is refused, and
 	// clearing the time is not.
-	reopen := f.admin("PATCH", "/admin/rooms/drop", `{"opens_at":"`+f.clock.Now().Add(time.Hour).Format(time.RFC3339)+`"}`)
-	reopen.requireError(t, http.StatusBadRequest, "BAD_REQUEST")
-	require.Contains(t, reopen.raw, "opens once")
-	require.Equal(t, "done", f.do("GET", "/rooms/drop/draw", "").str("state"))
+	reopen := f.Admin("PATCH", "/admin/rooms/drop", `{"opens_at":"`+f.Clock.Now().Add(time.Hour).Format(time.RFC3339)+`"}`)
+	reopen.RequireError(t, http.StatusBadRequest, "BAD_REQUEST")
+	require.Contains(t, reopen.Raw, "opens once")
+	require.Equal(t, "done", f.Do("GET", "/rooms/drop/draw", "").Str("state"))
 
 	for _, bad := range []string{`{"opens_at":"tomorrow"}`, `{"prequeue_order":"lottery"}`, `{"closes_at":"2000-01-01T00:00:00Z"}`} {
-		a := f.admin("PATCH", "/admin/rooms/drop", bad)
-		require.Equal(t, http.StatusBadRequest, a.status, bad)
+		a := f.Admin("PATCH", "/admin/rooms/drop", bad)
+		require.Equal(t, http.StatusBadRequest, a.Status, bad)
 	}
-	cleared := f.admin("PATCH", "/admin/rooms/drop", `{"opens_at":""}`)
-	require.Equal(t, http.StatusOK, cleared.status, cleared.raw)
+	cleared := f.Admin("PATCH", "/admin/rooms/drop", `{"opens_at":""}`)
+	require.Equal(t, http.StatusOK, cleared.Status, cleared.Raw)
 }
 
 // TestScheduledHintsFollowTheCrowd: an early arrival among 600,000 is told
@@ -209,16 +210,16 @@ func TestScheduledOverHTTP(t *testing.T) {
 func TestScheduledHintsFollowTheCrowd(t *testing.T) {
 	t.Parallel()
 	const early = 600_000
-	f := newStoreFixture(t, waitroom.RoomConfig{Rate: 1000, MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)})
-	f.serve(server.Config{})
+	f := servertest.NewStoreFixture(t, waitroom.RoomConfig{Rate: 1000, MaxQueue: waitroom.MaxMaxQueue, OpensAt: time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)})
+	f.Serve(server.Config{})
 	for i := range early {
-		_, err := f.store.Enter(t.Context(), f.room, fmt.Sprintf("u%d", i))
+		_, err := f.Store.Enter(t.Context(), f.Room, fmt.Sprintf("u%d", i))
 		require.NoError(t, err)
 	}
-	a := f.do("POST", "/rooms/"+f.room+"/enter", "", "X-User-Id", "ann")
-	require.Equal(t, "scheduled", a.str("state"), a.body)
-	require.Equal(t, waitroom.OpeningPollAfter(2*time.Hour, 0, early+1).Milliseconds(), a.num("poll_after_ms"))
-	require.Equal(t, int64(120_000), a.num("poll_after_ms"), "2 minutes, the ceiling 600,000 places back")
+	a := f.Do("POST", "/rooms/"+f.Room+"/enter", "", "X-User-Id", "ann")
+	require.Equal(t, "scheduled", a.Str("state"), a.Body)
+	require.Equal(t, waitroom.OpeningPollAfter(2*time.Hour, 0, early+1).Milliseconds(), a.Num("poll_after_ms"))
+	require.Equal(t, int64(120_000), a.Num("poll_after_ms"), "2 minutes, the ceiling 600,000 places back")
 }
 
 // TestDrawSettingsAfterPublication: once a room is scheduled its
@@ -228,18 +229,18 @@ func TestScheduledHintsFollowTheCrowd(t *testing.T) {
 func TestDrawSettingsAfterPublication(t *testing.T) {
 	t.Parallel()
 	opens := time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC) // an hour after the fixture's clock
-	f := newAdminFixture(t, fixtureOptions{room: waitroom.RoomConfig{OpensAt: opens}})
-	patch := f.admin("PATCH", "/admin/rooms/"+f.room, `{"prequeue_order":"fifo"}`)
-	patch.requireError(t, http.StatusConflict, "DRAW_PUBLISHED")
-	record := f.do("GET", "/rooms/"+f.room+"/draw", "")
-	require.Equal(t, "random", record.str("prequeue_order"))
+	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{Room: waitroom.RoomConfig{OpensAt: opens}})
+	patch := f.Admin("PATCH", "/admin/rooms/"+f.Room, `{"prequeue_order":"fifo"}`)
+	patch.RequireError(t, http.StatusConflict, "DRAW_PUBLISHED")
+	record := f.Do("GET", "/rooms/"+f.Room+"/draw", "")
+	require.Equal(t, "random", record.Str("prequeue_order"))
 
-	queued := newAdminFixture(t, fixtureOptions{})
-	require.Equal(t, http.StatusOK, queued.enter("waiting-1").status)
-	patch = queued.admin("PATCH", "/admin/rooms/"+queued.room, `{"opens_at":"`+opens.Format(time.RFC3339)+`"}`)
-	patch.requireError(t, http.StatusConflict, "QUEUE_NOT_EMPTY")
-	show := queued.admin("GET", "/admin/rooms/"+queued.room+"?window=0", "")
-	require.Empty(t, show.str("opens_at"), "nothing written")
+	queued := servertest.NewAdminFixture(t, servertest.FixtureOptions{})
+	require.Equal(t, http.StatusOK, queued.Enter("waiting-1").Status)
+	patch = queued.Admin("PATCH", "/admin/rooms/"+queued.Room, `{"opens_at":"`+opens.Format(time.RFC3339)+`"}`)
+	patch.RequireError(t, http.StatusConflict, "QUEUE_NOT_EMPTY")
+	show := queued.Admin("GET", "/admin/rooms/"+queued.Room+"?window=0", "")
+	require.Empty(t, show.Str("opens_at"), "nothing written")
 }
 
 // TestDrawServedFromCache: GET /rooms/{room}/draw on two instances of one
@@ -259,7 +260,7 @@ func TestDrawServedFromCache(t *testing.T) {
 		}
 		return nil
 	})
-	room := uniqueRoom(t)
+	room := servertest.UniqueRoom(t)
 	opensAt := time.Now().Add(2 * time.Second)
 	_, err := mem.CreateRoom(ctx, room, waitroom.RoomConfig{Rate: 1, OpensAt: opensAt})
 	require.NoError(t, err)
@@ -267,7 +268,7 @@ func TestDrawServedFromCache(t *testing.T) {
 	require.NoError(t, err)
 	var instances []string
 	for range 2 {
-		srv := httptest.NewServer(mustServer(t, server.Config{Store: store, DefaultRoom: room}))
+		srv := httptest.NewServer(servertest.MustServer(t, server.Config{Store: store, DefaultRoom: room}))
 		t.Cleanup(srv.Close)
 		instances = append(instances, srv.URL)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
@@ -39,7 +40,7 @@ func fwdServer(t *testing.T, r *unitsRoom, cfg server.Config) {
 	if cfg.CookieSecret == nil {
 		cfg.CookieSecret = []byte(testCookieSecret)
 	}
-	srv := httptest.NewServer(mustServer(t, cfg))
+	srv := httptest.NewServer(servertest.MustServer(t, cfg))
 	t.Cleanup(srv.Close)
 	r.url = srv.URL
 }
@@ -268,7 +269,7 @@ func TestForwardAuthHoldOfAnotherSecretIsRefused(t *testing.T) {
 }
 
 func TestForwardAuthOffWithoutASettleSecret(t *testing.T) {
-	srv := httptest.NewServer(mustServer(t, server.Config{Store: memstore.New(memstore.Options{})}))
+	srv := httptest.NewServer(servertest.MustServer(t, server.Config{Store: memstore.New(memstore.Options{})}))
 	t.Cleanup(srv.Close)
 	for _, path := range []string{"/gate/auth", "/gate/settle"} {
 		require.Equal(t, "404 NOT_CONFIGURED", call(t, "POST", srv.URL+path, nil, "").String())
@@ -348,7 +349,7 @@ func fwdMemRoom(t *testing.T, wrap func(waitroom.Store) waitroom.Store) *unitsRo
 	if wrap != nil {
 		store = wrap(store)
 	}
-	r := &unitsRoom{t: t, store: store, room: uniqueRoom(t), advance: clock.Advance}
+	r := &unitsRoom{t: t, store: store, room: servertest.UniqueRoom(t), advance: clock.Advance}
 	_, err := store.CreateRoom(t.Context(), r.room, fwdRoomConfig)
 	require.NoError(t, err)
 	return r

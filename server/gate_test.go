@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	upstreamproxy "github.com/waitroom/waitroom/upstream"
 )
@@ -24,20 +25,20 @@ import (
 func TestGateCompletesOnSuccess(t *testing.T) {
 	t.Parallel()
 	f, up := newGatedFixture(t)
-	token := f.admit("u1")
+	token := f.Admit("u1")
 
-	a := f.order("u1", token)
-	require.Equal(t, http.StatusCreated, a.status)
-	require.Equal(t, "o1", a.str("order_id"))
-	require.EqualValues(t, 1, up.calls.Load())
+	a := f.Order("u1", token)
+	require.Equal(t, http.StatusCreated, a.Status)
+	require.Equal(t, "o1", a.Str("order_id"))
+	require.EqualValues(t, 1, up.Calls.Load())
 
 	// Spent: the token opens nothing any more.
-	a = f.order("u1", token)
-	a.requireError(t, http.StatusForbidden, "ENTRY_TOKEN_NOT_FOUND")
-	require.EqualValues(t, 1, up.calls.Load())
+	a = f.Order("u1", token)
+	a.RequireError(t, http.StatusForbidden, "ENTRY_TOKEN_NOT_FOUND")
+	require.EqualValues(t, 1, up.Calls.Load())
 
-	got := up.headers[0]
-	require.Equal(t, waitroom.IdempotencyKey(f.room, token), got.Get("Idempotency-Key"))
+	got := up.Headers[0]
+	require.Equal(t, waitroom.IdempotencyKey(f.Room, token), got.Get("Idempotency-Key"))
 	require.Empty(t, got.Values("X-Entry-Token"), "the token never reaches the upstream")
 	require.Equal(t, "u1", got.Get("X-User-Id"), "the upstream knows whose order it is")
 }
@@ -50,29 +51,29 @@ func TestGateReleasesOnFailure(t *testing.T) {
 		t.Run(fmt.Sprint(failed), func(t *testing.T) {
 			t.Parallel()
 			f, up := newGatedFixture(t)
-			token := f.admit("u1")
-			f.clock.Advance(10 * time.Second)
-			before := f.status("u1").num("expires_in_ms")
+			token := f.Admit("u1")
+			f.Clock.Advance(10 * time.Second)
+			before := f.Status("u1").Num("expires_in_ms")
 			require.EqualValues(t, 290_000, before)
 
-			up.reply.Store(int64(failed))
-			a := f.order("u1", token)
-			require.Equal(t, failed, a.status)
+			up.Reply.Store(int64(failed))
+			a := f.Order("u1", token)
+			require.Equal(t, failed, a.Status)
 
-			after := f.status("u1")
-			require.Equal(t, "admitted", after.str("state"), "not completed")
-			require.Equal(t, token, after.str("token"))
-			require.LessOrEqual(t, after.num("expires_in_ms"), before, "a release never renews the TTL")
+			after := f.Status("u1")
+			require.Equal(t, "admitted", after.Str("state"), "not completed")
+			require.Equal(t, token, after.Str("token"))
+			require.LessOrEqual(t, after.Num("expires_in_ms"), before, "a release never renews the TTL")
 
-			up.reply.Store(http.StatusCreated)
-			a = f.order("u1", token)
-			require.Equal(t, http.StatusCreated, a.status, "the released token works again")
+			up.Reply.Store(http.StatusCreated)
+			a = f.Order("u1", token)
+			require.Equal(t, http.StatusCreated, a.Status, "the released token works again")
 
-			require.Len(t, up.headers, 2)
-			require.Equal(t, up.headers[0].Get("Idempotency-Key"), up.headers[1].Get("Idempotency-Key"),
+			require.Len(t, up.Headers, 2)
+			require.Equal(t, up.Headers[0].Get("Idempotency-Key"), up.Headers[1].Get("Idempotency-Key"),
 				"the idempotency key is stable for the token")
-			require.NotEmpty(t, up.headers[0].Get("Idempotency-Key"))
-			for _, h := range up.headers {
+			require.NotEmpty(t, up.Headers[0].Get("Idempotency-Key"))
+			for _, h := range up.Headers {
 				require.Empty(t, h.Values("X-Entry-Token"))
 			}
 		})
@@ -83,7 +84,7 @@ func TestGateReleasesWhenTheHandlerPanics(t *testing.T) {
 	t.Parallel()
 	var panics bool
 	var mu sync.Mutex
-	f := newFixture(t, fixtureOptions{protected: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f := newFixture(t, servertest.FixtureOptions{Protected: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		p := panics
 		mu.Unlock()
@@ -92,32 +93,32 @@ func TestGateReleasesWhenTheHandlerPanics(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	})})
-	token := f.admit("u1")
+	token := f.Admit("u1")
 
 	mu.Lock()
 	panics = true
 	mu.Unlock()
-	a := f.order("u1", token)
-	a.requireError(t, http.StatusInternalServerError, "INTERNAL")
-	require.NotContains(t, a.body["error"].(map[string]any)["message"], "order handler bug")
-	require.Contains(t, f.logs.String(), "order handler bug", "the panic is logged")
+	a := f.Order("u1", token)
+	a.RequireError(t, http.StatusInternalServerError, "INTERNAL")
+	require.NotContains(t, a.Body["error"].(map[string]any)["message"], "order handler bug")
+	require.Contains(t, f.Logs.String(), "order handler bug", "the panic is logged")
 
 	mu.Lock()
 	panics = false
 	mu.Unlock()
-	require.Equal(t, http.StatusCreated, f.order("u1", token).status, "the panic released the token")
+	require.Equal(t, http.StatusCreated, f.Order("u1", token).Status, "the panic released the token")
 }
 
 func TestGateUnreachableUpstreamReleases(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, fixtureOptions{protected: proxyTo(t, testenv.UnreachableURL(t))})
-	token := f.admit("u1")
+	f := newFixture(t, servertest.FixtureOptions{Protected: servertest.ProxyTo(t, testenv.UnreachableURL(t))})
+	token := f.Admit("u1")
 	for range 3 {
-		a := f.order("u1", token)
-		require.Equal(t, http.StatusBadGateway, a.status)
-		require.Equal(t, "UPSTREAM_UNAVAILABLE", a.code(), "each try finds the token released by the last")
+		a := f.Order("u1", token)
+		require.Equal(t, http.StatusBadGateway, a.Status)
+		require.Equal(t, "UPSTREAM_UNAVAILABLE", a.Code(), "each try finds the token released by the last")
 	}
-	require.Equal(t, "admitted", f.status("u1").str("state"))
+	require.Equal(t, "admitted", f.Status("u1").Str("state"))
 }
 
 func TestGateOneTokenConcurrentOrders(t *testing.T) {
@@ -126,14 +127,14 @@ func TestGateOneTokenConcurrentOrders(t *testing.T) {
 	// The upstream holds the one order that got through until every other
 	// request has been answered, so all of them overlap with it.
 	proceed := make(chan struct{})
-	up := newUpstream(t)
-	proxy := proxyTo(t, up.srv.URL)
+	up := servertest.NewUpstream(t)
+	proxy := servertest.ProxyTo(t, up.Srv.URL)
 	blocking := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-proceed
 		proxy.ServeHTTP(w, r)
 	})
-	f := newFixture(t, fixtureOptions{protected: blocking})
-	token := f.admit("u1")
+	f := newFixture(t, servertest.FixtureOptions{Protected: blocking})
+	token := f.Admit("u1")
 
 	start := make(chan struct{})
 	type outcome struct {
@@ -145,7 +146,7 @@ func TestGateOneTokenConcurrentOrders(t *testing.T) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			req, err := http.NewRequest("POST", f.srv.URL+"/orders", strings.NewReader(`{}`))
+			req, err := http.NewRequest("POST", f.Srv.URL+"/orders", strings.NewReader(`{}`))
 			if err != nil {
 				outcomes <- outcome{err: err}
 				return
@@ -153,7 +154,7 @@ func TestGateOneTokenConcurrentOrders(t *testing.T) {
 			req.Header.Set("X-User-Id", "u1")
 			req.Header.Set("X-Entry-Token", token)
 			<-start
-			resp, err := f.srv.Client().Do(req)
+			resp, err := f.Srv.Client().Do(req)
 			if err != nil {
 				outcomes <- outcome{err: err}
 				return
@@ -180,13 +181,13 @@ func TestGateOneTokenConcurrentOrders(t *testing.T) {
 	counts[fmt.Sprintf("%d %s", o.status, o.code)]++
 
 	require.Equal(t, map[string]int{"201 ": 1, "409 TOKEN_IN_USE": n - 1}, counts)
-	require.EqualValues(t, 1, up.calls.Load(), "exactly one order reached the upstream")
+	require.EqualValues(t, 1, up.Calls.Load(), "exactly one order reached the upstream")
 }
 
 func TestGatePanicAfterWritingCutsTheAnswerAndReleases(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int64
-	f := newFixture(t, fixtureOptions{protected: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f := newFixture(t, servertest.FixtureOptions{Protected: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) == 1 {
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte(`{"order_id":`))
@@ -195,13 +196,13 @@ func TestGatePanicAfterWritingCutsTheAnswerAndReleases(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	})})
-	token := f.admit("u1")
+	token := f.Admit("u1")
 
-	req, err := http.NewRequest("POST", f.srv.URL+"/orders", nil)
+	req, err := http.NewRequest("POST", f.Srv.URL+"/orders", nil)
 	require.NoError(t, err)
 	req.Header.Set("X-User-Id", "u1")
 	req.Header.Set("X-Entry-Token", token)
-	resp, err := f.srv.Client().Do(req)
+	resp, err := f.Srv.Client().Do(req)
 	if err == nil {
 		_, err = io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -211,8 +212,8 @@ func TestGatePanicAfterWritingCutsTheAnswerAndReleases(t *testing.T) {
 	// A panic is a failure whatever was written before it: the token is
 	// released, and a retry reaches the upstream with the same idempotency
 	// key, which returns the first order if there was one.
-	a := f.order("u1", token)
-	require.Equal(t, http.StatusCreated, a.status)
+	a := f.Order("u1", token)
+	require.Equal(t, http.StatusCreated, a.Status)
 	require.EqualValues(t, 2, calls.Load())
 }
 
@@ -234,29 +235,29 @@ func TestGateJudgesTheFinalStatusNotEarlyHints(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	var served []int
-	f := newFixture(t, fixtureOptions{
-		protected: proxyTo(t, up.URL),
-		onServed: func(_ string, _ time.Duration, status int) {
+	f := newFixture(t, servertest.FixtureOptions{
+		Protected: servertest.ProxyTo(t, up.URL),
+		OnServed: func(_ string, _ time.Duration, status int) {
 			mu.Lock()
 			served = append(served, status)
 			mu.Unlock()
 		},
 	})
-	token := f.admit("u1")
+	token := f.Admit("u1")
 
-	a := f.order("u1", token)
-	require.Equal(t, http.StatusCreated, a.status)
+	a := f.Order("u1", token)
+	require.Equal(t, http.StatusCreated, a.Status)
 	for range 3 {
-		a = f.order("u1", token)
-		require.Equal(t, http.StatusForbidden, a.status)
-		require.Equal(t, "ENTRY_TOKEN_NOT_FOUND", a.code(), "the 201 spent the token")
+		a = f.Order("u1", token)
+		require.Equal(t, http.StatusForbidden, a.Status)
+		require.Equal(t, "ENTRY_TOKEN_NOT_FOUND", a.Code(), "the 201 spent the token")
 	}
 	mu.Lock()
 	require.Equal(t, 1, calls, "one order reached the upstream")
 	require.Equal(t, []int{http.StatusCreated}, served, "the service time is measured on the final status")
 	mu.Unlock()
 
-	_, body := testenv.Get(t, f.srv.Client(), f.srv.URL+"/metrics")
+	_, body := testenv.Get(t, f.Srv.Client(), f.Srv.URL+"/metrics")
 	require.Contains(t, body, `waitroom_http_request_duration_seconds_count{code="201",route="POST /orders"} 1`)
 	require.NotContains(t, body, `code="103"`)
 }
@@ -267,53 +268,53 @@ func TestGateJudgesTheFinalStatusNotEarlyHints(t *testing.T) {
 func TestGateHeadersReachTheUpstreamWhateverTheClientSends(t *testing.T) {
 	t.Parallel()
 	f, up := newGatedFixture(t)
-	token := f.admit("u1")
+	token := f.Admit("u1")
 
-	a := f.do("POST", "/orders", `{}`, "X-User-Id", "u1", "X-Entry-Token", token,
+	a := f.Do("POST", "/orders", `{}`, "X-User-Id", "u1", "X-Entry-Token", token,
 		"Connection", "Idempotency-Key, X-User-Id, X-Entry-Token", "Idempotency-Key", "chosen-by-client")
-	require.Equal(t, http.StatusCreated, a.status)
-	require.Len(t, up.headers, 1)
-	got := up.headers[0]
-	require.Equal(t, []string{waitroom.IdempotencyKey(f.room, token)}, got.Values("Idempotency-Key"))
+	require.Equal(t, http.StatusCreated, a.Status)
+	require.Len(t, up.Headers, 1)
+	got := up.Headers[0]
+	require.Equal(t, []string{waitroom.IdempotencyKey(f.Room, token)}, got.Values("Idempotency-Key"))
 	require.Equal(t, []string{"u1"}, got.Values("X-User-Id"))
 	require.Empty(t, got.Values("X-Entry-Token"))
 
 	// CGI-style servers (PHP, WSGI, Rack) read X_User_Id as X-User-Id:
 	// a spelling with underscores would be a second user header there.
-	token = f.admit("u2")
-	a = f.do("POST", "/orders", `{}`, "X-User-Id", "u2", "X-Entry-Token", token,
+	token = f.Admit("u2")
+	a = f.Do("POST", "/orders", `{}`, "X-User-Id", "u2", "X-Entry-Token", token,
 		"X_User_Id", "u1", "x-user_id", "u1", "Idempotency_Key", "chosen-by-client", "X_Entry_Token", token)
-	require.Equal(t, http.StatusCreated, a.status)
-	require.Len(t, up.headers, 2)
+	require.Equal(t, http.StatusCreated, a.Status)
+	require.Len(t, up.Headers, 2)
 	var names []string
-	for name := range up.headers[1] {
+	for name := range up.Headers[1] {
 		folded := strings.ToLower(strings.ReplaceAll(name, "_", "-"))
 		if folded == "x-user-id" || folded == "idempotency-key" || folded == "x-entry-token" {
 			names = append(names, name)
 		}
 	}
 	require.ElementsMatch(t, []string{"X-User-Id", "Idempotency-Key"}, names, "each exactly once, in one spelling")
-	require.Equal(t, []string{"u2"}, up.headers[1].Values("X-User-Id"))
+	require.Equal(t, []string{"u2"}, up.Headers[1].Values("X-User-Id"))
 }
 
 // Two user headers are ambiguous: the upstream might read the other one.
 func TestGateRefusesSeveralUserHeaders(t *testing.T) {
 	t.Parallel()
 	f, up := newGatedFixture(t)
-	token := f.admit("u1")
+	token := f.Admit("u1")
 
 	for _, users := range [][]string{{"u1", "u2"}, {"u1", "u1"}} {
-		req, err := http.NewRequestWithContext(t.Context(), "POST", f.srv.URL+"/orders", strings.NewReader(`{}`))
+		req, err := http.NewRequestWithContext(t.Context(), "POST", f.Srv.URL+"/orders", strings.NewReader(`{}`))
 		require.NoError(t, err)
 		for _, u := range users {
 			req.Header.Add("X-User-Id", u)
 		}
 		req.Header.Set("X-Entry-Token", token)
-		a := send(t, f.srv.Client(), req)
-		a.requireError(t, http.StatusBadRequest, "BAD_REQUEST")
+		a := servertest.Send(t, f.Srv.Client(), req)
+		a.RequireError(t, http.StatusBadRequest, "BAD_REQUEST")
 	}
-	require.Zero(t, up.calls.Load())
-	require.Equal(t, http.StatusCreated, f.order("u1", token).status, "the refusals cost the token nothing")
+	require.Zero(t, up.Calls.Load())
+	require.Equal(t, http.StatusCreated, f.Order("u1", token).Status, "the refusals cost the token nothing")
 }
 
 // An order that runs for several leases keeps its token held: a second
@@ -322,7 +323,7 @@ func TestGateRenewsTheLeaseWhileTheOrderRuns(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const lease = time.Second
-		store := memRoom(t, "r", waitroom.RoomConfig{Lease: lease}) // the bubble's clock
+		store := servertest.MemRoom(t, "r", waitroom.RoomConfig{Lease: lease}) // the bubble's clock
 		_, err := store.Enter(t.Context(), "r", "u1")
 		require.NoError(t, err)
 		var admitted []waitroom.Admission
@@ -394,15 +395,15 @@ func TestUpstreamBounds(t *testing.T) {
 	require.NoError(t, err)
 	proxy, err := upstreamproxy.New(target, upstreamproxy.Options{ResponseTimeout: 200 * time.Millisecond, MaxBody: 2048})
 	require.NoError(t, err)
-	f := newFixture(t, fixtureOptions{protected: proxy})
-	token := f.admit("u1")
+	f := newFixture(t, servertest.FixtureOptions{Protected: proxy})
+	token := f.Admit("u1")
 
 	order := func(answer string) (int, error) {
-		req, err := http.NewRequestWithContext(t.Context(), "POST", f.srv.URL+"/orders?answer="+answer, nil)
+		req, err := http.NewRequestWithContext(t.Context(), "POST", f.Srv.URL+"/orders?answer="+answer, nil)
 		require.NoError(t, err)
 		req.Header.Set("X-User-Id", "u1")
 		req.Header.Set("X-Entry-Token", token)
-		resp, err := f.srv.Client().Do(req)
+		resp, err := f.Srv.Client().Do(req)
 		if err != nil {
 			return 0, err
 		}
@@ -418,7 +419,7 @@ func TestUpstreamBounds(t *testing.T) {
 	require.Equal(t, http.StatusBadGateway, status)
 	_, err = order("big-unannounced")
 	require.Error(t, err, "an answer that outgrows the bound is cut")
-	require.Equal(t, "admitted", f.status("u1").str("state"), "every failure released the token")
+	require.Equal(t, "admitted", f.Status("u1").Str("state"), "every failure released the token")
 	status, err = order("")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, status, "an answer of exactly the bound passes")
@@ -430,7 +431,7 @@ func TestUpstreamBounds(t *testing.T) {
 func TestGateTellsEachLandedSettle(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := memRoom(t, "r", waitroom.RoomConfig{})
+		store := servertest.MemRoom(t, "r", waitroom.RoomConfig{})
 		_, err := store.Enter(t.Context(), "r", "u1")
 		require.NoError(t, err)
 		var admitted []waitroom.Admission

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 )
 
 // grafanaPanel is what the test reads of a Grafana dashboard panel.
@@ -74,23 +75,23 @@ func TestGrafanaDashboardQueriesExistingMetrics(t *testing.T) {
 
 	// A server that has done everything once, so every family has series:
 	// a room with stock, entries, admissions, an order through the gate.
-	up := newUpstream(t)
-	f := newAdminFixture(t, fixtureOptions{room: waitroom.RoomConfig{Rate: 30, Stock: 10}, protected: proxyTo(t, up.srv.URL)})
-	f.enter("u1")
-	f.enter("u2")
-	f.tick(time.Second)
-	f.tick(time.Second)
-	token := f.status("u1").str("token")
+	up := servertest.NewUpstream(t)
+	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{Room: waitroom.RoomConfig{Rate: 30, Stock: 10}, Protected: servertest.ProxyTo(t, up.Srv.URL)})
+	f.Enter("u1")
+	f.Enter("u2")
+	f.Tick(time.Second)
+	f.Tick(time.Second)
+	token := f.Status("u1").Str("token")
 	require.NotEmpty(t, token)
-	require.Equal(t, http.StatusCreated, f.order("u1", token).status)
-	pass := f.mintPass(f.room, `{}`).str("code")
-	require.Equal(t, "admitted", f.enterWithPass("guest", pass).str("state"))
-	m := scrape(t, f.srv.URL)
+	require.Equal(t, http.StatusCreated, f.Order("u1", token).Status)
+	pass := f.MintPass(f.Room, `{}`).Str("code")
+	require.Equal(t, "admitted", f.EnterWithPass("guest", pass).Str("state"))
+	m := servertest.Scrape(t, f.Srv.URL)
 
 	// The label values a series of the family has for name.
 	values := func(family, name string) []string {
 		var out []string
-		for _, series := range m.families[family].GetMetric() {
+		for _, series := range m.Families[family].GetMetric() {
 			for _, l := range series.GetLabel() {
 				if l.GetName() == name {
 					out = append(out, l.GetValue())
@@ -106,14 +107,14 @@ func TestGrafanaDashboardQueriesExistingMetrics(t *testing.T) {
 		for _, sel := range found {
 			name := sel[1]
 			family := name
-			if m.families[family] == nil {
+			if m.Families[family] == nil {
 				for _, suffix := range []string{"_bucket", "_count", "_sum"} {
-					if base, ok := strings.CutSuffix(name, suffix); ok && m.families[base] != nil {
+					if base, ok := strings.CutSuffix(name, suffix); ok && m.Families[base] != nil {
 						family = base
 					}
 				}
 			}
-			require.NotNil(t, m.families[family], "%q queries %s, which /metrics does not serve", expr, name)
+			require.NotNil(t, m.Families[family], "%q queries %s, which /metrics does not serve", expr, name)
 			queried[family] = true
 			for _, lm := range matcher.FindAllStringSubmatch(sel[3], -1) {
 				label, op, value := lm[1], lm[2], lm[3]

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/server"
 )
@@ -144,7 +145,7 @@ func TestJoinNeverAdoptsAKnownVisitorID(t *testing.T) {
 func TestJoinChallengeSpentOnAnotherInstance(t *testing.T) {
 	t.Parallel()
 	f := newPageFixture(t, pageOptions{server: func(c *server.Config) { c.JoinChallenge = identityDifficulty }})
-	other := newTestServer(t, mustServer(t, server.Config{Store: f.store, DefaultRoom: f.room, CookieSecret: testSecret, JoinChallenge: identityDifficulty}))
+	other := newTestServer(t, servertest.MustServer(t, server.Config{Store: f.store, DefaultRoom: f.room, CookieSecret: testSecret, JoinChallenge: identityDifficulty}))
 	form := f.solvedJoin()
 	require.Equal(t, http.StatusOK, f.postJoin(form, nil).status)
 	req, err := http.NewRequestWithContext(t.Context(), "POST", other+"/", strings.NewReader(form.Encode()))

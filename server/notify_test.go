@@ -19,6 +19,7 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/i18n"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/notify"
@@ -199,7 +200,7 @@ func TestNotifyReturnLinkOnASecondDevice(t *testing.T) {
 
 func startServer(t *testing.T, store waitroom.Store, n *notify.Notifier) string {
 	t.Helper()
-	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, DefaultRoom: "drop", CookieSecret: testSecret, Notifier: n}))
+	srv := httptest.NewServer(servertest.MustServer(t, server.Config{Store: store, DefaultRoom: "drop", CookieSecret: testSecret, Notifier: n}))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/redisstore"
@@ -97,12 +98,12 @@ func newPolicyFixture(t *testing.T, policy server.FailurePolicy, rate float64) *
 	_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{Rate: rate})
 	require.NoError(t, err)
 	f := &policyFixture{t: t, store: store, orders: &orderCounter{}}
-	f.srv = mustServer(t, server.Config{Store: store, Protected: f.orders, FailurePolicy: policy,
+	f.srv = servertest.MustServer(t, server.Config{Store: store, Protected: f.orders, FailurePolicy: policy,
 		OnGateServed: func(string, time.Duration, int) { f.served.Add(1) }})
 	return f
 }
 
-func (f *policyFixture) do(method, path, user, token string) answer {
+func (f *policyFixture) do(method, path, user, token string) servertest.Answer {
 	f.t.Helper()
 	req := httptest.NewRequestWithContext(f.t.Context(), method, path, strings.NewReader(`{}`))
 	req.RemoteAddr = "127.0.0.1:1234" // the user header is believed from loopback only
@@ -114,9 +115,9 @@ func (f *policyFixture) do(method, path, user, token string) answer {
 	}
 	rec := httptest.NewRecorder()
 	f.srv.ServeHTTP(rec, req)
-	a := answer{status: rec.Code, header: rec.Header()}
+	a := servertest.Answer{Status: rec.Code, Header: rec.Header()}
 	if rec.Body.Len() > 0 {
-		require.NoError(f.t, json.Unmarshal(rec.Body.Bytes(), &a.body), rec.Body.String())
+		require.NoError(f.t, json.Unmarshal(rec.Body.Bytes(), &a.Body), rec.Body.String())
 	}
 	return a
 }
@@ -132,13 +133,13 @@ func TestOpenPolicyBoundsOrdersWhileStoreIsDown(t *testing.T) {
 		// The store says 40/s; the declared rate (the flags') is not
 		// used once the store has answered. 40 × 0.5 / 2 = 10 per second.
 		f := newPolicyFixture(t, server.FailurePolicy{Default: server.PolicyOpen, OpenShare: 0.5, Instances: 2, DeclaredRate: 1000}, 40)
-		require.Equal(t, http.StatusOK, f.do("GET", "/readyz", "", "").status) // learns the rate
+		require.Equal(t, http.StatusOK, f.do("GET", "/readyz", "", "").Status) // learns the rate
 
 		f.store.down.Store(true)
 		ready := f.do("GET", "/readyz", "", "")
-		require.Equal(t, http.StatusOK, ready.status, "failing open, the instance still serves bounded orders")
-		require.Equal(t, "store_unavailable", ready.str("status"))
-		require.Equal(t, map[string]any{"default": "open"}, ready.body["policy"])
+		require.Equal(t, http.StatusOK, ready.Status, "failing open, the instance still serves bounded orders")
+		require.Equal(t, "store_unavailable", ready.Str("status"))
+		require.Equal(t, map[string]any{"default": "open"}, ready.Body["policy"])
 
 		results := map[string]int{}
 		tokens := map[string]string{} // Idempotency-Key → token
@@ -149,15 +150,15 @@ func TestOpenPolicyBoundsOrdersWhileStoreIsDown(t *testing.T) {
 				token := waitroom.NewToken()
 				tokens[waitroom.IdempotencyKey("default", token)] = token
 				a := f.do("POST", "/orders", user, token)
-				switch a.status {
+				switch a.Status {
 				case http.StatusCreated:
 					results["passed"]++
 				case http.StatusServiceUnavailable:
-					require.Equal(t, "STORE_UNAVAILABLE", a.code())
-					require.NotEmpty(t, a.header.Get("Retry-After"))
+					require.Equal(t, "STORE_UNAVAILABLE", a.Code())
+					require.NotEmpty(t, a.Header.Get("Retry-After"))
 					results["refused"]++
 				default:
-					t.Fatalf("unexpected answer %d %v", a.status, a.body)
+					t.Fatalf("unexpected answer %d %v", a.Status, a.Body)
 				}
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -173,19 +174,19 @@ func TestOpenPolicyBoundsOrdersWhileStoreIsDown(t *testing.T) {
 
 		// Only well-formed requests are let through.
 		time.Sleep(time.Second)
-		require.Equal(t, http.StatusBadRequest, f.do("POST", "/orders", "u-bad", "not-a-token").status)
-		require.Equal(t, http.StatusBadRequest, f.do("POST", "/orders", "", waitroom.NewToken()).status)
-		require.Equal(t, http.StatusForbidden, f.do("POST", "/orders", "u-none", "").status)
+		require.Equal(t, http.StatusBadRequest, f.do("POST", "/orders", "u-bad", "not-a-token").Status)
+		require.Equal(t, http.StatusBadRequest, f.do("POST", "/orders", "", waitroom.NewToken()).Status)
+		require.Equal(t, http.StatusForbidden, f.do("POST", "/orders", "u-none", "").Status)
 		require.Equal(t, 20, f.orders.count())
 
 		// No queue without the store.
-		require.Equal(t, http.StatusServiceUnavailable, f.do("POST", "/queue/enter", "u-new", "").status)
-		require.Equal(t, http.StatusServiceUnavailable, f.do("GET", "/queue/position", "u-new", "").status)
+		require.Equal(t, http.StatusServiceUnavailable, f.do("POST", "/queue/enter", "u-new", "").Status)
+		require.Equal(t, http.StatusServiceUnavailable, f.do("GET", "/queue/position", "u-new", "").Status)
 
 		// Back: the store decides again at once, with no latch to reset.
 		f.store.down.Store(false)
-		require.Equal(t, "ENTRY_TOKEN_NOT_FOUND", f.do("POST", "/orders", "u-x", waitroom.NewToken()).code())
-		require.Equal(t, http.StatusOK, f.do("GET", "/readyz", "", "").status)
+		require.Equal(t, "ENTRY_TOKEN_NOT_FOUND", f.do("POST", "/orders", "u-x", waitroom.NewToken()).Code())
+		require.Equal(t, http.StatusOK, f.do("GET", "/readyz", "", "").Status)
 	})
 }
 
@@ -197,16 +198,16 @@ func TestClosedPolicyRefusesWhileStoreIsDown(t *testing.T) {
 	f.store.down.Store(true)
 	for range 20 {
 		a := f.do("POST", "/orders", "u1", waitroom.NewToken())
-		a.requireError(t, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
-		require.Equal(t, "5", a.header.Get("Retry-After"))
+		a.RequireError(t, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
+		require.Equal(t, "5", a.Header.Get("Retry-After"))
 	}
 	require.Zero(t, f.orders.count())
 	ready := f.do("GET", "/readyz", "", "")
-	require.Equal(t, http.StatusServiceUnavailable, ready.status)
-	require.Equal(t, "store_unavailable", ready.str("status"))
-	require.Equal(t, map[string]any{"default": "closed"}, ready.body["policy"])
-	require.Equal(t, "STORE_UNAVAILABLE", ready.code())
-	require.Equal(t, "5", ready.header.Get("Retry-After"))
+	require.Equal(t, http.StatusServiceUnavailable, ready.Status)
+	require.Equal(t, "store_unavailable", ready.Str("status"))
+	require.Equal(t, map[string]any{"default": "closed"}, ready.Body["policy"])
+	require.Equal(t, "STORE_UNAVAILABLE", ready.Code())
+	require.Equal(t, "5", ready.Header.Get("Retry-After"))
 }
 
 // TestHungStoreIsUnavailableWithinTheTimeout: a store that does not answer
@@ -223,11 +224,11 @@ func TestHungStoreIsUnavailableWithinTheTimeout(t *testing.T) {
 
 		start := time.Now()
 		a := closed.do("POST", "/queue/enter", "u1", "")
-		a.requireError(t, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
+		a.RequireError(t, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
 		require.Equal(t, server.DefaultStoreTimeout, time.Since(start))
 
 		start = time.Now()
-		require.Equal(t, http.StatusCreated, open.do("POST", "/orders", "u1", waitroom.NewToken()).status)
+		require.Equal(t, http.StatusCreated, open.do("POST", "/orders", "u1", waitroom.NewToken()).Status)
 		require.Equal(t, server.DefaultStoreTimeout, time.Since(start))
 	})
 }
@@ -240,10 +241,10 @@ func TestFailurePolicyPerRoom(t *testing.T) {
 	require.NoError(t, err)
 	f := newPolicyFixture(t, policy, 40)
 	f.store.down.Store(true)
-	require.Equal(t, http.StatusServiceUnavailable, f.do("POST", "/orders", "u1", waitroom.NewToken()).status)
+	require.Equal(t, http.StatusServiceUnavailable, f.do("POST", "/orders", "u1", waitroom.NewToken()).Status)
 	ready := f.do("GET", "/readyz", "", "")
-	require.Equal(t, http.StatusServiceUnavailable, ready.status)
-	require.Equal(t, map[string]any{"default": "closed", "sale": "open"}, ready.body["policy"])
+	require.Equal(t, http.StatusServiceUnavailable, ready.Status)
+	require.Equal(t, map[string]any{"default": "closed", "sale": "open"}, ready.Body["policy"])
 
 	_, err = server.New(server.Config{Store: f.store, FailurePolicy: server.FailurePolicy{OpenShare: 2}})
 	require.ErrorContains(t, err, "OpenShare")
@@ -273,16 +274,16 @@ func TestRedisOutOfMemoryIsUnavailable(t *testing.T) {
 	require.NoError(t, admin.ConfigSet(ctx, "maxmemory", "1").Err())
 
 	orders := &orderCounter{}
-	f := &policyFixture{t: t, orders: orders, srv: mustServer(t, server.Config{
+	f := &policyFixture{t: t, orders: orders, srv: servertest.MustServer(t, server.Config{
 		Store: store, Protected: orders,
 		FailurePolicy: server.FailurePolicy{Default: server.PolicyOpen, DeclaredRate: 40},
 	})}
 	a := f.do("POST", "/queue/enter", "u2", "")
-	a.requireError(t, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
-	require.Equal(t, "5", a.header.Get("Retry-After"))
+	a.RequireError(t, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
+	require.Equal(t, "5", a.Header.Get("Retry-After"))
 
 	a = f.do("POST", "/orders", "u1", st.Token)
-	require.Equal(t, http.StatusCreated, a.status, "claiming writes: the open failure policy applies")
+	require.Equal(t, http.StatusCreated, a.Status, "claiming writes: the open failure policy applies")
 	require.Equal(t, 1, orders.count())
 }
 
@@ -318,7 +319,7 @@ func TestRedisFreezeLoggedOnce(t *testing.T) {
 	// One guarded store for the server, the admitter and the keeper, as
 	// the instance builds it.
 	guarded := waitroom.Guard(store, waitroom.GuardOptions{Logger: log, Timeout: waitroom.DefaultStoreTimeout})
-	srv := mustServer(t, server.Config{Store: guarded, Logger: log})
+	srv := servertest.MustServer(t, server.Config{Store: guarded, Logger: log})
 	web := httptest.NewServer(srv)
 	t.Cleanup(web.Close)
 	runCtx, stop := context.WithCancel(ctx)
@@ -397,13 +398,13 @@ func TestOpenPolicyPassesTheLastKnownUnits(t *testing.T) {
 		_, err := store.CreateRoom(t.Context(), "default", waitroom.RoomConfig{Rate: 40, UnitsPerOrder: 3, OneOrderPerUser: true})
 		require.NoError(t, err)
 		f := &policyFixture{t: t, store: store, orders: &orderCounter{}}
-		f.srv = mustServer(t, server.Config{Store: store, Protected: f.orders,
+		f.srv = servertest.MustServer(t, server.Config{Store: store, Protected: f.orders,
 			FailurePolicy: server.FailurePolicy{Default: server.PolicyOpen, OpenShare: 1, Instances: 1, DeclaredRate: 40}})
-		require.Equal(t, http.StatusOK, f.do("GET", "/readyz", "", "").status) // reads the settings
+		require.Equal(t, http.StatusOK, f.do("GET", "/readyz", "", "").Status) // reads the settings
 		f.store.down.Store(true)
 		time.Sleep(time.Second)
 		a := f.do("POST", "/orders", "u1", waitroom.NewToken())
-		require.Equal(t, http.StatusCreated, a.status, a.body)
+		require.Equal(t, http.StatusCreated, a.Status, a.Body)
 		require.Equal(t, []string{waitroom.BuyerKey("default", "u1")}, f.orders.keys)
 		require.Equal(t, []string{"3"}, f.orders.units)
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
@@ -61,8 +62,8 @@ func newPageFixture(t *testing.T, opts pageOptions) *pageFixture {
 	if opts.secret == nil {
 		opts.secret = testSecret
 	}
-	base := newStoreFixture(t, opts.room)
-	f := &pageFixture{t: t, clock: base.clock, store: base.store, shop: inmem.New(), room: base.room}
+	base := servertest.NewStoreFixture(t, opts.room)
+	f := &pageFixture{t: t, clock: base.Clock, store: base.Store, shop: inmem.New(), room: base.Room}
 	f.admitter = &waitroom.Admitter{Store: f.store}
 	require.NoError(t, f.shop.CreateProduct(t.Context(), shop.Product{ID: testProduct, Name: "TV 55\"", Stock: stock}))
 	orders := shop.NewHandler(f.shop, shop.Options{})
@@ -77,7 +78,7 @@ func newPageFixture(t *testing.T, opts pageOptions) *pageFixture {
 	if opts.server != nil {
 		opts.server(&cfg)
 	}
-	f.handler = mustServer(t, cfg)
+	f.handler = servertest.MustServer(t, cfg)
 	f.srv = httptest.NewServer(f.handler)
 	t.Cleanup(f.srv.Close)
 	// The first tick starts the room's bucket; each later second admits one.
@@ -379,8 +380,8 @@ func TestPageStates(t *testing.T) {
 	})
 	t.Run("store unavailable", func(t *testing.T) {
 		t.Parallel()
-		store := memRoom(t, "default", waitroom.RoomConfig{})
-		srv := httptest.NewServer(mustServer(t, server.Config{
+		store := servertest.MemRoom(t, "default", waitroom.RoomConfig{})
+		srv := httptest.NewServer(servertest.MustServer(t, server.Config{
 			Store: failingStore{Store: store, err: waitroom.ErrStoreUnavailable},
 		}))
 		t.Cleanup(srv.Close)

@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,221 +17,42 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/server"
-	upstreamproxy "github.com/waitroom/waitroom/upstream"
 )
 
-// fixture is a real Server on memstore behind a real listener.
-type fixture struct {
-	t     *testing.T
-	clock *memstore.ManualClock
-	store *memstore.Store
-	room  string
-	srv   *httptest.Server
-	logs  *testenv.LogBuffer
-}
-
-type fixtureOptions struct {
-	room      waitroom.RoomConfig
-	protected http.Handler
-	onServed  func(room string, took time.Duration, status int)
-}
-
-var roomSeq atomic.Int64
-
-// memRoom is an in-process store holding room, created with cfg.
-func memRoom(t *testing.T, room string, cfg waitroom.RoomConfig) *memstore.Store {
+func newFixture(t *testing.T, opts servertest.FixtureOptions) *servertest.Fixture {
 	t.Helper()
-	store := memstore.New(memstore.Options{})
-	_, err := store.CreateRoom(t.Context(), room, cfg)
-	require.NoError(t, err)
-	return store
-}
-
-func uniqueRoom(t *testing.T) string {
-	return fmt.Sprintf("t%d-%d", time.Now().UnixNano()%1_000_000, roomSeq.Add(1))
-}
-
-func newFixture(t *testing.T, opts fixtureOptions) *fixture {
-	t.Helper()
-	f := newStoreFixture(t, opts.room)
-	f.serve(server.Config{
-		Protected:    opts.protected,
-		OnGateServed: opts.onServed,
+	f := servertest.NewStoreFixture(t, opts.Room)
+	f.Serve(server.Config{
+		Protected:    opts.Protected,
+		OnGateServed: opts.OnServed,
 		// These tests read the metrics; who may is TestMetricsAccess's.
 		PublicMetrics: true,
 	})
 	return f
 }
 
-// newStoreFixture is a fixture's store side: memstore on a fake clock,
-// holding a new room with cfg. serve starts its server.
-func newStoreFixture(t *testing.T, cfg waitroom.RoomConfig) *fixture {
-	t.Helper()
-	c := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	f := &fixture{t: t, clock: c, store: memstore.New(memstore.Options{Now: c.Now}), room: uniqueRoom(t), logs: &testenv.LogBuffer{}}
-	_, err := f.store.CreateRoom(t.Context(), f.room, cfg)
-	require.NoError(t, err)
-	return f
-}
-
-// serve starts a server with cfg on f's store, room (the default one),
-// clock and log, behind a real listener.
-func (f *fixture) serve(cfg server.Config) *server.Server {
-	f.t.Helper()
-	cfg.Store, cfg.DefaultRoom, cfg.Now = f.store, f.room, f.clock.Now
-	cfg.Logger = slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s := mustServer(f.t, cfg)
-	server.SetDrawClock(s, f.clock.Now)
-	f.srv = httptest.NewServer(s)
-	f.t.Cleanup(f.srv.Close)
-	return s
-}
-
-// answer is a decoded response: the status, the headers and the JSON body.
-type answer struct {
-	status int
-	header http.Header
-	body   map[string]any
-	raw    string
-}
-
-func (a answer) code() string {
-	e, _ := a.body["error"].(map[string]any)
-	c, _ := e["code"].(string)
-	return c
-}
-
-// requireError asserts that a is the error code answered with status.
-func (a answer) requireError(t *testing.T, status int, code string, msgAndArgs ...any) {
-	t.Helper()
-	require.Equal(t, status, a.status, msgAndArgs...)
-	require.Equal(t, code, a.code(), msgAndArgs...)
-}
-
-func (a answer) num(field string) int64 {
-	n, _ := a.body[field].(float64)
-	return int64(n)
-}
-
-func (a answer) str(field string) string {
-	s, _ := a.body[field].(string)
-	return s
-}
-
-// do sends one request; headers are name, value pairs.
-func (f *fixture) do(method, path, body string, headers ...string) answer {
-	f.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(f.t.Context(), method, f.srv.URL+path, rd)
-	require.NoError(f.t, err)
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	return send(f.t, f.srv.Client(), req)
-}
-
-// send sends req with client and decodes its JSON answer.
-func send(t *testing.T, client *http.Client, req *http.Request) answer {
-	t.Helper()
-	p := pageOf(t, client, req)
-	a := answer{status: p.status, header: p.header, raw: p.body}
-	if p.body != "" {
-		require.NoError(t, json.Unmarshal([]byte(p.body), &a.body), "body %q", p.body)
-	}
-	return a
-}
-
-func (f *fixture) enter(user string) answer {
-	return f.do("POST", "/rooms/"+f.room+"/enter", "", "X-User-Id", user)
-}
-
-func (f *fixture) status(user string) answer {
-	return f.do("GET", "/rooms/"+f.room+"/status", "", "X-User-Id", user)
-}
-
-func (f *fixture) order(user, token string) answer {
-	return f.do("POST", "/orders", `{"product_id":"p1"}`, "X-User-Id", user, "X-Entry-Token", token)
-}
-
-// admit enters user and admits it by moving the store's clock, never by
-// waiting: it asks the store to admit, and if the room's bucket had nothing
-// yet, moves the clock a second and asks again. The token is issued at the
-// clock's time on return.
-func (f *fixture) admit(user string) string {
-	f.t.Helper()
-	require.Equal(f.t, http.StatusOK, f.enter(user).status)
-	for try := range 2 {
-		if try > 0 {
-			f.clock.Advance(time.Second)
-		}
-		admitted, err := f.store.Admit(f.t.Context(), f.room)
-		require.NoError(f.t, err)
-		for _, a := range admitted {
-			if a.User == user {
-				return a.Token
-			}
-		}
-	}
-	f.t.Fatalf("%s was not admitted", user)
-	return ""
-}
-
-// upstream is a fake order API that records what reached it.
-type upstream struct {
-	srv     *httptest.Server
-	calls   atomic.Int64
-	mu      sync.Mutex
-	headers []http.Header
-	reply   atomic.Int64 // status to answer; 0 means 201
-}
+// The draw cache's clock can be set only from server's own tests, so the
+// shared fixture takes the setter from them.
+func init() { servertest.SetDrawClock = server.SetDrawClock }
 
 // newGatedFixture is a fixture whose gated orders reach up, an upstream
 // that counts its calls.
-func newGatedFixture(t *testing.T) (*fixture, *upstream) {
+func newGatedFixture(t *testing.T) (*servertest.Fixture, *servertest.Upstream) {
 	t.Helper()
-	up := newUpstream(t)
-	return newFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)}), up
+	up := servertest.NewUpstream(t)
+	return newFixture(t, servertest.FixtureOptions{Protected: servertest.ProxyTo(t, up.Srv.URL)}), up
 }
 
 // requireOrderRefused: the gate answers u1's order with token by status
 // and code, and the protected handler behind it never sees the order.
-func requireOrderRefused(t *testing.T, f *fixture, up *upstream, token string, status int, code string) {
+func requireOrderRefused(t *testing.T, f *servertest.Fixture, up *servertest.Upstream, token string, status int, code string) {
 	t.Helper()
-	f.order("u1", token).requireError(t, status, code)
-	require.Zero(t, up.calls.Load(), "the protected handler was called")
-}
-
-func newUpstream(t *testing.T) *upstream {
-	u := &upstream{}
-	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u.calls.Add(1)
-		u.mu.Lock()
-		u.headers = append(u.headers, r.Header.Clone())
-		u.mu.Unlock()
-		status := int(u.reply.Load())
-		if status == 0 {
-			status = http.StatusCreated
-		}
-		w.WriteHeader(status)
-		fmt.Fprint(w, `{"order_id":"o1"}`)
-	}))
-	t.Cleanup(u.srv.Close)
-	return u
-}
-
-func proxyTo(t *testing.T, rawURL string) http.Handler {
-	t.Helper()
-	target, err := url.Parse(rawURL)
-	require.NoError(t, err)
-	h, err := upstreamproxy.New(target, upstreamproxy.Options{})
-	require.NoError(t, err)
-	return h
+	f.Order("u1", token).RequireError(t, status, code)
+	require.Zero(t, up.Calls.Load(), "the protected handler was called")
 }
 
 func TestErrorTable(t *testing.T) {
@@ -242,35 +60,35 @@ func TestErrorTable(t *testing.T) {
 
 	t.Run("QUEUE_FULL", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, fixtureOptions{room: waitroom.RoomConfig{MaxQueue: 1}})
-		require.Equal(t, http.StatusOK, f.enter("u1").status)
-		a := f.enter("u2")
-		a.requireError(t, http.StatusTooManyRequests, "QUEUE_FULL")
-		secs, err := strconv.Atoi(a.header.Get("Retry-After"))
+		f := newFixture(t, servertest.FixtureOptions{Room: waitroom.RoomConfig{MaxQueue: 1}})
+		require.Equal(t, http.StatusOK, f.Enter("u1").Status)
+		a := f.Enter("u2")
+		a.RequireError(t, http.StatusTooManyRequests, "QUEUE_FULL")
+		secs, err := strconv.Atoi(a.Header.Get("Retry-After"))
 		require.NoError(t, err)
 		require.Positive(t, secs)
 	})
 	t.Run("ROOM_CLOSED", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, fixtureOptions{})
-		require.NoError(t, f.store.UpdateRoom(t.Context(), f.room, testenv.RoomConfig(t, f.store, f.room), waitroom.RoomConfig{State: waitroom.RoomClosed}))
-		a := f.enter("u1")
-		a.requireError(t, http.StatusForbidden, "ROOM_CLOSED")
+		f := newFixture(t, servertest.FixtureOptions{})
+		require.NoError(t, f.Store.UpdateRoom(t.Context(), f.Room, testenv.RoomConfig(t, f.Store, f.Room), waitroom.RoomConfig{State: waitroom.RoomClosed}))
+		a := f.Enter("u1")
+		a.RequireError(t, http.StatusForbidden, "ROOM_CLOSED")
 	})
 	t.Run("ROOM_NOT_FOUND", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, fixtureOptions{})
-		a := f.do("POST", "/rooms/no-such-room/enter", "", "X-User-Id", "u1")
-		a.requireError(t, http.StatusNotFound, "ROOM_NOT_FOUND")
-		rooms, err := f.store.Rooms(t.Context())
+		f := newFixture(t, servertest.FixtureOptions{})
+		a := f.Do("POST", "/rooms/no-such-room/enter", "", "X-User-Id", "u1")
+		a.RequireError(t, http.StatusNotFound, "ROOM_NOT_FOUND")
+		rooms, err := f.Store.Rooms(t.Context())
 		require.NoError(t, err)
 		require.NotContains(t, rooms, "no-such-room", "a room is never created on the fly")
 	})
 	t.Run("NOT_IN_QUEUE", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, fixtureOptions{})
-		a := f.status("u1")
-		a.requireError(t, http.StatusNotFound, "NOT_IN_QUEUE")
+		f := newFixture(t, servertest.FixtureOptions{})
+		a := f.Status("u1")
+		a.RequireError(t, http.StatusNotFound, "NOT_IN_QUEUE")
 	})
 	t.Run("ENTRY_TOKEN_NOT_FOUND", func(t *testing.T) {
 		t.Parallel()
@@ -282,14 +100,14 @@ func TestErrorTable(t *testing.T) {
 	t.Run("ENTRY_TOKEN_INVALID", func(t *testing.T) {
 		t.Parallel()
 		f, up := newGatedFixture(t)
-		f.admit("u1")
+		f.Admit("u1")
 		requireOrderRefused(t, f, up, waitroom.NewToken(), http.StatusForbidden, "ENTRY_TOKEN_INVALID")
 	})
 	t.Run("TOKEN_IN_USE", func(t *testing.T) {
 		t.Parallel()
 		f, up := newGatedFixture(t)
-		token := f.admit("u1")
-		_, err := f.store.Claim(t.Context(), f.room, "u1", token) // another request holds it
+		token := f.Admit("u1")
+		_, err := f.Store.Claim(t.Context(), f.Room, "u1", token) // another request holds it
 		require.NoError(t, err)
 		requireOrderRefused(t, f, up, token, http.StatusConflict, "TOKEN_IN_USE")
 	})
@@ -302,13 +120,13 @@ func TestErrorTable(t *testing.T) {
 			headers              []string
 			wantMessageFragments string
 		}{
-			{"missing user", "POST", "/rooms/" + f.room + "/enter", "", nil, "X-User-Id"},
-			{"user with a space", "POST", "/rooms/" + f.room + "/enter", "", []string{"X-User-Id", "a b"}, "X-User-Id"},
-			{"user too long", "GET", "/rooms/" + f.room + "/status", "", []string{"X-User-Id", strings.Repeat("u", 129)}, "X-User-Id"},
+			{"missing user", "POST", "/rooms/" + f.Room + "/enter", "", nil, "X-User-Id"},
+			{"user with a space", "POST", "/rooms/" + f.Room + "/enter", "", []string{"X-User-Id", "a b"}, "X-User-Id"},
+			{"user too long", "GET", "/rooms/" + f.Room + "/status", "", []string{"X-User-Id", strings.Repeat("u", 129)}, "X-User-Id"},
 			{"bad room name", "POST", "/rooms/Bad.Room/enter", "", []string{"X-User-Id", "u1"}, "room"},
 			{"room name too long", "GET", "/rooms/" + strings.Repeat("r", 65) + "/status", "", []string{"X-User-Id", "u1"}, "room"},
-			{"bad JSON", "POST", "/rooms/" + f.room + "/enter", `{"a":`, []string{"X-User-Id", "u1"}, "JSON"},
-			{"unknown field", "POST", "/rooms/" + f.room + "/enter", `{"a":1}`, []string{"X-User-Id", "u1"}, "unknown field"},
+			{"bad JSON", "POST", "/rooms/" + f.Room + "/enter", `{"a":`, []string{"X-User-Id", "u1"}, "JSON"},
+			{"unknown field", "POST", "/rooms/" + f.Room + "/enter", `{"a":1}`, []string{"X-User-Id", "u1"}, "unknown field"},
 			{"not an object", "POST", "/queue/enter", `[]`, []string{"X-User-Id", "u1"}, "JSON object"},
 			{"two objects", "POST", "/queue/enter", `{}{}`, []string{"X-User-Id", "u1"}, "after the object"},
 			{"body too large", "POST", "/queue/enter", "{" + strings.Repeat(" ", 70<<10) + "}", []string{"X-User-Id", "u1"}, "larger"},
@@ -316,20 +134,20 @@ func TestErrorTable(t *testing.T) {
 			{"order without user", "POST", "/orders", "", []string{"X-Entry-Token", waitroom.NewToken()}, "X-User-Id"},
 		}
 		for _, tt := range tests {
-			a := f.do(tt.method, tt.path, tt.body, tt.headers...)
-			require.Equal(t, http.StatusBadRequest, a.status, tt.name)
-			require.Equal(t, "BAD_REQUEST", a.code(), tt.name)
-			msg := a.body["error"].(map[string]any)["message"].(string)
+			a := f.Do(tt.method, tt.path, tt.body, tt.headers...)
+			require.Equal(t, http.StatusBadRequest, a.Status, tt.name)
+			require.Equal(t, "BAD_REQUEST", a.Code(), tt.name)
+			msg := a.Body["error"].(map[string]any)["message"].(string)
 			require.Contains(t, msg, tt.wantMessageFragments, tt.name)
 		}
-		require.Zero(t, up.calls.Load())
-		st, err := f.store.Stats(t.Context(), f.room)
+		require.Zero(t, up.Calls.Load())
+		st, err := f.Store.Stats(t.Context(), f.Room)
 		require.NoError(t, err)
 		require.Zero(t, st.Waiting, "a refused enter writes nothing")
 	})
 	t.Run("STORE_UNAVAILABLE", func(t *testing.T) {
 		t.Parallel()
-		srv := httptest.NewServer(mustServer(t, server.Config{Store: failingStore{err: fmt.Errorf("dial tcp: refused: %w", waitroom.ErrStoreUnavailable)}}))
+		srv := httptest.NewServer(servertest.MustServer(t, server.Config{Store: failingStore{err: fmt.Errorf("dial tcp: refused: %w", waitroom.ErrStoreUnavailable)}}))
 		t.Cleanup(srv.Close)
 		for _, req := range []struct{ method, path string }{
 			{"POST", "/queue/enter"}, {"GET", "/queue/position"}, {"DELETE", "/queue"}, {"GET", "/readyz"},
@@ -337,16 +155,16 @@ func TestErrorTable(t *testing.T) {
 			r, err := http.NewRequest(req.method, srv.URL+req.path, nil)
 			require.NoError(t, err)
 			r.Header.Set("X-User-Id", "u1")
-			a := send(t, srv.Client(), r)
-			require.Equal(t, http.StatusServiceUnavailable, a.status, req.path)
-			require.Equal(t, "STORE_UNAVAILABLE", a.code(), req.path)
-			require.Equal(t, "5", a.header.Get("Retry-After"), req.path)
+			a := servertest.Send(t, srv.Client(), r)
+			require.Equal(t, http.StatusServiceUnavailable, a.Status, req.path)
+			require.Equal(t, "STORE_UNAVAILABLE", a.Code(), req.path)
+			require.Equal(t, "5", a.Header.Get("Retry-After"), req.path)
 		}
 	})
 	t.Run("INTERNAL", func(t *testing.T) {
 		t.Parallel()
 		logs := &testenv.LogBuffer{}
-		srv := httptest.NewServer(mustServer(t, server.Config{
+		srv := httptest.NewServer(servertest.MustServer(t, server.Config{
 			Store:  failingStore{err: errors.New("secret cause 42")},
 			Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		}))
@@ -354,43 +172,36 @@ func TestErrorTable(t *testing.T) {
 		r, err := http.NewRequest("POST", srv.URL+"/queue/enter", nil)
 		require.NoError(t, err)
 		r.Header.Set("X-User-Id", "u1")
-		a := send(t, srv.Client(), r)
-		a.requireError(t, http.StatusInternalServerError, "INTERNAL")
-		require.Equal(t, "internal error", a.body["error"].(map[string]any)["message"])
+		a := servertest.Send(t, srv.Client(), r)
+		a.RequireError(t, http.StatusInternalServerError, "INTERNAL")
+		require.Equal(t, "internal error", a.Body["error"].(map[string]any)["message"])
 		require.Contains(t, logs.String(), "secret cause 42", "the cause is logged")
 	})
 	t.Run("UPSTREAM_UNAVAILABLE", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, fixtureOptions{protected: proxyTo(t, testenv.UnreachableURL(t))})
-		token := f.admit("u1")
-		a := f.order("u1", token)
-		a.requireError(t, http.StatusBadGateway, "UPSTREAM_UNAVAILABLE")
+		f := newFixture(t, servertest.FixtureOptions{Protected: servertest.ProxyTo(t, testenv.UnreachableURL(t))})
+		token := f.Admit("u1")
+		a := f.Order("u1", token)
+		a.RequireError(t, http.StatusBadGateway, "UPSTREAM_UNAVAILABLE")
 		// Released, not spent: the same token is claimable again.
-		_, err := f.store.Claim(t.Context(), f.room, "u1", token)
+		_, err := f.Store.Claim(t.Context(), f.Room, "u1", token)
 		require.NoError(t, err)
 	})
 	t.Run("NOT_CONFIGURED", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, fixtureOptions{})
-		a := f.order("u1", waitroom.NewToken())
-		a.requireError(t, http.StatusNotFound, "NOT_CONFIGURED")
+		f := newFixture(t, servertest.FixtureOptions{})
+		a := f.Order("u1", waitroom.NewToken())
+		a.RequireError(t, http.StatusNotFound, "NOT_CONFIGURED")
 	})
 	t.Run("NOT_FOUND and METHOD_NOT_ALLOWED", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, fixtureOptions{})
-		a := f.do("GET", "/nowhere", "")
-		a.requireError(t, http.StatusNotFound, "NOT_FOUND")
-		a = f.do("PUT", "/rooms/"+f.room+"/enter", "", "X-User-Id", "u1")
-		a.requireError(t, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
-		require.Equal(t, "POST", a.header.Get("Allow"))
+		f := newFixture(t, servertest.FixtureOptions{})
+		a := f.Do("GET", "/nowhere", "")
+		a.RequireError(t, http.StatusNotFound, "NOT_FOUND")
+		a = f.Do("PUT", "/rooms/"+f.Room+"/enter", "", "X-User-Id", "u1")
+		a.RequireError(t, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+		require.Equal(t, "POST", a.Header.Get("Allow"))
 	})
-}
-
-func mustServer(t *testing.T, cfg server.Config) *server.Server {
-	t.Helper()
-	s, err := server.New(cfg)
-	require.NoError(t, err)
-	return s
 }
 
 // failingStore fails every call the handlers make with err: the seam for
@@ -412,74 +223,74 @@ func (s failingStore) Ping(context.Context) error                  { return s.er
 
 func TestEnterAndStatus(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, fixtureOptions{room: waitroom.RoomConfig{Rate: 10}})
+	f := newFixture(t, servertest.FixtureOptions{Room: waitroom.RoomConfig{Rate: 10}})
 
-	a := f.enter("u1")
-	require.Equal(t, http.StatusOK, a.status)
-	require.Equal(t, "waiting", a.str("state"))
-	require.Equal(t, f.room, a.str("room"))
-	require.EqualValues(t, 1, a.num("position"))
-	require.EqualValues(t, 0, a.num("ahead"))
-	require.EqualValues(t, 1, a.num("eta_seconds"))
-	require.EqualValues(t, 0, a.num("eta_low_seconds"))
-	require.EqualValues(t, 2, a.num("eta_high_seconds"), "a slice and a poll of granularity")
-	require.Positive(t, a.num("poll_after_ms"))
-	require.Equal(t, "no-store", a.header.Get("Cache-Control"))
+	a := f.Enter("u1")
+	require.Equal(t, http.StatusOK, a.Status)
+	require.Equal(t, "waiting", a.Str("state"))
+	require.Equal(t, f.Room, a.Str("room"))
+	require.EqualValues(t, 1, a.Num("position"))
+	require.EqualValues(t, 0, a.Num("ahead"))
+	require.EqualValues(t, 1, a.Num("eta_seconds"))
+	require.EqualValues(t, 0, a.Num("eta_low_seconds"))
+	require.EqualValues(t, 2, a.Num("eta_high_seconds"), "a slice and a poll of granularity")
+	require.Positive(t, a.Num("poll_after_ms"))
+	require.Equal(t, "no-store", a.Header.Get("Cache-Control"))
 
-	a = f.do("POST", "/queue/enter", "{}", "X-User-Id", "u2") // the seed's path, default room
-	require.Equal(t, http.StatusOK, a.status)
-	require.EqualValues(t, 2, a.num("position"))
-	require.EqualValues(t, 1, a.num("ahead"))
+	a = f.Do("POST", "/queue/enter", "{}", "X-User-Id", "u2") // the seed's path, default room
+	require.Equal(t, http.StatusOK, a.Status)
+	require.EqualValues(t, 2, a.Num("position"))
+	require.EqualValues(t, 1, a.Num("ahead"))
 
 	// Entering again keeps the place; bodies of whitespace and {} are fine.
 	for _, body := range []string{"", " \n", "{}", " { } "} {
-		a = f.do("POST", "/rooms/"+f.room+"/enter", body, "X-User-Id", "u2")
-		require.Equal(t, http.StatusOK, a.status, "body %q", body)
-		require.EqualValues(t, 2, a.num("position"))
+		a = f.Do("POST", "/rooms/"+f.Room+"/enter", body, "X-User-Id", "u2")
+		require.Equal(t, http.StatusOK, a.Status, "body %q", body)
+		require.EqualValues(t, 2, a.Num("position"))
 	}
-	a = f.do("GET", "/queue/position", "", "X-User-Id", "u2")
-	require.EqualValues(t, 2, a.num("position"))
+	a = f.Do("GET", "/queue/position", "", "X-User-Id", "u2")
+	require.EqualValues(t, 2, a.Num("position"))
 
 	// Leaving moves the next one up.
-	a = f.do("DELETE", "/rooms/"+f.room+"/queue", "", "X-User-Id", "u1")
-	require.Equal(t, http.StatusNoContent, a.status)
-	require.EqualValues(t, 1, f.status("u2").num("position"))
-	require.Equal(t, "NOT_IN_QUEUE", f.status("u1").code())
+	a = f.Do("DELETE", "/rooms/"+f.Room+"/queue", "", "X-User-Id", "u1")
+	require.Equal(t, http.StatusNoContent, a.Status)
+	require.EqualValues(t, 1, f.Status("u2").Num("position"))
+	require.Equal(t, "NOT_IN_QUEUE", f.Status("u1").Code())
 
 	// Admitted: the token and its time left, rounded down.
-	token := f.admit("u2")
-	f.clock.Advance(1500 * time.Millisecond)
-	a = f.status("u2")
-	require.Equal(t, "admitted", a.str("state"))
-	require.Equal(t, token, a.str("token"))
-	require.EqualValues(t, 298, a.num("expires_in"))
-	require.EqualValues(t, 298500, a.num("expires_in_ms"))
-	a = f.enter("u2")
-	require.Equal(t, "admitted", a.str("state"), "a token holder gets no second place")
-	require.Equal(t, token, a.str("token"))
+	token := f.Admit("u2")
+	f.Clock.Advance(1500 * time.Millisecond)
+	a = f.Status("u2")
+	require.Equal(t, "admitted", a.Str("state"))
+	require.Equal(t, token, a.Str("token"))
+	require.EqualValues(t, 298, a.Num("expires_in"))
+	require.EqualValues(t, 298500, a.Num("expires_in_ms"))
+	a = f.Enter("u2")
+	require.Equal(t, "admitted", a.Str("state"), "a token holder gets no second place")
+	require.Equal(t, token, a.Str("token"))
 }
 
 func TestPausedRoomSaysSo(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, fixtureOptions{})
-	require.NoError(t, f.store.UpdateRoom(t.Context(), f.room, testenv.RoomConfig(t, f.store, f.room), waitroom.RoomConfig{State: waitroom.RoomPaused}))
-	a := f.enter("u1")
-	require.Equal(t, http.StatusOK, a.status, "paused rooms still accept entries")
-	require.Equal(t, true, a.body["paused"])
+	f := newFixture(t, servertest.FixtureOptions{})
+	require.NoError(t, f.Store.UpdateRoom(t.Context(), f.Room, testenv.RoomConfig(t, f.Store, f.Room), waitroom.RoomConfig{State: waitroom.RoomPaused}))
+	a := f.Enter("u1")
+	require.Equal(t, http.StatusOK, a.Status, "paused rooms still accept entries")
+	require.Equal(t, true, a.Body["paused"])
 }
 
 func TestConcurrentEntersGetPositionsOneToN(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, fixtureOptions{})
+	f := newFixture(t, servertest.FixtureOptions{})
 	const n = 50
 	// enter is f.enter for a goroutine: an error, not a failed test.
 	enter := func(user string) (int64, error) {
-		req, err := http.NewRequest("POST", f.srv.URL+"/rooms/"+f.room+"/enter", nil)
+		req, err := http.NewRequest("POST", f.Srv.URL+"/rooms/"+f.Room+"/enter", nil)
 		if err != nil {
 			return 0, err
 		}
 		req.Header.Set("X-User-Id", user)
-		resp, err := f.srv.Client().Do(req)
+		resp, err := f.Srv.Client().Do(req)
 		if err != nil {
 			return 0, err
 		}
@@ -514,16 +325,16 @@ func TestConcurrentEntersGetPositionsOneToN(t *testing.T) {
 
 func TestPollHintGrowsWithDistance(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, fixtureOptions{room: waitroom.RoomConfig{Rate: 10}})
+	f := newFixture(t, servertest.FixtureOptions{Room: waitroom.RoomConfig{Rate: 10}})
 	for i := 1; i <= 2000; i++ {
-		_, err := f.store.Enter(t.Context(), f.room, fmt.Sprintf("u%d", i))
+		_, err := f.Store.Enter(t.Context(), f.Room, fmt.Sprintf("u%d", i))
 		require.NoError(t, err)
 	}
 	var lastPoll, lastETA int64
 	for _, pos := range []int{1, 50, 200, 1000, 2000} {
-		a := f.status(fmt.Sprintf("u%d", pos))
-		require.EqualValues(t, pos, a.num("position"))
-		poll, eta := a.num("poll_after_ms"), a.num("eta_seconds")
+		a := f.Status(fmt.Sprintf("u%d", pos))
+		require.EqualValues(t, pos, a.Num("position"))
+		poll, eta := a.Num("poll_after_ms"), a.Num("eta_seconds")
 		require.Greater(t, poll, lastPoll, "position %d", pos)
 		require.Greater(t, eta, lastETA, "position %d", pos)
 		require.GreaterOrEqual(t, poll, (waitroom.MinPoll * 9 / 10).Milliseconds())
@@ -538,19 +349,19 @@ func TestPollHintGrowsWithDistance(t *testing.T) {
 // surrounds it.
 func TestETARoundsToTheNearestSecond(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, fixtureOptions{room: waitroom.RoomConfig{Rate: 10}})
+	f := newFixture(t, servertest.FixtureOptions{Room: waitroom.RoomConfig{Rate: 10}})
 	for i := 1; i <= 106; i++ {
-		_, err := f.store.Enter(t.Context(), f.room, fmt.Sprintf("u%d", i))
+		_, err := f.Store.Enter(t.Context(), f.Room, fmt.Sprintf("u%d", i))
 		require.NoError(t, err)
 	}
 	for _, c := range []struct {
 		position, eta int64
 	}{{1, 1}, {4, 1}, {6, 1}, {102, 10}, {104, 10}, {106, 11}} { // 0.1 s, 0.4 s, 0.6 s, 10.2 s, 10.4 s, 10.6 s
-		a := f.status(fmt.Sprintf("u%d", c.position))
-		require.EqualValues(t, c.position, a.num("position"))
-		require.EqualValues(t, c.eta, a.num("eta_seconds"), "position %d", c.position)
-		require.LessOrEqual(t, a.num("eta_low_seconds"), a.num("eta_seconds"))
-		require.Greater(t, a.num("eta_high_seconds"), a.num("eta_seconds"))
+		a := f.Status(fmt.Sprintf("u%d", c.position))
+		require.EqualValues(t, c.position, a.Num("position"))
+		require.EqualValues(t, c.eta, a.Num("eta_seconds"), "position %d", c.position)
+		require.LessOrEqual(t, a.Num("eta_low_seconds"), a.Num("eta_seconds"))
+		require.Greater(t, a.Num("eta_high_seconds"), a.Num("eta_seconds"))
 	}
 }
 
@@ -559,18 +370,18 @@ func TestETARoundsToTheNearestSecond(t *testing.T) {
 // surrounds the ETA.
 func TestPollHintWithinAThirdOfAbandonAfter(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, fixtureOptions{room: waitroom.RoomConfig{Rate: 10, AbandonAfter: 30 * time.Second}})
+	f := newFixture(t, servertest.FixtureOptions{Room: waitroom.RoomConfig{Rate: 10, AbandonAfter: 30 * time.Second}})
 	for i := 1; i <= 5000; i++ {
-		_, err := f.store.Enter(t.Context(), f.room, fmt.Sprintf("u%d", i))
+		_, err := f.Store.Enter(t.Context(), f.Room, fmt.Sprintf("u%d", i))
 		require.NoError(t, err)
 	}
 	for _, pos := range []int{1000, 5000} {
-		a := f.status(fmt.Sprintf("u%d", pos))
-		require.EqualValues(t, 10_000, a.num("poll_after_ms"), "position %d", pos)
-		eta := a.num("eta_seconds")
+		a := f.Status(fmt.Sprintf("u%d", pos))
+		require.EqualValues(t, 10_000, a.Num("poll_after_ms"), "position %d", pos)
+		eta := a.Num("eta_seconds")
 		require.InDelta(t, float64(pos)/10, eta, 1)
-		require.Less(t, a.num("eta_low_seconds"), eta)
-		require.Greater(t, a.num("eta_high_seconds"), eta)
+		require.Less(t, a.Num("eta_low_seconds"), eta)
+		require.Greater(t, a.Num("eta_high_seconds"), eta)
 	}
 }
 
@@ -580,7 +391,7 @@ func TestRoomSettingsAreCached(t *testing.T) {
 	counting := &countingStore{Store: memstore.New(memstore.Options{Now: c.Now})}
 	_, err := counting.CreateRoom(t.Context(), "cached", waitroom.RoomConfig{})
 	require.NoError(t, err)
-	h := mustServer(t, server.Config{Store: counting, DefaultRoom: "cached", ConfigRefresh: time.Hour})
+	h := servertest.MustServer(t, server.Config{Store: counting, DefaultRoom: "cached", ConfigRefresh: time.Hour})
 	for i := range 100 {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("POST", "/queue/enter", nil)
@@ -604,16 +415,16 @@ func (s *countingStore) RoomConfig(ctx context.Context, room string) (waitroom.R
 
 func TestHealth(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, fixtureOptions{})
-	require.Equal(t, http.StatusOK, f.do("GET", "/healthz", "").status)
-	require.Equal(t, http.StatusOK, f.do("GET", "/readyz", "").status)
+	f := newFixture(t, servertest.FixtureOptions{})
+	require.Equal(t, http.StatusOK, f.Do("GET", "/healthz", "").Status)
+	require.Equal(t, http.StatusOK, f.Do("GET", "/readyz", "").Status)
 }
 
 func TestRequestsAreLoggedAtDebugOnly(t *testing.T) {
 	t.Parallel()
 	logs := &testenv.LogBuffer{}
-	store := memRoom(t, "default", waitroom.RoomConfig{})
-	h := mustServer(t, server.Config{Store: store, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	store := servertest.MemRoom(t, "default", waitroom.RoomConfig{})
+	h := servertest.MustServer(t, server.Config{Store: store, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	for range 3 {
 		req := httptest.NewRequest("POST", "/queue/enter", nil)
 		req.RemoteAddr = "127.0.0.1:1234" // the user header is believed from loopback only
@@ -641,7 +452,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestExtraRoutes(t *testing.T) {
 	t.Parallel()
 	store := memstore.New(memstore.Options{})
-	h := mustServer(t, server.Config{Store: store, Routes: map[string]http.Handler{
+	h := servertest.MustServer(t, server.Config{Store: store, Routes: map[string]http.Handler{
 		"GET /orders/{id}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, r.PathValue("id"))
 		}),

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/redistest"
@@ -34,7 +35,7 @@ func newSettleFixture(t *testing.T, store waitroom.Store, cfg waitroom.RoomConfi
 	f := &settleFixture{store: &testenv.FaultStore{Store: store}, outcomes: map[string]int{}}
 	_, err := store.CreateRoom(t.Context(), "default", cfg)
 	require.NoError(t, err)
-	f.srv = mustServer(t, server.Config{Store: f.store, StoreTimeout: 300 * time.Millisecond,
+	f.srv = servertest.MustServer(t, server.Config{Store: f.store, StoreTimeout: 300 * time.Millisecond,
 		Protected: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte(`{"order_id":"o1"}`))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/server"
 )
@@ -143,7 +144,7 @@ func TestSettlerRefusedSettle(t *testing.T) {
 func TestSettlerCheckHold(t *testing.T) {
 	t.Parallel()
 	r := fwdMemRoom(t, nil)
-	srv := mustServer(t, server.Config{Store: r.store, DefaultRoom: r.room, SettleSecret: testSettleSecret, CookieSecret: []byte(testCookieSecret)})
+	srv := servertest.MustServer(t, server.Config{Store: r.store, DefaultRoom: r.room, SettleSecret: testSettleSecret, CookieSecret: []byte(testCookieSecret)})
 	web := httptest.NewServer(srv)
 	t.Cleanup(web.Close)
 	r.url = web.URL

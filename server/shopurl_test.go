@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -63,35 +64,35 @@ func TestPageLinksToTheShop(t *testing.T) {
 // stored.
 func TestAdminShopURL(t *testing.T) {
 	t.Parallel()
-	f := newAdminFixture(t, fixtureOptions{})
-	name := uniqueRoom(t)
-	a := f.admin("POST", "/admin/rooms", `{"name":"`+name+`","shop_url":"`+testShopURL+`"}`)
-	require.Equal(t, http.StatusCreated, a.status, a.body)
-	require.Equal(t, testShopURL, a.body["shop_url"])
-	cfg, err := f.store.RoomConfig(t.Context(), name)
+	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{})
+	name := servertest.UniqueRoom(t)
+	a := f.Admin("POST", "/admin/rooms", `{"name":"`+name+`","shop_url":"`+testShopURL+`"}`)
+	require.Equal(t, http.StatusCreated, a.Status, a.Body)
+	require.Equal(t, testShopURL, a.Body["shop_url"])
+	cfg, err := f.Store.RoomConfig(t.Context(), name)
 	require.NoError(t, err)
 	require.Equal(t, testShopURL, cfg.ShopURL)
 
 	for _, bad := range []string{"javascript:alert(1)", "JavaScript:alert(1)", "data:text/html,hi", "/sale", "//evil.example/",
 		"ftp://shop.example/", "https://", "https://user:pw@shop.example/", "https://shop.example/\\u0000", "https://shop.example/ x",
 		"https://shop.example/" + strings.Repeat("a", waitroom.MaxShopURL)} {
-		a = f.admin("PATCH", "/admin/rooms/"+name, `{"shop_url":"`+bad+`"}`)
-		a.requireError(t, http.StatusBadRequest, "BAD_REQUEST", bad)
-		require.Contains(t, a.raw, `"message":"shop_url: `, bad)
-		a = f.admin("POST", "/admin/rooms", `{"name":"`+name+`-bad","shop_url":"`+bad+`"}`)
-		a.requireError(t, http.StatusBadRequest, "BAD_REQUEST", bad)
+		a = f.Admin("PATCH", "/admin/rooms/"+name, `{"shop_url":"`+bad+`"}`)
+		a.RequireError(t, http.StatusBadRequest, "BAD_REQUEST", bad)
+		require.Contains(t, a.Raw, `"message":"shop_url: `, bad)
+		a = f.Admin("POST", "/admin/rooms", `{"name":"`+name+`-bad","shop_url":"`+bad+`"}`)
+		a.RequireError(t, http.StatusBadRequest, "BAD_REQUEST", bad)
 	}
-	cfg, err = f.store.RoomConfig(t.Context(), name)
+	cfg, err = f.Store.RoomConfig(t.Context(), name)
 	require.NoError(t, err)
 	require.Equal(t, testShopURL, cfg.ShopURL, "a refused change stored nothing")
 
-	a = f.admin("PATCH", "/admin/rooms/"+name, `{"shop_url":"http://127.0.0.1:8081/"}`)
-	require.Equal(t, http.StatusOK, a.status, a.body)
-	require.Equal(t, "http://127.0.0.1:8081/", a.body["shop_url"])
-	a = f.admin("PATCH", "/admin/rooms/"+name, `{"shop_url":""}`)
-	require.Equal(t, http.StatusOK, a.status, a.body)
-	require.Equal(t, "", a.body["shop_url"], "cleared")
-	a = f.admin("GET", "/admin/rooms/"+name+"?window=0", "")
-	require.Equal(t, http.StatusOK, a.status, a.body)
-	require.Equal(t, "", a.body["shop_url"])
+	a = f.Admin("PATCH", "/admin/rooms/"+name, `{"shop_url":"http://127.0.0.1:8081/"}`)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	require.Equal(t, "http://127.0.0.1:8081/", a.Body["shop_url"])
+	a = f.Admin("PATCH", "/admin/rooms/"+name, `{"shop_url":""}`)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	require.Equal(t, "", a.Body["shop_url"], "cleared")
+	a = f.Admin("GET", "/admin/rooms/"+name+"?window=0", "")
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	require.Equal(t, "", a.Body["shop_url"])
 }

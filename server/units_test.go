@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/redisstore"
@@ -36,7 +37,7 @@ type unitsRoom struct {
 func onEachStore[T any](t *testing.T, cfg waitroom.RoomConfig, setup func(t *testing.T) (http.Handler, T), fn func(t *testing.T, r *unitsRoom, v T)) {
 	roomOnEachStore(t, cfg, func(t *testing.T, r *unitsRoom) {
 		protected, v := setup(t)
-		srv := httptest.NewServer(mustServer(t, server.Config{Store: r.store, DefaultRoom: r.room, Protected: protected}))
+		srv := httptest.NewServer(servertest.MustServer(t, server.Config{Store: r.store, DefaultRoom: r.room, Protected: protected}))
 		t.Cleanup(srv.Close)
 		r.url = srv.URL
 		fn(t, r, v)
@@ -49,7 +50,7 @@ func roomOnEachStore(t *testing.T, cfg waitroom.RoomConfig, fn func(t *testing.T
 	for _, name := range []string{"memstore", "redisstore"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			r := &unitsRoom{t: t, room: uniqueRoom(t)}
+			r := &unitsRoom{t: t, room: servertest.UniqueRoom(t)}
 			if name == "memstore" {
 				clock := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 				r.store, r.advance = memstore.New(memstore.Options{Now: clock.Now}), clock.Advance
@@ -92,7 +93,7 @@ func (r *unitsRoom) admit(user string) string {
 
 // order sends user's order with token and body; headers are name, value
 // pairs the client adds.
-func (r *unitsRoom) order(user, token, body string, headers ...string) answer {
+func (r *unitsRoom) order(user, token, body string, headers ...string) servertest.Answer {
 	r.t.Helper()
 	req, err := http.NewRequestWithContext(r.t.Context(), "POST", r.url+"/orders", strings.NewReader(body))
 	require.NoError(r.t, err)
@@ -101,7 +102,7 @@ func (r *unitsRoom) order(user, token, body string, headers ...string) answer {
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	return send(r.t, http.DefaultClient, req)
+	return servertest.Send(r.t, http.DefaultClient, req)
 }
 
 // expiresIn is what user's token has left, as its holder is told.
@@ -151,14 +152,14 @@ func builtInShopOrders(t *testing.T, r *unitsRoom, d *inmem.Store) {
 	for body, want := range refused {
 		// The client's own Waitroom-Units (any spelling) counts for nothing.
 		a := r.order("alice", token, body, "Waitroom-Units", "10", "Waitroom_Units", "10")
-		a.requireError(t, want.status, want.code, body)
+		a.RequireError(t, want.status, want.code, body)
 		released++
 		st := testenv.Stats(t, r.store, r.room)
 		require.Equal(t, released, st.Released, "a refused order releases the token: %s", body)
 		require.Zero(t, st.Completed, body)
 	}
 	a := r.order("alice", token, `{"product_id":"drop","quantity":4}`)
-	require.Equal(t, "quantity 4 is more than the 3 units your turn reserved", a.body["error"].(map[string]any)["message"])
+	require.Equal(t, "quantity 4 is more than the 3 units your turn reserved", a.Body["error"].(map[string]any)["message"])
 	after := r.expiresIn("alice")
 	require.LessOrEqual(t, after, before, "the TTL ran on; the releases gave no fresh one")
 	p, err := d.Product(ctx, "drop")
@@ -167,7 +168,7 @@ func builtInShopOrders(t *testing.T, r *unitsRoom, d *inmem.Store) {
 
 	// Within the reservation: sold, and the room counts the 3 units.
 	a = r.order("alice", token, `{"product_id":"drop","quantity":3}`)
-	require.Equal(t, http.StatusCreated, a.status, a.raw)
+	require.Equal(t, http.StatusCreated, a.Status, a.Raw)
 	st := testenv.Stats(t, r.store, r.room)
 	require.Equal(t, int64(1), st.Completed)
 	require.Equal(t, int64(3), st.Sold)
@@ -176,8 +177,8 @@ func builtInShopOrders(t *testing.T, r *unitsRoom, d *inmem.Store) {
 	// the whole reservation sold.
 	token = r.admit("bob")
 	a = r.order("bob", token, `{"product_id":"drop"}`)
-	require.Equal(t, http.StatusCreated, a.status, a.raw)
-	require.EqualValues(t, 1, a.num("quantity"))
+	require.Equal(t, http.StatusCreated, a.Status, a.Raw)
+	require.EqualValues(t, 1, a.Num("quantity"))
 	st = testenv.Stats(t, r.store, r.room)
 	require.Equal(t, int64(6), st.Sold)
 	p, err = d.Product(ctx, "drop")
@@ -190,11 +191,11 @@ func builtInShopOrders(t *testing.T, r *unitsRoom, d *inmem.Store) {
 		req, err := http.NewRequestWithContext(ctx, "POST", r.url+"/rooms/"+r.room+"/enter", nil)
 		require.NoError(t, err)
 		req.Header.Set("X-User-Id", fmt.Sprintf("w%d", i))
-		a := send(t, http.DefaultClient, req)
-		require.Equal(t, http.StatusOK, a.status, a.raw)
-		require.EqualValues(t, i, a.num("position"))
-		left, told := a.body["units_left"]
-		require.Equal(t, i == 5, told, "w%d: %s", i, a.raw)
+		a := servertest.Send(t, http.DefaultClient, req)
+		require.Equal(t, http.StatusOK, a.Status, a.Raw)
+		require.EqualValues(t, i, a.Num("position"))
+		left, told := a.Body["units_left"]
+		require.Equal(t, i == 5, told, "w%d: %s", i, a.Raw)
 		if told {
 			require.Equal(t, 14.0, left)
 		}
@@ -206,36 +207,36 @@ func builtInShopOrders(t *testing.T, r *unitsRoom, d *inmem.Store) {
 // (422) releases the token, its 201 completes it and sells the units.
 func TestUpstreamIsToldTheUnitsReserved(t *testing.T) {
 	t.Parallel()
-	withUpstream := func(t *testing.T) (http.Handler, *upstream) {
-		up := newUpstream(t)
-		return proxyTo(t, up.srv.URL), up
+	withUpstream := func(t *testing.T) (http.Handler, *servertest.Upstream) {
+		up := servertest.NewUpstream(t)
+		return servertest.ProxyTo(t, up.Srv.URL), up
 	}
-	onEachStore(t, waitroom.RoomConfig{Rate: 1000, Stock: 50, UnitsPerOrder: 5}, withUpstream, func(t *testing.T, r *unitsRoom, up *upstream) {
+	onEachStore(t, waitroom.RoomConfig{Rate: 1000, Stock: 50, UnitsPerOrder: 5}, withUpstream, func(t *testing.T, r *unitsRoom, up *servertest.Upstream) {
 		token := r.admit("carol")
 		r.advance(1100 * time.Millisecond)
 		before := r.expiresIn("carol")
 
 		// The upstream refuses (as the README asks of it): released.
-		up.reply.Store(http.StatusUnprocessableEntity)
+		up.Reply.Store(http.StatusUnprocessableEntity)
 		a := r.order("carol", token, `{"sku":"drop","qty":6}`,
 			"Waitroom-Units", "1000", "Waitroom_Units", "1000", "Connection", "Waitroom-Units", "Waitroom-Hold", "forged", "Waitroom_Hold", "forged")
-		require.Equal(t, http.StatusUnprocessableEntity, a.status)
+		require.Equal(t, http.StatusUnprocessableEntity, a.Status)
 		st := testenv.Stats(t, r.store, r.room)
 		require.Equal(t, int64(1), st.Released)
 		require.Zero(t, st.Completed)
 		require.LessOrEqual(t, r.expiresIn("carol"), before, "the TTL ran on")
 
-		up.reply.Store(http.StatusCreated)
+		up.Reply.Store(http.StatusCreated)
 		a = r.order("carol", token, `{"sku":"drop","qty":5}`)
-		require.Equal(t, http.StatusCreated, a.status)
+		require.Equal(t, http.StatusCreated, a.Status)
 		st = testenv.Stats(t, r.store, r.room)
 		require.Equal(t, int64(1), st.Completed)
 		require.Equal(t, int64(5), st.Sold)
 
-		up.mu.Lock()
-		defer up.mu.Unlock()
-		require.Len(t, up.headers, 2)
-		for _, h := range up.headers {
+		up.Mu.Lock()
+		defer up.Mu.Unlock()
+		require.Len(t, up.Headers, 2)
+		for _, h := range up.Headers {
 			var spellings []string
 			for name := range h {
 				if strings.EqualFold(strings.ReplaceAll(name, "_", "-"), waitroom.UnitsHeader) {

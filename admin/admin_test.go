@@ -1,4 +1,4 @@
-package server_test
+package admin_test
 
 import (
 	"context"
@@ -16,59 +16,18 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/admin"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/memstore"
 	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/server"
 )
 
-const adminToken = "s3cret-admin-token-for-tests"
-
-// adminFixture is a fixture whose server has the admin API on, a fake
-// shop admin route behind it, and an admitter wired to the server's hook.
-type adminFixture struct {
-	*fixture
-	admitter  *waitroom.Admitter
-	shopCalls atomic.Int64
-}
-
-func newAdminFixture(t *testing.T, opts fixtureOptions) *adminFixture {
-	t.Helper()
-	f := &adminFixture{fixture: newStoreFixture(t, opts.room)}
-	s := f.serve(server.Config{
-		Protected:  opts.protected,
-		AdminToken: adminToken,
-		AdminRoutes: map[string]http.Handler{
-			"GET /admin/products": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				f.shopCalls.Add(1)
-				fmt.Fprint(w, `{"products":[]}`)
-			}),
-		},
-	})
-	f.admitter = &waitroom.Admitter{Store: f.store, OnAdmit: s.OnAdmit}
-	return f
-}
-
-// admin sends an authorized admin request.
-func (f *adminFixture) admin(method, path, body string) answer {
-	f.t.Helper()
-	return f.do(method, path, body, "Authorization", "Bearer "+adminToken)
-}
-
-// tick moves the clock one slice and runs one admission tick.
-func (f *adminFixture) tick(slice time.Duration) int {
-	f.t.Helper()
-	f.clock.Advance(slice)
-	n, err := f.admitter.Tick(f.t.Context())
-	require.NoError(f.t, err)
-	return n
-}
-
 func TestAdminOffWithoutToken(t *testing.T) {
 	t.Parallel()
-	store := memRoom(t, "default", waitroom.RoomConfig{})
+	store := servertest.MemRoom(t, "default", waitroom.RoomConfig{})
 	var shopCalls atomic.Int64
-	srv := httptest.NewServer(mustServer(t, server.Config{
+	srv := httptest.NewServer(servertest.MustServer(t, server.Config{
 		Store: store,
 		AdminRoutes: map[string]http.Handler{"GET /admin/products": http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 			shopCalls.Add(1)
@@ -88,8 +47,8 @@ func TestAdminOffWithoutToken(t *testing.T) {
 			if auth != "" {
 				r.Header.Set("Authorization", auth)
 			}
-			a := send(t, srv.Client(), r)
-			a.requireError(t, http.StatusNotFound, "NOT_FOUND", "%s %s %q", req.method, req.path, auth)
+			a := servertest.Send(t, srv.Client(), r)
+			a.RequireError(t, http.StatusNotFound, "NOT_FOUND", "%s %s %q", req.method, req.path, auth)
 		}
 	}
 	cfg, err := store.RoomConfig(t.Context(), "default")
@@ -103,28 +62,28 @@ func TestAdminOffWithoutToken(t *testing.T) {
 
 func TestAdminRefusesWithoutTheToken(t *testing.T) {
 	t.Parallel()
-	f := newAdminFixture(t, fixtureOptions{})
-	before, err := f.store.RoomConfig(t.Context(), f.room)
+	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{})
+	before, err := f.Store.RoomConfig(t.Context(), f.Room)
 	require.NoError(t, err)
 	requests := []struct{ method, path, body string }{
 		{"GET", "/admin/rooms", ""},
 		{"POST", "/admin/rooms", `{"name":"intruder"}`},
-		{"GET", "/admin/rooms/" + f.room + "?window=0", ""},
-		{"PATCH", "/admin/rooms/" + f.room, `{"state":"closed","rate":1,"max_queue":1}`},
+		{"GET", "/admin/rooms/" + f.Room + "?window=0", ""},
+		{"PATCH", "/admin/rooms/" + f.Room, `{"state":"closed","rate":1,"max_queue":1}`},
 		{"GET", "/admin/products", ""},
 		{"GET", "/admin/no-such-thing", ""},
-		{"DELETE", "/admin/rooms/" + f.room, ""},
+		{"DELETE", "/admin/rooms/" + f.Room, ""},
 	}
 	auths := []string{
 		"",
 		"Bearer",
 		"Bearer ",
 		"Bearer wrong",
-		"Bearer " + adminToken + "x",
-		"Bearer " + adminToken[:len(adminToken)-1],
-		"Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+adminToken)),
-		adminToken,
-		"Token " + adminToken,
+		"Bearer " + servertest.AdminToken + "x",
+		"Bearer " + servertest.AdminToken[:len(servertest.AdminToken)-1],
+		"Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+servertest.AdminToken)),
+		servertest.AdminToken,
+		"Token " + servertest.AdminToken,
 	}
 	// Each from an address of its own (told by the trusted loopback
 	// proxy), so that the limit of failed attempts stays out of the way.
@@ -136,104 +95,104 @@ func TestAdminRefusesWithoutTheToken(t *testing.T) {
 			if auth != "" {
 				headers = append(headers, "Authorization", auth)
 			}
-			a := f.do(req.method, req.path, req.body, headers...)
-			a.requireError(t, http.StatusUnauthorized, "UNAUTHORIZED", "%s %s %q", req.method, req.path, auth)
-			require.True(t, strings.HasPrefix(a.header.Get("WWW-Authenticate"), "Bearer"), a.header.Get("WWW-Authenticate"))
+			a := f.Do(req.method, req.path, req.body, headers...)
+			a.RequireError(t, http.StatusUnauthorized, "UNAUTHORIZED", "%s %s %q", req.method, req.path, auth)
+			require.True(t, strings.HasPrefix(a.Header.Get("WWW-Authenticate"), "Bearer"), a.Header.Get("WWW-Authenticate"))
 		}
 	}
 
-	after, err := f.store.RoomConfig(t.Context(), f.room)
+	after, err := f.Store.RoomConfig(t.Context(), f.Room)
 	require.NoError(t, err)
 	require.Equal(t, before, after, "a refused request changes nothing")
-	rooms, err := f.store.Rooms(t.Context())
+	rooms, err := f.Store.Rooms(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, []string{f.room}, rooms)
-	require.Zero(t, f.shopCalls.Load(), "the shop's admin handler is behind the same check")
-	require.Equal(t, 1, strings.Count(f.logs.String(), "admin request refused"), "refusals are logged once a minute, not per request")
+	require.Equal(t, []string{f.Room}, rooms)
+	require.Zero(t, f.ShopCalls.Load(), "the shop's admin handler is behind the same check")
+	require.Equal(t, 1, strings.Count(f.Logs.String(), "admin request refused"), "refusals are logged once a minute, not per request")
 
 	// The scheme is case-insensitive (RFC 9110); the right token opens
 	// every route.
-	a := f.do("GET", "/admin/products", "", "Authorization", "bearer "+adminToken)
-	require.Equal(t, http.StatusOK, a.status)
-	require.EqualValues(t, 1, f.shopCalls.Load())
-	a = f.admin("GET", "/admin/no-such-thing", "")
-	a.requireError(t, http.StatusNotFound, "NOT_FOUND")
+	a := f.Do("GET", "/admin/products", "", "Authorization", "bearer "+servertest.AdminToken)
+	require.Equal(t, http.StatusOK, a.Status)
+	require.EqualValues(t, 1, f.ShopCalls.Load())
+	a = f.Admin("GET", "/admin/no-such-thing", "")
+	a.RequireError(t, http.StatusNotFound, "NOT_FOUND")
 }
 
 func TestAdminRooms(t *testing.T) {
 	t.Parallel()
-	f := newAdminFixture(t, fixtureOptions{})
-	name := uniqueRoom(t)
+	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{})
+	name := servertest.UniqueRoom(t)
 
-	a := f.admin("POST", "/admin/rooms", `{"name":"`+name+`","rate":50,"token_ttl":"2m","state":"paused"}`)
-	require.Equal(t, http.StatusCreated, a.status, a.body)
+	a := f.Admin("POST", "/admin/rooms", `{"name":"`+name+`","rate":50,"token_ttl":"2m","state":"paused"}`)
+	require.Equal(t, http.StatusCreated, a.Status, a.Body)
 	require.Equal(t, map[string]any{
 		"name": name, "state": "paused", "rate": 50.0, "slice": "100ms", "max_queue": 100000.0,
 		"token_ttl": "2m0s", "lease": "30s", "max_active": 0.0, "stock": 0.0, "units_per_order": 1.0, "one_order_per_user": false, "invite_only": false,
 		"abandon_after": "5m0s", "first_use_within": "1m0s", "notified_first_use_within": "2m0s",
 		"opens_at": "", "prequeue_order": "random", "closes_at": "", "shop_url": "",
-	}, a.body)
-	cfg, err := f.store.RoomConfig(t.Context(), name)
+	}, a.Body)
+	cfg, err := f.Store.RoomConfig(t.Context(), name)
 	require.NoError(t, err)
 	require.Equal(t, waitroom.RoomConfig{Rate: 50, Slice: 100 * time.Millisecond, MaxQueue: 100_000,
 		TokenTTL: 2 * time.Minute, Lease: 30 * time.Second, State: waitroom.RoomPaused, UnitsPerOrder: 1,
 		AbandonAfter: 5 * time.Minute, FirstUseWithin: time.Minute, NotifiedFirstUseWithin: 2 * time.Minute}, cfg)
-	require.Contains(t, f.logs.String(), `msg="room created" room=`+name+" by=admin")
+	require.Contains(t, f.Logs.String(), `msg="room created" room=`+name+" by=admin")
 
-	a = f.admin("POST", "/admin/rooms", `{"name":"`+name+`","rate":70}`)
-	a.requireError(t, http.StatusConflict, "ROOM_EXISTS")
-	cfg, err = f.store.RoomConfig(t.Context(), name)
+	a = f.Admin("POST", "/admin/rooms", `{"name":"`+name+`","rate":70}`)
+	a.RequireError(t, http.StatusConflict, "ROOM_EXISTS")
+	cfg, err = f.Store.RoomConfig(t.Context(), name)
 	require.NoError(t, err)
 	require.InDelta(t, 50.0, cfg.Rate, 0, "an existing room keeps its settings")
 
-	a = f.admin("GET", "/admin/rooms", "")
-	require.Equal(t, http.StatusOK, a.status)
-	rooms := a.body["rooms"].([]any)
+	a = f.Admin("GET", "/admin/rooms", "")
+	require.Equal(t, http.StatusOK, a.Status)
+	rooms := a.Body["rooms"].([]any)
 	require.Len(t, rooms, 2)
 	byName := map[string]map[string]any{}
 	for _, r := range rooms {
 		byName[r.(map[string]any)["name"].(string)] = r.(map[string]any)
 	}
 	require.Equal(t, "paused", byName[name]["state"])
-	require.Equal(t, "open", byName[f.room]["state"])
-	require.Equal(t, 140.0, byName[f.room]["rate"])
+	require.Equal(t, "open", byName[f.Room]["state"])
+	require.Equal(t, 140.0, byName[f.Room]["rate"])
 
 	// A partial update changes only what it names.
-	a = f.admin("PATCH", "/admin/rooms/"+name, `{"max_queue":10,"lease":"45s","abandon_after":"90s","first_use_within":"20s","units_per_order":4}`)
-	require.Equal(t, http.StatusOK, a.status, a.body)
-	require.Equal(t, 10.0, a.body["max_queue"])
-	require.Equal(t, 4.0, a.body["units_per_order"])
-	require.Equal(t, "45s", a.body["lease"])
-	require.Equal(t, 50.0, a.body["rate"])
-	require.Equal(t, "paused", a.body["state"])
-	cfg, err = f.store.RoomConfig(t.Context(), name)
+	a = f.Admin("PATCH", "/admin/rooms/"+name, `{"max_queue":10,"lease":"45s","abandon_after":"90s","first_use_within":"20s","units_per_order":4}`)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	require.Equal(t, 10.0, a.Body["max_queue"])
+	require.Equal(t, 4.0, a.Body["units_per_order"])
+	require.Equal(t, "45s", a.Body["lease"])
+	require.Equal(t, 50.0, a.Body["rate"])
+	require.Equal(t, "paused", a.Body["state"])
+	cfg, err = f.Store.RoomConfig(t.Context(), name)
 	require.NoError(t, err)
-	require.Equal(t, "1m30s", a.body["abandon_after"])
-	require.Equal(t, "20s", a.body["first_use_within"])
+	require.Equal(t, "1m30s", a.Body["abandon_after"])
+	require.Equal(t, "20s", a.Body["first_use_within"])
 	require.Equal(t, waitroom.RoomConfig{Rate: 50, Slice: 100 * time.Millisecond, MaxQueue: 10,
 		TokenTTL: 2 * time.Minute, Lease: 45 * time.Second, State: waitroom.RoomPaused, UnitsPerOrder: 4,
 		AbandonAfter: 90 * time.Second, FirstUseWithin: 20 * time.Second, NotifiedFirstUseWithin: 2 * time.Minute}, cfg)
-	require.Contains(t, f.logs.String(), `msg="room updated" room=`+name+" by=admin")
-	require.Contains(t, f.logs.String(), "max_queue.old=100000 max_queue.new=10")
+	require.Contains(t, f.Logs.String(), `msg="room updated" room=`+name+" by=admin")
+	require.Contains(t, f.Logs.String(), "max_queue.old=100000 max_queue.new=10")
 
 	// Figures, without the wait that measures admissions per second.
-	require.Equal(t, http.StatusOK, f.enter("u1").status)
-	a = f.admin("GET", "/admin/rooms/"+f.room+"?window=0", "")
-	require.Equal(t, http.StatusOK, a.status, a.body)
+	require.Equal(t, http.StatusOK, f.Enter("u1").Status)
+	a = f.Admin("GET", "/admin/rooms/"+f.Room+"?window=0", "")
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
 	require.Equal(t, map[string]any{
 		"waiting": 1.0, "live_tokens": 0.0, "admitted_per_second": nil, "window": "0s",
 		"entered": 1.0, "queue_full": 0.0, "admitted": 0.0, "completed": 0.0, "units_sold": 0.0, "released": 0.0, "expired": 0.0,
 		"no_shows": 0.0, "abandoned": 0.0,
-	}, a.body["figures"])
-	require.Equal(t, "open", a.body["state"])
+	}, a.Body["figures"])
+	require.Equal(t, "open", a.Body["state"])
 }
 
 func TestAdminRejectsBadInput(t *testing.T) {
 	t.Parallel()
-	f := newAdminFixture(t, fixtureOptions{})
-	before, err := f.store.RoomConfig(t.Context(), f.room)
+	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{})
+	before, err := f.Store.RoomConfig(t.Context(), f.Room)
 	require.NoError(t, err)
-	path := "/admin/rooms/" + f.room
+	path := "/admin/rooms/" + f.Room
 	for _, tc := range []struct {
 		method, path, body string
 		status             int
@@ -280,18 +239,18 @@ func TestAdminRejectsBadInput(t *testing.T) {
 		{"POST", "/admin/rooms", `{"name":"fresh","state":"closing"}`, 400, "BAD_REQUEST", "state"},
 		{"POST", "/admin/rooms", `{"name":"fresh","colour":"red"}`, 400, "BAD_REQUEST", "unknown field"},
 	} {
-		a := f.admin(tc.method, tc.path, tc.body)
-		require.Equal(t, tc.status, a.status, "%s %s %s: %v", tc.method, tc.path, tc.body, a.body)
-		require.Equal(t, tc.code, a.code(), tc.body)
-		msg := a.body["error"].(map[string]any)["message"].(string)
+		a := f.Admin(tc.method, tc.path, tc.body)
+		require.Equal(t, tc.status, a.Status, "%s %s %s: %v", tc.method, tc.path, tc.body, a.Body)
+		require.Equal(t, tc.code, a.Code(), tc.body)
+		msg := a.Body["error"].(map[string]any)["message"].(string)
 		require.Contains(t, msg, tc.mentions, tc.body)
 	}
-	after, err := f.store.RoomConfig(t.Context(), f.room)
+	after, err := f.Store.RoomConfig(t.Context(), f.Room)
 	require.NoError(t, err)
 	require.Equal(t, before, after)
-	rooms, err := f.store.Rooms(t.Context())
+	rooms, err := f.Store.Rooms(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, []string{f.room}, rooms, "no bad create made a room")
+	require.Equal(t, []string{f.Room}, rooms, "no bad create made a room")
 }
 
 // TestAdminPauseAndResume: pausing stops admissions from the next slice on,
@@ -299,31 +258,31 @@ func TestAdminRejectsBadInput(t *testing.T) {
 func TestAdminPauseAndResume(t *testing.T) {
 	t.Parallel()
 	const slice = 100 * time.Millisecond
-	f := newAdminFixture(t, fixtureOptions{room: waitroom.RoomConfig{Rate: 100, Slice: slice}})
+	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{Room: waitroom.RoomConfig{Rate: 100, Slice: slice}})
 	for i := range 200 {
-		_, err := f.store.Enter(t.Context(), f.room, fmt.Sprintf("u%d", i))
+		_, err := f.Store.Enter(t.Context(), f.Room, fmt.Sprintf("u%d", i))
 		require.NoError(t, err)
 	}
-	require.Zero(t, f.tick(slice), "the first tick starts the bucket")
+	require.Zero(t, f.Tick(slice), "the first tick starts the bucket")
 	for range 3 {
-		require.Equal(t, 10, f.tick(slice))
+		require.Equal(t, 10, f.Tick(slice))
 	}
 
-	a := f.admin("PATCH", "/admin/rooms/"+f.room, `{"state":"paused"}`)
-	require.Equal(t, http.StatusOK, a.status, a.body)
+	a := f.Admin("PATCH", "/admin/rooms/"+f.Room, `{"state":"paused"}`)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
 	for range 10 {
-		require.Zero(t, f.tick(slice), "paused: nobody is admitted from the next slice on")
+		require.Zero(t, f.Tick(slice), "paused: nobody is admitted from the next slice on")
 	}
-	a = f.enter("late")
-	require.Equal(t, http.StatusOK, a.status, "a paused room still takes entries")
-	require.Equal(t, true, a.body["paused"], "this instance's hints follow at once")
+	a = f.Enter("late")
+	require.Equal(t, http.StatusOK, a.Status, "a paused room still takes entries")
+	require.Equal(t, true, a.Body["paused"], "this instance's hints follow at once")
 
-	a = f.admin("PATCH", "/admin/rooms/"+f.room, `{"state":"open"}`)
-	require.Equal(t, http.StatusOK, a.status, a.body)
+	a = f.Admin("PATCH", "/admin/rooms/"+f.Room, `{"state":"open"}`)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
 	for range 5 {
-		require.Equal(t, 10, f.tick(slice), "resumed at the rate: no burst from the pause")
+		require.Equal(t, 10, f.Tick(slice), "resumed at the rate: no burst from the pause")
 	}
-	st, err := f.store.Stats(t.Context(), f.room)
+	st, err := f.Store.Stats(t.Context(), f.Room)
 	require.NoError(t, err)
 	require.EqualValues(t, 80, st.Admitted)
 }
@@ -332,29 +291,29 @@ func TestAdminPauseAndResume(t *testing.T) {
 // tokens stay valid and the queued keep their places and are admitted.
 func TestAdminCloseKeepsTokens(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t)
-	f := newAdminFixture(t, fixtureOptions{protected: proxyTo(t, up.srv.URL)})
-	token := f.admit("holder")
-	require.Equal(t, http.StatusOK, f.enter("queued").status)
+	up := servertest.NewUpstream(t)
+	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{Protected: servertest.ProxyTo(t, up.Srv.URL)})
+	token := f.Admit("holder")
+	require.Equal(t, http.StatusOK, f.Enter("queued").Status)
 
-	a := f.admin("PATCH", "/admin/rooms/"+f.room, `{"state":"closed"}`)
-	require.Equal(t, http.StatusOK, a.status, a.body)
+	a := f.Admin("PATCH", "/admin/rooms/"+f.Room, `{"state":"closed"}`)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
 
-	a = f.enter("newcomer")
-	a.requireError(t, http.StatusForbidden, "ROOM_CLOSED")
-	a = f.enter("queued")
-	require.Equal(t, http.StatusOK, a.status, "the queued keep their places")
-	require.EqualValues(t, 1, a.num("position"))
-	a = f.enter("holder")
-	require.Equal(t, http.StatusOK, a.status)
-	require.Equal(t, token, a.str("token"))
+	a = f.Enter("newcomer")
+	a.RequireError(t, http.StatusForbidden, "ROOM_CLOSED")
+	a = f.Enter("queued")
+	require.Equal(t, http.StatusOK, a.Status, "the queued keep their places")
+	require.EqualValues(t, 1, a.Num("position"))
+	a = f.Enter("holder")
+	require.Equal(t, http.StatusOK, a.Status)
+	require.Equal(t, token, a.Str("token"))
 
-	a = f.order("holder", token)
-	require.Equal(t, http.StatusCreated, a.status, "an issued token still buys: %v", a.body)
-	require.EqualValues(t, 1, up.calls.Load())
+	a = f.Order("holder", token)
+	require.Equal(t, http.StatusCreated, a.Status, "an issued token still buys: %v", a.Body)
+	require.EqualValues(t, 1, up.Calls.Load())
 
-	f.clock.Advance(time.Second)
-	admitted, err := f.store.Admit(t.Context(), f.room)
+	f.Clock.Advance(time.Second)
+	admitted, err := f.Store.Admit(t.Context(), f.Room)
 	require.NoError(t, err)
 	require.Len(t, admitted, 1)
 	require.Equal(t, "queued", admitted[0].User, "a closed room still admits its queue")
@@ -364,13 +323,13 @@ func TestAdminCloseKeepsTokens(t *testing.T) {
 // real clock with a running admitter.
 func TestAdminShowMeasuresAdmissionRate(t *testing.T) {
 	t.Parallel()
-	room := uniqueRoom(t)
-	store := memRoom(t, room, waitroom.RoomConfig{Rate: 200})
+	room := servertest.UniqueRoom(t)
+	store := servertest.MemRoom(t, room, waitroom.RoomConfig{Rate: 200})
 	for i := range 2000 {
 		_, err := store.Enter(t.Context(), room, fmt.Sprintf("u%d", i))
 		require.NoError(t, err)
 	}
-	srv := httptest.NewServer(mustServer(t, server.Config{Store: store, DefaultRoom: room, AdminToken: adminToken}))
+	srv := httptest.NewServer(servertest.MustServer(t, server.Config{Store: store, DefaultRoom: room, AdminToken: servertest.AdminToken}))
 	t.Cleanup(srv.Close)
 	admitter := &waitroom.Admitter{Store: store}
 	done := make(chan error, 1)
@@ -383,10 +342,10 @@ func TestAdminShowMeasuresAdmissionRate(t *testing.T) {
 
 	req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/admin/rooms/"+room+"?window=1s", nil)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	a := send(t, srv.Client(), req)
-	require.Equal(t, http.StatusOK, a.status, a.body)
-	fig := a.body["figures"].(map[string]any)
+	req.Header.Set("Authorization", "Bearer "+servertest.AdminToken)
+	a := servertest.Send(t, srv.Client(), req)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	fig := a.Body["figures"].(map[string]any)
 	require.Equal(t, "1s", fig["window"])
 	// The figure is the store's counter over a real second: never more
 	// than the rate (plus a tick's quota at the window's edges), and on a
@@ -401,9 +360,9 @@ func TestNewRejectsBadAdminConfig(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	h := http.NotFoundHandler()
 	for name, cfg := range map[string]server.Config{
-		"admin route outside /admin/": {Store: store, AdminToken: adminToken, AdminRoutes: map[string]http.Handler{"GET /products": h}},
-		"admin route clash":           {Store: store, AdminToken: adminToken, AdminRoutes: map[string]http.Handler{"GET /admin/rooms": h}},
-		"admin route clashes with routes": {Store: store, AdminToken: adminToken,
+		"admin route outside /admin/": {Store: store, AdminToken: servertest.AdminToken, AdminRoutes: map[string]http.Handler{"GET /products": h}},
+		"admin route clash":           {Store: store, AdminToken: servertest.AdminToken, AdminRoutes: map[string]http.Handler{"GET /admin/rooms": h}},
+		"admin route clashes with routes": {Store: store, AdminToken: servertest.AdminToken,
 			Routes: map[string]http.Handler{"GET /admin/products": h}, AdminRoutes: map[string]http.Handler{"GET /admin/products": h}},
 	} {
 		_, err := server.New(cfg)
@@ -431,29 +390,29 @@ func TestAdminChangeReachesOtherInstances(t *testing.T) {
 		t.Cleanup(func() { _ = client.Close() })
 		store := redisstore.New(client, redisstore.Options{Prefix: prefix})
 		require.NoError(t, store.Ping(t.Context()), "Redis at %s", redisURL)
-		s := mustServer(t, server.Config{Store: store, AdminToken: adminToken})
+		s := servertest.MustServer(t, server.Config{Store: store, AdminToken: servertest.AdminToken})
 		srv := httptest.NewServer(s)
 		t.Cleanup(srv.Close)
 		return store, s, srv
 	}
 	_, _, srvA := newInstance()
 	storeB, serverB, srvB := newInstance()
-	adminA := func(method, path, body string) answer {
+	adminA := func(method, path, body string) servertest.Answer {
 		req, err := http.NewRequestWithContext(t.Context(), method, srvA.URL+path, strings.NewReader(body))
 		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+adminToken)
-		return send(t, srvA.Client(), req)
+		req.Header.Set("Authorization", "Bearer "+servertest.AdminToken)
+		return servertest.Send(t, srvA.Client(), req)
 	}
-	enterB := func(user string) answer {
+	enterB := func(user string) servertest.Answer {
 		req, err := http.NewRequestWithContext(t.Context(), "POST", srvB.URL+"/rooms/sale/enter", nil)
 		require.NoError(t, err)
 		req.Header.Set("X-User-Id", user)
-		return send(t, srvB.Client(), req)
+		return servertest.Send(t, srvB.Client(), req)
 	}
 
 	a := adminA("POST", "/admin/rooms", `{"name":"sale","rate":20}`)
-	require.Equal(t, http.StatusCreated, a.status, a.body)
-	require.Equal(t, http.StatusOK, enterB("first").status)
+	require.Equal(t, http.StatusCreated, a.Status, a.Body)
+	require.Equal(t, http.StatusOK, enterB("first").Status)
 	for i := range 400 {
 		_, err := storeB.Enter(t.Context(), "sale", fmt.Sprintf("u%03d", i))
 		require.NoError(t, err)
@@ -481,14 +440,14 @@ func TestAdminChangeReachesOtherInstances(t *testing.T) {
 	require.LessOrEqual(t, before, 20*11/10+2+2, "B admits at most 20/s (+ carry and a quota)")
 
 	a = adminA("PATCH", "/admin/rooms/sale", `{"rate":200}`)
-	require.Equal(t, http.StatusOK, a.status, a.body)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
 	after := admitFor(time.Second)
 	require.LessOrEqual(t, after, 200*11/10+20+20, "B admits at most the rate set through A")
 	require.GreaterOrEqual(t, after, 3*(20*11/10+2+2), "B admits at the rate set through A, not the old one")
 
 	// Paused through A: B's very next tick admits nobody.
 	a = adminA("PATCH", "/admin/rooms/sale", `{"state":"paused"}`)
-	require.Equal(t, http.StatusOK, a.status, a.body)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
 	n, err := admitterB.Tick(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, n)
@@ -496,9 +455,9 @@ func TestAdminChangeReachesOtherInstances(t *testing.T) {
 	// Closed through A: B refuses the next entry at once (the store
 	// decides, not B's settings cache).
 	a = adminA("PATCH", "/admin/rooms/sale", `{"state":"closed"}`)
-	require.Equal(t, http.StatusOK, a.status, a.body)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
 	a = enterB("newcomer")
-	a.requireError(t, http.StatusForbidden, "ROOM_CLOSED")
+	a.RequireError(t, http.StatusForbidden, "ROOM_CLOSED")
 }
 
 // TestAdminLimitsFailedAttempts: 300 wrong tokens at once from one address
@@ -508,13 +467,13 @@ func TestAdminChangeReachesOtherInstances(t *testing.T) {
 // not; once Retry-After has passed, the address may try again.
 func TestAdminLimitsFailedAttempts(t *testing.T) {
 	t.Parallel()
-	f := newAdminFixture(t, fixtureOptions{})
+	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{})
 	const guesses = 300
 	burst := admin.DefaultAuthLimit.Burst
 	statuses, codes, retries := make([]int, guesses), make([]string, guesses), make([]string, guesses)
 	testenv.AtOnce(guesses, func(i int) {
-		a := f.do("GET", "/admin/rooms", "", "Authorization", fmt.Sprintf("Bearer wrong-guess-%04d-of-some-length", i))
-		statuses[i], codes[i], retries[i] = a.status, a.code(), a.header.Get("Retry-After")
+		a := f.Do("GET", "/admin/rooms", "", "Authorization", fmt.Sprintf("Bearer wrong-guess-%04d-of-some-length", i))
+		statuses[i], codes[i], retries[i] = a.Status, a.Code(), a.Header.Get("Retry-After")
 	})
 	counts := map[string]int{}
 	for i := range guesses {
@@ -526,18 +485,18 @@ func TestAdminLimitsFailedAttempts(t *testing.T) {
 		`429 RATE_LIMITED Retry-After="6"`: guesses - burst,
 	}, counts)
 
-	limited := f.admin("GET", "/admin/rooms", "")
-	limited.requireError(t, http.StatusTooManyRequests, "RATE_LIMITED")
-	require.Contains(t, limited.raw, "admin tokens")
-	require.Equal(t, http.StatusOK, f.do("GET", "/admin/rooms", "", "Authorization", "Bearer "+adminToken,
-		"X-Forwarded-For", "192.0.2.7").status, "another address is not slowed")
+	limited := f.Admin("GET", "/admin/rooms", "")
+	limited.RequireError(t, http.StatusTooManyRequests, "RATE_LIMITED")
+	require.Contains(t, limited.Raw, "admin tokens")
+	require.Equal(t, http.StatusOK, f.Do("GET", "/admin/rooms", "", "Authorization", "Bearer "+servertest.AdminToken,
+		"X-Forwarded-For", "192.0.2.7").Status, "another address is not slowed")
 
-	f.clock.Advance(6 * time.Second)
-	require.Equal(t, http.StatusOK, f.admin("GET", "/admin/rooms", "").status)
-	require.Equal(t, http.StatusOK, f.admin("GET", "/admin/rooms", "").status, "a right token is not counted")
-	f.do("GET", "/admin/rooms", "", "Authorization", "Bearer wrong").requireError(t, http.StatusUnauthorized, "UNAUTHORIZED")
-	f.do("GET", "/admin/rooms", "", "Authorization", "Bearer wrong").requireError(t, http.StatusTooManyRequests, "RATE_LIMITED")
-	require.Equal(t, 1, strings.Count(f.logs.String(), "admin request refused"), "refusals are logged once a minute")
+	f.Clock.Advance(6 * time.Second)
+	require.Equal(t, http.StatusOK, f.Admin("GET", "/admin/rooms", "").Status)
+	require.Equal(t, http.StatusOK, f.Admin("GET", "/admin/rooms", "").Status, "a right token is not counted")
+	f.Do("GET", "/admin/rooms", "", "Authorization", "Bearer wrong").RequireError(t, http.StatusUnauthorized, "UNAUTHORIZED")
+	f.Do("GET", "/admin/rooms", "", "Authorization", "Bearer wrong").RequireError(t, http.StatusTooManyRequests, "RATE_LIMITED")
+	require.Equal(t, 1, strings.Count(f.Logs.String(), "admin request refused"), "refusals are logged once a minute")
 }
 
 // TestAdminAttemptsCountPerAddress: the failed attempts count per IPv4
@@ -547,10 +506,10 @@ func TestAdminLimitsFailedAttempts(t *testing.T) {
 func TestAdminAttemptsCountPerAddress(t *testing.T) {
 	t.Parallel()
 	burst := admin.DefaultAuthLimit.Burst
-	guess := func(f *adminFixture, client string) int {
-		return f.do("GET", "/admin/rooms", "", "Authorization", "Bearer wrong", "X-Forwarded-For", client).status
+	guess := func(f *servertest.AdminFixture, client string) int {
+		return f.Do("GET", "/admin/rooms", "", "Authorization", "Bearer wrong", "X-Forwarded-For", client).Status
 	}
-	behindProxy := newAdminFixture(t, fixtureOptions{})
+	behindProxy := servertest.NewAdminFixture(t, servertest.FixtureOptions{})
 	for i := range burst {
 		require.Equal(t, http.StatusUnauthorized, guess(behindProxy, fmt.Sprintf("2001:db8:1:2:%x::%x", i, i+1)))
 	}
@@ -561,13 +520,13 @@ func TestAdminAttemptsCountPerAddress(t *testing.T) {
 	}
 	require.Equal(t, http.StatusTooManyRequests, guess(behindProxy, "fe80::99%eth9"), "a zone is no new client")
 	require.Equal(t, http.StatusUnauthorized, guess(behindProxy, "198.51.100.1"))
-	require.Equal(t, http.StatusOK, behindProxy.do("GET", "/admin/rooms", "", "Authorization", "Bearer "+adminToken,
-		"X-Forwarded-For", "2001:db8:1:3::2").status)
+	require.Equal(t, http.StatusOK, behindProxy.Do("GET", "/admin/rooms", "", "Authorization", "Bearer "+servertest.AdminToken,
+		"X-Forwarded-For", "2001:db8:1:3::2").Status)
 
 	// Trusting nobody, the peer (loopback) is the client whatever the
 	// header says.
-	direct := &adminFixture{fixture: newStoreFixture(t, waitroom.RoomConfig{})}
-	direct.serve(server.Config{AdminToken: adminToken, TrustedProxies: []netip.Prefix{}})
+	direct := &servertest.AdminFixture{Fixture: servertest.NewStoreFixture(t, waitroom.RoomConfig{})}
+	direct.Serve(server.Config{AdminToken: servertest.AdminToken, TrustedProxies: []netip.Prefix{}})
 	for i := range burst {
 		require.Equal(t, http.StatusUnauthorized, guess(direct, fmt.Sprintf("203.0.113.%d", i)))
 	}
@@ -579,8 +538,8 @@ func TestAdminAttemptsCountPerAddress(t *testing.T) {
 // serves them, behind the same token.
 func TestAdminApart(t *testing.T) {
 	t.Parallel()
-	store := memRoom(t, "default", waitroom.RoomConfig{})
-	s := mustServer(t, server.Config{Store: store, AdminToken: adminToken, AdminApart: true,
+	store := servertest.MemRoom(t, "default", waitroom.RoomConfig{})
+	s := servertest.MustServer(t, server.Config{Store: store, AdminToken: servertest.AdminToken, AdminApart: true,
 		AdminRoutes: map[string]http.Handler{"GET /admin/products": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprint(w, `{"products":[]}`)
 		})}})
@@ -595,21 +554,23 @@ func TestAdminApart(t *testing.T) {
 		}
 		return req
 	}
-	get := func(base, path, auth string) answer { return send(t, http.DefaultClient, request(base, path, auth)) }
-	for _, path := range []string{"/admin/rooms", "/admin/rooms/default", "/admin/dashboard", "/admin/products", "/admin/", "/metrics"} {
-		get(public.URL, path, adminToken).requireError(t, http.StatusNotFound, "NOT_FOUND", path)
-		p := pageOf(t, http.DefaultClient, request(admin.URL, path, adminToken))
-		require.Equal(t, http.StatusOK, p.status, "%s: %s", path, p.body)
+	get := func(base, path, auth string) servertest.Answer {
+		return servertest.Send(t, http.DefaultClient, request(base, path, auth))
 	}
-	get(admin.URL, "/admin/rooms", "").requireError(t, http.StatusUnauthorized, "UNAUTHORIZED")
-	get(admin.URL, "/rooms/default/status", "").requireError(t, http.StatusNotFound, "NOT_FOUND", "the crowd's API is not on the operator's listener")
-	require.Equal(t, http.StatusOK, get(public.URL, "/healthz", "").status)
+	for _, path := range []string{"/admin/rooms", "/admin/rooms/default", "/admin/dashboard", "/admin/products", "/admin/", "/metrics"} {
+		get(public.URL, path, servertest.AdminToken).RequireError(t, http.StatusNotFound, "NOT_FOUND", path)
+		resp, body := testenv.Do(t, http.DefaultClient, request(admin.URL, path, servertest.AdminToken))
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, body)
+	}
+	get(admin.URL, "/admin/rooms", "").RequireError(t, http.StatusUnauthorized, "UNAUTHORIZED")
+	get(admin.URL, "/rooms/default/status", "").RequireError(t, http.StatusNotFound, "NOT_FOUND", "the crowd's API is not on the operator's listener")
+	require.Equal(t, http.StatusOK, get(public.URL, "/healthz", "").Status)
 
 	// Without AdminApart the Server serves them and AdminHandler nothing.
-	together := mustServer(t, server.Config{Store: store, AdminToken: adminToken})
+	together := servertest.MustServer(t, server.Config{Store: store, AdminToken: servertest.AdminToken})
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest("GET", "/admin/rooms", nil)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Authorization", "Bearer "+servertest.AdminToken)
 	together.AdminHandler().ServeHTTP(rec, req)
 	require.Equal(t, http.StatusNotFound, rec.Code)
 }
@@ -620,26 +581,26 @@ func TestAdminApart(t *testing.T) {
 // come back in a body that repeats it.
 func TestAdminRefusesOpeningInThePast(t *testing.T) {
 	t.Parallel()
-	f := newAdminFixture(t, fixtureOptions{})
-	at := func(d time.Duration) string { return f.clock.Now().Add(d).UTC().Format(time.RFC3339) }
+	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{})
+	at := func(d time.Duration) string { return f.Clock.Now().Add(d).UTC().Format(time.RFC3339) }
 	for _, past := range []string{at(-time.Minute), at(0), "2026-03-01T10:00:00+09:00"} {
-		f.admin("POST", "/admin/rooms", `{"name":"drop","opens_at":"`+past+`"}`).
-			requireError(t, http.StatusBadRequest, "OPENS_AT_PAST", past)
-		f.admin("PATCH", "/admin/rooms/"+f.room, `{"opens_at":"`+past+`"}`).
-			requireError(t, http.StatusBadRequest, "OPENS_AT_PAST", past)
+		f.Admin("POST", "/admin/rooms", `{"name":"drop","opens_at":"`+past+`"}`).
+			RequireError(t, http.StatusBadRequest, "OPENS_AT_PAST", past)
+		f.Admin("PATCH", "/admin/rooms/"+f.Room, `{"opens_at":"`+past+`"}`).
+			RequireError(t, http.StatusBadRequest, "OPENS_AT_PAST", past)
 	}
-	rooms, err := f.store.Rooms(t.Context())
+	rooms, err := f.Store.Rooms(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, []string{f.room}, rooms)
-	cfg, err := f.store.RoomConfig(t.Context(), f.room)
+	require.Equal(t, []string{f.Room}, rooms)
+	cfg, err := f.Store.RoomConfig(t.Context(), f.Room)
 	require.NoError(t, err)
 	require.True(t, cfg.OpensAt.IsZero(), "the refused opening was not written")
 
 	opens := at(time.Minute)
-	created := f.admin("POST", "/admin/rooms", `{"name":"drop","opens_at":"`+opens+`"}`)
-	require.Equal(t, http.StatusCreated, created.status, created.raw)
-	f.clock.Advance(2 * time.Minute)
-	again := f.admin("PATCH", "/admin/rooms/drop", `{"opens_at":"`+opens+`","rate":7}`)
-	require.Equal(t, http.StatusOK, again.status, again.raw)
-	require.Equal(t, opens, again.str("opens_at"))
+	created := f.Admin("POST", "/admin/rooms", `{"name":"drop","opens_at":"`+opens+`"}`)
+	require.Equal(t, http.StatusCreated, created.Status, created.Raw)
+	f.Clock.Advance(2 * time.Minute)
+	again := f.Admin("PATCH", "/admin/rooms/drop", `{"opens_at":"`+opens+`","rate":7}`)
+	require.Equal(t, http.StatusOK, again.Status, again.Raw)
+	require.Equal(t, opens, again.Str("opens_at"))
 }
