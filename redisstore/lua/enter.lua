@@ -179,18 +179,7 @@ return function(KEYS, ARGV)
     return waiting_standing(size, stock, stats_key, tok_key, counts)
   end
 
-  for i = 1, #ARGV do
-    local user = ARGV[i]
-    local st = enter_fast(i, user)
-    if st == nil then
-      write_places()
-      st = enter_slow(user)
-      size = nil
-    end
-    out[i + 3] = st
-    named[user] = true
-  end
-  write_places()
+  each_user(ARGV, out, named, enter_fast, enter_slow, write_places, function() size = nil end)
   if full > 0 then
     redis.call('HINCRBY', stats_key, 'full', full)
   end

@@ -460,3 +460,23 @@ local function out_of_draw(pre_key, drawn_key, draw_key, user)
     redis.call('ZADD', pre_key, -tonumber(s), user)
   end
 end
+
+-- each_user answers a batch of users (enter, status): user i's standing,
+-- in out[i + 3], is fast's, or where fast has none (nil), slow's, which
+-- first writes what the fast ones gathered (flush) and after which the
+-- fast path starts again (restart). named[user] is set once a user is
+-- answered: a user named twice in a call goes the slow way.
+local function each_user(users, out, named, fast, slow, flush, restart)
+  for i = 1, #users do
+    local user = users[i]
+    local st = fast(i, user)
+    if st == nil then
+      flush()
+      st = slow(user)
+      restart()
+    end
+    out[i + 3] = st
+    named[user] = true
+  end
+  flush()
+end

@@ -114,17 +114,6 @@ return function(KEYS, ARGV)
     return waiting_standing(ahead + redis.call('ZRANK', key, user) + 1, stock, stats_key, tok_key, counts)
   end
 
-  for i = 1, #ARGV do
-    local user = ARGV[i]
-    local st = status_fast(i, user)
-    if st == nil then
-      write_seen()
-      st = status_slow(user)
-      q_ahead = nil
-    end
-    out[i + 3] = st
-    named[user] = true
-  end
-  write_seen()
+  each_user(ARGV, out, named, status_fast, status_slow, write_seen, function() q_ahead = nil end)
   return out
 end
