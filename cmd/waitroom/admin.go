@@ -88,13 +88,16 @@ var settingFlags = []struct{ flag, kind, help string }{
 }
 
 func admin(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	group, err := flagenv.Command(args, "a command is needed: rooms list|show|create|set, or passes create|list|revoke",
-		"unknown command %q; try 'rooms' or 'passes'", "rooms", "passes")
+	group, err := flagenv.Command(args, "a command is needed: rooms list|show|create|set, passes create|list|revoke, or webhooks list|create|delete|rotate|dead|redeliver",
+		"unknown command %q; try 'rooms', 'passes' or 'webhooks'", "rooms", "passes", "webhooks")
 	if err != nil {
 		return err
 	}
-	if group == "passes" {
+	switch group {
+	case "passes":
 		return adminPasses(ctx, args[1:], getenv, stdout)
+	case "webhooks":
+		return adminWebhooks(ctx, args[1:], getenv, stdout)
 	}
 	cmd, err := flagenv.Subcommand(args[1:], "rooms", "list", "show", "create", "set")
 	if err != nil {
@@ -135,18 +138,16 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	if cmd == "set" && len(body) == 0 {
 		return flagenv.Errorf("rooms set needs at least one setting, such as --rate 200 or --state paused")
 	}
-	c, err := newAdminClient(*fs.baseURL, *fs.token, getenv)
-	if err != nil {
-		return err
-	}
-
 	window := time.Duration(-1) // the server's
 	if given["window"] {
 		if window, err = time.ParseDuration(*windowText); err != nil || window < 0 {
 			return flagenv.Errorf("--window=%q: not a duration (such as 1s, 500ms; 0 skips)", *windowText)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	c, ctx, cancel, err := fs.client(ctx, getenv)
+	if err != nil {
+		return err
+	}
 	defer cancel()
 	var (
 		rooms []adminapi.Room
@@ -184,6 +185,17 @@ func newAdminFlags(name string) adminFlags {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	return adminFlags{FlagSet: fs, baseURL: fs.String("url", "", ""), token: fs.String("token", "", ""), asJSON: fs.Bool("json", false, "")}
+}
+
+// client makes the command's client and the context of its call, bounded
+// by adminTimeout.
+func (fs adminFlags) client(ctx context.Context, getenv func(string) string) (*adminclient.Client, context.Context, context.CancelFunc, error) {
+	c, err := newAdminClient(*fs.baseURL, *fs.token, getenv)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	return c, ctx, cancel, nil
 }
 
 // answer prints the server's answer: under --json raw as sent, even if it

@@ -33,8 +33,8 @@ Flags:
 Example:
   waitroom admin passes create --room drop --uses 5 --expires 48h`
 
-// adminHelp is 'waitroom help admin': rooms, then passes.
-var adminHelp = adminUsage + "\n\n" + passesUsage
+// adminHelp is 'waitroom help admin': rooms, passes, then webhooks.
+var adminHelp = adminUsage + "\n\n" + passesUsage + "\n\n" + webhooksUsage
 
 // adminPasses runs 'waitroom admin passes …'.
 func adminPasses(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
@@ -66,11 +66,10 @@ func adminPasses(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil || lifetime < time.Minute || lifetime > waitroom.MaxPassLifetime {
 		return flagenv.Errorf("--expires=%q: a duration in [1m, %s], such as 30m or 48h", *expires, waitroom.MaxPassLifetime)
 	}
-	c, err := newAdminClient(*fs.baseURL, *fs.token, getenv)
+	c, ctx, cancel, err := fs.client(ctx, getenv)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
 	var (
 		pass   adminapi.Pass
