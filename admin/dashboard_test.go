@@ -284,6 +284,33 @@ func TestDashboardBrowser(t *testing.T) {
 		"a room without stock shows no stock")
 	op.Screenshot("admin-06-stock")
 
+	// The stock is set from here, after a confirmation that says it is a
+	// restock; the settings line follows.
+	stockForm := stockCard + ` .stock-form`
+	op.Do(chromedp.SendKeys(chromedp.CSS(stockForm+` input`), "5"), chromedp.Click(chromedp.CSS(stockForm+` button`)),
+		chromedp.WaitVisible(chromedp.ID("confirm")))
+	require.Contains(t, op.Text("confirm-text"), "from 3 to 5 units")
+	require.Contains(t, op.Text("confirm-text"), "restock")
+	op.Do(chromedp.Click(chromedp.ID("confirm-ok")))
+	waitTrue(op, `document.querySelector('`+stockCard+` .settings').textContent.includes("Stock 5")`, "the new stock")
+	cfg, err = store.RoomConfig(t.Context(), stocked)
+	require.NoError(t, err)
+	require.Equal(t, 5, cfg.Stock)
+	waitTrue(op, roomField(stocked, "units_left")+` === "2"`, "two units back on sale")
+
+	// So is the opening: the operator's local time, stored as the instant.
+	opening := stockCard + ` .opening-form`
+	op.Eval(`document.querySelector('` + opening + ` input').value = "2031-01-02T10:00", ""`)
+	op.Do(chromedp.Click(chromedp.CSS(opening+` button`)), chromedp.WaitVisible(chromedp.ID("confirm")))
+	require.Contains(t, op.Text("confirm-text"), "Set the opening of "+stocked+" to ")
+	op.Do(chromedp.Click(chromedp.ID("confirm-ok")))
+	waitTrue(op, `document.querySelector('`+stockCard+` .settings').textContent.startsWith("Opens ")`, "the opening shown")
+	cfg, err = store.RoomConfig(t.Context(), stocked)
+	require.NoError(t, err)
+	want, err := time.Parse(time.RFC3339, op.Eval(`new Date("2031-01-02T10:00").toISOString()`))
+	require.NoError(t, err)
+	require.True(t, want.Equal(cfg.OpensAt), "opens at %s, want %s", cfg.OpensAt, want)
+
 	// Passes are listed with the room, and one is revoked from here.
 	pass := waitroom.Pass{ID: waitroom.NewToken(), Uses: 3, Left: 3, ExpiresAt: time.Now().Add(time.Hour)}
 	require.NoError(t, store.CreatePass(t.Context(), room, pass))
@@ -313,6 +340,16 @@ func TestDashboardBrowser(t *testing.T) {
 	require.True(t, passes[0].Revoked)
 	_, err = store.EnterWithPass(t.Context(), room, "after", pass.ID)
 	require.ErrorIs(t, err, waitroom.ErrPassInvalid)
+
+	// A pass is created from here too, after a confirmation.
+	op.Do(chromedp.Click(chromedp.CSS(card+` [data-act="pass"]`)), chromedp.WaitVisible(chromedp.ID("confirm")))
+	require.Contains(t, op.Text("confirm-text"), "Create a pass for "+room+"?")
+	op.Do(chromedp.Click(chromedp.ID("confirm-ok")))
+	waitTrue(op, `document.querySelector('`+card+` .note').textContent.startsWith("Pass created: `+srv.URL+`/")`, "the new pass's link")
+	waitTrue(op, `document.querySelector('`+card+` .pass-count').textContent === "3 (1 valid)"`, "the new pass listed")
+	passes, err = store.Passes(t.Context(), room)
+	require.NoError(t, err)
+	require.Len(t, passes, 3)
 
 	// Signing out forgets the token.
 	op.Do(chromedp.Click(chromedp.ID("logout")))

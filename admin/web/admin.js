@@ -10,8 +10,15 @@
   // used: read them every ten seconds, not every second.
   const passesEveryMS = 10000;
   const $ = (id) => document.getElementById(id);
-  const fmt = new Intl.NumberFormat("en-US");
-  const fmt1 = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1 });
+  // One way of writing numbers, times and dates on the whole screen: the
+  // operator's browser's.
+  const fmt = new Intl.NumberFormat();
+  const fmt1 = new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 });
+  const timeFmt = new Intl.DateTimeFormat(undefined, { timeStyle: "medium" });
+  const dateFmt = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  const when = (t) => dateFmt.format(new Date(t));
+  // Passes minted from the dashboard: one use, for a week.
+  const dashboardPass = { uses: 1, expires_in: "168h" };
 
   let token = sessionStorage.getItem(tokenKey) || "";
   let since = 0;
@@ -141,7 +148,7 @@
   }
 
   function clock(ms) {
-    return new Date(ms).toLocaleTimeString("en-GB");
+    return timeFmt.format(new Date(ms));
   }
 
   function duration(s) {
@@ -162,15 +169,24 @@
     };
     card.querySelectorAll("[data-act]").forEach((b) =>
       b.addEventListener("click", () => control(room, b.dataset.act)));
-    card.querySelector(".rate-form").addEventListener("submit", (ev) => {
+    const form = (cls, read) => card.querySelector(cls).addEventListener("submit", (ev) => {
       ev.preventDefault();
-      const input = ev.target.elements.rate;
-      const rate = Number(input.value);
-      if (!(rate > 0)) {
-        note(room, "The rate must be a number above 0.");
-        return;
-      }
-      control(room, "rate", rate);
+      const [act, value, wrong] = read(ev.target.elements);
+      if (wrong) note(room, wrong);
+      else control(room, act, value);
+    });
+    form(".rate-form", (el) => {
+      const rate = Number(el.rate.value);
+      return ["rate", rate, rate > 0 ? "" : "The rate must be a number above 0."];
+    });
+    form(".stock-form", (el) => {
+      const stock = Number(el.stock.value);
+      return ["stock", stock, Number.isInteger(stock) && stock >= 0 ? "" : "The stock is a whole number, 0 or more."];
+    });
+    form(".opening-form", (el) => {
+      if (el.opens_at.value === "") return ["opening", "", ""];
+      const at = new Date(el.opens_at.value); // the browser's time zone
+      return ["opening", isNaN(at) ? "" : at.toISOString(), isNaN(at) ? "That is not a date and time." : ""];
     });
     return room;
   }
@@ -205,8 +221,17 @@
     room.card.querySelector('[data-act="pause"]').hidden = r.state !== "open";
     room.card.querySelector('[data-act="resume"]').hidden = r.state === "open";
     room.card.querySelector('[data-act="close"]').hidden = r.state === "closed";
-    const input = room.card.querySelector(".rate-form input");
-    if (document.activeElement !== input && !input.dataset.edited) input.placeholder = String(r.rate);
+    const settings = [];
+    if (r.opens_at) settings.push((Date.parse(r.opens_at) > Date.now() ? "Opens " : "Opened ") + when(r.opens_at));
+    if (r.closes_at) settings.push("Closes " + when(r.closes_at));
+    if (r.invite_only) settings.push("Invite only");
+    if (r.one_order_per_user) settings.push("One order per buyer");
+    settings.push(r.stock > 0 ? "Stock " + fmt.format(r.stock) : "Stock not tracked");
+    room.card.querySelector(".settings").textContent = settings.join(" · ");
+    for (const [name, value] of [["rate", r.rate], ["stock", r.stock]]) {
+      const input = room.card.querySelector('input[name="' + name + '"]');
+      if (document.activeElement !== input) input.placeholder = String(value);
+    }
 
     const [ts, adm, rate, waiting] = room.data;
     for (const p of r.series || []) {
@@ -284,7 +309,7 @@
       tr.dataset.state = state;
       tr.dataset.pass = p.id;
       const cells = [p.id.slice(0, 8) + "…", p.left + " of " + p.uses,
-        new Date(p.expires_at).toLocaleString("en-GB"), state];
+        when(p.expires_at), state];
       cells.forEach((text, i) => {
         const td = document.createElement("td");
         td.textContent = text;
@@ -329,6 +354,13 @@
     resume: (r) => ["Resume " + r.name + "? Admissions restart at " + fmt1.format(r.rate) + " users/s.", "Resume", { state: "open" }],
     close: (r) => ["Close " + r.name + "? New arrivals are turned away (ROOM_CLOSED); people already in the queue are still admitted.", "Close the room", { state: "closed" }],
     rate: (r, v) => ["Change the rate of " + r.name + " from " + fmt1.format(r.rate) + " to " + fmt1.format(v) + " users/s?", "Set rate", { rate: v }],
+    stock: (r, v) => ["Set the stock of " + r.name + " from " + (r.stock > 0 ? fmt.format(r.stock) : "not tracked") + " to " +
+      (v > 0 ? fmt.format(v) + " units (sold ones included)" : "not tracked") + "?" +
+      (v > r.stock && r.stock > 0 ? " Raising it is a restock: buyers turned away as sold out can come back." : ""), "Set stock", { stock: v }],
+    opening: (r, v) => [v === "" ? "Remove the opening of " + r.name + "? Arrivals are queued at once, in order."
+      : "Set the opening of " + r.name + " to " + when(v) + "? Until then arrivals wait in the prequeue and get their places in the draw.", "Set opening", { opens_at: v }],
+    pass: (r) => ["Create a pass for " + r.name + "? Its link lets one buyer in without queueing, for a week" +
+      (r.invite_only ? "" : " (the room is not invite-only: anyone can still queue)") + ".", "Create pass"],
   };
 
   async function control(room, act, value) {
@@ -336,13 +368,25 @@
     if (!(await confirmed(question, verb))) return;
     const gen = generation;
     try {
+      if (act === "pass") {
+        const p = await api("POST", "rooms/" + encodeURIComponent(room.name) + "/passes", dashboardPass);
+        if (gen !== generation) return;
+        note(room, "Pass created: " + new URL(p.link, location.href).href);
+        loadPasses(room);
+        return;
+      }
       const r = await api("PATCH", "rooms/" + encodeURIComponent(room.name), body);
       if (gen !== generation) return;
-      // Show the change at once; the next sample confirms it.
-      room.cfg = Object.assign({}, room.cfg, { state: r.state, rate: r.rate });
+      // Show the change at once (the figures stay those of the last
+      // sample); the next sample confirms it.
+      room.cfg = Object.assign({}, room.cfg, r, { figures: room.cfg.figures, series: [] });
       updateCard(room, room.cfg, 1000);
-      note(room, act === "rate" ? "Rate set to " + fmt1.format(r.rate) + "/s." : "Room is " + r.state + ".");
-      room.card.querySelector(".rate-form input").value = "";
+      note(room, {
+        rate: () => "Rate set to " + fmt1.format(r.rate) + "/s.",
+        stock: () => r.stock > 0 ? "Stock set to " + fmt.format(r.stock) + "." : "Stock is not tracked.",
+        opening: () => r.opens_at ? "Opens " + when(r.opens_at) + "." : "No opening set.",
+      }[act]?.() ?? "Room is " + r.state + ".");
+      room.card.querySelectorAll(".controls form").forEach((f) => f.reset());
     } catch (e) {
       if (e instanceof Refused) signOut("The admin token was refused; sign in again.");
       else note(room, "Not done: " + e.message);
