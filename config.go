@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // RoomState says what a room lets happen.
@@ -146,6 +148,11 @@ type RoomConfig struct {
 	// and back to after the order: an absolute http or https URL; empty:
 	// the page names no shop.
 	ShopURL string
+	// ShopName and ProductName tell the waiting page's buyers who is
+	// selling and what (at most MaxNameBytes of one line of text each);
+	// empty: the page says neither.
+	ShopName    string
+	ProductName string
 }
 
 // Stored returns c as a store keeps it: with its defaults, and only if
@@ -233,7 +240,43 @@ func (c RoomConfig) Validate() error {
 	if err := CheckShopURL(c.ShopURL); err != nil {
 		check(false, "shop_url", err.Error())
 	}
+	if err := CheckName(c.ShopName); err != nil {
+		check(false, "shop_name", err.Error())
+	}
+	if err := CheckName(c.ProductName); err != nil {
+		check(false, "product_name", err.Error())
+	}
 	return errors.Join(errs...)
+}
+
+// MaxNameBytes bounds RoomConfig.ShopName and ProductName: a name on one
+// line of the page, not a description.
+const MaxNameBytes = 200
+
+// CheckName reports why s cannot be a shop's or a product's name on the
+// waiting page: it must be UTF-8 text of at most MaxNameBytes, without
+// control characters (a line break, an escape or a bidirectional
+// override would reach every buyer's page and the logs) and without space at its ends (which no one
+// sees and a second copy of the name would differ by). Empty is none.
+func CheckName(s string) error {
+	if s == "" {
+		return nil
+	}
+	if len(s) > MaxNameBytes {
+		return fmt.Errorf("must be at most %d bytes, got %d", MaxNameBytes, len(s))
+	}
+	if !utf8.ValidString(s) {
+		return errors.New("must be UTF-8 text")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Bidi_Control) {
+			return fmt.Errorf("must be one line without control characters, got %q", s)
+		}
+	}
+	if strings.TrimSpace(s) != s {
+		return fmt.Errorf("must not begin or end with space, got %q", s)
+	}
+	return nil
 }
 
 // MaxShopURL bounds RoomConfig.ShopURL: a link, not a document.
@@ -372,6 +415,8 @@ func (c RoomConfig) Changes(to RoomConfig) []FieldChange {
 	add("prequeue_order", c.PrequeueOrder, to.PrequeueOrder)
 	add("closes_at", c.ClosesAt, to.ClosesAt)
 	add("shop_url", c.ShopURL, to.ShopURL)
+	add("shop_name", c.ShopName, to.ShopName)
+	add("product_name", c.ProductName, to.ProductName)
 	return out
 }
 

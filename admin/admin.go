@@ -41,7 +41,8 @@ import (
 //	GET   /admin/rooms/{room}     room with "figures"; ?window=1s measures admitted/s (0 skips)
 //	PATCH /admin/rooms/{room}     any of rate, slice, max_queue, token_ttl, lease, max_active, state, stock,
 //	                              units_per_order, one_order_per_user, abandon_after, first_use_within,
-//	                              notified_first_use_within, opens_at, prequeue_order, closes_at, shop_url → 200 room
+//	                              notified_first_use_within, opens_at, prequeue_order, closes_at, shop_url, shop_name,
+//	                              product_name → 200 room
 //	GET   /admin/rooms/{room}/entrants  the draw's record and its entrants with their places, for
 //	                              'waitroom draw verify'; 409 DRAW_PENDING before the draw
 //	GET   /admin/dashboard        every room with figures and samples, for the dashboard (dashboard.go)
@@ -352,6 +353,9 @@ type roomSettings struct {
 	ClosesAt      *string `json:"closes_at"`
 	// ShopURL is an absolute http(s) URL; "" clears it.
 	ShopURL *string `json:"shop_url"`
+	// ShopName and ProductName are shown on the waiting page; "" clears.
+	ShopName    *string `json:"shop_name"`
+	ProductName *string `json:"product_name"`
 }
 
 // createBody is the body of POST /admin/rooms.
@@ -390,6 +394,8 @@ func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error
 	set(p.InviteOnly, &cfg.InviteOnly)
 	set(p.OneOrderPerUser, &cfg.OneOrderPerUser)
 	set(p.ShopURL, &cfg.ShopURL)
+	set(p.ShopName, &cfg.ShopName)
+	set(p.ProductName, &cfg.ProductName)
 	if p.PrequeueOrder != nil {
 		cfg.PrequeueOrder = waitroom.PrequeueOrder(*p.PrequeueOrder)
 	}

@@ -36,11 +36,14 @@ type Room struct {
 	// NotifiedFirstUseWithin: the same for a buyer who asked to be told.
 	NotifiedFirstUseWithin string `json:"notified_first_use_within"`
 	// OpensAt and ClosesAt are RFC 3339, "" when unset.
-	OpensAt       string   `json:"opens_at"`
-	PrequeueOrder string   `json:"prequeue_order"`
-	ClosesAt      string   `json:"closes_at"`
-	ShopURL       string   `json:"shop_url"`
-	Figures       *Figures `json:"figures,omitempty"`
+	OpensAt       string `json:"opens_at"`
+	PrequeueOrder string `json:"prequeue_order"`
+	ClosesAt      string `json:"closes_at"`
+	ShopURL       string `json:"shop_url"`
+	// ShopName and ProductName: who sells what, as the page says it.
+	ShopName    string   `json:"shop_name"`
+	ProductName string   `json:"product_name"`
+	Figures     *Figures `json:"figures,omitempty"`
 }
 
 // NewRoom is room name's answer from its settings, without figures.
@@ -64,6 +67,8 @@ func NewRoom(name string, cfg waitroom.RoomConfig) Room {
 		PrequeueOrder:   string(cfg.Order()),
 		ClosesAt:        formatTime(cfg.ClosesAt),
 		ShopURL:         cfg.ShopURL,
+		ShopName:        cfg.ShopName,
+		ProductName:     cfg.ProductName,
 		// For buyers who asked to be told of their turn (server/notify.go).
 		NotifiedFirstUseWithin: cfg.NotifiedFirstUseWithin.String(),
 	}

@@ -253,6 +253,12 @@ func WriteRoomText(w io.Writer, r adminapi.Room) error {
 	if r.ClosesAt != "" {
 		fmt.Fprintf(tw, "closes at:\t%s\n", r.ClosesAt)
 	}
+	if r.ShopName != "" {
+		fmt.Fprintf(tw, "shop:\t%s\n", r.ShopName)
+	}
+	if r.ProductName != "" {
+		fmt.Fprintf(tw, "product:\t%s\n", r.ProductName)
+	}
 	if r.ShopURL != "" {
 		fmt.Fprintf(tw, "shop url:\t%s\n", r.ShopURL)
 	}

@@ -13,7 +13,7 @@
 //
 //	wr:{ROOM}:cfg     hash   live settings: rate, slice_ms, quota, max_queue, ttl_ms, lease_ms, max_active, state, stock, one_order,
 //	                         abandon_ms, first_use_ms, invite_only, opens_at_ms, prequeue, closes_at_ms,
-//	                         units (units_per_order), shop_url, notified_first_use_ms,
+//	                         units (units_per_order), shop_url, notified_first_use_ms, shop_name, product_name,
 //	                         had_opening ("1" once the room had an opening time: its draw's keys matter)
 //	wr:{ROOM}:ver     string the settings' version: a fresh random value at every write of cfg (RoomVersions)
 //	wr:{ROOM}:q       zset   user → arrival sequence + last seen second / 2^20: the queue
@@ -354,7 +354,8 @@ const tokHashTableField = " hashtable"
 // roomConfigFields are the cfg hash fields, in the order configArgs gives
 // their values.
 var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state", "stock", "one_order", "abandon_ms", "first_use_ms", "invite_only",
-	"opens_at_ms", "prequeue", "closes_at_ms", "units", "shop_url", "notified_first_use_ms"}
+	"opens_at_ms", "prequeue", "closes_at_ms", "units", "shop_url", "notified_first_use_ms",
+	"shop_name", "product_name"}
 
 // configArgs flattens cfg into field, value pairs for HSET. Durations are
 // kept in (possibly fractional) milliseconds, what the scripts compute in.
@@ -379,6 +380,8 @@ func configArgs(cfg waitroom.RoomConfig) []any {
 		strconv.Itoa(cfg.UnitsPerOrder),
 		cfg.ShopURL,
 		formatMillis(cfg.NotifiedFirstUseWithin.Nanoseconds()),
+		cfg.ShopName,
+		cfg.ProductName,
 	}
 	args := make([]any, 0, 2*len(vals))
 	for i, v := range vals {

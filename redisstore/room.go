@@ -170,6 +170,8 @@ func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
 		InviteOnly:      m["invite_only"] == "1",
 		PrequeueOrder:   waitroom.PrequeueOrder(m["prequeue"]),
 		ShopURL:         m["shop_url"], // absent in a room made before it: none
+		ShopName:        m["shop_name"],
+		ProductName:     m["product_name"],
 	}
 	// Settings added since a room was made are absent: their zero value.
 	if m["stock"] != "" {

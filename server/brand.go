@@ -267,9 +267,9 @@ func sampleViews(l *i18n.Lang) []pageView {
 	base := func(state string) pageView {
 		v := pageView{
 			L: l, Room: "sale", PageURL: "/rooms/sale", State: state, ShowRoom: true, CanOrder: true,
-			ShopURL: "https://shop.example/sale",
-			Boot:    pageBoot{Room: "sale", State: state, PageURL: "/rooms/sale", StatusURL: "/rooms/sale/status"},
-			CSS:     pageCSS, JS: pageJS,
+			ShopURL: "https://shop.example/sale", ShopName: "Sample Shop", ProductName: "Sample Sneaker",
+			Boot: pageBoot{Room: "sale", State: state, PageURL: "/rooms/sale", StatusURL: "/rooms/sale/status"},
+			CSS:  pageCSS, JS: pageJS,
 		}
 		for _, o := range i18n.All() {
 			v.Langs = append(v.Langs, langLink{Code: o.Code, Name: o.Name, Href: "/rooms/sale?lang=" + o.Code, Current: o.Code == l.Code})
@@ -309,7 +309,7 @@ func sampleViews(l *i18n.Lang) []pageView {
 	v.CanOrder, v.TimeLeft = false, "0:59"
 	out = append(out, v)
 	v = base(pageAdmitted)
-	v.CanOrder, v.ShopURL = false, ""
+	v.CanOrder, v.ShopURL, v.ShopName, v.ProductName = false, "", "", ""
 	out = append(out, v)
 	v = base(pageScheduled)
 	v.Drawn, v.OpensIn = true, "0:00:05"

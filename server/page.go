@@ -111,6 +111,8 @@ type pageView struct {
 	RetryText    string
 	CanOrder     bool
 	ShopURL      string // the room's shop_url: where the buyer goes on to order
+	ShopName     string // the room's shop_name: who sells; empty: not said
+	ProductName  string // the room's product_name: what is sold; empty: not said
 	Message      string // a refusal, in a sentence for buyers
 	Pass         string // the pass code the visitor came with, if any
 	Challenge    string // the join challenge to solve, if on
@@ -142,6 +144,7 @@ type pageBoot struct {
 	StatusURL string `json:"status_url"`
 	OrderURL  string `json:"order_url,omitempty"`
 	ProductID string `json:"product_id,omitempty"`
+	ShopName  string `json:"shop_name,omitempty"`
 	waitingPlace
 	Token       string `json:"token,omitempty"`
 	ExpiresInMS int64  `json:"expires_in_ms,omitempty"`
@@ -343,7 +346,8 @@ func (s *Server) baseView(r *http.Request, room, state string) pageView {
 	// a store that is down, which would only ask the store again.
 	if room != "" && state != pageNoRoom && state != pageUnavailable {
 		if cfg, err := s.roomConfig(r.Context(), room); err == nil {
-			v.ShopURL = cfg.ShopURL
+			v.ShopURL, v.ShopName, v.ProductName = cfg.ShopURL, cfg.ShopName, cfg.ProductName
+			v.Boot.ShopName = cfg.ShopName
 		}
 	}
 	// The gate admits with the default room's tokens only, so only its
@@ -530,6 +534,9 @@ func (s *Server) finishView(r *http.Request, v *pageView) {
 		v.Title = v.L.T("page.title_scheduled")
 	default:
 		v.Title = v.L.T("page.name")
+	}
+	if v.ShopName != "" {
+		v.Title += " · " + v.ShopName
 	}
 	// A switch keeps what the page's address carries: the pass of a pass
 	// link, the place at entry of a page without scripts.

@@ -1,7 +1,10 @@
 package server_test
 
 import (
+	"encoding/json"
+	"html/template"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -95,4 +98,79 @@ func TestAdminShopURL(t *testing.T) {
 	a = f.Admin("GET", "/admin/rooms/"+name+"?window=0", "")
 	require.Equal(t, http.StatusOK, a.Status, a.Body)
 	require.Equal(t, "", a.Body["shop_url"])
+}
+
+// TestPageNamesShopAndProduct: with the room's shop_name and
+// product_name, every view says who sells what (the eyebrow, a product
+// line, the tab's title and the script's title), in any language the same
+// name, escaped like any text the page did not write; without them the
+// page is the waiting room's own.
+func TestPageNamesShopAndProduct(t *testing.T) {
+	t.Parallel()
+	const shopName, productName = `Kim's <Shop> & Co`, `한정판 "스니커즈" <b>bold</b>`
+	shopHTML, productHTML := template.HTMLEscapeString(shopName), template.HTMLEscapeString(productName)
+	f := newPageFixture(t, pageOptions{room: waitroom.RoomConfig{ShopName: shopName, ProductName: productName}})
+	views := map[string]page{"join": f.get("/"), "join, 한국어": f.get("/?lang=ko")}
+	p := f.visit("/")
+	views["waiting"] = p
+	f.admitNext(1)
+	views["admitted"] = f.get("/", p.visitorCookie())
+	for name, v := range views {
+		require.Equal(t, http.StatusOK, v.status, name)
+		require.Contains(t, v.body, `<p class="eyebrow">`+shopHTML+`</p>`, name)
+		require.Contains(t, v.body, `<p class="product">`+productHTML+`</p>`, name)
+		require.Regexp(t, `<title>[^<]+ · `+regexp.QuoteMeta(shopHTML)+`</title>`, v.body, name)
+		require.NotContains(t, v.body, "<b>bold", name)
+		require.NotContains(t, v.body, "<Shop>", name)
+		var boot map[string]any
+		require.NoError(t, json.Unmarshal([]byte(text(t, v.body, "boot")), &boot), name)
+		require.Equal(t, shopName, boot["shop_name"], name)
+	}
+	require.Contains(t, views["waiting"].body, "<title>In line · 1 · "+shopHTML+"</title>")
+	require.Contains(t, views["join, 한국어"].body, `<html lang="ko">`)
+
+	plain := newPageFixture(t, pageOptions{}).get("/")
+	require.Contains(t, plain.body, `<p class="eyebrow">Waiting room</p>`)
+	require.NotContains(t, plain.body, `class="product"`)
+	require.Contains(t, plain.body, "<title>Waiting room</title>")
+	require.NotContains(t, plain.body, `"shop_name"`)
+}
+
+// TestAdminShopAndProductNames: shop_name and product_name are room
+// settings of the admin API, shown with the room, changed and cleared by
+// PATCH; a name that is not one line of text is refused 400 BAD_REQUEST
+// naming the field, and nothing is stored.
+func TestAdminShopAndProductNames(t *testing.T) {
+	t.Parallel()
+	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{})
+	name := servertest.UniqueRoom(t)
+	a := f.Admin("POST", "/admin/rooms", `{"name":"`+name+`","shop_name":"Kim's Shop","product_name":"한정판"}`)
+	require.Equal(t, http.StatusCreated, a.Status, a.Body)
+	require.Equal(t, "Kim's Shop", a.Body["shop_name"])
+	require.Equal(t, "한정판", a.Body["product_name"])
+
+	for _, field := range []string{"shop_name", "product_name"} {
+		for _, bad := range []string{`two\nlines`, `\u001b[2J`, `\u202eevil`, ` padded`, strings.Repeat("가", waitroom.MaxNameBytes/3+1)} {
+			a = f.Admin("PATCH", "/admin/rooms/"+name, `{"`+field+`":"`+bad+`"}`)
+			a.RequireError(t, http.StatusBadRequest, "BAD_REQUEST", bad)
+			require.Contains(t, a.Raw, `"message":"`+field+`: `, bad)
+			a = f.Admin("POST", "/admin/rooms", `{"name":"`+name+`-bad","`+field+`":"`+bad+`"}`)
+			a.RequireError(t, http.StatusBadRequest, "BAD_REQUEST", bad)
+		}
+		a = f.Admin("PATCH", "/admin/rooms/"+name, `{"`+field+`":7}`)
+		a.RequireError(t, http.StatusBadRequest, "BAD_REQUEST", "a number is no name")
+	}
+	cfg, err := f.Store.RoomConfig(t.Context(), name)
+	require.NoError(t, err)
+	require.Equal(t, [2]string{"Kim's Shop", "한정판"}, [2]string{cfg.ShopName, cfg.ProductName}, "a refused change stored nothing")
+	_, err = f.Store.RoomConfig(t.Context(), name+"-bad")
+	require.ErrorIs(t, err, waitroom.ErrRoomNotFound)
+
+	a = f.Admin("PATCH", "/admin/rooms/"+name, `{"shop_name":"","product_name":"Drop №2"}`)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	require.Equal(t, "", a.Body["shop_name"], "cleared")
+	require.Equal(t, "Drop №2", a.Body["product_name"])
+	a = f.Admin("GET", "/admin/rooms/"+name+"?window=0", "")
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	require.Equal(t, "Drop №2", a.Body["product_name"])
 }

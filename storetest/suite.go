@@ -31,6 +31,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"RoomConfigRejectsBadValues", testRoomConfigRejectsBadValues},
 		{"RoomConfigExtremesRoundTrip", testRoomConfigExtremesRoundTrip},
 		{"ShopURLRoundTrip", testShopURLRoundTrip},
+		{"NamesRoundTrip", testNamesRoundTrip},
 		{"UnknownRoom", testUnknownRoom},
 		{"BadUserIDsTakeNoPlace", testBadUserIDsTakeNoPlace},
 		{"UpdateRoomComparesAndSets", testUpdateRoomComparesAndSets},
@@ -353,6 +354,55 @@ func testShopURLRoundTrip(t *testing.T, h Harness) {
 	got2, err := h.Store.RoomConfig(ctx, room)
 	require.NoError(t, err)
 	require.Equal(t, got, got2, "nothing refused was stored")
+}
+
+// testNamesRoundTrip: the shop's and the product's names are stored and
+// read back byte for byte (any script, markup and quotes included: the
+// page escapes them), changed and cleared by an update; a name that is
+// not one line of text is refused by CreateRoom and UpdateRoom, with the
+// field named, and never stored.
+func testNamesRoundTrip(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	const shop, product = `Kim's "Shop" <b>&amp;</b>`, "한정판 스니커즈 · 🎧 Édition №1"
+	room := newRoom(t, h, waitroom.RoomConfig{ShopName: shop, ProductName: product})
+	got, err := h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, shop, got.ShopName)
+	require.Equal(t, product, got.ProductName)
+	longest := strings.Repeat("가", waitroom.MaxNameBytes/3) + strings.Repeat("x", waitroom.MaxNameBytes%3)
+	for _, next := range [][2]string{{longest, "Drop"}, {"", ""}} {
+		changed, err := waitroom.ChangeRoom(ctx, h.Store, room, func(c *waitroom.RoomConfig) error {
+			c.ShopName, c.ProductName = next[0], next[1]
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, next, [2]string{changed.ShopName, changed.ProductName})
+		got, err := h.Store.RoomConfig(ctx, room)
+		require.NoError(t, err)
+		require.Equal(t, next, [2]string{got.ShopName, got.ProductName}, "read back after the update")
+	}
+	got, err = h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	for _, bad := range []string{longest + "x", "two\nlines", "tab\there", "esc\x1b[31m", "bidi\u202egnp.exe", "line\u2028sep",
+		"\xff\xfe", " padded", "padded ", "nul\x00"} {
+		for _, cfg := range []waitroom.RoomConfig{{ShopName: bad}, {ProductName: bad}} {
+			field := "shop_name"
+			if cfg.ProductName != "" {
+				field = "product_name"
+			}
+			_, err := h.Store.CreateRoom(ctx, room+"-bad", cfg)
+			require.ErrorIs(t, err, waitroom.ErrBadRequest, "%q", bad)
+			require.ErrorContains(t, err, field)
+			err = h.Store.UpdateRoom(ctx, room, got, cfg.WithDefaults())
+			require.ErrorIs(t, err, waitroom.ErrBadRequest, "%q", bad)
+			require.ErrorContains(t, err, field)
+		}
+	}
+	got2, err := h.Store.RoomConfig(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, got, got2, "nothing refused was stored")
+	_, err = h.Store.RoomConfig(ctx, room+"-bad")
+	require.ErrorIs(t, err, waitroom.ErrRoomNotFound, "no refused room was made")
 }
 
 // testUpdateRoomComparesAndSets: an update over settings someone else

@@ -84,6 +84,8 @@ var settingFlags = []struct{ flag, kind, help string }{
 	{"prequeue-order", "random|fifo", "how the early arrivals are placed (default random:\na draw with a published commitment)"},
 	{"closes-at", "time", "RFC 3339; new entries get ROOM_CLOSED from then on"},
 	{"shop-url", "url", "absolute http(s) URL the waiting page sends admitted\nbuyers on to; \"\" clears it"},
+	{"shop-name", "name", "who sells, as the waiting page names it; \"\" clears it"},
+	{"product-name", "name", "what is sold, as the waiting page names it; \"\" clears it"},
 	{"state", "open|paused|closed", "paused admits nobody; closed refuses new entries"},
 }
 
@@ -257,6 +259,11 @@ func settingValue(name, kind, text string) (any, error) {
 		return nil, flagenv.Errorf("--%s=%q: must be random or fifo", name, text)
 	case "url":
 		if err := waitroom.CheckShopURL(text); err != nil {
+			return nil, flagenv.Errorf("--%s: %v", name, err)
+		}
+		return text, nil
+	case "name":
+		if err := waitroom.CheckName(text); err != nil {
 			return nil, flagenv.Errorf("--%s: %v", name, err)
 		}
 		return text, nil

@@ -40,7 +40,7 @@
     if (state !== "waiting") { clearTimeout(pollTimer); }
     if (state !== "admitted") { clearTimeout(clockTimer); }
     if (state !== "waiting" && state !== "admitted") {
-      document.title = t("page.name");
+      setTitle(t("page.name"));
       remember(0);
     }
   }
@@ -56,6 +56,9 @@
       if (from > 0) { sessionStorage.setItem(fromKey, String(from)); } else { sessionStorage.removeItem(fromKey); }
     } catch (e) { /* storage off: nothing to keep */ }
   }
+
+  // The tab's title says the shop too, when the room names one.
+  function setTitle(text) { document.title = boot.shop_name ? text + " · " + boot.shop_name : text; }
 
   function digits(n) { return numbers.format(n); }
 
@@ -116,7 +119,7 @@
       $("units-ahead").textContent = t("waiting.units_ahead", { N: st.ahead });
     }
     $("paused").hidden = !st.paused;
-    document.title = t("page.title_waiting", { Position: st.position });
+    setTitle(t("page.title_waiting", { Position: st.position }));
     show("waiting");
     clearTimeout(pollTimer);
     pollTimer = setTimeout(poll, Math.max(1000, st.poll_after_ms || 1000));
@@ -132,7 +135,7 @@
     $("by-arrival").hidden = drawn;
     if (!drawn) { $("by-arrival").textContent = t("scheduled.by_arrival", { Position: st.position }); }
     show("scheduled");
-    document.title = t("page.title_scheduled");
+    setTitle(t("page.title_scheduled"));
     countdown();
     clearTimeout(pollTimer);
     pollTimer = setTimeout(poll, Math.max(1000, st.poll_after_ms || 1000));
@@ -149,7 +152,7 @@
     token = st.token;
     deadline = Date.now() + st.expires_in_ms;
     remember(0);
-    document.title = t("page.title_admitted");
+    setTitle(t("page.title_admitted"));
     show("admitted");
     var button = $("order");
     if (button) { button.hidden = false; button.disabled = false; }
