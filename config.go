@@ -153,6 +153,10 @@ type RoomConfig struct {
 	// empty: the page says neither.
 	ShopName    string
 	ProductName string
+	// Page is the version of the room's own waiting page (PageStore),
+	// written only by PageStore.SetPage with the archive it names; empty:
+	// the instance's page (--page-dir or the built-in one).
+	Page string
 }
 
 // Stored returns c as a store keeps it: with its defaults, and only if
@@ -245,6 +249,9 @@ func (c RoomConfig) Validate() error {
 	}
 	if err := CheckName(c.ProductName); err != nil {
 		check(false, "product_name", err.Error())
+	}
+	if err := CheckPageVersion(c.Page); err != nil {
+		check(false, "page", err.Error())
 	}
 	return errors.Join(errs...)
 }
@@ -417,6 +424,7 @@ func (c RoomConfig) Changes(to RoomConfig) []FieldChange {
 	add("shop_url", c.ShopURL, to.ShopURL)
 	add("shop_name", c.ShopName, to.ShopName)
 	add("product_name", c.ProductName, to.ProductName)
+	// Page is not a setting the flags or PATCH give: SetPage logs its own.
 	return out
 }
 

@@ -45,6 +45,10 @@ import (
 //	                              product_name → 200 room
 //	GET   /admin/rooms/{room}/entrants  the draw's record and its entrants with their places, for
 //	                              'waitroom draw verify'; 409 DRAW_PENDING before the draw
+//	PUT   /admin/rooms/{room}/page  a zip of a page directory (Content-Type: application/zip) → 200 room;
+//	                              400 PAGE_INVALID naming the file, 413 PAGE_TOO_LARGE (page.go)
+//	GET   /admin/rooms/{room}/page  the room's page archive; 404 PAGE_NOT_FOUND without one
+//	DELETE /admin/rooms/{room}/page the room shows the instance's page again → 200 room
 //	GET   /admin/dashboard        every room with figures and samples, for the dashboard (dashboard.go)
 //	GET   /admin/                 the dashboard's page, without the token (it asks for it)
 
@@ -91,6 +95,12 @@ type Config struct {
 	// OnRoomChange, if set, is told of each room a call created (from is
 	// zero) or changed: the webhooks' room events.
 	OnRoomChange func(room string, from, to waitroom.RoomConfig, created bool)
+	// Pages keeps rooms' own pages (page.go); nil: the page routes answer
+	// 501 PAGES_UNSUPPORTED.
+	Pages waitroom.PageStore
+	// CheckPage says why an archive cannot be room's page, naming the file
+	// (package server's rules); required with Pages.
+	CheckPage func(room string, archive []byte) error
 }
 
 // Handler serves the operator API and the dashboard under /admin/.
@@ -107,6 +117,8 @@ type Handler struct {
 	client    func(*http.Request) (netip.Addr, string)
 	passCode  func(room, id string) (string, string)
 	changed   func(room string)
+	pages     waitroom.PageStore
+	checkPage func(room string, archive []byte) error
 
 	onRoomChange func(room string, from, to waitroom.RoomConfig, created bool)
 }
@@ -135,8 +147,13 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Store == nil || cfg.Client == nil || cfg.PassCode == nil || cfg.Changed == nil {
 		return nil, errors.New("admin: Config.Store, Client, PassCode and Changed are required")
 	}
+	if cfg.Pages != nil && cfg.CheckPage == nil {
+		return nil, errors.New("admin: Config.CheckPage is required with Pages")
+	}
 	s := &Handler{
 		store:     cfg.Store,
+		pages:     cfg.Pages,
+		checkPage: cfg.CheckPage,
 		log:       log,
 		now:       cfg.Now,
 		mux:       http.NewServeMux(),
@@ -181,6 +198,9 @@ func (s *Handler) routes(extra map[string]http.Handler) (map[string]http.Handler
 		"POST /admin/rooms/{room}/passes":        s.serve(s.adminCreatePass),
 		"GET /admin/rooms/{room}/passes":         s.serve(s.adminListPasses),
 		"DELETE /admin/rooms/{room}/passes/{id}": s.serve(s.adminRevokePass),
+		"PUT /admin/rooms/{room}/page":           s.serve(s.adminPutPage),
+		"GET /admin/rooms/{room}/page":           s.serve(s.adminGetPage),
+		"DELETE /admin/rooms/{room}/page":        s.serve(s.adminDeletePage),
 		"/admin/":                                s.serve(func(http.ResponseWriter, *http.Request) error { return httperr.ErrNotFound }),
 	}
 	for p, h := range extra {

@@ -130,7 +130,7 @@ func TestAdminRooms(t *testing.T) {
 		"name": name, "state": "paused", "rate": 50.0, "slice": "100ms", "max_queue": 100000.0,
 		"token_ttl": "2m0s", "lease": "30s", "max_active": 0.0, "stock": 0.0, "units_per_order": 1.0, "one_order_per_user": false, "invite_only": false,
 		"abandon_after": "5m0s", "first_use_within": "1m0s", "notified_first_use_within": "2m0s",
-		"opens_at": "", "prequeue_order": "random", "closes_at": "", "shop_url": "", "shop_name": "", "product_name": "",
+		"opens_at": "", "prequeue_order": "random", "closes_at": "", "shop_url": "", "shop_name": "", "product_name": "", "page": "",
 	}, a.Body)
 	cfg, err := f.Store.RoomConfig(t.Context(), name)
 	require.NoError(t, err)

@@ -41,9 +41,12 @@ type Room struct {
 	ClosesAt      string `json:"closes_at"`
 	ShopURL       string `json:"shop_url"`
 	// ShopName and ProductName: who sells what, as the page says it.
-	ShopName    string   `json:"shop_name"`
-	ProductName string   `json:"product_name"`
-	Figures     *Figures `json:"figures,omitempty"`
+	ShopName    string `json:"shop_name"`
+	ProductName string `json:"product_name"`
+	// Page is the version of the room's own page (PUT
+	// /admin/rooms/{room}/page), "" when it shows the instance's.
+	Page    string   `json:"page"`
+	Figures *Figures `json:"figures,omitempty"`
 }
 
 // NewRoom is room name's answer from its settings, without figures.
@@ -69,6 +72,7 @@ func NewRoom(name string, cfg waitroom.RoomConfig) Room {
 		ShopURL:         cfg.ShopURL,
 		ShopName:        cfg.ShopName,
 		ProductName:     cfg.ProductName,
+		Page:            cfg.Page,
 		// For buyers who asked to be told of their turn (server/notify.go).
 		NotifiedFirstUseWithin: cfg.NotifiedFirstUseWithin.String(),
 	}

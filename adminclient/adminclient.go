@@ -54,13 +54,22 @@ func (e *Error) Error() string {
 // Call sends one request with body as JSON (nil: none) and returns the body
 // of a 2xx answer; any other answer is an *Error.
 func (c *Client) Call(ctx context.Context, method, path string, body any) ([]byte, error) {
+	if body == nil {
+		return c.Send(ctx, method, path, "", nil)
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	return c.Send(ctx, method, path, "application/json", b)
+}
+
+// Send sends one request with body as contentType ("": no body) and
+// returns the body of a 2xx answer; any other answer is an *Error.
+func (c *Client) Send(ctx context.Context, method, path, contentType string, body []byte) ([]byte, error) {
 	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
+	if contentType != "" {
+		rd = bytes.NewReader(body)
 	}
 	rel, err := url.Parse(path)
 	if err != nil {
@@ -76,8 +85,8 @@ func (c *Client) Call(ctx context.Context, method, path string, body any) ([]byt
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	hc := c.HTTP
 	if hc == nil {
@@ -261,6 +270,9 @@ func WriteRoomText(w io.Writer, r adminapi.Room) error {
 	}
 	if r.ShopURL != "" {
 		fmt.Fprintf(tw, "shop url:\t%s\n", r.ShopURL)
+	}
+	if r.Page != "" {
+		fmt.Fprintf(tw, "page:\tits own (%.12s)\n", r.Page)
 	}
 	if f := r.Figures; f != nil {
 		fmt.Fprintf(tw, "waiting:\t%d\n", f.Waiting)

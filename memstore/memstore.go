@@ -5,6 +5,7 @@
 package memstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -80,6 +81,8 @@ type room struct {
 	// notices are the channels kept for queued users who asked to be
 	// told of their turn (notices.go), until it comes.
 	notices map[string][]byte
+	// page is the room's own page archive (PageStore); nil: none.
+	page []byte
 }
 
 // drawRecord is a scheduled room's draw: the seed and its commitment from
@@ -119,6 +122,9 @@ func (s *Store) CreateRoom(ctx context.Context, name string, cfg waitroom.RoomCo
 	if err != nil {
 		return false, err
 	}
+	if err := waitroom.PageChangeRefusal(waitroom.RoomConfig{}, cfg); err != nil {
+		return false, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.rooms[name]; ok {
@@ -148,6 +154,9 @@ func (s *Store) UpdateRoom(ctx context.Context, name string, from, to waitroom.R
 	defer r.mu.Unlock()
 	if r.cfg != from.WithDefaults() {
 		return waitroom.ErrRoomChanged
+	}
+	if err := waitroom.PageChangeRefusal(from, to); err != nil {
+		return err
 	}
 	if err := r.drawSettingsRefusal(to); err != nil {
 		return err
@@ -865,4 +874,34 @@ func (s *Store) Entrants(ctx context.Context, name string) ([]waitroom.Entrant, 
 		return nil, fmt.Errorf("memstore entrants of %q: %w", name, err)
 	}
 	return slices.Clone(r.draw.entrants), nil
+}
+
+var _ waitroom.PageStore = (*Store)(nil)
+
+// SetPage keeps archive as room's own page (waitroom.PageStore).
+func (s *Store) SetPage(ctx context.Context, name string, archive []byte, version string) (waitroom.RoomConfig, error) {
+	if err := waitroom.CheckPage(archive, version); err != nil {
+		return waitroom.RoomConfig{}, err
+	}
+	r, err := s.lockedRoom(ctx, name)
+	if err != nil {
+		return waitroom.RoomConfig{}, err
+	}
+	defer r.mu.Unlock()
+	r.page = nil
+	if version != "" {
+		r.page = bytes.Clone(archive)
+	}
+	r.cfg.Page, r.version = version, waitroom.NewToken()
+	return r.cfg, nil
+}
+
+// Page returns room's page archive and its version.
+func (s *Store) Page(ctx context.Context, name string) ([]byte, string, error) {
+	r, err := s.lockedRoom(ctx, name)
+	if err != nil {
+		return nil, "", err
+	}
+	defer r.mu.Unlock()
+	return bytes.Clone(r.page), r.cfg.Page, nil
 }

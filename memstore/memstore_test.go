@@ -722,6 +722,11 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, harness)
 }
 
+func TestPageConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunPages(t, harness)
+}
+
 func TestNoticeConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunNotices(t, harness)

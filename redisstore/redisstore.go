@@ -14,6 +14,7 @@
 //	wr:{ROOM}:cfg     hash   live settings: rate, slice_ms, quota, max_queue, ttl_ms, lease_ms, max_active, state, stock, one_order,
 //	                         abandon_ms, first_use_ms, invite_only, opens_at_ms, prequeue, closes_at_ms,
 //	                         units (units_per_order), shop_url, notified_first_use_ms, shop_name, product_name,
+//	                         page (the version of the room's page archive, which only set_page writes)
 //	                         had_opening ("1" once the room had an opening time: its draw's keys matter)
 //	wr:{ROOM}:ver     string the settings' version: a fresh random value at every write of cfg (RoomVersions)
 //	wr:{ROOM}:q       zset   user → arrival sequence + last seen second / 2^20: the queue
@@ -36,6 +37,7 @@
 //	wr:{ROOM}:places  hash   user → place the draw gave each entrant
 //	wr:{ROOM}:draw    hash   seed, state (drawing, done), lock, lock_until, entrants,
 //	                         drawn_at_ms, took_ms: the draw's record
+//	wr:{ROOM}:page    hash   v (the version the cfg's page names), archive: the room's own page (page.go)
 //	wr:rooms          set    room names (no hash tag: not part of any room's atomic state)
 //
 // Entry tokens live in one hash per room rather than one key per user,
@@ -220,7 +222,7 @@ func (s *Store) AutoPipelined() bool { return s.ap != nil }
 // KEYS, made once.
 type roomKeys struct {
 	cfg, ver, q, seq, tok, active, bucket, stats, buyers, passes string
-	pre, drawn, ent, places, draw                                string
+	pre, drawn, ent, places, draw, page                          string
 	// The calls of the hot path, their KEYS bound and command lines made
 	// once: Enter and Status (one KEYS order for both), the gate's claim,
 	// complete, release and renew.
@@ -255,6 +257,7 @@ func (s *Store) keys(room string) *roomKeys {
 		ent:    p + "ent",
 		places: p + "places",
 		draw:   p + "draw",
+		page:   p + "page",
 	}
 	// enter and status take the same KEYS, in one order.
 	hot := []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw}
@@ -355,7 +358,7 @@ const tokHashTableField = " hashtable"
 // their values.
 var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state", "stock", "one_order", "abandon_ms", "first_use_ms", "invite_only",
 	"opens_at_ms", "prequeue", "closes_at_ms", "units", "shop_url", "notified_first_use_ms",
-	"shop_name", "product_name"}
+	"shop_name", "product_name", "page"}
 
 // configArgs flattens cfg into field, value pairs for HSET. Durations are
 // kept in (possibly fractional) milliseconds, what the scripts compute in.
@@ -382,6 +385,7 @@ func configArgs(cfg waitroom.RoomConfig) []any {
 		formatMillis(cfg.NotifiedFirstUseWithin.Nanoseconds()),
 		cfg.ShopName,
 		cfg.ProductName,
+		cfg.Page,
 	}
 	args := make([]any, 0, 2*len(vals))
 	for i, v := range vals {

@@ -35,6 +35,9 @@ func (s *Store) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomCo
 	if err != nil {
 		return false, err
 	}
+	if err := waitroom.PageChangeRefusal(waitroom.RoomConfig{}, cfg); err != nil {
+		return false, err
+	}
 	k := s.keys(room)
 	args := append(append([]any{waitroom.NewToken()}, configArgs(cfg)...), openingArgs(cfg, true)...)
 	r, err := s.do(ctx, "create room", createRoomScript, []string{k.cfg, k.ver}, args...)
@@ -98,6 +101,9 @@ func (s *Store) UpdateRoom(ctx context.Context, room string, from, to waitroom.R
 	}
 	to, err := to.Stored()
 	if err != nil {
+		return err
+	}
+	if err := waitroom.PageChangeRefusal(from, to); err != nil {
 		return err
 	}
 	from = from.WithDefaults()
@@ -172,6 +178,7 @@ func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
 		ShopURL:         m["shop_url"], // absent in a room made before it: none
 		ShopName:        m["shop_name"],
 		ProductName:     m["product_name"],
+		Page:            m["page"],
 	}
 	// Settings added since a room was made are absent: their zero value.
 	if m["stock"] != "" {

@@ -35,10 +35,12 @@ const (
 	maxTemplate = 256 << 10
 )
 
-// The routes the brand is served on.
+// The routes the brand is served on: pageFiles + "/theme.css" and
+// "/logo" (a room's own page's under roomPagePath).
 const (
-	themePath = "/page/theme.css"
-	logoPath  = "/page/logo"
+	pageFiles = "/page"
+	themePath = pageFiles + "/theme.css"
+	logoPath  = pageFiles + "/logo"
 )
 
 // logoPolicy is the logo's own Content-Security-Policy: an SVG is a
@@ -88,16 +90,23 @@ func (b *brand) lang(l *i18n.Lang) *i18n.Lang {
 // file (and its line or key), so that serve refuses to start rather than
 // show a broken page.
 func loadBrand(dir string) (*brand, error) {
-	b := defaultBrand()
 	if dir == "" {
-		return b, nil
+		return defaultBrand(), nil
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("page directory: %w", err)
 	}
 	defer root.Close()
-	entries, err := fs.ReadDir(root.FS(), ".")
+	return loadBrandFS(root.FS(), dir, pageFiles)
+}
+
+// loadBrandFS reads a page directory from fsys, named dir in errors; its
+// theme and logo are served under routes (routes+"/theme.css",
+// routes+"/logo").
+func loadBrandFS(fsys fs.FS, dir, routes string) (*brand, error) {
+	b := defaultBrand()
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return nil, fmt.Errorf("page directory %s: %w", dir, err)
 	}
@@ -106,11 +115,12 @@ func loadBrand(dir string) (*brand, error) {
 		name := e.Name()
 		file := filepath.Join(dir, name)
 		switch {
-		case strings.HasPrefix(name, "."):
-			// An editor's or a file manager's; nothing of the page.
+		case strings.HasPrefix(name, ".") || name == "__MACOSX":
+			// An editor's, a file manager's or an archiver's; nothing of
+			// the page.
 		case name == "logo.svg" || name == "logo.png":
 			logos = append(logos, file)
-			data, err := readCapped(root, name, maxLogo)
+			data, err := readCapped(fsys, name, maxLogo)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", file, err)
 			}
@@ -119,7 +129,7 @@ func loadBrand(dir string) (*brand, error) {
 			}
 			b.logo = data
 		case name == "theme.css":
-			data, err := readCapped(root, name, maxTheme)
+			data, err := readCapped(fsys, name, maxTheme)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", file, err)
 			}
@@ -128,7 +138,7 @@ func loadBrand(dir string) (*brand, error) {
 			}
 			b.theme = data
 		case name == "page.html":
-			data, err := readCapped(root, name, maxTemplate)
+			data, err := readCapped(fsys, name, maxTemplate)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", file, err)
 			}
@@ -138,7 +148,7 @@ func loadBrand(dir string) (*brand, error) {
 			}
 			b.template = t
 		case name == "messages" && e.IsDir():
-			if err := b.loadMessages(root, filepath.Join(dir, name)); err != nil {
+			if err := b.loadMessages(fsys, filepath.Join(dir, name)); err != nil {
 				return nil, err
 			}
 		default:
@@ -149,13 +159,13 @@ func loadBrand(dir string) (*brand, error) {
 		return nil, fmt.Errorf("%s: give one logo, logo.svg or logo.png", strings.Join(logos, " and "))
 	}
 	if b.theme != nil {
-		b.themeURL = themePath + "?v=" + shortHash(b.theme)
+		b.themeURL = routes + "/theme.css?v=" + shortHash(b.theme)
 		// The operator's stylesheet, from this origin; scripts stay the
 		// page's own by hash.
 		b.policy = strings.Replace(pagePolicy, "style-src ", "style-src 'self' ", 1)
 	}
 	if b.logo != nil {
-		b.logoURL = logoPath + "?v=" + shortHash(b.logo)
+		b.logoURL = routes + "/logo?v=" + shortHash(b.logo)
 	}
 	b.fillScript()
 	if b.template != pageTemplate {
@@ -166,8 +176,8 @@ func loadBrand(dir string) (*brand, error) {
 	return b, nil
 }
 
-func (b *brand) loadMessages(root *os.Root, dir string) error {
-	entries, err := fs.ReadDir(root.FS(), "messages")
+func (b *brand) loadMessages(fsys fs.FS, dir string) error {
+	entries, err := fs.ReadDir(fsys, "messages")
 	if err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
@@ -176,7 +186,7 @@ func (b *brand) loadMessages(root *os.Root, dir string) error {
 			continue
 		}
 		file := filepath.Join(dir, e.Name())
-		data, err := readCapped(root, "messages/"+e.Name(), 1<<20)
+		data, err := readCapped(fsys, "messages/"+e.Name(), 1<<20)
 		if err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
@@ -190,8 +200,8 @@ func (b *brand) loadMessages(root *os.Root, dir string) error {
 }
 
 // readCapped reads a regular file of at most max bytes.
-func readCapped(root *os.Root, name string, max int64) ([]byte, error) {
-	f, err := root.Open(name)
+func readCapped(fsys fs.FS, name string, max int64) ([]byte, error) {
+	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"image/color"
 	"image/png"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/servertest"
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/server"
 )
 
@@ -30,16 +30,7 @@ const testTheme = `:root { --accent: #7a1f4f; --accent-text: #ffffff; --radius: 
 `
 
 // pageDir writes files (name → content) into a fresh page directory.
-func pageDir(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		path := filepath.Join(dir, name)
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
-	}
-	return dir
-}
+func pageDir(t *testing.T, files map[string]string) string { return testenv.Dir(t, files) }
 
 func pngLogo(t *testing.T) string {
 	t.Helper()

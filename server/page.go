@@ -127,6 +127,7 @@ type pageView struct {
 	JS                         template.JS
 	ThemeURL                   string // the operator's theme.css, if any (brand.go)
 	LogoURL                    string // the operator's logo, if any
+	brand                      *brand // what the page is rendered with: the room's own page or the instance's
 }
 
 // langLink is one language of the switcher.
@@ -324,8 +325,19 @@ func (s *Server) baseView(r *http.Request, room, state string) pageView {
 	if room != s.defaultRoom {
 		pageURL = "/rooms/" + room
 	}
+	// The room's settings, for the views that lead to the turn: the shop's
+	// link and names (the script shows them without a reload) and the
+	// room's own page; never on a page about a missing room or a store
+	// that is down, which would only ask the store again.
+	var cfg waitroom.RoomConfig
+	if room != "" && state != pageNoRoom && state != pageUnavailable {
+		cfg, _ = s.roomConfig(r.Context(), room)
+	}
+	b := s.brandOf(r.Context(), room, cfg)
+	chosen, _ := chosenLang(r)
 	v := pageView{
-		L:        s.pageLang(r),
+		brand:    b,
+		L:        b.lang(chosen),
 		Room:     room,
 		ShowRoom: room != "" && room != s.defaultRoom,
 		PageURL:  pageURL,
@@ -338,18 +350,11 @@ func (s *Server) baseView(r *http.Request, room, state string) pageView {
 		},
 		CSS:      pageCSS,
 		JS:       pageJS,
-		ThemeURL: s.brand.themeURL,
-		LogoURL:  s.brand.logoURL,
+		ThemeURL: b.themeURL,
+		LogoURL:  b.logoURL,
+		ShopURL:  cfg.ShopURL, ShopName: cfg.ShopName, ProductName: cfg.ProductName,
 	}
-	// The shop's link, for the views that lead to the turn (the script
-	// shows it without a reload); never on a page about a missing room or
-	// a store that is down, which would only ask the store again.
-	if room != "" && state != pageNoRoom && state != pageUnavailable {
-		if cfg, err := s.roomConfig(r.Context(), room); err == nil {
-			v.ShopURL, v.ShopName, v.ProductName = cfg.ShopURL, cfg.ShopName, cfg.ProductName
-			v.Boot.ShopName = cfg.ShopName
-		}
-	}
+	v.Boot.ShopName = cfg.ShopName
 	// The gate admits with the default room's tokens only, so only its
 	// page can lead to the order.
 	if room == s.defaultRoom && s.orderPath != "" && s.orderProduct != "" {
@@ -554,22 +559,27 @@ func (s *Server) finishView(r *http.Request, v *pageView) {
 		q.Set("lang", l.Code)
 		v.Langs = append(v.Langs, langLink{Code: l.Code, Name: l.Name, Href: v.PageURL + "?" + q.Encode(), Current: l == v.L})
 	}
-	v.Messages = s.brand.script[v.L.Code]
+	v.Messages = v.brand.script[v.L.Code]
 }
 
 func (s *Server) renderPage(w http.ResponseWriter, r *http.Request, v pageView, status int) {
+	if v.brand == nil {
+		v.brand = s.brand
+	}
 	if v.L == nil {
 		v.L = s.pageLang(r)
 	}
 	s.finishView(r, &v)
 	// Render first, so that a template failure is not half an answer.
 	var buf bytes.Buffer
-	if err := s.brand.template.Execute(&buf, v); err != nil {
+	if err := v.brand.template.Execute(&buf, v); err != nil {
 		s.log.ErrorContext(r.Context(), "rendering the waiting page failed", "room", v.Room, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Language", v.L.Code)
+	// A room's own page has a policy of its own (its stylesheet).
+	w.Header().Set("Content-Security-Policy", v.brand.policy)
 	if l, chosen := chosenLang(r); chosen {
 		http.SetCookie(w, &http.Cookie{
 			Name:     i18n.Cookie,

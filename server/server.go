@@ -211,7 +211,9 @@ type Server struct {
 	visitors      visitors
 	orderPath     string // where the waiting page posts an order; "" for none
 	orderProduct  string
-	brand         *brand // the page's template, policy, files and messages
+	brand         *brand             // the page's template, policy, files and messages
+	pages         waitroom.PageStore // rooms' own pages (roompage.go); nil when the store keeps none
+	roomBrands    roomBrands
 	policy        *policyEnforcer
 
 	userHeaderKey  string // s.userHeader in canonical form
@@ -253,6 +255,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.useStore(cfg); err != nil {
 		return nil, err
 	}
+	s.pages, _ = s.store.Pages()
 	m, err := newMetrics(cfg.Registry, s.store, s.log, cfg.LostWrites)
 	if err != nil {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
@@ -361,7 +364,7 @@ func (s *Server) useStore(cfg Config) error {
 // adminConfig is the operator API's part of cfg, with what it needs of
 // this server.
 func (s *Server) adminConfig(cfg Config) admin.Config {
-	return admin.Config{Store: s.store, Token: cfg.AdminToken, Routes: cfg.AdminRoutes,
+	return admin.Config{Store: s.store, Pages: s.pages, CheckPage: CheckPageArchive, Token: cfg.AdminToken, Routes: cfg.AdminRoutes,
 		AuthLimit: cfg.AdminAuthLimit, Now: cfg.Now, Logger: s.log,
 		Client: s.clientAndKey, PassCode: s.passCodeAndLink, Changed: s.forgetRoom, OnRoomChange: cfg.OnRoomChange}
 }
@@ -404,21 +407,23 @@ func (s *Server) crowdRoutes(cfg Config) (map[string]http.Handler, error) {
 // queueRoutes are the queue API's, the page's and the health checks'.
 func (s *Server) queueRoutes() map[string]http.Handler {
 	return map[string]http.Handler{
-		"POST /rooms/{room}/enter":   s.serve(s.inRoom(s.enter)),
-		"GET /rooms/{room}/status":   s.serve(s.inRoom(s.status)),
-		"DELETE /rooms/{room}/queue": s.serve(s.leave),
-		"POST /queue/enter":          s.serve(s.inRoom(s.enter)),
-		"GET /queue/position":        s.serve(s.inRoom(s.status)),
-		"DELETE /queue":              s.serve(s.leave),
-		"GET /rooms/{room}/draw":     s.serve(s.draw),
-		"GET /{$}":                   s.serve(s.page),
-		"POST /{$}":                  s.serve(s.join),
-		"POST /rooms/{room}":         s.serve(s.join),
-		"GET /rooms/{room}":          s.serve(s.page),
-		"GET /healthz":               http.HandlerFunc(s.healthz),
-		"GET " + themePath:           http.HandlerFunc(s.theme),
-		"GET " + logoPath:            http.HandlerFunc(s.logo),
-		"GET /readyz":                s.serve(s.readyz),
+		"POST /rooms/{room}/enter":    s.serve(s.inRoom(s.enter)),
+		"GET /rooms/{room}/status":    s.serve(s.inRoom(s.status)),
+		"DELETE /rooms/{room}/queue":  s.serve(s.leave),
+		"POST /queue/enter":           s.serve(s.inRoom(s.enter)),
+		"GET /queue/position":         s.serve(s.inRoom(s.status)),
+		"DELETE /queue":               s.serve(s.leave),
+		"GET /rooms/{room}/draw":      s.serve(s.draw),
+		"GET /{$}":                    s.serve(s.page),
+		"POST /{$}":                   s.serve(s.join),
+		"POST /rooms/{room}":          s.serve(s.join),
+		"GET /rooms/{room}":           s.serve(s.page),
+		"GET /healthz":                http.HandlerFunc(s.healthz),
+		"GET " + themePath:            http.HandlerFunc(s.theme),
+		"GET " + logoPath:             http.HandlerFunc(s.logo),
+		"GET /pages/{room}/theme.css": http.HandlerFunc(s.roomTheme),
+		"GET /pages/{room}/logo":      http.HandlerFunc(s.roomLogo),
+		"GET /readyz":                 s.serve(s.readyz),
 		// Outside /rooms/{room}/: more routes there would cost every
 		// enter and status poll allocations in the mux (allocs_test.go).
 		"POST /notify/{room}": s.serve(s.subscribe),

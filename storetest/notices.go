@@ -18,23 +18,12 @@ import (
 // it besides Run once it keeps notice requests (memstore does; redisstore
 // not yet).
 func RunNotices(t *testing.T, newHarness func(t *testing.T) Harness) {
-	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T, h Harness, n waitroom.NoticeStore)
-	}{
+	runExtension(t, newHarness, "notice requests", []extensionCase[waitroom.NoticeStore]{
 		{"NoticeKeepsASilentBuyer", testNoticeKeepsASilentBuyer},
 		{"NoticeStartsTheFirstUseDeadline", testNoticeStartsTheFirstUseDeadline},
 		{"ReturnLinkSpendsOnce", testReturnLinkSpendsOnce},
 		{"SetNoticeRefuses", testSetNoticeRefuses},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t)
-			n, ok := h.Store.(waitroom.NoticeStore)
-			require.True(t, ok, "the store keeps no notice requests")
-			tc.fn(t, h, n)
-		})
-	}
+	})
 }
 
 var notice = []byte(`{"lang":"de","channels":[{"email":"b@shop.example"}]}`)

@@ -30,6 +30,9 @@ Commands:
   rooms create NAME [set]    create a room; settings left out take defaults
   rooms set NAME set…        change settings of a running room; every
                              instance on the same Redis follows within a slice
+  rooms page NAME DIR        give the room a waiting page of its own: DIR holds
+                             what --page-dir holds, checked by the server
+  rooms page NAME --clear    the room shows the instance's page again
 
 Settings (create, set):
 ` + settingsHelp() + `
@@ -37,6 +40,7 @@ Flags:
   --url url                  the server (default http://127.0.0.1:8080; env WAITROOM_ADMIN_URL)
   --token token              the admin bearer token (env WAITROOM_ADMIN_TOKEN)
   --window duration          show: measure admitted/s over this long (default 1s; 0 skips)
+  --clear                    page: remove the room's own page
   --json                     print the server's JSON answer
 
 Example:
@@ -101,13 +105,14 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	case "webhooks":
 		return adminWebhooks(ctx, args[1:], getenv, stdout)
 	}
-	cmd, err := flagenv.Subcommand(args[1:], "rooms", "list", "show", "create", "set")
+	cmd, err := flagenv.Subcommand(args[1:], "rooms", "list", "show", "create", "set", "page")
 	if err != nil {
 		return err
 	}
 
 	fs := newAdminFlags("admin")
 	windowText := fs.String("window", "", "")
+	clearPage := fs.Bool("clear", false, "")
 	settings := make(map[string]*string)
 	if cmd == "create" || cmd == "set" {
 		for _, s := range settingFlags {
@@ -121,7 +126,13 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 	switch {
 	case cmd == "list" && len(names) > 0:
 		return flagenv.Errorf("rooms list takes no arguments, got %q", names[0])
-	case cmd != "list" && len(names) != 1:
+	case given["clear"] && cmd != "page":
+		return flagenv.Errorf("--clear is for rooms page")
+	case cmd == "page" && *clearPage && len(names) != 1:
+		return flagenv.Errorf("rooms page NAME --clear takes no directory")
+	case cmd == "page" && !*clearPage && len(names) != 2:
+		return flagenv.Errorf("rooms page needs a room name and a page directory (or --clear)")
+	case cmd != "list" && cmd != "page" && len(names) != 1:
 		return flagenv.Errorf("rooms %s needs exactly one room name", cmd)
 	case given["window"] && cmd != "show":
 		return flagenv.Errorf("--window is for rooms show")
@@ -146,6 +157,12 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 			return flagenv.Errorf("--window=%q: not a duration (such as 1s, 500ms; 0 skips)", *windowText)
 		}
 	}
+	var archive []byte
+	if cmd == "page" && !*clearPage {
+		if archive, err = adminclient.ZipPageDir(names[1]); err != nil {
+			return flagenv.Errorf("%v", err)
+		}
+	}
 	c, ctx, cancel, err := fs.client(ctx, getenv)
 	if err != nil {
 		return err
@@ -165,6 +182,12 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdou
 		room, raw, err = c.CreateRoom(ctx, names[0], body)
 	case "set":
 		room, raw, err = c.ChangeRoom(ctx, names[0], body)
+	case "page":
+		if *clearPage {
+			room, raw, err = c.ClearPage(ctx, names[0])
+		} else {
+			room, raw, err = c.SetPage(ctx, names[0], archive)
+		}
 	}
 	return fs.answer(stdout, raw, err, func() error {
 		if cmd == "list" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,34 @@ func TestAdminCommands(t *testing.T) {
 	code, out, errOut = runCmd(t, env, "admin", "rooms", "set", "sale", "--shop-url", "https://shop.example/sale")
 	require.Equal(t, exitOK, code, errOut)
 	require.Contains(t, out, "shop url:   https://shop.example/sale")
+	code, out, errOut = runCmd(t, env, "admin", "rooms", "set", "sale", "--shop-name", "Kim's Shop", "--product-name", "한정판 드롭")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "shop:       Kim's Shop")
+	require.Contains(t, out, "product:    한정판 드롭")
+	code, _, errOut = runCmd(t, env, "admin", "rooms", "set", "sale", "--shop-name", "two\nlines")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "--shop-name: must be one line")
+
+	// A room's own page, from a directory.
+	dir := testenv.Dir(t, map[string]string{"theme.css": ":root { --accent: #0b3d91; }", "messages/ko.json": `{"join.title": "ACME 줄 서기"}`, ".editorconfig": "x"})
+	code, out, errOut = runCmd(t, env, "admin", "rooms", "page", "sale", dir)
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "page:       its own (")
+	require.Contains(t, get(t, base+"/rooms/sale?lang=ko"), "<h1>ACME 줄 서기</h1>")
+	require.Contains(t, get(t, base+"/pages/sale/theme.css"), "#0b3d91")
+	broken := testenv.Dir(t, map[string]string{"page.html": "<p>\n{{.Title}</p>"})
+	code, _, errOut = runCmd(t, env, "admin", "rooms", "page", "sale", broken)
+	require.Equal(t, exitFailure, code)
+	require.Contains(t, errOut, "400 PAGE_INVALID: page.html: template: page.html:2:")
+	require.Contains(t, get(t, base+"/pages/sale/theme.css"), "#0b3d91", "the refused page changed nothing")
+	code, out, errOut = runCmd(t, env, "admin", "rooms", "page", "sale", "--clear")
+	require.Equal(t, exitOK, code, errOut)
+	require.NotContains(t, out, "page:")
+	require.NotContains(t, get(t, base+"/rooms/sale"), "/pages/sale/")
+	for _, args := range [][]string{{"page", "sale"}, {"page", "sale", dir, "--clear"}, {"set", "sale", "--clear"}, {"page", "sale", filepath.Join(dir, "nosuch")}} {
+		code, _, _ = runCmd(t, env, append([]string{"admin", "rooms"}, args...)...)
+		require.Equal(t, exitUsage, code, args)
+	}
 
 	enter(t, base, "u1")
 	code, out, errOut = runCmd(t, env, "admin", "rooms", "show", "default", "--window", "0s", "--json")

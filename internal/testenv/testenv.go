@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -187,4 +188,21 @@ func EntersAtOnce(ctx context.Context, s waitroom.Store, room string, n int) (po
 		positions[i] = st.Position
 	})
 	return positions, errs
+}
+
+// Dir is a new temporary directory holding files (path under it →
+// content), its folders made as needed.
+func Dir(tb testing.TB, files map[string]string) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return dir
 }
