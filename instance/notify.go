@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/notify"
 	"github.com/waitroom/waitroom/server"
@@ -29,7 +31,14 @@ func (in *Instance) newNotifier(store *waitroom.GuardedStore, log *slog.Logger) 
 		secret = make([]byte, server.MinCookieSecret)
 		_, _ = rand.Read(secret) // crypto/rand.Read never fails on supported platforms
 	}
-	n := &notify.Notifier{Store: notices, Linker: &notify.Linker{Key: secret}, PublicURL: c.PublicURL, Logger: log}
+	sent := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "waitroom_notices_total",
+		Help: "\"Your turn\" notices this instance tried, by room, channel (email, push) and outcome: sent, failed (refused, unreachable, or the channel no longer configured); channel=\"\" outcome=\"no_token\" counts notices whose buyer's token was gone before they could be sent."},
+		[]string{"room", "channel", "outcome"})
+	if err := in.registry.Register(sent); err != nil {
+		return nil, nil, err
+	}
+	n := &notify.Notifier{Store: notices, Linker: &notify.Linker{Key: secret}, PublicURL: c.PublicURL, Logger: log,
+		OnOutcome: func(room, channel, outcome string) { sent.WithLabelValues(room, channel, outcome).Inc() }}
 	if c.SMTPURL != "" {
 		m, err := notify.NewMailer(c.SMTPURL, c.MailFrom)
 		if err != nil {

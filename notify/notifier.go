@@ -31,6 +31,12 @@ type Notifier struct {
 	Logger    *slog.Logger
 	// Timeout bounds one buyer's notice, all its channels; default 60 s.
 	Timeout time.Duration
+	// OnOutcome, if set, is told of each channel of each notice Tell
+	// tried: channel "email" or "push", outcome "sent" or "failed"
+	// (refused, unreachable, or no longer configured); and once, with
+	// channel "", outcome "no_token", of a notice whose buyer's token was
+	// gone before it could be sent (nothing is sent then).
+	OnOutcome func(room, channel, outcome string)
 
 	once    sync.Once
 	sending chan struct{}
@@ -83,6 +89,9 @@ func (n *Notifier) Tell(ctx context.Context, room, user string, notice []byte) e
 	}
 	nonce := NewNonce()
 	ttl, err := n.Store.Notified(ctx, room, user, nonce)
+	if errors.Is(err, waitroom.ErrTokenNotFound) {
+		n.outcome(room, "", "no_token")
+	}
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
@@ -95,6 +104,10 @@ func (n *Notifier) Tell(ctx context.Context, room, user string, notice []byte) e
 	sent := 0
 	for _, c := range req.Channels {
 		var err error
+		channel := "email"
+		if c.Push != nil {
+			channel = "push"
+		}
 		switch {
 		case c.Push != nil && n.Pusher != nil:
 			payload, _ := json.Marshal(map[string]string{
@@ -106,9 +119,11 @@ func (n *Notifier) Tell(ctx context.Context, room, user string, notice []byte) e
 			err = errors.New("channel no longer configured")
 		}
 		if err != nil {
+			n.outcome(room, channel, "failed")
 			errs = append(errs, err)
 			continue
 		}
+		n.outcome(room, channel, "sent")
 		sent++
 	}
 	n.logger().Info("notice sent", "room", room, "channels", sent, "failed", len(errs))
@@ -116,6 +131,12 @@ func (n *Notifier) Tell(ctx context.Context, room, user string, notice []byte) e
 		return errors.Join(append(errs, errors.New("no channel took the notice"))...)
 	}
 	return nil
+}
+
+func (n *Notifier) outcome(room, channel, outcome string) {
+	if n.OnOutcome != nil {
+		n.OnOutcome(room, channel, outcome)
+	}
 }
 
 // ReturnURL is the link that spends value in room.

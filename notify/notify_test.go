@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -408,5 +409,50 @@ func TestNoticeByPush(t *testing.T) {
 	}
 	if msg.Title != i18n.Find("ja").T("notice.subject") || msg.Lang != "ja" || !strings.HasPrefix(msg.URL, "https://q.example/return/drop?l=") {
 		t.Fatalf("payload %+v", msg)
+	}
+}
+
+// TestNoticeOutcomes: the sender tells each channel's outcome: a mail
+// server that does not answer and a channel no longer configured
+// (push, without a Pusher) both fail, and Tell fails with them; a buyer
+// whose token is gone is told once as no_token, with no channel tried.
+func TestNoticeOutcomes(t *testing.T) {
+	ctx := context.Background()
+	kept, _, err := notify.Add(nil, notify.Channel{Email: "b@shop.example"}, i18n.English())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept, _, err = notify.Add(kept, notify.Channel{Push: newSubscriber(t).push("https://push.example/1")}, i18n.English()); err != nil {
+		t.Fatal(err)
+	}
+	store, user := newRoom(t, kept)
+	adm, err := store.Admit(ctx, "drop")
+	if err != nil || len(adm) != 1 {
+		t.Fatalf("admit: %+v %v", adm, err)
+	}
+	dead, err := url.Parse(testenv.UnreachableURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mailer, err := notify.NewMailer("smtp://"+dead.Host, "queue@shop.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	n := &notify.Notifier{Store: store, Linker: &notify.Linker{Key: []byte(strings.Repeat("k", 32))}, Mailer: mailer,
+		PublicURL: &url.URL{Scheme: "https", Host: "q.example"},
+		OnOutcome: func(room, channel, outcome string) { got = append(got, room+"/"+channel+"/"+outcome) }}
+	if err := n.Tell(ctx, "drop", user, adm[0].Notice); err == nil {
+		t.Fatal("no channel took the notice, yet Tell succeeded")
+	}
+	if want := []string{"drop/email/failed", "drop/push/failed"}; !slices.Equal(got, want) {
+		t.Fatalf("outcomes %q, want %q", got, want)
+	}
+	got = nil
+	if err := n.Tell(ctx, "drop", "visitor-never-admitted", adm[0].Notice); !errors.Is(err, waitroom.ErrTokenNotFound) {
+		t.Fatalf("a buyer without a token: %v", err)
+	}
+	if want := []string{"drop//no_token"}; !slices.Equal(got, want) {
+		t.Fatalf("outcomes %q, want %q", got, want)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/instance"
+	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 )
 
@@ -32,7 +33,7 @@ func TestServeNotifiesByMail(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "vapid.json")
 	// One live token at a time: the buyer waits until the first orders.
 	m := startMain(t, []string{"--upstream", up.URL, "--max-active", "1", "--smtp-url", mp.SMTPURL, "--mail-from", "queue@shop.example",
-		"--public-url", "https://queue.shop.example/", "--vapid-key-file", keyFile}, envOf())
+		"--public-url", "https://queue.shop.example/", "--vapid-key-file", keyFile, "--admin-token", servertest.AdminToken}, envOf())
 	_, err := os.Stat(keyFile)
 	require.NoError(t, err, "the VAPID key file is made at the start")
 	base := "http://" + m.Addr()
@@ -78,6 +79,15 @@ func TestServeNotifiesByMail(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the link is this server's")
+
+	// The sender says the notice went (once Send has returned, a moment
+	// after the message reached the SMTP server).
+	eventually(t, 10*time.Second, "the notice is counted", func() bool {
+		v, ok := servertest.Scrape(t, base).Lookup("waitroom_notices_total", "room", "default", "channel", "email", "outcome", "sent")
+		return ok && v == 1
+	})
+	_, failed := servertest.Scrape(t, base).Lookup("waitroom_notices_total", "room", "default", "channel", "email", "outcome", "failed")
+	require.False(t, failed, "nothing failed")
 }
 
 // TestServeRefusesNoticesOnRedis: redisstore keeps no notice requests
