@@ -449,13 +449,16 @@ func TestFaultRabbitMQUnreachable(t *testing.T) {
 }
 
 // TestFaultRedisHangs: a Redis that stops answering (SIGSTOP: the port
-// still accepts, nothing replies) costs a request at most about
-// --store-timeout, then the policy answers; when Redis resumes the same
-// process serves again.
+// still accepts, nothing replies) costs a request --store-timeout, then
+// the policy answers; when Redis resumes the same process serves again.
+// The client's own timeouts are ten minutes, so an answer at all (within
+// the test's two) is --store-timeout's: no verdict hangs on how fast the
+// machine ran.
 func TestFaultRedisHangs(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.StartServer(t)
-	m := startMain(t, []string{"--redis-url", rdb.URL(), "--store-timeout", "300ms"}, envOf())
+	slowClient := rdb.URL() + "?read_timeout=10m&write_timeout=10m&pool_timeout=10m"
+	m := startMain(t, []string{"--redis-url", slowClient, "--store-timeout", "300ms"}, envOf())
 	base := "http://" + m.Addr()
 	// On a loaded machine a first call can outlast 300 ms before the
 	// freeze too; this test is about the freeze.
@@ -467,11 +470,12 @@ func TestFaultRedisHangs(t *testing.T) {
 	for _, path := range []string{"/queue/position", "/queue/enter"} {
 		start := time.Now()
 		method := map[string]string{"/queue/position": "GET", "/queue/enter": "POST"}[path]
-		r := mustDo(t, method, base+path, "alice", "", "")
-		took := time.Since(start)
-		t.Logf("%s with Redis hung: %d %s after %s", path, r.status, r.code(), took.Round(time.Millisecond))
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		r, err := do(ctx, http.DefaultClient, method, base+path, "alice", "", "")
+		cancel()
+		require.NoError(t, err, "%s: no answer: --store-timeout did not bound the call", path)
+		t.Logf("%s with Redis hung: %d %s after %s", path, r.status, r.code(), time.Since(start).Round(time.Millisecond))
 		requireUnavailable(t, r, path)
-		require.Less(t, took, 1500*time.Millisecond, "bounded by --store-timeout, not the client's limits")
 	}
 
 	resume()
