@@ -194,26 +194,32 @@ return function(KEYS, ARGV)
         if #popped == 0 then
           break
         end
-        local kept -- the popped users' notices (false: none), when the room may have some
-        if notices then
+        if not notices then
+          for i = 1, #popped, 2 do
+            if is_gone(tonumber(popped[i + 1]), s, abandon_s) then
+              skipped = skipped + 1
+            else
+              users[#users + 1] = popped[i]
+            end
+          end
+        else
           local names = {}
           for i = 1, #popped, 2 do
             names[#names + 1] = popped[i]
           end
-          kept = redis.call('HMGET', notice_key, unpack(names))
-        end
-        for i = 1, #popped, 2 do
-          local user, limit = popped[i], abandon_s
-          local channels = kept and kept[(i + 1) / 2]
-          if channels then
-            told[#told + 1] = user
-            limit = notice_silence(abandon_s)
-          end
-          if is_gone(tonumber(popped[i + 1]), s, limit) then
-            skipped = skipped + 1
-          else
-            users[#users + 1] = user
-            asked[user] = channels
+          local kept = redis.call('HMGET', notice_key, unpack(names)) -- false: none
+          for i = 1, #popped, 2 do
+            local user, channels, limit = popped[i], kept[(i + 1) / 2], abandon_s
+            if channels then
+              told[#told + 1] = user
+              limit = notice_silence(abandon_s)
+            end
+            if is_gone(tonumber(popped[i + 1]), s, limit) then
+              skipped = skipped + 1
+            else
+              users[#users + 1] = user
+              asked[user] = channels or nil
+            end
           end
         end
       end
