@@ -26,8 +26,8 @@ var (
 )
 
 // NoticeStore is a Store that keeps buyers' requests to be told when it is
-// their turn. memstore implements it; a store that does not answers the
-// notify routes with ErrNoticesOff.
+// their turn. memstore and redisstore implement it; a store that does
+// not answers the notify routes with ErrNoticesOff.
 type NoticeStore interface {
 	// SetNotice keeps channels (opaque to the store, at most
 	// MaxNoticeBytes) with user's place in room, replacing what it kept:
