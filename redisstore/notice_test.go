@@ -167,3 +167,41 @@ func TestReturnLinkOutlivesAClaim(t *testing.T) {
 	_, err = s.Notice(ctx, "no-such-"+room, "u")
 	require.ErrorIs(t, err, waitroom.ErrRoomNotFound)
 }
+
+// TestEarlyArrivalsNoticeOutlivesTheDraw: an early arrival who asked
+// before the opening is drawn with its notice kept, and its admission
+// brings it.
+func TestEarlyArrivalsNoticeOutlivesTheDraw(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	opensAt := time.Now().Add(500 * time.Millisecond)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100, OpensAt: opensAt})
+	for _, u := range []string{"a", "told", "b"} {
+		st, err := s.Enter(ctx, room, u)
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateScheduled, st.State)
+	}
+	require.NoError(t, s.SetNotice(ctx, room, "told", channels))
+	advanceTo(t, s, opensAt.Add(50*time.Millisecond))
+	for d, err := s.Draw(ctx, room); d.State != waitroom.DrawDone; d, err = s.Draw(ctx, room) {
+		require.NoError(t, err)
+		_, err = s.Admit(ctx, room)
+		require.NoError(t, err)
+	}
+	var admitted []waitroom.Admission
+	for i := 0; len(admitted) < 3 && i < 100; i++ {
+		advance(t, s, 100*time.Millisecond)
+		got, err := s.Admit(ctx, room)
+		require.NoError(t, err)
+		admitted = append(admitted, got...)
+	}
+	require.Len(t, admitted, 3)
+	for _, a := range admitted {
+		if a.User == "told" {
+			require.Equal(t, channels, a.Notice)
+		} else {
+			require.Nil(t, a.Notice, a.User)
+		}
+	}
+}
