@@ -46,7 +46,8 @@ type NoticeStore interface {
 	Notified(ctx context.Context, room, user, nonce string) (time.Duration, error)
 	// UseReturnLink spends the return link nonce of user: exactly one of
 	// any number of calls succeeds, the others are ErrReturnLinkUsed, as
-	// is a nonce that is not the user's (or once the token is gone).
+	// is a nonce that is not the user's. Once the token is gone it is
+	// ErrTokenNotFound, which the server tells as an expired link.
 	UseReturnLink(ctx context.Context, room, user, nonce string) error
 }
 
