@@ -26,8 +26,8 @@ var (
 )
 
 // NoticeStore is a Store that keeps buyers' requests to be told when it is
-// their turn. memstore implements it; a store that does not answers the
-// notify routes with ErrNoticesOff.
+// their turn. memstore and redisstore implement it; a store that does
+// not answers the notify routes with ErrNoticesOff.
 type NoticeStore interface {
 	// SetNotice keeps channels (opaque to the store, at most
 	// MaxNoticeBytes) with user's place in room, replacing what it kept:
@@ -46,7 +46,8 @@ type NoticeStore interface {
 	Notified(ctx context.Context, room, user, nonce string) (time.Duration, error)
 	// UseReturnLink spends the return link nonce of user: exactly one of
 	// any number of calls succeeds, the others are ErrReturnLinkUsed, as
-	// is a nonce that is not the user's (or once the token is gone).
+	// is a nonce that is not the user's. Once the token is gone it is
+	// ErrTokenNotFound, which the server tells as an expired link.
 	UseReturnLink(ctx context.Context, room, user, nonce string) error
 }
 

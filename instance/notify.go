@@ -25,7 +25,9 @@ func (in *Instance) newNotifier(store *waitroom.GuardedStore, log *slog.Logger) 
 	}
 	notices, ok := store.Notices()
 	if !ok {
-		return nil, nil, errors.New("--smtp-url and --vapid-key-file need a store that keeps notice requests: for now the in-process one (no --redis-url); redisstore does not yet")
+		// Both stores serve can open keep them (memstore, redisstore): only
+		// a store of the Go API's own may not.
+		return nil, nil, errors.New("--smtp-url and --vapid-key-file need a store that keeps notice requests (waitroom.NoticeStore)")
 	}
 	if len(secret) == 0 {
 		secret = make([]byte, server.MinCookieSecret)

@@ -35,7 +35,12 @@ import (
 //
 // Users at the head silent for longer than abandon_after have gone: the
 // script drops them, counts them abandoned and admits the next instead, at
-// most waitroom.MaxSkipsPerAdmit per call.
+// most waitroom.MaxSkipsPerAdmit per call. One who asked to be told of its
+// turn (SetNotice) is gone only after waitroom.MaxNoticeSilence; its
+// channels come with its admission and are forgotten, and its token's
+// first-use deadline is notified_first_use_within, started again by
+// Notified. The notices are read only in a room whose bucket marks that it
+// may have some (set_notice), so no other room pays for them.
 //
 // Expired tokens are those whose active score (expiry, or lease if later)
 // has passed; at most max(1000, 2 × quota) per call go, more
@@ -56,13 +61,15 @@ import (
 // KEYS[8] buyers
 // KEYS[9] drawn
 // KEYS[10] draw
+// KEYS[11] notice
 // ARGV    fresh tokens, one per user this call may admit
 //
 // Returns one of
 //
 //	{"OK", quota, seq, admitted_before, admitted_after,
 //	 carry_micro, rate_micro, waiting, short,
-//	 user1, user2, …}  admitted, in arrival order: the nth has ARGV[n]
+//	 user1, user2, …}  admitted, in arrival order: the nth has ARGV[n]; a
+//	                   user who asked to be told is {user, channels}
 //	{"PAUSED", quota, seq, admitted, admitted, 0, rate_micro, 0, 0}  the room is paused
 //	{"SCHEDULED", …}  the same shape: a scheduled room before its opening
 //	{"DRAW", …}       the same shape: the opening has come and the early
@@ -332,7 +339,7 @@ func (s *Store) admitArgs(room string, n int) (keys []string, tokens []any) {
 		tokens[i] = waitroom.NewToken()
 	}
 	k := s.keys(room)
-	return []string{k.cfg, k.bucket, k.q, k.tok, k.active, k.stats, k.seq, k.buyers, k.drawn, k.draw}, tokens
+	return []string{k.cfg, k.bucket, k.q, k.tok, k.active, k.stats, k.seq, k.buyers, k.drawn, k.draw, k.notice}, tokens
 }
 
 // admitted decodes admitScript's reply to a call that brought tokens, and
@@ -365,11 +372,30 @@ func (s *Store) admitted(ctx context.Context, room string, res any, tokens []any
 	// The nth user admitted has the nth token.
 	var admitted []waitroom.Admission
 	for i := admitHeader; i < len(r); i++ {
-		user, ok := r.str(i)
+		a, ok := admission(r[i])
 		if !ok {
 			return nil, s.unexpected(ctx, "admit", res)
 		}
-		admitted = append(admitted, waitroom.Admission{User: user, Token: tokens[i-admitHeader].(string)})
+		a.Token = tokens[i-admitHeader].(string)
+		admitted = append(admitted, a)
 	}
 	return admitted, nil
+}
+
+// admission decodes one admitted user of admitScript's reply: its name,
+// or {name, channels} when it asked to be told.
+func admission(v any) (waitroom.Admission, bool) {
+	if user, ok := v.(string); ok {
+		return waitroom.Admission{User: user}, true
+	}
+	pair, ok := v.([]any)
+	if !ok || len(pair) != 2 {
+		return waitroom.Admission{}, false
+	}
+	user, ok1 := pair[0].(string)
+	channels, ok2 := pair[1].(string)
+	if !ok1 || !ok2 || channels == "" {
+		return waitroom.Admission{}, false
+	}
+	return waitroom.Admission{User: user, Notice: []byte(channels)}, true
 }

@@ -370,11 +370,7 @@ func BenchmarkAdmitAgainstBaseline(b *testing.B) {
 				_, err := p.Exec(ctx)
 				require.NoError(b, err)
 				b.StartTimer()
-				var got [3]float64
-				for i := range sides {
-					j := (i + round) % len(sides)
-					got[j] = side(sides[j])
-				}
+				got := rotate(round, len(sides), func(j int) float64 { return side(sides[j]) })
 				o, sd, f := got[0], got[1], got[2]
 				ours, baselines, floors = append(ours, o), append(baselines, sd), append(floors, f)
 				ratios, floorRatios = append(ratios, o/sd), append(floorRatios, f/sd)
@@ -397,6 +393,17 @@ func scriptStats(b testing.TB, c redis.UniversalClient) (calls, usec int64) {
 	require.NoError(b, err)
 	f, e := stats["fcall"], stats["evalsha"]
 	return f.Calls + e.Calls, f.Usec + e.Usec
+}
+
+// rotate runs sides 0…n-1 in an order that turns with round, so that no
+// side always goes first, and returns each one's figure.
+func rotate(round, n int, side func(j int) float64) []float64 {
+	got := make([]float64, n)
+	for i := range n {
+		j := (i + round) % n
+		got[j] = side(j)
+	}
+	return got
 }
 
 func median(v []float64) float64 {
@@ -430,4 +437,75 @@ func BenchmarkClaim(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkAdmitNotices times what notices cost Admit, in rounds like
+// BenchmarkAdmitAgainstBaseline's (pipelines of 10 calls that each admit
+// quota users, the rooms' order rotating): a room where nobody asked
+// ("plain"), one whose bucket is marked (set_notice) while none of the
+// admitted asked ("marked": the notices' HMGET per call), and one where
+// a tenth of the users asked ("told"). Reported: script µs per admitted
+// user of each, and marked's and told's ratio to plain, medians of the
+// rounds.
+func BenchmarkAdmitNotices(b *testing.B) {
+	const quota, pipelines, calls = 100, 10, 10
+	ctx := context.Background()
+	s := newStore(b)
+	cfg := waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, TokenTTL: time.Hour}
+	rooms := []string{benchRoom(b, s, cfg), benchRoom(b, s, cfg), benchRoom(b, s, cfg)}
+	for _, room := range rooms {
+		require.NoError(b, s.client.HSet(ctx, s.keys(room).cfg, "rate", 1e9, "quota", quota).Err())
+		_, err := s.Admit(ctx, room) // starts the bucket
+		require.NoError(b, err)
+	}
+	users := pipelines * calls * quota
+	side := func(room string) float64 {
+		_, usec0 := scriptStats(b, s.client)
+		admitted := 0
+		for range pipelines {
+			p := s.client.Pipeline()
+			cmds := make([]*redis.Cmd, calls)
+			for i := range cmds {
+				keys, tokens := s.admitArgs(room, quota)
+				cmds[i] = p.FCall(ctx, admitScript.Name(), keys, tokens...)
+			}
+			_, err := p.Exec(ctx)
+			require.NoError(b, err)
+			for _, c := range cmds {
+				res, err := c.Slice()
+				require.NoError(b, err)
+				admitted += len(res) - admitHeader
+			}
+		}
+		_, usec1 := scriptStats(b, s.client)
+		require.Equal(b, users, admitted, "every call admits its quota")
+		return float64(usec1-usec0) / float64(admitted)
+	}
+	var plain, marked, told, markedRatios, toldRatios []float64
+	b.ResetTimer()
+	for round := range b.N {
+		b.StopTimer()
+		prefix := fmt.Sprintf("r%d-", round)
+		for _, room := range rooms {
+			fillNamed(b, s, room, prefix, users)
+		}
+		p := s.client.Pipeline()
+		p.HSet(ctx, s.keys(rooms[1]).notice, "nobody-queued", channels)
+		p.HSet(ctx, s.keys(rooms[1]).bucket, "notices", "1")
+		for i := 0; i < users; i += 10 {
+			p.HSet(ctx, s.keys(rooms[2]).notice, fmt.Sprintf("%s%07d", prefix, i), channels)
+		}
+		p.HSet(ctx, s.keys(rooms[2]).bucket, "notices", "1")
+		_, err := p.Exec(ctx)
+		require.NoError(b, err)
+		b.StartTimer()
+		got := rotate(round, len(rooms), func(j int) float64 { return side(rooms[j]) })
+		plain, marked, told = append(plain, got[0]), append(marked, got[1]), append(told, got[2])
+		markedRatios, toldRatios = append(markedRatios, got[1]/got[0]), append(toldRatios, got[2]/got[0])
+	}
+	b.ReportMetric(median(plain), "plain-µs/user")
+	b.ReportMetric(median(marked), "marked-µs/user")
+	b.ReportMetric(median(told), "told-µs/user")
+	b.ReportMetric(median(markedRatios), "marked÷plain")
+	b.ReportMetric(median(toldRatios), "told÷plain")
 }

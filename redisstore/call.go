@@ -197,7 +197,7 @@ var refusals = func() map[string]error {
 		waitroom.ErrQueueFull, waitroom.ErrSoldOut, waitroom.ErrAlreadyOrdered, waitroom.ErrNoFreeSlot,
 		waitroom.ErrTokenNotFound, waitroom.ErrTokenInvalid, waitroom.ErrTokenInUse,
 		waitroom.ErrPassInvalid, waitroom.ErrPassUsedUp, waitroom.ErrTooManyPasses,
-		waitroom.ErrDrawPublished, waitroom.ErrQueueNotEmpty,
+		waitroom.ErrDrawPublished, waitroom.ErrQueueNotEmpty, waitroom.ErrReturnLinkUsed,
 	} {
 		m[err.Code] = err
 	}

@@ -60,6 +60,7 @@ func TestClusterStore(t *testing.T) {
 	// Not parallel with other top-level tests: see heavyTests.
 	c := redistest.StartCluster(t, redistest.ClusterOptions{Primaries: 3})
 	storetest.Run(t, storeHarness(c.URL()))
+	t.Run("Notices", func(t *testing.T) { storetest.RunNotices(t, storeHarness(c.URL())) })
 }
 
 // roomsOnEveryPrimary returns one room name per primary of c, keyed by the

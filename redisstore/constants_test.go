@@ -39,6 +39,8 @@ func constantsLua(t *testing.T) string {
 	num("MAX_PACE_STEP_S", secs(waitroom.MaxPaceStep), "waitroom.MaxPaceStep")
 	num("OPENING_SPREAD_MS", ms(waitroom.OpeningSpread), "waitroom.OpeningSpread")
 	num("MAX_POLL_MS", ms(waitroom.MaxPoll), "waitroom.MaxPoll")
+	num("MAX_NOTICE_SILENCE_S", secs(waitroom.MaxNoticeSilence), "waitroom.MaxNoticeSilence")
+	num("DEFAULT_NOTIFIED_FIRST_USE_MS", ms(waitroom.DefaultNotifiedFirstUseWithin), "waitroom.DefaultNotifiedFirstUseWithin")
 	num("OPENING_POLL_NS", strconv.FormatInt(int64(time.Second/waitroom.OpeningPolls), 10),
 		"the spread per early arrival: time.Second / waitroom.OpeningPolls")
 	return b.String()

@@ -150,6 +150,7 @@ func parsePass(id, v string) (n int64, p waitroom.Pass, ok bool) {
 // KEYS[8] pre
 // KEYS[9] drawn
 // KEYS[10] draw
+// KEYS[11] notice
 // ARGV[1] user
 // ARGV[2] pass id
 // ARGV[3] a fresh token, used if the user gets one
@@ -177,7 +178,7 @@ func (s *Store) EnterWithPass(ctx context.Context, room, user, id string) (waitr
 		return waitroom.Status{}, err
 	}
 	k := s.keys(room)
-	r, err := s.do(ctx, "enter with pass", enterWithPassScript, []string{k.cfg, k.q, k.tok, k.active, k.stats, k.buyers, k.passes, k.pre, k.drawn, k.draw},
+	r, err := s.do(ctx, "enter with pass", enterWithPassScript, []string{k.cfg, k.q, k.tok, k.active, k.stats, k.buyers, k.passes, k.pre, k.drawn, k.draw, k.notice},
 		user, id, waitroom.NewToken())
 	if err != nil {
 		return waitroom.Status{}, err

@@ -23,6 +23,7 @@ import (
 // KEYS[8] pre
 // KEYS[9] drawn
 // KEYS[10] draw
+// KEYS[11] notice
 // ARGV     users
 //
 // Returns {"ROOM_NOT_FOUND"}, or {"OK", seq_before, seq_after, standing,
@@ -118,6 +119,7 @@ func standing(r reply) (st waitroom.Status, next int, ok bool) {
 // KEYS[8] pre
 // KEYS[9] drawn
 // KEYS[10] draw
+// KEYS[11] notice
 // ARGV     users
 //
 // Returns {"ROOM_NOT_FOUND"}, or {"OK", seq, seq, standing, …}, a standing
@@ -155,9 +157,10 @@ var statusOp = &batchedOp{
 // KEYS[4] draw
 // KEYS[5] stats
 // KEYS[6] seq
+// KEYS[7] notice
 // ARGV[1] user
 //
-// Returns "OK".
+// Returns "OK". Leaving forgets the user's notice (NoticeStore).
 var leaveScript = newFunction("leave")
 
 // Leave removes user from the queue, early arrivals included; leaving
@@ -167,7 +170,7 @@ func (s *Store) Leave(ctx context.Context, room, user string) error {
 		return err
 	}
 	k := s.keys(room)
-	if err := s.call(ctx, s.client, leaveScript, []string{k.q, k.pre, k.drawn, k.draw, k.stats, k.seq}, user).Err(); err != nil {
+	if err := s.call(ctx, s.client, leaveScript, []string{k.q, k.pre, k.drawn, k.draw, k.stats, k.seq, k.notice}, user).Err(); err != nil {
 		return s.fail("leave", err)
 	}
 	return nil

@@ -19,13 +19,15 @@
 //	wr:{ROOM}:ver     string the settings' version: a fresh random value at every write of cfg (RoomVersions)
 //	wr:{ROOM}:q       zset   user → arrival sequence + last seen second / 2^20: the queue
 //	wr:{ROOM}:seq     string INCR: the arrival sequence
-//	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms": entry tokens; and
+//	wr:{ROOM}:tok     hash   user → "token|state|lease|lease_until_ms|expires_at_ms[|link]": entry
+//	                         tokens (link: a told buyer's, lua/shared.lua); and
 //	                         " hashtable" (no user id has a space), which keeps it a hash table
 //	wr:{ROOM}:active  zset   user → max(expires_at, lease_until + settle window) ms: tokens not yet cleaned up; a new
 //	                         token is in its Admit call's entry instead, " user1 user2 …" → expires_at
 //	wr:{ROOM}:bucket  hash   last_us, carry, made_up: the admission token bucket; the pace:
 //	                         p_* (decayed sums), a_* (measured since their fold at f_us),
-//	                         m_* (the counters at that fold)
+//	                         m_* (the counters at that fold); notices ("1": notice may
+//	                         exist, so Admit reads it; unset, Admit pays nothing for notices)
 //	wr:{ROOM}:stats   hash   counters: entered, full, admitted, completed, sold (units), released, expired,
 //	                         no_shows, abandoned
 //	wr:{ROOM}:buyers  set    users whose order completed while one_order was on
@@ -38,6 +40,8 @@
 //	wr:{ROOM}:draw    hash   seed, state (drawing, done), lock, lock_until, entrants,
 //	                         drawn_at_ms, took_ms: the draw's record
 //	wr:{ROOM}:page    hash   v (the version the cfg's page names), archive: the room's own page (page.go)
+//	wr:{ROOM}:notice  hash   user → channels (opaque, at most waitroom.MaxNoticeBytes): the
+//	                         queued users who asked to be told of their turn (notice.go)
 //	wr:rooms          set    room names (no hash tag: not part of any room's atomic state)
 //
 // Entry tokens live in one hash per room rather than one key per user,
@@ -222,7 +226,7 @@ func (s *Store) AutoPipelined() bool { return s.ap != nil }
 // KEYS, made once.
 type roomKeys struct {
 	cfg, ver, q, seq, tok, active, bucket, stats, buyers, passes string
-	pre, drawn, ent, places, draw, page                          string
+	pre, drawn, ent, places, draw, page, notice                  string
 	// The calls of the hot path, their KEYS bound and command lines made
 	// once: Enter and Status (one KEYS order for both), the gate's claim,
 	// complete, release and renew.
@@ -258,9 +262,10 @@ func (s *Store) keys(room string) *roomKeys {
 		places: p + "places",
 		draw:   p + "draw",
 		page:   p + "page",
+		notice: p + "notice",
 	}
 	// enter and status take the same KEYS, in one order.
-	hot := []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw}
+	hot := []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw, k.notice}
 	k.enter = prepare(enterScript, hot...)
 	k.status = prepare(statusScript, hot...)
 	k.claim = prepare(claimScript, k.cfg, k.tok, k.active, k.stats)

@@ -96,6 +96,13 @@ func TestStore(t *testing.T) {
 	}
 }
 
+// TestNotices: the notices' conformance suite (storetest.RunNotices) on
+// the test Redis, on the harness of the other suites.
+func TestNotices(t *testing.T) {
+	t.Parallel()
+	storetest.RunNotices(t, storeHarness(testenv.RedisURL()))
+}
+
 // withQuery adds query options to url.
 func withQuery(url, options string) string {
 	if strings.Contains(url, "?") {
@@ -110,7 +117,7 @@ func TestKeysShareOneHashTag(t *testing.T) {
 	t.Parallel()
 	s := New(nil, Options{})
 	k := s.keys("flash-sale_1")
-	for _, key := range []string{k.cfg, k.q, k.seq, k.tok, k.active, k.bucket, k.stats} {
+	for _, key := range []string{k.cfg, k.q, k.seq, k.tok, k.active, k.bucket, k.stats, k.notice} {
 		require.True(t, strings.HasPrefix(key, "wr:{flash-sale_1}:"), key)
 		require.Equal(t, "flash-sale_1", hashTag(key), key)
 		require.Equal(t, 1, strings.Count(key, "{"), key)
@@ -192,7 +199,13 @@ func TestScriptsPassEveryKeyInKEYS(t *testing.T) {
 	}
 	_, err := s.Status(ctx, room, "c")
 	require.NoError(t, err)
+	require.NoError(t, s.SetNotice(ctx, room, "b", []byte(`{"channels":[]}`)))
+	_, err = s.Notice(ctx, room, "b")
+	require.NoError(t, err)
 	got := admitN(t, s, room, 3)
+	_, err = s.Notified(ctx, room, "b", "nonce")
+	require.NoError(t, err)
+	require.NoError(t, s.UseReturnLink(ctx, room, "b", "nonce"))
 	h, err := s.Claim(ctx, room, got[0].User, got[0].Token)
 	require.NoError(t, err)
 	require.NoError(t, s.Release(ctx, h))
@@ -206,7 +219,8 @@ func TestScriptsPassEveryKeyInKEYS(t *testing.T) {
 	require.NoError(t, err)
 	testenv.Stats(t, s, room)
 
-	all := []*function{createRoomScript, updateRoomScript, statsScript, enterScript, statusScript, admitScript, claimScript, completeScript, releaseScript}
+	all := []*function{createRoomScript, updateRoomScript, statsScript, enterScript, statusScript, admitScript, claimScript, completeScript, releaseScript,
+		setNoticeScript, noticeScript, notifiedScript, useReturnLinkScript}
 	for _, f := range all {
 		require.True(t, rec.names[f.Name()], "function %s not exercised", f.Name())
 	}

@@ -15,8 +15,8 @@ import (
 // RunNotices checks a waitroom.NoticeStore: buyers who asked to be told
 // of their turn are kept through silence and get their first-use
 // deadline from the notice, and a return link spends once. A store runs
-// it besides Run once it keeps notice requests (memstore does; redisstore
-// not yet).
+// it besides Run once it keeps notice requests (memstore and redisstore
+// do).
 func RunNotices(t *testing.T, newHarness func(t *testing.T) Harness) {
 	runExtension(t, newHarness, "notice requests", []extensionCase[waitroom.NoticeStore]{
 		{"NoticeKeepsASilentBuyer", testNoticeKeepsASilentBuyer},

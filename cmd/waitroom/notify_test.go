@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,16 +14,29 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/waitroom/waitroom/instance"
 	"github.com/waitroom/waitroom/internal/servertest"
 	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 // TestServeNotifiesByMail: serve with the notice flags mails a waiting
 // buyer at its turn through a real SMTP server, with a return link to
-// --public-url, and makes the VAPID key file it was given.
+// --public-url that works once, and makes the VAPID key file it was given.
 func TestServeNotifiesByMail(t *testing.T) {
 	t.Parallel()
+	notifiesByMail(t, envOf())
+}
+
+// TestServeNotifiesByMailOnRedis: the same with --redis-url (the test
+// Redis, a prefix of its own): redisstore keeps the buyer's request with
+// its place, Admit hands it to the sender, and the link spends once.
+func TestServeNotifiesByMailOnRedis(t *testing.T) {
+	t.Parallel()
+	notifiesByMail(t, redisEnv(t, "wrtest-notify"))
+}
+
+// notifiesByMail runs serve on the store getenv names: a buyer who asked
+// for a mail gets it at its turn, and its return link restores it once.
+func notifiesByMail(t *testing.T, getenv func(string) string) {
 	mp := testenv.StartMailpit(t)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
@@ -33,7 +46,7 @@ func TestServeNotifiesByMail(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "vapid.json")
 	// One live token at a time: the buyer waits until the first orders.
 	m := startMain(t, []string{"--upstream", up.URL, "--max-active", "1", "--smtp-url", mp.SMTPURL, "--mail-from", "queue@shop.example",
-		"--public-url", "https://queue.shop.example/", "--vapid-key-file", keyFile, "--admin-token", servertest.AdminToken}, envOf())
+		"--public-url", "https://queue.shop.example/", "--vapid-key-file", keyFile, "--admin-token", servertest.AdminToken}, getenv)
 	_, err := os.Stat(keyFile)
 	require.NoError(t, err, "the VAPID key file is made at the start")
 	base := "http://" + m.Addr()
@@ -80,6 +93,29 @@ func TestServeNotifiesByMail(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the link is this server's")
 
+	// The click spends the link: the buyer holds its token; a second is refused.
+	u, err := url.Parse(link)
+	require.NoError(t, err)
+	form := url.Values{"l": {u.Query().Get("l")}}.Encode()
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	spend := func() (int, string) {
+		req, _ := http.NewRequest("POST", base+"/return/default", strings.NewReader(form))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Accept", "application/json")
+		resp, err := noRedirect.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	status, answer := spend()
+	require.Equal(t, http.StatusSeeOther, status, answer)
+	body = call(t, "GET", base+"/queue/position", buyer, "")
+	require.Equal(t, "admitted", body["state"], body)
+	status, answer = spend()
+	require.Equal(t, http.StatusForbidden, status)
+	require.Contains(t, answer, "RETURN_LINK_USED")
+
 	// The sender says the notice went (once Send has returned, a moment
 	// after the message reached the SMTP server).
 	eventually(t, 10*time.Second, "the notice is counted", func() bool {
@@ -88,18 +124,4 @@ func TestServeNotifiesByMail(t *testing.T) {
 	})
 	_, failed := servertest.Scrape(t, base).Lookup("waitroom_notices_total", "room", "default", "channel", "email", "outcome", "failed")
 	require.False(t, failed, "nothing failed")
-}
-
-// TestServeRefusesNoticesOnRedis: redisstore keeps no notice requests
-// yet, so serve says so instead of starting an opt-in that would drop
-// the buyer for silence.
-func TestServeRefusesNoticesOnRedis(t *testing.T) {
-	t.Parallel()
-	cfg, err := parseServe([]string{"--addr", "127.0.0.1:0", "--smtp-url", "smtp://127.0.0.1:25", "--mail-from", "q@shop.example",
-		"--public-url", "https://q.example"}, redisEnv(t, "wrtest-notify"))
-	require.NoError(t, err)
-	m := &instance.Instance{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	err = m.Run(t.Context())
-	_ = m.Close()
-	require.ErrorContains(t, err, "need a store that keeps notice requests")
 }

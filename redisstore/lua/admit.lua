@@ -34,6 +34,7 @@ return function(KEYS, ARGV)
   local buyers_key = KEYS[8]
   local drawn_key  = KEYS[9]
   local draw_key   = KEYS[10]
+  local notice_key = KEYS[11]
   local tokens     = ARGV
 
   local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock', 'one_order',
@@ -87,7 +88,8 @@ return function(KEYS, ARGV)
   -- as the rate (so never above 2 × rate). With max_active the slots they
   -- free are refilled within the rate instead, and with nobody waiting there
   -- is nobody to make them up with: then nothing is owed.
-  local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'a_time', 'a_regular', 'a_admitted', 'a_abandoned', 'f_us', HASH_TABLE_FIELD)
+  local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'a_time', 'a_regular', 'a_admitted', 'a_abandoned', 'f_us',
+    HASH_TABLE_FIELD, 'notices')
   local made_up = tonumber(b[3] or '0')
   -- The drawn early arrivals go first, then the queue; a room that never
   -- had an opening has nobody drawn.
@@ -163,10 +165,21 @@ return function(KEYS, ARGV)
 
     local issued, skipped, late_no_shows = 0, 0, 0
     if n > 0 then
-      -- Pop the head; users silent past abandon_after have gone: they are
-      -- dropped and counted, and take no share of the rate. Each pop is
-      -- O(log N); at most max_skips are skipped per call.
-      local users = {}
+      -- Users who asked to be told of their turn (NoticeStore): only a room
+      -- whose bucket says some may have (set_notice) reads the notices, and
+      -- forgets the mark once there are none.
+      local notices = b[10] == '1'
+      if notices and redis.call('EXISTS', notice_key) == 0 then
+        notices = false
+        redis.call('HDEL', bucket_key, 'notices')
+      end
+      -- Pop the head; users silent past abandon_after have gone (past
+      -- notice_silence, who asked to be told): they are dropped and
+      -- counted, and take no share of the rate. Each pop is O(log N); at
+      -- most max_skips are skipped per call. Every popped user's notice is
+      -- forgotten: it was kept until the turn, whatever the turn brings;
+      -- an admitted user's comes back with its admission (asked).
+      local users, asked, told = {}, {}, {}
       local s = math.floor(now_us / 1000000)
       while #users < n and skipped < max_skips do
         local want = math.min(n - #users, max_skips - skipped)
@@ -181,16 +194,40 @@ return function(KEYS, ARGV)
         if #popped == 0 then
           break
         end
-        for i = 1, #popped, 2 do
-          if is_gone(tonumber(popped[i + 1]), s, abandon_s) then
-            skipped = skipped + 1
-          else
-            users[#users + 1] = popped[i]
+        if not notices then
+          for i = 1, #popped, 2 do
+            if is_gone(tonumber(popped[i + 1]), s, abandon_s) then
+              skipped = skipped + 1
+            else
+              users[#users + 1] = popped[i]
+            end
+          end
+        else
+          local names = {}
+          for i = 1, #popped, 2 do
+            names[#names + 1] = popped[i]
+          end
+          local kept = redis.call('HMGET', notice_key, unpack(names)) -- false: none
+          for i = 1, #popped, 2 do
+            local user, channels, limit = popped[i], kept[(i + 1) / 2], abandon_s
+            if channels then
+              told[#told + 1] = user
+              limit = notice_silence(abandon_s)
+            end
+            if is_gone(tonumber(popped[i + 1]), s, limit) then
+              skipped = skipped + 1
+            else
+              users[#users + 1] = user
+              asked[user] = channels or nil
+            end
           end
         end
       end
       if skipped > 0 then
         redis.call('HINCRBY', stats_key, 'abandoned', skipped)
+      end
+      for from = 1, #told, batch do
+        redis.call('HDEL', notice_key, unpack(told, from, math.min(from + batch - 1, #told)))
       end
       -- Every new entry is its token followed by the same ready state and
       -- expiry: format that tail once.
@@ -201,6 +238,11 @@ return function(KEYS, ARGV)
       local start = token_start(now, opens_at, draw_key)
       local expires_at = start + first_ms
       local suffix = format_entry({token = '', state = 'new', lease = '', lease_until = start + ttl_ms, expires_at = expires_at})
+      -- A buyer who asked to be told is not watching: its first-use
+      -- deadline runs from the notice (notified), at most
+      -- notified_first_use_within from now meanwhile; its entry has its
+      -- link (shared.lua) and an active entry of its own, as notified moves it.
+      local told_ms -- read for the first such buyer
       for from = 1, #users, batch do
         local to = math.min(from + batch - 1, #users)
         local olds = redis.call('HMGET', tok_key, unpack(users, from, to))
@@ -226,13 +268,24 @@ return function(KEYS, ARGV)
             issued = issued + 1
             local token = tokens[issued]
             entries[#entries + 1] = user
-            entries[#entries + 1] = token .. suffix
-            named[#named + 1] = user
-            out[#out + 1] = user
+            if asked[user] then
+              told_ms = told_ms or math.min(math.floor(tonumber(redis.call('HGET', cfg_key, 'notified_first_use_ms')
+                or math.min(DEFAULT_NOTIFIED_FIRST_USE_MS, ttl_ms))), ttl_ms)
+              local e = {token = token, state = 'new', lease = '', lease_until = start + ttl_ms, expires_at = start + told_ms, link = 'n'}
+              entries[#entries + 1] = format_entry(e)
+              redis.call('ZADD', active_key, e.expires_at, user)
+              out[#out + 1] = {user, asked[user]}
+            else
+              entries[#entries + 1] = token .. suffix
+              named[#named + 1] = user
+              out[#out + 1] = user
+            end
           end
         end
         if #entries > 0 then
           issue_tokens(tok_key, entries)
+        end
+        if #named > 0 then
           -- One active entry for them all (due_tokens reads it): they
           -- share the expiry, and one entry costs what one user's would.
           redis.call('ZADD', active_key, expires_at, ' ' .. table.concat(named, ' '))

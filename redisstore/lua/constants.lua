@@ -10,4 +10,6 @@ local MAX_SKIPS = 2000 -- waitroom.MaxSkipsPerAdmit: abandoned users skipped per
 local MAX_PACE_STEP_S = 2 -- waitroom.MaxPaceStep
 local OPENING_SPREAD_MS = 10000 -- waitroom.OpeningSpread
 local MAX_POLL_MS = 600000 -- waitroom.MaxPoll
+local MAX_NOTICE_SILENCE_S = 86400 -- waitroom.MaxNoticeSilence
+local DEFAULT_NOTIFIED_FIRST_USE_MS = 300000 -- waitroom.DefaultNotifiedFirstUseWithin
 local OPENING_POLL_NS = 33333 -- the spread per early arrival: time.Second / waitroom.OpeningPolls

@@ -11,6 +11,7 @@ return function(KEYS, ARGV)
   local pre_key    = KEYS[8]
   local drawn_key  = KEYS[9]
   local draw_key   = KEYS[10]
+  local notice_key = KEYS[11]
 
   local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock', 'one_order', 'abandon_ms', 'invite_only',
     'opens_at_ms', 'prequeue', 'closes_at_ms', 'had_opening', 'units')
@@ -51,7 +52,7 @@ return function(KEYS, ARGV)
     -- seen now. In a sold-out room it keeps the place for a restock. One silent
     -- past abandon_after has gone (the admitter would skip it): it is counted
     -- and queues anew at the back.
-    local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, stage, stock, user, now, abandon_s, counts)
+    local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, notice_key, stage, stock, user, now, abandon_s, counts)
     if queued then
       return queued
     end

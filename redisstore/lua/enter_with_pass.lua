@@ -3,7 +3,7 @@
 return function(KEYS, ARGV)
   local cfg_key, q_key, tok_key, active_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
   local stats_key, buyers_key, passes_key = KEYS[5], KEYS[6], KEYS[7]
-  local pre_key, drawn_key, draw_key = KEYS[8], KEYS[9], KEYS[10]
+  local pre_key, drawn_key, draw_key, notice_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
   local user, id, token = ARGV[1], ARGV[2], ARGV[3]
 
   local cfg = redis.call('HMGET', cfg_key, 'state', 'ttl_ms', 'max_active', 'stock', 'one_order', 'first_use_ms', 'closes_at_ms', 'units')
@@ -71,6 +71,7 @@ return function(KEYS, ARGV)
   redis.call('HSET', passes_key, id, string.format('%s|%s|%d|%s|0', created, uses, left - 1, expires_ms))
   redis.call('ZREM', q_key, user)
   out_of_draw(pre_key, drawn_key, draw_key, user)
+  redis.call('HDEL', notice_key, user) -- no turn to tell of: it is let in now
   if old then
     -- A lingering expired entry cleanup had not reached: gone unused.
     count_gone(stats_key, old)

@@ -7,7 +7,11 @@
 -- (confirmed) or "held" (claimed). Unconfirmed (new, shown), expires_at is
 -- the first-use deadline and lease_until the end of the full TTL that a
 -- confirmation or a claim gives it; ready, lease and lease_until are empty
--- and 0.
+-- and 0. The token of a buyer who asked to be told of its turn, or was sent
+-- a return link, has a sixth field, its link (NoticeStore): "n" when it
+-- came with a notice (Notified starts its first-use deadline), "w" when
+-- its holder was watching, followed by the return link's nonce once one
+-- was sent. Every other entry has five fields, so it pays nothing for it.
 
 -- keep_hash_table: a hash read many fields at a time (HMGET of the
 -- settings, the bucket) stays a hash table. Redis keeps a small hash as a
@@ -63,20 +67,30 @@ local function now_ms()
   return math.floor(clock_us() / 1000)
 end
 
--- parse_entry splits a stored entry; nil when absent.
+-- parse_entry splits a stored entry; nil when absent. Only an entry with
+-- a link (its sixth field) is matched a second time.
 local function parse_entry(v)
   if not v then return nil end
   local token, state, lease, lease_until, expires_at =
     string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
-  if not token then return nil end
+  local link
+  if not token then
+    token, state, lease, lease_until, expires_at, link =
+      string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+    if not token then return nil end
+  end
   return {token = token, state = state, lease = lease,
-          lease_until = tonumber(lease_until), expires_at = tonumber(expires_at)}
+          lease_until = tonumber(lease_until), expires_at = tonumber(expires_at), link = link}
 end
 
 -- format_entry is parse_entry's inverse; %d keeps all digits of the
 -- millisecond times (Lua's default number format keeps only 14).
 local function format_entry(e)
-  return string.format('%s|%s|%s|%d|%d', e.token, e.state, e.lease, e.lease_until, e.expires_at)
+  local v = string.format('%s|%s|%s|%d|%d', e.token, e.state, e.lease, e.lease_until, e.expires_at)
+  if e.link then
+    return v .. '|' .. e.link
+  end
+  return v
 end
 
 -- unsettled: a hold whose order may still be settled: its lease runs,
@@ -247,7 +261,17 @@ local function units(stock, stats_key, tok_key, position, counts)
   return false, -1
 end
 
--- confirmed: the entry as its holder's own call finds it. The first call
+-- confirm writes user's entry e confirmed, when it was not: its full TTL,
+-- indexed by an active entry of its own.
+local function confirm(tok_key, active_key, user, e)
+  if e.state == 'new' or e.state == 'shown' then
+    e.state, e.expires_at, e.lease_until = 'ready', e.lease_until, 0
+    redis.call('ZADD', active_key, e.expires_at, user)
+  end
+  redis.call('HSET', tok_key, user, format_entry(e))
+end
+
+-- holder_sees: the entry as its holder's own call finds it. The first call
 -- that tells the user of an unconfirmed token marks it shown; the next one
 -- (a page showing "your turn", an API client's status after admission)
 -- confirms it: the full TTL. Returns the live entry, or nil; writes only
@@ -261,9 +285,7 @@ local function holder_sees(tok_key, active_key, user, now)
     e.state = 'shown'
     redis.call('HSET', tok_key, user, format_entry(e))
   elseif e.state == 'shown' then
-    e.state, e.expires_at, e.lease_until = 'ready', e.lease_until, 0
-    redis.call('HSET', tok_key, user, format_entry(e))
-    redis.call('ZADD', active_key, e.expires_at, user)
+    confirm(tok_key, active_key, user, e)
   end
   return e
 end
@@ -331,6 +353,36 @@ local function is_gone(score, s, abandon_s)
   return silent_for(score, s) > abandon_s
 end
 
+-- notice_silence: how long (whole seconds) a user who asked to be told of
+-- its turn may be silent: MaxNoticeSilence, never less than abandon_s.
+local function notice_silence(abandon_s)
+  return math.max(abandon_s, MAX_NOTICE_SILENCE_S)
+end
+
+-- mark_seen: a queued user (in key, with score) marked seen at second s,
+-- or, silent past abandon_s (and, when it asked to be told of its turn,
+-- its notice kept in notice_key, past notice_silence), dropped: out of
+-- key, its notice forgotten, counted abandoned. Only a user silent past
+-- abandon_s costs a read of the notices. Returns whether it still waits.
+local function mark_seen(key, notice_key, stats_key, user, score, s, abandon_s)
+  if is_gone(score, s, abandon_s) then
+    local asked = redis.call('HEXISTS', notice_key, user) == 1
+    if not asked or is_gone(score, s, notice_silence(abandon_s)) then
+      redis.call('ZREM', key, user)
+      redis.call('HINCRBY', stats_key, 'abandoned', 1)
+      if asked then
+        redis.call('HDEL', notice_key, user)
+      end
+      return false
+    end
+  end
+  local fresh = queue_score(math.floor(score), s)
+  if fresh ~= score then
+    redis.call('ZADD', key, 'XX', fresh, user)
+  end
+  return true
+end
+
 -- draw_stage: where the room stands with an opening's draw: 'none' when
 -- it never had an opening time (cfg had_opening '0'), so nobody waits in
 -- pre or drawn and there is no draw to read; 'pending' until the draw is
@@ -389,20 +441,12 @@ end
 -- queued_standing: a queued user's standing as enter and status answer
 -- it (waiting_standing), the user marked seen now (its score's fraction, rewritten only when the
 -- second changed: the place is the same). nil when it is not queued, or
--- was silent past abandon_s: then it has gone, out of the queue and
+-- was silent too long (mark_seen): then it has gone, out of the queue and
 -- counted abandoned, as the admitter would find it.
-local function queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, stage, stock, user, now, abandon_s, counts)
-  local s = math.floor(now / 1000)
+local function queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, notice_key, stage, stock, user, now, abandon_s, counts)
   local key, score, ahead = queued_in(q_key, pre_key, drawn_key, stage, user)
-  if not score then return nil end
-  if is_gone(score, s, abandon_s) then
-    redis.call('ZREM', key, user)
-    redis.call('HINCRBY', stats_key, 'abandoned', 1)
+  if not score or not mark_seen(key, notice_key, stats_key, user, score, math.floor(now / 1000), abandon_s) then
     return nil
-  end
-  local fresh = queue_score(math.floor(score), s)
-  if fresh ~= score then
-    redis.call('ZADD', key, 'XX', fresh, user)
   end
   return waiting_standing(ahead + redis.call('ZRANK', key, user) + 1, stock, stats_key, tok_key, counts)
 end

@@ -11,6 +11,7 @@ return function(KEYS, ARGV)
   local pre_key    = KEYS[8]
   local drawn_key  = KEYS[9]
   local draw_key   = KEYS[10]
+  local notice_key = KEYS[11]
 
   local cfg = redis.call('HMGET', cfg_key, 'state', 'stock', 'one_order', 'abandon_ms', 'opens_at_ms', 'prequeue', 'had_opening', 'units')
   if not cfg[1] then
@@ -35,7 +36,7 @@ return function(KEYS, ARGV)
     -- Admit pops whom it admits), so the common poll, a waiting user's, reads
     -- no token. ZSCORE is O(1), ZRANK and ZADD O(log N). One silent past
     -- abandon_after has gone.
-    local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, stage, stock, user, now, abandon_s, counts)
+    local queued = queued_standing(q_key, pre_key, drawn_key, stats_key, tok_key, notice_key, stage, stock, user, now, abandon_s, counts)
     if queued then
       return queued
     end
