@@ -33,7 +33,9 @@ const (
 )
 
 // maxRoomBrands bounds the room pages an instance keeps parsed; past it
-// the cache starts again, and each room's page is read again once.
+// one kept page makes room for the new one (and is read again, once, when
+// its room is next shown), so a platform with more rooms than this reads
+// one page per miss rather than every page after every reset.
 const maxRoomBrands = 256
 
 // roomBrand is a room's page as this instance read it.
@@ -114,8 +116,14 @@ func (s *Server) brandOf(ctx context.Context, room string, cfg waitroom.RoomConf
 			}
 		}
 		rb.mu.Lock()
-		if rb.byRoom == nil || len(rb.byRoom) >= maxRoomBrands {
+		if rb.byRoom == nil {
 			rb.byRoom = make(map[string]roomBrand)
+		}
+		if _, kept := rb.byRoom[room]; !kept && len(rb.byRoom) >= maxRoomBrands {
+			for other := range rb.byRoom {
+				delete(rb.byRoom, other)
+				break
+			}
 		}
 		rb.byRoom[room] = read
 		rb.mu.Unlock()
