@@ -111,8 +111,22 @@ func (s *Server) inRoom(fn func(w http.ResponseWriter, r *http.Request, room str
 		if err != nil {
 			return err
 		}
-		return fn(w, r, room)
+		return s.forRoom(w, r, room, func(s *Server, w http.ResponseWriter, r *http.Request, room string) error { return fn(w, r, room) })
 	}
+}
+
+// forRoom calls fn for room, unless the store did not know room a moment
+// ago: then it is not asked again until ConfigRefresh has passed
+// (missingRooms).
+func (s *Server) forRoom(w http.ResponseWriter, r *http.Request, room string, fn roomHandler) error {
+	if s.missing.has(room, s.configRefresh) {
+		return waitroom.ErrRoomNotFound
+	}
+	err := fn(s, w, r, room)
+	if errors.Is(err, waitroom.ErrRoomNotFound) {
+		s.missing.add(room, time.Now(), s.configRefresh)
+	}
+	return err
 }
 
 // enter: POST /rooms/{room}/enter and POST /queue/enter.

@@ -206,6 +206,7 @@ type Server struct {
 	adminIn       *http.ServeMux // the mux admin is mounted in
 	metrics       *metrics
 	rooms         sync.Map // room name → *cachedRoom
+	missing       missingRooms
 	draws         drawCache
 	paces         sync.Map // room name → *cachedPace
 	visitors      visitors
@@ -542,7 +543,58 @@ func (s *Server) clientAndKey(r *http.Request) (netip.Addr, string) {
 // (the others' within ConfigRefresh).
 func (s *Server) forgetRoom(room string) {
 	s.rooms.Delete(room)
+	s.missing.forget(room)
 	s.draws.forget(room)
+}
+
+// maxMissingRooms bounds the names missingRooms keeps: a script of made-up
+// names fills it and then costs what it costs without it.
+const maxMissingRooms = 4096
+
+// missingRooms remembers, briefly, room names the store said it does not
+// know. It is read on every ENTER and STATUS: a lock-free map, empty (one
+// atomic load) when no made-up name was asked for lately.
+type missingRooms struct {
+	n  atomic.Int64
+	at sync.Map // name → time.Time when the store said so
+}
+
+func (m *missingRooms) has(room string, ttl time.Duration) bool {
+	if m.n.Load() == 0 {
+		return false
+	}
+	v, ok := m.at.Load(room)
+	if !ok {
+		return false
+	}
+	if time.Since(v.(time.Time)) < ttl {
+		return true
+	}
+	m.forget(room)
+	return false
+}
+
+func (m *missingRooms) add(room string, now time.Time, ttl time.Duration) {
+	if m.n.Load() >= maxMissingRooms {
+		m.at.Range(func(name, at any) bool {
+			if now.Sub(at.(time.Time)) >= ttl {
+				m.forget(name.(string))
+			}
+			return true
+		})
+		if m.n.Load() >= maxMissingRooms {
+			return
+		}
+	}
+	if _, loaded := m.at.Swap(room, now); !loaded {
+		m.n.Add(1)
+	}
+}
+
+func (m *missingRooms) forget(room string) {
+	if _, loaded := m.at.LoadAndDelete(room); loaded {
+		m.n.Add(-1)
+	}
 }
 
 // register adds routes to mux and declares them to the metrics.
@@ -614,7 +666,7 @@ func (s *Server) serveOn(mux *http.ServeMux, w http.ResponseWriter, r *http.Requ
 	if mux == s.mux {
 		if h, pattern, room := s.hotRoute(r); h != nil {
 			route, r.Pattern = pattern, pattern
-			if err := h(s, rw, r, room); err != nil {
+			if err := s.forRoom(rw, r, room, h); err != nil {
 				s.writeError(rw, r, err)
 			}
 			return
@@ -697,10 +749,6 @@ type roomSnapshot struct {
 	fetched time.Time
 }
 
-// roomConfig returns room's settings, at most ConfigRefresh old. One request
-// per room refreshes a stale entry while the others use the stale one; a
-// failed refresh keeps the stale entry. Only rooms the store knows are
-// cached, so made-up names cannot grow the cache.
 // lastRoomConfig returns the settings roomConfig last read, without
 // reading the store.
 func (s *Server) lastRoomConfig(room string) (waitroom.RoomConfig, bool) {
@@ -711,10 +759,23 @@ func (s *Server) lastRoomConfig(room string) (waitroom.RoomConfig, bool) {
 	return v.(*cachedRoom).current.Load().cfg, true
 }
 
+// roomConfig returns room's settings, at most ConfigRefresh old. One request
+// per room refreshes a stale entry while the others use the stale one; a
+// failed refresh keeps the stale entry. Only rooms the store knows are
+// cached, so made-up names cannot grow the cache; a name the store does not
+// know is answered ROOM_NOT_FOUND from memory for ConfigRefresh (missingRooms),
+// so a crowd following a link to a deleted or mistyped room costs the
+// store one read a second, not one a request.
 func (s *Server) roomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
 	v, ok := s.rooms.Load(room)
 	if !ok {
+		if s.missing.has(room, s.configRefresh) {
+			return waitroom.RoomConfig{}, waitroom.ErrRoomNotFound
+		}
 		cfg, err := s.store.RoomConfig(ctx, room)
+		if errors.Is(err, waitroom.ErrRoomNotFound) {
+			s.missing.add(room, time.Now(), s.configRefresh)
+		}
 		if err != nil {
 			return waitroom.RoomConfig{}, err
 		}

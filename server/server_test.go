@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -403,9 +404,52 @@ func TestRoomSettingsAreCached(t *testing.T) {
 	require.EqualValues(t, 1, counting.roomConfigCalls.Load(), "settings are read once, not per request")
 }
 
+// A crowd following a link to a room that does not exist costs the store
+// one read per ConfigRefresh, not one a request, and a room made meanwhile
+// is found once that has passed.
+func TestMissingRoomIsRememberedBriefly(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		counting := &countingStore{Store: memstore.New(memstore.Options{})}
+		h := servertest.MustServer(t, server.Config{Store: counting, ConfigRefresh: time.Second})
+		enter := func(user string) *httptest.ResponseRecorder {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("POST", "/rooms/ghost/enter", nil)
+			req.RemoteAddr = "127.0.0.1:1234" // the user header is believed from loopback only
+			req.Header.Set("X-User-Id", user)
+			h.ServeHTTP(rec, req)
+			return rec
+		}
+		for i := range 100 {
+			rec := enter(fmt.Sprintf("u%d", i))
+			require.Equal(t, http.StatusNotFound, rec.Code)
+			require.Contains(t, rec.Body.String(), `"ROOM_NOT_FOUND"`)
+		}
+		require.EqualValues(t, 1, counting.enterCalls.Load()+counting.roomConfigCalls.Load(), "a missing room is asked for once, not per request")
+		for range 10 {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/rooms/ghost", nil))
+			require.Equal(t, http.StatusNotFound, rec.Code, "the page of a missing room")
+		}
+		require.EqualValues(t, 1, counting.enterCalls.Load()+counting.roomConfigCalls.Load(), "the page shares what enter learnt")
+
+		_, err := counting.CreateRoom(t.Context(), "ghost", waitroom.RoomConfig{})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusNotFound, enter("early").Code, "within ConfigRefresh the miss is remembered")
+		time.Sleep(time.Second)
+		require.Equal(t, http.StatusOK, enter("later").Code, "past ConfigRefresh the store is asked again")
+		require.EqualValues(t, 1+2, counting.enterCalls.Load()+counting.roomConfigCalls.Load(), "the miss, then the enter and its settings")
+	})
+}
+
 type countingStore struct {
 	waitroom.Store
-	roomConfigCalls atomic.Int64
+	roomConfigCalls, enterCalls atomic.Int64
+}
+
+func (s *countingStore) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
+	s.enterCalls.Add(1)
+	return s.Store.Enter(ctx, room, user)
 }
 
 func (s *countingStore) RoomConfig(ctx context.Context, room string) (waitroom.RoomConfig, error) {
