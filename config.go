@@ -263,8 +263,11 @@ const MaxNameBytes = 200
 // CheckName reports why s cannot be a shop's or a product's name on the
 // waiting page: it must be UTF-8 text of at most MaxNameBytes, without
 // control characters (a line break, an escape or a bidirectional
-// override would reach every buyer's page and the logs) and without space at its ends (which no one
-// sees and a second copy of the name would differ by). Empty is none.
+// embedding, override or isolate would reach every buyer's page and the
+// logs) and without space at its ends (which no one sees and a second copy
+// of the name would differ by). The bidirectional marks (LRM, RLM, ALM)
+// are allowed: they reorder nothing around the name, and an Arabic or
+// Hebrew name with digits or Latin words may need them. Empty is none.
 func CheckName(s string) error {
 	if s == "" {
 		return nil
@@ -276,7 +279,7 @@ func CheckName(s string) error {
 		return errors.New("must be UTF-8 text")
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Bidi_Control) {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) || unicode.Is(unicode.Bidi_Control, r) && !bidiMark(r) {
 			return fmt.Errorf("must be one line without control characters, got %q", s)
 		}
 	}
@@ -285,6 +288,10 @@ func CheckName(s string) error {
 	}
 	return nil
 }
+
+// bidiMark reports whether r is one of the bidirectional marks, which
+// only set the direction of the characters next to them.
+func bidiMark(r rune) bool { return r == '\u200e' || r == '\u200f' || r == '\u061c' }
 
 // MaxShopURL bounds RoomConfig.ShopURL: a link, not a document.
 const MaxShopURL = 2048

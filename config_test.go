@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,4 +60,22 @@ func TestRoomConfigValidateNamesFields(t *testing.T) {
 	}
 	require.NoError(t, waitroom.RoomConfig{Stock: 25, UnitsPerOrder: 25}.WithDefaults().Validate())
 	require.NoError(t, waitroom.RoomConfig{UnitsPerOrder: 1000}.WithDefaults().Validate(), "no stock: no bound by it")
+}
+
+// CheckName takes names in any script, the bidirectional marks an Arabic
+// or Hebrew name may need among them, and refuses what would break or
+// reorder the page's line: controls, line separators, and the embeddings,
+// overrides and isolates that reorder text after the name.
+func TestCheckName(t *testing.T) {
+	for _, good := range []string{"", "Kim's Shop", "한정판", "متجر\u200f 24", "חנות\u200e 2", "دكان\u061c 3", "Drop №2"} {
+		require.NoError(t, waitroom.CheckName(good), "%q", good)
+	}
+	for _, bad := range []string{
+		"two\nlines", "tab\there", "\x1b[2J", "line\u2028sep", "para\u2029sep",
+		"\u202aembed", "\u202bembed", "\u202cpop", "\u202doverride", "\u202eevil",
+		"\u2066isolate", "\u2067isolate", "\u2068isolate", "\u2069pop",
+		" padded", "padded ", "\xff\xfe", strings.Repeat("가", waitroom.MaxNameBytes/3+1),
+	} {
+		require.Error(t, waitroom.CheckName(bad), "%q", bad)
+	}
 }
