@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -235,4 +236,55 @@ func TestRoomOwnPageReadOnce(t *testing.T) {
 		require.Contains(t, body, `href="/pages/default/theme.css?v=`, "visitor %d", i)
 	}
 	require.EqualValues(t, 1, store.reads.Load(), "one read of the archive for the whole crowd")
+}
+
+// TestRoomPagesPastTheBound: an instance keeps at most MaxRoomPages room
+// pages parsed; one more room makes one kept page go, not all of them, so
+// the others are shown again without a read.
+func TestRoomPagesPastTheBound(t *testing.T) {
+	t.Parallel()
+	store := &countingPages{Store: memstore.New(memstore.Options{})}
+	archive := zipOf(t, map[string]string{"theme.css": roomTheme})
+	room := func(i int) string { return fmt.Sprintf("r%d", i) }
+	for i := range server.MaxRoomPages + 1 {
+		_, err := store.CreateRoom(t.Context(), room(i), waitroom.RoomConfig{})
+		require.NoError(t, err)
+		_, err = store.SetPage(t.Context(), room(i), archive, waitroom.PageVersion(archive))
+		require.NoError(t, err)
+	}
+	s := servertest.MustServer(t, server.Config{Store: store})
+	show := func(room string) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/rooms/"+room, nil)
+		req.Header.Set("Accept", "text/html")
+		s.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code, room)
+		require.Contains(t, rec.Body.String(), `href="/pages/`+room+`/theme.css?v=`, room)
+	}
+	for i := range server.MaxRoomPages {
+		show(room(i))
+	}
+	require.EqualValues(t, server.MaxRoomPages, store.reads.Load())
+	show(room(server.MaxRoomPages))
+	kept := server.KeptRoomPages(s)
+	require.Len(t, kept, server.MaxRoomPages, "one page went to make room")
+	require.Contains(t, kept, room(server.MaxRoomPages))
+	var gone string
+	for i := range server.MaxRoomPages {
+		if !slices.Contains(kept, room(i)) {
+			require.Empty(t, gone, "a second page went")
+			gone = room(i)
+		}
+	}
+	require.NotEmpty(t, gone)
+
+	reads := store.reads.Load()
+	for _, r := range kept {
+		show(r)
+	}
+	require.Equal(t, reads, store.reads.Load(), "every kept page is shown without a read")
+	show(gone)
+	require.Equal(t, reads+1, store.reads.Load(), "the page that went is read again, once")
+	require.Len(t, server.KeptRoomPages(s), server.MaxRoomPages)
 }
