@@ -9,10 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +57,25 @@ type proxyStack struct {
 	room     string
 	proxyURL string
 	admitted chan waitroom.Admission
+
+	shopMu      sync.Mutex
+	shopCookies []string // the Cookie header of each request the proxy sent the shop
+}
+
+// shopRecorder stands between the proxy and the shop, noting the cookies
+// each request brings; it returns its address.
+func (s *proxyStack) shopRecorder(t *testing.T) string {
+	t.Helper()
+	target := &url.URL{Scheme: "http", Host: s.in.ShopAddr()}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.shopMu.Lock()
+		s.shopCookies = append(s.shopCookies, strings.Join(r.Header.Values("Cookie"), "; "))
+		s.shopMu.Unlock()
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
 }
 
 // startWaitroom starts the instance every proxy test stands behind: only
@@ -187,7 +210,7 @@ func (s *proxyStack) startProxy(t *testing.T, bin, pkg, file string, replace fun
 	dir := t.TempDir()
 	port := freePort(t)
 	conf := filepath.Join(dir, filepath.Base(file))
-	shipped := append([]string{shippedWaitroom, s.in.Addr(), shippedShop, s.in.ShopAddr()}, replace(port, dir)...)
+	shipped := append([]string{shippedWaitroom, s.in.Addr(), shippedShop, s.shopRecorder(t)}, replace(port, dir)...)
 	require.NoError(t, os.WriteFile(conf, []byte(template(t, file, shipped...)), 0o644))
 	runProxy(t, command(path, dir, conf), port)
 	s.proxyURL = "http://127.0.0.1:" + port
@@ -344,6 +367,7 @@ func TestProxiesGuardTheShop(t *testing.T) {
 			t.Run("ReleasedOrderIsRetriedWithTheTimeLeft", func(t *testing.T) { s.releasedThenRetried(t) })
 			t.Run("ForgedHeadersChangeNothing", func(t *testing.T) { s.forgedHeaders(t) })
 			t.Run("PageLinksToTheShop", func(t *testing.T) { s.pageThroughProxy(t) })
+			t.Run("ShopGetsNoWaitroomCookie", func(t *testing.T) { s.shopGetsNoWaitroomCookie(t) })
 			// Last: it fails the store on purpose.
 			t.Run("RefusalsCarryTheCodeAndRetryAfter", func(t *testing.T) { s.refusals(t) })
 		})
@@ -486,6 +510,37 @@ func (s *proxyStack) pageThroughProxy(t *testing.T) {
 	require.Contains(t, string(page), `<a class="button" id="shop-link" href="`+proxyShopURL+`">Continue to the shop</a>`)
 	methods := do(t, b.client, "GET", s.proxyURL+"/orders", "")
 	require.Equal(t, http.StatusMethodNotAllowed, methods.status, "only POST /orders is the shop's: %s", methods.raw)
+}
+
+// shopGetsNoWaitroomCookie: an order carrying the waiting room's cookies
+// (the token, the visitor id) among the shop's own reaches the shop with
+// the shop's only, wherever they stand in the header, and still sells.
+func (s *proxyStack) shopGetsNoWaitroomCookie(t *testing.T) {
+	for i, cookies := range []string{
+		"shop_session=s1; waitroom_token=%s",
+		"waitroom_token=%s; shop_session=s1; cart=c2",
+		"cart=c2; waitroom_token=%s; shop_session=s1",
+	} {
+		b := s.join(t)
+		s.shopMu.Lock()
+		s.shopCookies = nil
+		s.shopMu.Unlock()
+		stock := s.stock(t)
+		// The buyer's jar adds its waitroom_visitor cookie to these.
+		r := s.order(t, b, `{"product_id":"`+proxyProduct+`"}`, "Cookie", fmt.Sprintf(cookies, b.token))
+		require.Equal(t, http.StatusCreated, r.status, "%d: %s", i, r.raw)
+		require.Equal(t, stock-1, s.stock(t))
+		s.shopMu.Lock()
+		seen := slices.Clone(s.shopCookies)
+		s.shopMu.Unlock()
+		require.Len(t, seen, 1, "%d: one request reached the shop", i)
+		require.NotContains(t, seen[0], "waitroom_", "%d: the shop got %q", i, seen[0])
+		require.NotContains(t, seen[0], b.token, "%d", i)
+		require.Contains(t, seen[0], "shop_session=s1", "%d: the shop's own cookie reaches it: %q", i, seen[0])
+		if strings.Contains(cookies, "cart=") {
+			require.Contains(t, seen[0], "cart=c2", "%d: %q", i, seen[0])
+		}
+	}
 }
 
 // refusals: the gate's 401 and 403 reach the buyer with the gate's code
