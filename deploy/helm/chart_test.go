@@ -387,6 +387,9 @@ func TestRefusedValues(t *testing.T) {
 		{"secrets: {adminToken: short}", "at least 16"},
 		{"secrets: {existingSecret: mine, adminToken: 0123456789abcdef0123}", "secrets.adminToken into that Secret"},
 		{"admin: {port: 9000}", "secrets.adminToken"},
+		{"shop: {port: 9000}", "secrets.databaseUrl and secrets.amqpUrl"},
+		{"shop: {port: 8080}\nsecrets: {databaseUrl: 'postgres://pg/shop', amqpUrl: 'amqp://mq/'}", "each listener needs a port of its own"},
+		{"config: {shop-addr: ':9000'}", "shop-addr"},
 		{"metrics: {port: 8080}", "each listener needs a port of its own"},
 		{"metrics: {enabled: false, serviceMonitor: {enabled: true}}", "needs metrics.enabled"},
 		// The schema: an unknown key is a typo, never ignored; a secret
@@ -407,5 +410,35 @@ func TestRefusedValues(t *testing.T) {
 				t.Fatalf("error %q, want one about %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestShopPort: shop.port runs the built-in shop on a port of its own,
+// named on the pods and the Service (for the proxy in front), and set as
+// --shop-addr; without it there is no such port.
+func TestShopPort(t *testing.T) {
+	portsOf := func(m manifests) (container, service map[string]int32, env string) {
+		d := the(t, "Deployment", m.deployments)
+		c := waitroomContainer(t, d)
+		container, service = map[string]int32{}, map[string]int32{}
+		for _, p := range c.Ports {
+			container[p.Name] = p.ContainerPort
+		}
+		for _, p := range the(t, "Service", m.services).Spec.Ports {
+			if p.TargetPort.StrVal == "shop" {
+				service[p.Name] = p.Port
+			}
+		}
+		return container, service, containerEnv(t, m, c)["WAITROOM_SHOP_ADDR"].value
+	}
+	container, service, env := portsOf(render(t, nil, "shop: {port: 9393}\nsecrets: {databaseUrl: 'postgres://pg/shop', amqpUrl: 'amqp://mq/'}"))
+	if container["shop"] != 9393 || service["shop"] != 9393 || env != ":9393" {
+		t.Errorf("shop.port 9393: container ports %v, Service ports to shop %v, WAITROOM_SHOP_ADDR %q", container, service, env)
+	}
+	m := render(t, nil)
+	checkService(t, m)
+	container, service, env = portsOf(m)
+	if _, ok := container["shop"]; ok || len(service) > 0 || env != "" {
+		t.Errorf("no shop.port: container ports %v, Service ports to shop %v, WAITROOM_SHOP_ADDR %q", container, service, env)
 	}
 }

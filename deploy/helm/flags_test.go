@@ -67,6 +67,7 @@ var chartPaths = map[string]chartPath{
 	"addr":           {"ports: {http: 8181}", ":8181"},
 	"metrics-addr":   {"metrics: {port: 9191}", ":9191"},
 	"admin-addr":     {"admin: {port: 9292}\nsecrets: {adminToken: admin-token-for-the-flag-test}", ":9292"},
+	"shop-addr":      {"shop: {port: 9393}\nsecrets: {databaseUrl: 'postgres://pg/shop', amqpUrl: 'amqp://mq/'}", ":9393"},
 	"redis-url":      {"redis: {url: 'redis+cluster://:flag-pw@h1:6379,h2:6379'}", "redis+cluster://:flag-pw@h1:6379,h2:6379"},
 	"cookie-secret":  {"secrets: {cookieSecret: cookie-secret-for-the-flag-test-0123456}", "cookie-secret-for-the-flag-test-0123456"},
 	"admin-token":    {"secrets: {adminToken: admin-token-for-the-flag-test}", "admin-token-for-the-flag-test"},

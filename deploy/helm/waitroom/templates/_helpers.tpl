@@ -110,12 +110,15 @@ which value to change.
 {{- if and (gt (int $v.admin.port) 0) (not $s.adminToken) }}
 {{- fail "admin.port serves the admin API, which is off without secrets.adminToken (or secrets.existingSecret)" }}
 {{- end }}
+{{- if and (gt (int $v.shop.port) 0) (not (and $s.databaseUrl $s.amqpUrl)) }}
+{{- fail "shop.port serves the built-in shop, which needs secrets.databaseUrl and secrets.amqpUrl (or secrets.existingSecret)" }}
+{{- end }}
 {{- end }}
 {{- if and $v.metrics.serviceMonitor.enabled (not $v.metrics.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.enabled: the ServiceMonitor scrapes the metrics port" }}
 {{- end }}
 {{- $ports := dict }}
-{{- range $name, $port := dict "ports.http" $v.ports.http "metrics.port" (ternary $v.metrics.port 0 $v.metrics.enabled) "admin.port" $v.admin.port }}
+{{- range $name, $port := dict "ports.http" $v.ports.http "metrics.port" (ternary $v.metrics.port 0 $v.metrics.enabled) "admin.port" $v.admin.port "shop.port" $v.shop.port }}
 {{- if gt (int $port) 0 }}
 {{- if hasKey $ports (toString $port) }}
 {{- fail (printf "%s and %s are both port %v: each listener needs a port of its own" (get $ports (toString $port)) $name $port) }}
