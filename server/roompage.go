@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 
@@ -48,8 +49,14 @@ type roomBrand struct {
 type roomBrands struct {
 	mu     sync.Mutex
 	byRoom map[string]roomBrand
+	failed map[string]time.Time // room → when its page last could not be read
 	reads  singleflight.Group
 }
+
+// pageRetryAfter is how long a room whose page could not be read (the
+// store down) is shown with the instance's page before it is read again:
+// during an outage each page load would otherwise wait for the store.
+const pageRetryAfter = time.Second
 
 // CheckPageArchive reports why archive cannot be a room's page, naming the
 // file (and its line or key) as serve names a --page-dir's.
@@ -85,7 +92,8 @@ func roomPagePath(room string) string { return "/pages/" + room }
 
 // brandOf is the page room is shown with: its own, when its settings name
 // one, else the instance's. A page that cannot be read now (the store
-// down) is the instance's until it can; one that no longer passes this
+// down) is the instance's until it can, read again at most once a
+// pageRetryAfter; one that no longer passes this
 // binary's checks (stored by another version) stays the instance's, and
 // is said in the log once per version.
 func (s *Server) brandOf(ctx context.Context, room string, cfg waitroom.RoomConfig) *brand {
@@ -95,14 +103,27 @@ func (s *Server) brandOf(ctx context.Context, room string, cfg waitroom.RoomConf
 	rb := &s.roomBrands
 	rb.mu.Lock()
 	got, ok := rb.byRoom[room]
+	failedAt, failed := rb.failed[room]
 	rb.mu.Unlock()
 	if ok && got.version == cfg.Page {
 		return got.brand
+	}
+	if failed && time.Since(failedAt) < pageRetryAfter {
+		return s.brand
 	}
 	// One read per room and version, however many visitors come at once.
 	v, err, _ := rb.reads.Do(room+" "+cfg.Page, func() (any, error) {
 		archive, version, err := s.pages.Page(context.WithoutCancel(ctx), room)
 		if err != nil {
+			rb.mu.Lock()
+			if rb.failed == nil {
+				rb.failed = make(map[string]time.Time)
+			}
+			if len(rb.failed) >= maxRoomBrands {
+				clear(rb.failed) // only a brief pause in reads is lost
+			}
+			rb.failed[room] = time.Now()
+			rb.mu.Unlock()
 			return nil, err
 		}
 		read := roomBrand{version: version, brand: s.brand}
@@ -126,6 +147,7 @@ func (s *Server) brandOf(ctx context.Context, room string, cfg waitroom.RoomConf
 			}
 		}
 		rb.byRoom[room] = read
+		delete(rb.failed, room)
 		rb.mu.Unlock()
 		return read.brand, nil
 	})

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -204,10 +206,14 @@ func TestRoomOwnPageRefusals(t *testing.T) {
 type countingPages struct {
 	*memstore.Store
 	reads atomic.Int64
+	down  atomic.Bool // Page fails as a store that cannot be reached
 }
 
 func (c *countingPages) Page(ctx context.Context, room string) ([]byte, string, error) {
 	c.reads.Add(1)
+	if c.down.Load() {
+		return nil, "", waitroom.ErrStoreUnavailable
+	}
 	return c.Store.Page(ctx, room)
 }
 
@@ -287,4 +293,41 @@ func TestRoomPagesPastTheBound(t *testing.T) {
 	show(gone)
 	require.Equal(t, reads+1, store.reads.Load(), "the page that went is read again, once")
 	require.Len(t, server.KeptRoomPages(s), server.MaxRoomPages)
+}
+
+// TestRoomPageWhileTheStoreIsDown: a room whose page cannot be read is
+// shown with the instance's page, and its page is read again at most once
+// a second meanwhile, not on every load; once the store answers, the
+// room's own page is back.
+func TestRoomPageWhileTheStoreIsDown(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &countingPages{Store: servertest.MemRoom(t, "default", waitroom.RoomConfig{})}
+		archive := zipOf(t, map[string]string{"theme.css": roomTheme})
+		_, err := store.SetPage(t.Context(), "default", archive, waitroom.PageVersion(archive))
+		require.NoError(t, err)
+		s := servertest.MustServer(t, server.Config{Store: store})
+		show := func() string {
+			t.Helper()
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("GET", "/", nil)
+			req.Header.Set("Accept", "text/html")
+			s.ServeHTTP(rec, req)
+			require.Equal(t, http.StatusOK, rec.Code)
+			return rec.Body.String()
+		}
+		store.down.Store(true)
+		for range 20 {
+			require.NotContains(t, show(), "/pages/default/theme.css", "the instance's page while the room's cannot be read")
+		}
+		require.EqualValues(t, 1, store.reads.Load(), "one read, not one per load")
+		time.Sleep(time.Second)
+		show()
+		require.EqualValues(t, 2, store.reads.Load(), "read again after a second")
+		store.down.Store(false)
+		require.NotContains(t, show(), "/pages/default/theme.css", "within the second after a failure, not read")
+		time.Sleep(time.Second)
+		require.Contains(t, show(), `href="/pages/default/theme.css?v=`, "the room's own page is back")
+		require.EqualValues(t, 3, store.reads.Load())
+	})
 }
