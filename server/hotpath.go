@@ -69,20 +69,21 @@ func roomOf(path, suffix string) (string, bool) {
 }
 
 // hotRoutesSafe reports whether hotRoute may serve the hot routes itself
-// with these routes registered beside them: no other pattern may be more
-// specific for any request it takes (the ServeMux refuses patterns that
-// overlap with neither more specific). Only a literal where the hot
-// pattern has a wildcard, or a host, is: patterns with a host, and any
-// other under /rooms/ or /queue/ (a shop's own routes, unusual gated
-// routes), leave the routing of everything to the ServeMux, as before.
-func hotRoutesSafe(routes map[string]http.Handler) bool {
-	own := map[string]bool{
-		patternEnter: true, patternStatus: true, patternQueueEnter: true, patternQueuePosition: true,
-		"DELETE /rooms/{room}/queue": true, "GET /rooms/{room}/draw": true,
-		"POST /rooms/{room}": true, "GET /rooms/{room}": true,
+// with routes registered: no pattern but the server's own (own, the queue
+// routes, the hot ones among them) may be more specific for any request
+// it takes (the ServeMux refuses patterns that overlap with neither more
+// specific). Only a literal where the hot pattern has a wildcard, or a
+// host, is: patterns with a host, and any other under /rooms/ or /queue/
+// (a shop's own routes, unusual gated routes), leave the routing of
+// everything to the ServeMux, as before.
+func hotRoutesSafe(routes, own map[string]http.Handler) bool {
+	for _, p := range []string{patternEnter, patternStatus, patternQueueEnter, patternQueuePosition} {
+		if own[p] == nil {
+			return false // not the routes hotRoute serves
+		}
 	}
 	for p := range routes {
-		if own[p] {
+		if _, ok := own[p]; ok {
 			continue
 		}
 		_, rest, hasMethod := strings.Cut(p, " ")

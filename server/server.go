@@ -493,7 +493,7 @@ func (s *Server) registerRoutes(cfg Config, routes map[string]http.Handler, adm 
 	if err := register(s.mux, s.metrics, routes); err != nil {
 		return err
 	}
-	s.hotRoutes = hotRoutesSafe(routes)
+	s.hotRoutes = hotRoutesSafe(routes, s.queueRoutes())
 	return nil
 }
 
