@@ -103,6 +103,13 @@ func TestNotices(t *testing.T) {
 	storetest.RunNotices(t, storeHarness(testenv.RedisURL()))
 }
 
+// TestOutbox: the outbox's conformance suite (storetest.RunOutbox) on
+// the test Redis.
+func TestOutbox(t *testing.T) {
+	t.Parallel()
+	storetest.RunOutbox(t, storeHarness(testenv.RedisURL()))
+}
+
 // withQuery adds query options to url.
 func withQuery(url, options string) string {
 	if strings.Contains(url, "?") {
