@@ -46,6 +46,8 @@ type OutboxRead struct {
 	// Lost is how many entries the room's outbox ever dropped unrelayed
 	// because it was full: a counter that only grows.
 	Lost int64
+	// On: the room's admission writes the outbox (SetOutbox).
+	On bool
 }
 
 // OutboxStore is a Store whose admission writes the per-user events of a

@@ -89,7 +89,7 @@ func (s *Store) ReadOutbox(ctx context.Context, name string, count int) (waitroo
 	}
 	defer r.mu.Unlock()
 	entries := r.out.entries[:min(count, len(r.out.entries))]
-	read := waitroom.OutboxRead{Lost: r.out.lost, Entries: make([]waitroom.OutboxEntry, len(entries))}
+	read := waitroom.OutboxRead{Lost: r.out.lost, On: r.out.on, Entries: make([]waitroom.OutboxEntry, len(entries))}
 	for i, e := range entries {
 		e.Users = append([]string(nil), e.Users...)
 		read.Entries[i] = e

@@ -59,8 +59,8 @@ func (s *Store) SetOutbox(ctx context.Context, room string, on bool) error {
 // KEYS[3] out
 // ARGV[1] count
 //
-// Returns {"OK", lost, {id, type, at_ms, "user1 user2 …"}, …} or
-// {"ROOM_NOT_FOUND"}.
+// Returns {"OK", lost, on (1: the outbox is on), {id, type, at_ms,
+// "user1 user2 …"}, …} or {"ROOM_NOT_FOUND"}.
 var readOutboxScript = newFunction("read_outbox", "no-writes")
 
 // maxOutboxRead bounds one ReadOutbox: an entry is at most ~130 KB.
@@ -87,12 +87,13 @@ func (s *Store) ReadOutbox(ctx context.Context, room string, count int) (waitroo
 	default:
 		return waitroom.OutboxRead{}, s.unexpected(ctx, "read outbox", r)
 	}
-	lost, ok := r.int(1)
-	if !ok {
+	lost, ok1 := r.int(1)
+	on, ok2 := r.int(2)
+	if !ok1 || !ok2 {
 		return waitroom.OutboxRead{}, s.unexpected(ctx, "read outbox", r)
 	}
-	read := waitroom.OutboxRead{Lost: lost}
-	for _, v := range r[2:] {
+	read := waitroom.OutboxRead{Lost: lost, On: on == 1}
+	for _, v := range r[3:] {
 		e, ok := outboxEntry(v)
 		if !ok {
 			return waitroom.OutboxRead{}, s.unexpected(ctx, "read outbox", r)

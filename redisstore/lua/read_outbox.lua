@@ -7,8 +7,10 @@ return function(KEYS, ARGV)
   if redis.call('EXISTS', cfg_key) == 0 then
     return {'ROOM_NOT_FOUND'}
   end
-  local lost = tonumber(redis.call('HGET', bucket_key, 'out_lost') or '0')
-  local out = {'OK', lost}
+  local b = redis.call('HMGET', bucket_key, 'out_lost', 'outbox')
+  local on = 0
+  if b[2] == '1' then on = 1 end
+  local out = {'OK', tonumber(b[1] or '0'), on}
   -- Each entry: id, type, the store's ms, the users space-separated.
   for _, e in ipairs(redis.call('XRANGE', out_key, '-', '+', 'COUNT', count)) do
     local f = {}
