@@ -19,9 +19,10 @@ const (
 const (
 	// OutboxMaxUsers bounds the users of one outbox entry.
 	OutboxMaxUsers = 1000
-	// OutboxMaxEntries bounds a room's outbox: at ten entries a second,
-	// over two hours of a relay that cannot write its log. The oldest
-	// beyond it are dropped unrelayed, and counted (OutboxRead.Lost).
+	// OutboxMaxEntries bounds a room's outbox: at an admission every
+	// 25 ms, 40 minutes of a relay that cannot write its log (a few MB).
+	// The oldest beyond it are dropped unrelayed, and counted
+	// (OutboxRead.Lost).
 	OutboxMaxEntries = 100_000
 )
 

@@ -58,10 +58,11 @@ func KnownType(t string) bool { return slices.Contains(Types, t) }
 // version it does not know. Fields are only ever added within a version.
 const Version = 1
 
-// MaxBatchUsers bounds the users one per-user event carries: an outbox
-// entry's (user.admitted, user.no_show, user.abandoned, token.expired:
-// one admission call's users of one type), or what the Emitter gathers of
-// a room's token.spent and token.released for at most BatchWindow. So
+// MaxBatchUsers bounds the users one per-user event carries: what
+// OutboxEvents makes of a second's outbox entries of one type
+// (user.admitted, user.no_show, user.abandoned, token.expired), or what
+// the Emitter gathers of a room's token.spent and token.released for at
+// most BatchWindow. So
 // 100,000 buyers are at least 100 events of at most ~130 KB (user ids are
 // at most 128 bytes; an admission call admits at most
 // waitroom.MaxTickQuota, 1,000).
@@ -105,9 +106,9 @@ func (e Event) Body() []byte {
 
 // The data objects of the events.
 type (
-	// AdmittedData: user.admitted, the users one admission call let in,
-	// in admission order (across a room's events too); never the tokens,
-	// which are the users' secrets.
+	// AdmittedData: user.admitted, the users a room's admissions let in
+	// in one second, in admission order (across a room's events too);
+	// never the tokens, which are the users' secrets.
 	AdmittedData struct {
 		Count int      `json:"count"`
 		Users []string `json:"users"`
@@ -115,7 +116,8 @@ type (
 	// CountData: user.no_show (tokens never used by their first-use
 	// deadline), user.abandoned (users skipped at the head of the queue
 	// for silence) and token.expired (confirmed tokens that ran out), as
-	// one admission call cleaned them up: how many, and who. Users was
+	// the room's admissions cleaned them up in one second: how many, and
+	// who. Users was
 	// added within Version 1; a receiver that knows only count goes on
 	// working.
 	CountData struct {

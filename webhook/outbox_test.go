@@ -113,10 +113,14 @@ func redisStoreAndLog(t *testing.T) (*redisstore.Store, webhook.Log) {
 	return redisstore.New(client, redisstore.Options{Prefix: prefix}), webhook.NewRedisLog(client, prefix)
 }
 
-// watcher is a Watcher of every room with no endpoint filter.
+// watcher is a Watcher of every room with no endpoint filter, on a clock
+// an hour ahead: every second's outbox entries are told at once
+// (OutboxEvents).
 func watcher(s waitroom.Store, log webhook.Log) *webhook.Watcher {
-	return &webhook.Watcher{Store: s, Log: log, Emitter: &webhook.Emitter{Log: log}}
+	return &webhook.Watcher{Store: s, Log: log, Emitter: &webhook.Emitter{Log: log}, Now: hourAhead}
 }
+
+func hourAhead() time.Time { return time.Now().Add(time.Hour) }
 
 // relayed are the entries of room's outbox events in the log (group
 // "t"'s reading), in log order.
@@ -199,16 +203,24 @@ func testRelaySurvivesAKill(t *testing.T, b outboxBackend) {
 	if len(read.Entries) < 2 {
 		t.Fatalf("%d outbox entries; the admission took several calls", len(read.Entries))
 	}
-	var want []string
+	var entryUsers []string
 	for _, oe := range read.Entries {
-		want = append(want, webhook.OutboxEvent(room, oe).ID)
+		entryUsers = append(entryUsers, oe.Users...)
+	}
+	if !slices.Equal(entryUsers, order) {
+		t.Fatalf("the outbox holds\n%v\nwant, as admitted,\n%v", entryUsers, order)
+	}
+	events, _ := webhook.OutboxEvents(room, read.Entries, hourAhead(), false)
+	var want []string
+	for _, ev := range events {
+		want = append(want, ev.ID)
 	}
 
 	// A relay that appends the first half and dies before its trim.
-	half := len(read.Entries) / 2
+	half := (len(events) + 1) / 2
 	var early []webhook.Entry
-	for _, oe := range read.Entries[:half] {
-		early = append(early, webhook.NewEntry(webhook.OutboxEvent(room, oe), time.Now()))
+	for _, ev := range events[:half] {
+		early = append(early, webhook.NewEntry(ev, time.Now()))
 	}
 	if n, err := b.log.AppendOnce(ctx, early); err != nil || n != half {
 		t.Fatalf("appended %d of %d: %v", n, half, err)
@@ -228,8 +240,8 @@ func testRelaySurvivesAKill(t *testing.T, b outboxBackend) {
 		t.Fatalf("relayed users\n%v\nwant, as admitted,\n%v", users, order)
 	}
 	for i, e := range got {
-		if !e.Event.Timestamp.Equal(read.Entries[i].At) {
-			t.Fatalf("event %d's timestamp %v, the entry's %v", i, e.Event.Timestamp, read.Entries[i].At)
+		if !e.Event.Timestamp.Equal(events[i].Timestamp) {
+			t.Fatalf("event %d's timestamp %v, its first entry's %v", i, e.Event.Timestamp, events[i].Timestamp)
 		}
 	}
 	if left, err := outbox.ReadOutbox(ctx, room, 1000); err != nil || len(left.Entries) != 0 {
@@ -244,8 +256,8 @@ func testRelaySurvivesAKill(t *testing.T, b outboxBackend) {
 	}
 }
 
-// Two watchers relaying the same room at one signal append every entry
-// once: as many events as entries, each id once, every admitted user
+// Two watchers relaying the same room at one signal append every event
+// once: as many as the entries make, each id once, every admitted user
 // once and in order.
 func testRelayRace(t *testing.T, b outboxBackend) {
 	ctx := t.Context()
@@ -269,9 +281,10 @@ func testRelayRace(t *testing.T, b outboxBackend) {
 			t.Fatalf("watcher %d: %v", i, err)
 		}
 	}
+	events, _ := webhook.OutboxEvents(room, read.Entries, hourAhead(), false)
 	got := relayed(t, b.log, room)
-	if len(got) != len(read.Entries) {
-		t.Fatalf("%d events for %d entries", len(got), len(read.Entries))
+	if len(got) != len(events) {
+		t.Fatalf("%d events appended, want %d (of %d entries)", len(got), len(events), len(read.Entries))
 	}
 	seen := map[string]bool{}
 	for _, e := range got {
@@ -411,6 +424,63 @@ func TestOutboxFailingReceiverGetsEveryAdmission(t *testing.T) {
 	for _, dl := range rc.deliveries() {
 		if err := verify(t, ep.Secrets[0].Value, dl, false); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// OutboxEvents makes one event of the consecutive entries of one type a
+// second, of at most MaxBatchUsers users, and holds back the last
+// second's until it is over (or the read was cut short); ids follow from
+// the entries.
+func TestOutboxEventsGroupBySecond(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	entry := func(id string, typ string, ms int, users ...string) waitroom.OutboxEntry {
+		return waitroom.OutboxEntry{ID: id, Type: typ, At: at.Add(time.Duration(ms) * time.Millisecond), Users: users}
+	}
+	many := make([]string, 600)
+	for i := range many {
+		many[i] = fmt.Sprintf("m%03d", i)
+	}
+	entries := []waitroom.OutboxEntry{
+		entry("1-0", webhook.UserAdmitted, 0, "a", "b"),
+		entry("2-0", webhook.UserAdmitted, 25, "c"),
+		entry("3-0", webhook.UserNoShow, 50, "a"),
+		entry("4-0", webhook.UserAdmitted, 75, "d"),
+		entry("5-0", webhook.UserAdmitted, 1000, many...), // a new second
+		entry("6-0", webhook.UserAdmitted, 1025, many...), // past 1,000 users
+		entry("7-0", webhook.UserAdmitted, 2000, "e"),     // the last second
+	}
+	describe := func(events []webhook.Event) []string {
+		var out []string
+		for _, e := range events {
+			var data struct {
+				Count int      `json:"count"`
+				Users []string `json:"users"`
+			}
+			if err := json.Unmarshal(e.Data, &data); err != nil || data.Count != len(data.Users) {
+				t.Fatalf("%s: %v", e.Data, err)
+			}
+			out = append(out, fmt.Sprintf("%s %d %s", e.Type, data.Count, e.Timestamp.Format("05.000")))
+		}
+		return out
+	}
+	events, through := webhook.OutboxEvents("r", entries, at.Add(2500*time.Millisecond), false)
+	want := []string{"user.admitted 3 00.000", "user.no_show 1 00.050", "user.admitted 1 00.075", "user.admitted 600 01.000", "user.admitted 600 01.025"}
+	if got := describe(events); !slices.Equal(got, want) || through != "6-0" {
+		t.Fatalf("events %v through %s\nwant %v through 6-0", got, through, want)
+	}
+	if events, through = webhook.OutboxEvents("r", entries, at.Add(3*time.Second), false); len(events) != 6 || through != "7-0" {
+		t.Fatalf("once its second is over: %d events through %s", len(events), through)
+	}
+	if events, through = webhook.OutboxEvents("r", entries, at.Add(2500*time.Millisecond), true); len(events) != 6 || through != "7-0" {
+		t.Fatalf("a full read: %d events through %s", len(events), through)
+	}
+	again, _ := webhook.OutboxEvents("r", entries, at.Add(time.Hour), false)
+	other, _ := webhook.OutboxEvents("other", entries, at.Add(time.Hour), false)
+	for i := range again {
+		if again[i].ID != events[i].ID || other[i].ID == events[i].ID {
+			t.Fatalf("event %d: ids %s, %s, other room's %s", i, events[i].ID, again[i].ID, other[i].ID)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -215,19 +216,23 @@ func (w *Watcher) relay(ctx context.Context, outbox waitroom.OutboxStore, room s
 			return nil
 		}
 		now := nowOf(w.Now)
-		entries := make([]Entry, len(read.Entries))
-		for i, oe := range read.Entries {
-			entries[i] = NewEntry(OutboxEvent(room, oe), now)
+		events, through := OutboxEvents(room, read.Entries, now, len(read.Entries) == relayBatch)
+		if len(events) == 0 {
+			return nil // the last second's entries may have company yet
+		}
+		entries := make([]Entry, len(events))
+		for i, ev := range events {
+			entries[i] = NewEntry(ev, now)
 		}
 		if _, err := w.Log.AppendOnce(ctx, entries); err != nil {
 			return err
 		}
 		// A relay that dies here appends the same ids again: left out.
-		if err := outbox.TrimOutbox(ctx, room, read.Entries[len(read.Entries)-1].ID); err != nil {
+		if err := outbox.TrimOutbox(ctx, room, through); err != nil {
 			return err
 		}
 		if len(read.Entries) < relayBatch {
-			mark.drained = true
+			mark.drained = through == read.Entries[len(read.Entries)-1].ID
 			return nil
 		}
 	}
@@ -278,19 +283,55 @@ func (w *Watcher) noteLost(ctx context.Context, room string, total int64) error 
 	return nil
 }
 
-// OutboxEvent is the event of room's outbox entry e: its id follows from
-// the room and the entry's id, the same whichever relay appends it, so a
-// receiver drops a second one by webhook-id; its timestamp is when the
-// store wrote the entry.
-func OutboxEvent(room string, e waitroom.OutboxEntry) Event {
-	var data any = CountData{Count: int64(len(e.Users)), Users: e.Users}
-	if e.Type == UserAdmitted {
-		data = AdmittedData{Count: len(e.Users), Users: e.Users}
+// OutboxEvents are the events of room's oldest outbox entries, and the
+// id of the last entry they tell. Consecutive entries of one type that
+// the store wrote in the same second are one event of at most
+// MaxBatchUsers users, as the Emitter gathered them for a second: at
+// 140 admissions a second in ticks of 25 ms a room's user.admitted is
+// one message a second, not 40. An event's id follows from the room and
+// its first and last entries' ids, so a relay that dies after its
+// append, or two that race, give the same webhook-id for it, which the
+// receiver drops a second one by; its timestamp is when the store wrote
+// its first entry.
+//
+// The last second's entries are told once now (the relay's clock) is
+// past that second, or full says the read was cut short (more entries
+// follow it). A relay whose clock runs ahead of the store's may tell a
+// second's entries before the last of them: those come in an event of
+// their own (a new first entry, a new id), never lost.
+func OutboxEvents(room string, entries []waitroom.OutboxEntry, now time.Time, full bool) (events []Event, through string) {
+	type group struct {
+		first, last waitroom.OutboxEntry
+		users       []string
 	}
-	ev := NewEvent(e.Type, room, e.At, data)
-	sum := sha256.Sum256([]byte("outbox\x00" + room + "\x00" + e.ID))
-	ev.ID = "msg_" + hex.EncodeToString(sum[:16])
-	return ev
+	var groups []group
+	for _, e := range entries {
+		if n := len(groups); n > 0 {
+			g := &groups[n-1]
+			if g.first.Type == e.Type && g.first.At.Unix() == e.At.Unix() && len(g.users)+len(e.Users) <= MaxBatchUsers {
+				g.last, g.users = e, append(g.users, e.Users...)
+				continue
+			}
+		}
+		groups = append(groups, group{first: e, last: e, users: slices.Clone(e.Users)})
+	}
+	// The last group may grow while its second lasts, unless it is full
+	// or the read was.
+	if g := groups[len(groups)-1]; !full && len(g.users) < MaxBatchUsers && now.Unix() <= g.first.At.Unix() {
+		groups = groups[:len(groups)-1]
+	}
+	for _, g := range groups {
+		var data any = CountData{Count: int64(len(g.users)), Users: g.users}
+		if g.first.Type == UserAdmitted {
+			data = AdmittedData{Count: len(g.users), Users: g.users}
+		}
+		ev := NewEvent(g.first.Type, room, g.first.At, data)
+		sum := sha256.Sum256([]byte("outbox\x00" + room + "\x00" + g.first.ID + "\x00" + g.last.ID))
+		ev.ID = "msg_" + hex.EncodeToString(sum[:16])
+		events = append(events, ev)
+		through = g.last.ID
+	}
+	return events, through
 }
 
 func (w *Watcher) room(ctx context.Context, room string) error {
