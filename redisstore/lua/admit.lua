@@ -1,5 +1,30 @@
 -- admit: the Go method that calls it (admit.go) says its KEYS, ARGV and
 -- replies.
+
+-- tell writes one admission call's per-user events to the room's outbox:
+-- lists holds the users of OUTBOX_NO_SHOW, OUTBOX_EXPIRED,
+-- OUTBOX_ABANDONED and OUTBOX_ADMITTED, an entry of at most
+-- OUTBOX_MAX_USERS each, at now (ms). Bounded: past OUTBOX_MAX_ENTRIES the
+-- oldest go unrelayed, counted in the bucket's out_lost (which only
+-- grows) for the relay to report.
+local outbox_types = {OUTBOX_NO_SHOW, OUTBOX_EXPIRED, OUTBOX_ABANDONED, OUTBOX_ADMITTED}
+local function tell(out_key, bucket_key, now, lists)
+  local wrote = false
+  for i, users in ipairs(lists) do
+    for from = 1, #users, OUTBOX_MAX_USERS do
+      redis.call('XADD', out_key, '*', 't', outbox_types[i], 'at', now, 'u',
+        table.concat(users, ' ', from, math.min(from + OUTBOX_MAX_USERS - 1, #users)))
+      wrote = true
+    end
+  end
+  if wrote then
+    local lost = redis.call('XTRIM', out_key, 'MAXLEN', OUTBOX_MAX_ENTRIES)
+    if lost > 0 then
+      redis.call('HINCRBY', bucket_key, 'out_lost', lost)
+    end
+  end
+end
+
 return function(KEYS, ARGV)
   local max_skips = MAX_SKIPS -- abandoned users skipped per call, at most
   local max_pace_step_s = MAX_PACE_STEP_S -- waitroom.MaxPaceStep
@@ -68,28 +93,11 @@ return function(KEYS, ARGV)
   -- The per-user events (OutboxStore): only a room whose bucket asks for
   -- them (set_outbox) names its users, each list in the order met, and
   -- writes them to its outbox as it returns (tell); any other room pays
-  -- one more field of the HMGET above.
+  -- one more field of the HMGET above and a test of events here and there.
   local events = b[11] == '1'
-  local told_no_show, told_expired, told_abandoned, told_admitted = {}, {}, {}, {}
-  local function tell()
-    local wrote = false
-    for _, e in ipairs({{OUTBOX_NO_SHOW, told_no_show}, {OUTBOX_EXPIRED, told_expired},
-        {OUTBOX_ABANDONED, told_abandoned}, {OUTBOX_ADMITTED, told_admitted}}) do
-      local users = e[2]
-      for from = 1, #users, OUTBOX_MAX_USERS do
-        redis.call('XADD', out_key, '*', 't', e[1], 'at', now, 'u',
-          table.concat(users, ' ', from, math.min(from + OUTBOX_MAX_USERS - 1, #users)))
-        wrote = true
-      end
-    end
-    if wrote then
-      -- Bounded: past OUTBOX_MAX_ENTRIES the oldest go unrelayed, counted
-      -- for the relay to report (out_lost only grows).
-      local lost = redis.call('XTRIM', out_key, 'MAXLEN', OUTBOX_MAX_ENTRIES)
-      if lost > 0 then
-        redis.call('HINCRBY', bucket_key, 'out_lost', lost)
-      end
-    end
+  local told_no_show, told_expired, told_abandoned, told_admitted
+  if events then
+    told_no_show, told_expired, told_abandoned, told_admitted = {}, {}, {}, {}
   end
 
   -- Clean up tokens whose expiry (and lease, when held) has passed.
@@ -184,7 +192,9 @@ return function(KEYS, ARGV)
       if expired > 0 then
         redis.call('HINCRBY', stats_key, 'expired', expired)
       end
-      if events then tell() end
+      if events then
+        tell(out_key, bucket_key, now, {told_no_show, told_expired, told_abandoned, told_admitted})
+      end
       return {'MORE', n}
     end
     -- Of the rate's share, what a call with enough tokens would admit: a
@@ -404,6 +414,8 @@ return function(KEYS, ARGV)
   if expired > 0 then
     redis.call('HINCRBY', stats_key, 'expired', expired)
   end
-  if events then tell() end
+  if events then
+    tell(out_key, bucket_key, now, {told_no_show, told_expired, told_abandoned, told_admitted})
+  end
   return out
 end
