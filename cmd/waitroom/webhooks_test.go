@@ -104,6 +104,53 @@ func TestServeWebhooks(t *testing.T) {
 	require.Contains(t, text, "go_goroutines")
 }
 
+// TestServeWebhooksFailingReceiver: a receiver that refuses every
+// message three times, then takes it, gets every admitted user exactly
+// once and in admission order (the queue's, FIFO), from serve on Redis.
+func TestServeWebhooksFailingReceiver(t *testing.T) {
+	t.Parallel()
+	secret := webhook.NewSecret()
+	var mu sync.Mutex
+	tries := map[string]int{} // webhook-id → attempts
+	var taken []string        // users of user.admitted taken, in order
+	hook := verifiedHook(t, secret, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		var ev struct {
+			Type string `json:"type"`
+			Data struct {
+				Users []string `json:"users"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(body, &ev))
+		mu.Lock()
+		defer mu.Unlock()
+		id := r.Header.Get("webhook-id")
+		if tries[id]++; tries[id] <= 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		if ev.Type == webhook.UserAdmitted {
+			taken = append(taken, ev.Data.Users...)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m := startMain(t, []string{"--rate", "2000", "--webhook-url", hook.URL, "--webhook-secret", secret}, redisEnv(t, "wrtest-hookfail"))
+	base := "http://" + m.Addr()
+	var entered []string
+	for i := range 40 {
+		u := fmt.Sprintf("buyer-%03d", i)
+		require.Equal(t, "waiting", call(t, "POST", base+"/queue/enter", u, "")["state"])
+		entered = append(entered, u)
+	}
+	eventually(t, 90*time.Second, "every admission taken", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(taken) >= len(entered)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, entered, taken, "each admitted user once, in admission order")
+}
+
 // TestFaultWebhookInstanceKilledMidDelivery: a serve process is
 // SIGKILLed while its receiver holds a request carrying admissions it
 // had appended, and with later admissions perhaps not relayed yet. A
