@@ -101,6 +101,7 @@ func TestServeWebhooks(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Regexp(t, `waitroom_webhook_deliveries_total\{endpoint="flag_[0-9a-f]+",outcome="delivered"\} [3-9]`, text)
 	require.Contains(t, text, "waitroom_webhook_events_dropped_total 0")
+	require.Contains(t, text, "waitroom_webhook_outbox_lost_total 0")
 	require.Contains(t, text, "go_goroutines")
 }
 
