@@ -20,9 +20,9 @@ import (
 // gone, written in the admission's own atomic step) to the log, and tells
 // what the store decides without telling Go: a room selling out and a
 // scheduled opening's draw. Every instance runs one, each watching the
-// rooms its dispatcher owns (Owns); an outbox entry's event id follows
-// from the room and the entry, so a room that changes hands, or a relay
-// that dies between its append and its trim, appends it once
+// rooms its dispatcher owns (Owns); an outbox event's id follows from the
+// room and its entries (OutboxEvents), so a room that changes hands, or a
+// relay that dies between its append and its trim, appends it once
 // (Log.AppendOnce), and the log's counters (Log.Advance) make each other
 // change told once.
 //
@@ -40,8 +40,9 @@ type Watcher struct {
 	Endpoints func() []Endpoint
 	// Every is Run's interval; default DefaultWatchEvery.
 	Every time.Duration
-	// Now is the clock of the scheduled opening and closing and of the
-	// appends; nil: time.Now.
+	// Now is the clock of the scheduled opening and closing, of the
+	// appends and of when a second's outbox entries are told
+	// (OutboxEvents); nil: time.Now.
 	Now func() time.Time
 	// Logger; default discards.
 	Logger *slog.Logger
@@ -78,7 +79,8 @@ const (
 func (w *Watcher) OutboxLost() int64 { return w.losses.Load() }
 
 // DefaultWatchEvery is Watcher.Every's default: two store calls a room a
-// second, over all instances.
+// second, over all instances, and a third (the outbox's read) in a room an
+// endpoint wants per-user events of.
 const DefaultWatchEvery = time.Second
 
 // Run ticks every Every until ctx is done.
