@@ -378,7 +378,7 @@ func (in *Instance) serverConfig(o orderRoutes) server.Config {
 		OnGateServed: in.observeOrders(),
 		// The webhooks' events: orders settled, rooms the operator changed.
 		OnGateSettled: in.hooks.emitter.Settled,
-		OnRoomChange:  in.hooks.emitter.RoomChanged,
+		OnRoomChange:  in.hooks.roomChanged,
 		AdminToken:    in.Config.AdminToken,
 		AdminRoutes:   o.adminRoutes,
 		AdminApart:    in.Config.AdminAddr != "",
@@ -435,7 +435,6 @@ func (in *Instance) prepareAdmitter(ctx context.Context, handler *server.Server,
 			in.OnAdmit(room, admitted)
 		}
 		handler.OnAdmit(room, admitted)
-		in.hooks.emitter.Admitted(room, admitted)
 		if in.notices != nil {
 			in.notices.OnAdmit(room, admitted) // sends in the background
 		}

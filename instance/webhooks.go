@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -50,20 +51,24 @@ func (in *Instance) newWebhooks(store waitroom.Store) (*webhooks, error) {
 	dropped := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "waitroom_webhook_events_dropped_total",
 		Help: "Webhook events this instance dropped because its buffer was full while the log could not be written."},
 		func() float64 { return float64(em.Dropped()) })
+	watcher := &webhook.Watcher{Log: log, Emitter: em, Owns: d.Owns, Endpoints: d.Endpoints, Logger: in.Logger}
+	outboxLost := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "waitroom_webhook_outbox_lost_total",
+		Help: "Per-user webhook events this instance found dropped unrelayed: a room's outbox was full while no relay could append to the log."},
+		func() float64 { return float64(watcher.OutboxLost()) })
 	// The server's registry, with the Go and process metrics it would
 	// make itself.
 	in.registry = prometheus.NewRegistry()
 	if err := in.registry.Register(collectors.NewGoCollector()); err != nil {
 		return nil, err
 	}
-	for _, c := range []prometheus.Collector{collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), deliveries, dropped} {
+	for _, c := range []prometheus.Collector{collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), deliveries, dropped, outboxLost} {
 		if err := in.registry.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return &webhooks{
 		log: log, emitter: em, dispatcher: d,
-		watcher: &webhook.Watcher{Log: log, Emitter: em, Owns: d.Owns},
+		watcher: watcher,
 		admin:   &webhook.Admin{Log: log, Static: static, Logger: in.Logger},
 	}, nil
 }
@@ -76,13 +81,45 @@ func (w *webhooks) routes(admin map[string]http.Handler) {
 }
 
 // start runs the emitter, the dispatcher and the watcher (on the guarded
-// store) until close.
+// store) until close. First, before the admitter starts, it marks the
+// outbox of every room as the endpoints want it, so that the first
+// admissions are told too; a log or store that does not answer leaves
+// that to the watcher's first ticks.
 func (w *webhooks) start(ctx context.Context, store waitroom.Store) {
 	ctx, w.stop = context.WithCancel(context.WithoutCancel(ctx))
 	w.watcher.Store = store
+	mctx, cancel := context.WithTimeout(ctx, markTimeout)
+	defer cancel()
+	err := w.dispatcher.LoadEndpoints(mctx)
+	var rooms []string
+	if err == nil {
+		rooms, err = store.Rooms(mctx)
+	}
+	if err == nil {
+		err = w.watcher.Mark(mctx, rooms...)
+	}
+	if err != nil {
+		w.watcher.Logger.Warn("marking the rooms' webhook outboxes at start failed; the watcher marks them within seconds", "err", err)
+	}
 	w.done.Go(func() { _ = w.emitter.Run(ctx) })
 	w.done.Go(func() { _ = w.dispatcher.Run(ctx) })
 	w.done.Go(func() { _ = w.watcher.Run(ctx) })
+}
+
+// markTimeout bounds start's marking of the rooms' outboxes.
+const markTimeout = 5 * time.Second
+
+// roomChanged tells an operator's change of a room, and marks a room it
+// created before anyone can be queued there.
+func (w *webhooks) roomChanged(room string, from, to waitroom.RoomConfig, created bool) {
+	w.emitter.RoomChanged(room, from, to, created)
+	if created {
+		ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
+		defer cancel()
+		if err := w.watcher.Mark(ctx, room); err != nil {
+			w.watcher.Logger.Warn("marking a new room's webhook outbox failed; the watcher marks it within seconds", "room", room, "err", err)
+		}
+	}
 }
 
 // close stops them; the emitter appends what it holds first.

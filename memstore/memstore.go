@@ -83,6 +83,8 @@ type room struct {
 	notices map[string][]byte
 	// page is the room's own page archive (PageStore); nil: none.
 	page []byte
+	// out is the room's outbox (outbox.go), written while outboxOn.
+	out outbox
 }
 
 // drawRecord is a scheduled room's draw: the seed and its commitment from
@@ -383,7 +385,16 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 	}
 	defer r.mu.Unlock()
 	now := s.now()
-	expired, noShows := r.tokens.dropExpired(now)
+	// The per-user events of a room that asks for them (SetOutbox), each
+	// list in the order met, written to its outbox as Admit returns.
+	var told *toldUsers
+	var onGone func(*entryToken)
+	if r.out.on {
+		told = &toldUsers{}
+		defer r.out.tell(now, told)
+		onGone = told.gone
+	}
+	expired, noShows := r.tokens.dropExpired(now, onGone)
 	r.stats.Expired += int64(expired)
 	r.stats.NoShows += int64(noShows)
 	if r.scheduled() {
@@ -433,6 +444,9 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 		delete(r.notices, user) // kept until the turn, whatever it brings
 		if gone {
 			skipped++
+			if told != nil {
+				told.abandoned = append(told.abandoned, user)
+			}
 			continue
 		}
 		if r.bought(user) {
@@ -462,6 +476,12 @@ func (s *Store) Admit(ctx context.Context, name string) ([]waitroom.Admission, e
 		// unused.
 		if old := r.tokens.put(t); old != nil {
 			r.countGone(old)
+			if told != nil {
+				told.gone(old)
+			}
+		}
+		if told != nil {
+			told.admitted = append(told.admitted, user)
 		}
 		admitted = append(admitted, waitroom.Admission{User: user, Token: t.value, Notice: notice})
 	}

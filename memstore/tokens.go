@@ -94,11 +94,15 @@ func (s *tokenSet) setLease(t *entryToken, lease string, until time.Time) {
 }
 
 // dropExpired removes every token whose deadline is not after now and
-// returns how many it removed, the confirmed ones and the no-shows apart.
-func (s *tokenSet) dropExpired(now time.Time) (expired, noShows int) {
+// returns how many it removed, the confirmed ones and the no-shows apart;
+// each, if set, is handed every token removed, in deadline order.
+func (s *tokenSet) dropExpired(now time.Time, each func(*entryToken)) (expired, noShows int) {
 	for len(s.byDeadline) > 0 && !s.byDeadline[0].deadline.After(now) {
 		t := heap.Pop(&s.byDeadline).(*entryToken)
 		delete(s.byUser, t.user)
+		if each != nil {
+			each(t)
+		}
 		if t.confirmed {
 			expired++
 		} else {

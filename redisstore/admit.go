@@ -42,6 +42,12 @@ import (
 // Notified. The notices are read only in a room whose bucket marks that it
 // may have some (set_notice), so no other room pays for them.
 //
+// A room whose bucket says it wants per-user events (set_outbox) has the
+// users this call admitted, the no-shows and expired tokens it cleaned up
+// (also those it found stale as it issued) and the abandoned users it
+// skipped written to its outbox (outbox.go), in this call; any other room
+// pays nothing for it but one more field read.
+//
 // Expired tokens are those whose active score (expiry, or lease if later)
 // has passed; at most max(1000, 2 × quota) per call go, more
 // than a call can issue, so cleanup keeps up. The tokens one call issues
@@ -62,6 +68,7 @@ import (
 // KEYS[9] drawn
 // KEYS[10] draw
 // KEYS[11] notice
+// KEYS[12] out
 // ARGV    fresh tokens, one per user this call may admit
 //
 // Returns one of
@@ -339,7 +346,7 @@ func (s *Store) admitArgs(room string, n int) (keys []string, tokens []any) {
 		tokens[i] = waitroom.NewToken()
 	}
 	k := s.keys(room)
-	return []string{k.cfg, k.bucket, k.q, k.tok, k.active, k.stats, k.seq, k.buyers, k.drawn, k.draw, k.notice}, tokens
+	return []string{k.cfg, k.bucket, k.q, k.tok, k.active, k.stats, k.seq, k.buyers, k.drawn, k.draw, k.notice, k.out}, tokens
 }
 
 // admitted decodes admitScript's reply to a call that brought tokens, and

@@ -439,6 +439,33 @@ func BenchmarkClaim(b *testing.B) {
 	})
 }
 
+// admitPipelines runs pipelines of calls admissions of quota users each
+// in room and returns the script µs per admitted user; every call must
+// admit its quota.
+func admitPipelines(b *testing.B, s *Store, room string, quota, pipelines, calls int) float64 {
+	ctx := context.Background()
+	_, usec0 := scriptStats(b, s.client)
+	admitted := 0
+	for range pipelines {
+		p := s.client.Pipeline()
+		cmds := make([]*redis.Cmd, calls)
+		for i := range cmds {
+			keys, tokens := s.admitArgs(room, quota)
+			cmds[i] = p.FCall(ctx, admitScript.Name(), keys, tokens...)
+		}
+		_, err := p.Exec(ctx)
+		require.NoError(b, err)
+		for _, c := range cmds {
+			res, err := c.Slice()
+			require.NoError(b, err)
+			admitted += len(res) - admitHeader
+		}
+	}
+	_, usec1 := scriptStats(b, s.client)
+	require.Equal(b, pipelines*calls*quota, admitted, "every call admits its quota")
+	return float64(usec1-usec0) / float64(admitted)
+}
+
 // BenchmarkAdmitNotices times what notices cost Admit, in rounds like
 // BenchmarkAdmitAgainstBaseline's (pipelines of 10 calls that each admit
 // quota users, the rooms' order rotating): a room where nobody asked
@@ -459,28 +486,7 @@ func BenchmarkAdmitNotices(b *testing.B) {
 		require.NoError(b, err)
 	}
 	users := pipelines * calls * quota
-	side := func(room string) float64 {
-		_, usec0 := scriptStats(b, s.client)
-		admitted := 0
-		for range pipelines {
-			p := s.client.Pipeline()
-			cmds := make([]*redis.Cmd, calls)
-			for i := range cmds {
-				keys, tokens := s.admitArgs(room, quota)
-				cmds[i] = p.FCall(ctx, admitScript.Name(), keys, tokens...)
-			}
-			_, err := p.Exec(ctx)
-			require.NoError(b, err)
-			for _, c := range cmds {
-				res, err := c.Slice()
-				require.NoError(b, err)
-				admitted += len(res) - admitHeader
-			}
-		}
-		_, usec1 := scriptStats(b, s.client)
-		require.Equal(b, users, admitted, "every call admits its quota")
-		return float64(usec1-usec0) / float64(admitted)
-	}
+	side := func(room string) float64 { return admitPipelines(b, s, room, quota, pipelines, calls) }
 	var plain, marked, told, markedRatios, toldRatios []float64
 	b.ResetTimer()
 	for round := range b.N {
@@ -508,4 +514,47 @@ func BenchmarkAdmitNotices(b *testing.B) {
 	b.ReportMetric(median(told), "told-µs/user")
 	b.ReportMetric(median(markedRatios), "marked÷plain")
 	b.ReportMetric(median(toldRatios), "told÷plain")
+}
+
+// BenchmarkAdmitOutbox times what the outbox costs Admit, in
+// BenchmarkAdmitNotices' rounds: a room whose outbox is off ("off", what
+// every room without a webhook endpoint wanting per-user events is) and
+// one whose outbox is on ("on": each call writes one entry of its quota
+// users; the relay's trim is left out, as it runs apart). Reported:
+// script µs per admitted user of each and on's ratio to off, medians of
+// the rounds; every round is logged.
+func BenchmarkAdmitOutbox(b *testing.B) {
+	const quota, pipelines, calls = 100, 10, 10
+	ctx := context.Background()
+	s := newStore(b)
+	cfg := waitroom.RoomConfig{MaxQueue: waitroom.MaxMaxQueue, TokenTTL: time.Hour}
+	rooms := []string{benchRoom(b, s, cfg), benchRoom(b, s, cfg)}
+	for _, room := range rooms {
+		require.NoError(b, s.client.HSet(ctx, s.keys(room).cfg, "rate", 1e9, "quota", quota).Err())
+		_, err := s.Admit(ctx, room) // starts the bucket
+		require.NoError(b, err)
+	}
+	require.NoError(b, s.SetOutbox(ctx, rooms[1], true))
+	users := pipelines * calls * quota
+	side := func(room string) float64 { return admitPipelines(b, s, room, quota, pipelines, calls) }
+	var off, on, ratios []float64
+	b.ResetTimer()
+	for round := range b.N {
+		b.StopTimer()
+		prefix := fmt.Sprintf("r%d-", round)
+		for _, room := range rooms {
+			fillNamed(b, s, room, prefix, users)
+		}
+		require.NoError(b, s.client.Del(ctx, s.keys(rooms[1]).out).Err())
+		b.StartTimer()
+		got := rotate(round, len(rooms), func(j int) float64 { return side(rooms[j]) })
+		off, on, ratios = append(off, got[0]), append(on, got[1]), append(ratios, got[1]/got[0])
+	}
+	require.Zero(b, s.client.Exists(ctx, s.keys(rooms[0]).out).Val(), "off: no outbox")
+	b.ReportMetric(median(off), "off-µs/user")
+	b.ReportMetric(median(on), "on-µs/user")
+	b.ReportMetric(median(ratios), "on÷off")
+	b.Logf("off µs/user, every round: %.3f", off)
+	b.Logf("on µs/user, every round: %.3f", on)
+	b.Logf("on ÷ off, every round: %.3f", ratios)
 }

@@ -43,6 +43,12 @@ func constantsLua(t *testing.T) string {
 	num("DEFAULT_NOTIFIED_FIRST_USE_MS", ms(waitroom.DefaultNotifiedFirstUseWithin), "waitroom.DefaultNotifiedFirstUseWithin")
 	num("OPENING_POLL_NS", strconv.FormatInt(int64(time.Second/waitroom.OpeningPolls), 10),
 		"the spread per early arrival: time.Second / waitroom.OpeningPolls")
+	str("OUTBOX_ADMITTED", waitroom.OutboxAdmitted, "waitroom.OutboxAdmitted")
+	str("OUTBOX_NO_SHOW", waitroom.OutboxNoShow, "waitroom.OutboxNoShow")
+	str("OUTBOX_ABANDONED", waitroom.OutboxAbandoned, "waitroom.OutboxAbandoned")
+	str("OUTBOX_EXPIRED", waitroom.OutboxExpired, "waitroom.OutboxExpired")
+	num("OUTBOX_MAX_USERS", strconv.Itoa(waitroom.OutboxMaxUsers), "waitroom.OutboxMaxUsers")
+	num("OUTBOX_MAX_ENTRIES", strconv.Itoa(waitroom.OutboxMaxEntries), "waitroom.OutboxMaxEntries")
 	return b.String()
 }
 

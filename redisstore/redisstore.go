@@ -28,6 +28,7 @@
 //	                         p_* (decayed sums), a_* (measured since their fold at f_us),
 //	                         m_* (the counters at that fold); notices ("1": notice may
 //	                         exist, so Admit reads it; unset, Admit pays nothing for notices)
+//	                         outbox ("1": Admit writes the outbox), out_lost (its entries dropped unrelayed)
 //	wr:{ROOM}:stats   hash   counters: entered, full, admitted, completed, sold (units), released, expired,
 //	                         no_shows, abandoned
 //	wr:{ROOM}:buyers  set    users whose order completed while one_order was on
@@ -42,6 +43,8 @@
 //	wr:{ROOM}:page    hash   v (the version the cfg's page names), archive: the room's own page (page.go)
 //	wr:{ROOM}:notice  hash   user → channels (opaque, at most waitroom.MaxNoticeBytes): the
 //	                         queued users who asked to be told of their turn (notice.go)
+//	wr:{ROOM}:out     stream the outbox: t (type), at (ms), u (users, space-separated), at most
+//	                         waitroom.OutboxMaxEntries; written by Admit only while the bucket has outbox "1" (outbox.go)
 //	wr:rooms          set    room names (no hash tag: not part of any room's atomic state)
 //
 // Entry tokens live in one hash per room rather than one key per user,
@@ -227,6 +230,7 @@ func (s *Store) AutoPipelined() bool { return s.ap != nil }
 type roomKeys struct {
 	cfg, ver, q, seq, tok, active, bucket, stats, buyers, passes string
 	pre, drawn, ent, places, draw, page, notice                  string
+	out                                                          string // the outbox (outbox.go)
 	// The calls of the hot path, their KEYS bound and command lines made
 	// once: Enter and Status (one KEYS order for both), the gate's claim,
 	// complete, release and renew.
@@ -263,6 +267,7 @@ func (s *Store) keys(room string) *roomKeys {
 		draw:   p + "draw",
 		page:   p + "page",
 		notice: p + "notice",
+		out:    p + "out",
 	}
 	// enter and status take the same KEYS, in one order.
 	hot := []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw, k.notice}

@@ -103,6 +103,13 @@ func TestNotices(t *testing.T) {
 	storetest.RunNotices(t, storeHarness(testenv.RedisURL()))
 }
 
+// TestOutbox: the outbox's conformance suite (storetest.RunOutbox) on
+// the test Redis.
+func TestOutbox(t *testing.T) {
+	t.Parallel()
+	storetest.RunOutbox(t, storeHarness(testenv.RedisURL()))
+}
+
 // withQuery adds query options to url.
 func withQuery(url, options string) string {
 	if strings.Contains(url, "?") {
@@ -202,7 +209,10 @@ func TestScriptsPassEveryKeyInKEYS(t *testing.T) {
 	require.NoError(t, s.SetNotice(ctx, room, "b", []byte(`{"channels":[]}`)))
 	_, err = s.Notice(ctx, room, "b")
 	require.NoError(t, err)
+	require.NoError(t, s.SetOutbox(ctx, room, true))
 	got := admitN(t, s, room, 3)
+	_, err = s.ReadOutbox(ctx, room, 10)
+	require.NoError(t, err)
 	_, err = s.Notified(ctx, room, "b", "nonce")
 	require.NoError(t, err)
 	require.NoError(t, s.UseReturnLink(ctx, room, "b", "nonce"))
@@ -220,7 +230,7 @@ func TestScriptsPassEveryKeyInKEYS(t *testing.T) {
 	testenv.Stats(t, s, room)
 
 	all := []*function{createRoomScript, updateRoomScript, statsScript, enterScript, statusScript, admitScript, claimScript, completeScript, releaseScript,
-		setNoticeScript, noticeScript, notifiedScript, useReturnLinkScript}
+		setNoticeScript, noticeScript, notifiedScript, useReturnLinkScript, setOutboxScript, readOutboxScript}
 	for _, f := range all {
 		require.True(t, rec.names[f.Name()], "function %s not exercised", f.Name())
 	}

@@ -156,6 +156,27 @@ func (d *Dispatcher) Active() bool {
 	return eps != nil && len(*eps) > 0
 }
 
+// LoadEndpoints reads the log's endpoints, as each step does: so that
+// Endpoints and Active know them before the first step.
+func (d *Dispatcher) LoadEndpoints(ctx context.Context) error {
+	stored, err := d.Log.Endpoints(ctx)
+	if err != nil {
+		return err
+	}
+	d.endpoints.Store(&stored)
+	return nil
+}
+
+// Endpoints are the endpoints known as of the last step: the flags' and
+// the log's.
+func (d *Dispatcher) Endpoints() []Endpoint {
+	out := slices.Clone(d.Static)
+	if eps := d.endpoints.Load(); eps != nil {
+		out = append(out, *eps...)
+	}
+	return out
+}
+
 // Owns reports whether this dispatcher is the one that watches room
 // (Watcher), as of the last step: Owner over the live dispatchers.
 func (d *Dispatcher) Owns(room string) bool {
@@ -236,12 +257,10 @@ func (d *Dispatcher) plan(ctx context.Context) ([]planned, error) {
 		return nil, err
 	}
 	d.consumers.Store(&consumers)
-	stored, err := d.Log.Endpoints(ctx)
-	if err != nil {
+	if err := d.LoadEndpoints(ctx); err != nil {
 		return nil, err
 	}
-	d.endpoints.Store(&stored)
-	eps := append(slices.Clone(d.Static), stored...)
+	eps := d.Endpoints()
 
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -36,7 +36,7 @@ type Emitter struct {
 	once    sync.Once
 	ch      chan Entry
 	mu      sync.Mutex
-	batches map[batchKey]*batch // the per-user events gathered
+	batches map[batchKey]*batch // the settled tokens gathered
 	begun   uint64
 	dropped atomic.Int64
 	failing bool
@@ -45,7 +45,7 @@ type Emitter struct {
 type batchKey struct{ typ, room string }
 
 type batch struct {
-	items []any // users (user.admitted) or TokenData (token.*)
+	items []TokenData
 	since time.Time
 	seq   uint64 // the order batches were begun in
 }
@@ -89,16 +89,6 @@ func (e *Emitter) push(en Entry) {
 	}
 }
 
-// Admitted gathers room's admissions into user.admitted events: pass it
-// as the Admitter's OnAdmit.
-func (e *Emitter) Admitted(room string, list []waitroom.Admission) {
-	items := make([]any, len(list))
-	for i, a := range list {
-		items[i] = a.User
-	}
-	e.gather(UserAdmitted, room, items...)
-}
-
 // Settled gathers a settled hold into token.spent events when its order
 // succeeded, token.released when it failed: pass it as the gate's
 // OnSettled.
@@ -113,7 +103,7 @@ func (e *Emitter) Settled(h waitroom.Hold, outcome string) {
 // gather adds items to room's batch of typ, each batch an event of at
 // most MaxBatchUsers items, appended once full or BatchWindow after its
 // first item.
-func (e *Emitter) gather(typ, room string, items ...any) {
+func (e *Emitter) gather(typ, room string, items ...TokenData) {
 	if len(items) == 0 || !e.active() {
 		return
 	}
@@ -121,7 +111,7 @@ func (e *Emitter) gather(typ, room string, items ...any) {
 	now := e.now()
 	key := batchKey{typ, room}
 	e.mu.Lock()
-	var full [][]any
+	var full [][]TokenData
 	b := e.batches[key]
 	for _, it := range items {
 		if b == nil {
@@ -143,21 +133,8 @@ func (e *Emitter) gather(typ, room string, items ...any) {
 }
 
 // pushBatch queues the event of a batch.
-func (e *Emitter) pushBatch(key batchKey, items []any, now time.Time) {
-	var data any
-	if key.typ == UserAdmitted {
-		users := make([]string, len(items))
-		for i, it := range items {
-			users[i] = it.(string)
-		}
-		data = AdmittedData{Count: len(users), Users: users}
-	} else {
-		tokens := make([]TokenData, len(items))
-		for i, it := range items {
-			tokens[i] = it.(TokenData)
-		}
-		data = TokensData{Count: len(tokens), Tokens: tokens}
-	}
+func (e *Emitter) pushBatch(key batchKey, items []TokenData, now time.Time) {
+	data := TokensData{Count: len(items), Tokens: items}
 	e.push(NewEntry(NewEvent(key.typ, key.room, now, data), now))
 }
 

@@ -1,7 +1,6 @@
 package webhook_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -38,50 +37,9 @@ func groupedMemLog(t *testing.T) *webhook.MemLog {
 	return log
 }
 
-// 2,500 admissions in one room are three user.admitted events of at most
-// MaxBatchUsers, in admission order.
-func TestAdmittedIsBatched(t *testing.T) {
-	t.Parallel()
-	log := groupedMemLog(t)
-	em := &webhook.Emitter{Log: log}
-	var list []waitroom.Admission
-	for i := range 2500 {
-		list = append(list, waitroom.Admission{User: fmt.Sprintf("u%04d", i), Token: "secret-token"})
-	}
-	em.Admitted("r", list[:700])
-	em.Admitted("r", list[700:])
-	if err := em.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	got := appended(t, log)
-	var sizes []int
-	next := 0
-	for _, e := range got {
-		var data webhook.AdmittedData
-		if err := json.Unmarshal(e.Event.Data, &data); err != nil {
-			t.Fatal(err)
-		}
-		if e.Event.Type != webhook.UserAdmitted || data.Count != len(data.Users) {
-			t.Fatalf("event %s", e.Body)
-		}
-		for _, u := range data.Users {
-			if u != list[next].User {
-				t.Fatalf("user %s out of order, want %s", u, list[next].User)
-			}
-			next++
-		}
-		sizes = append(sizes, data.Count)
-		if string(e.Body) != string(e.Event.Body()) || strings.Contains(string(e.Body), "secret-token") {
-			t.Fatalf("the body carries the token or differs: %.200s", e.Body)
-		}
-	}
-	if fmt.Sprint(sizes) != "[1000 1000 500]" {
-		t.Fatalf("batches %v, want [1000 1000 500]", sizes)
-	}
-}
-
-// The watcher tells no-shows and a sale's end once, however many
-// instances watch the room (their counters are in one Redis).
+// The watcher tells no-shows (by name, from the room's outbox, which
+// its first look turns on) and a sale's end once, however many instances
+// watch the room (their log is one Redis).
 func TestWatcherTellsEachChangeOnce(t *testing.T) {
 	t.Parallel()
 	c := newClock()
@@ -96,7 +54,10 @@ func TestWatcherTellsEachChangeOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	em := &webhook.Emitter{Log: log, Now: c.Now}
-	watchers := []*webhook.Watcher{{Store: store, Log: log, Emitter: em, Now: c.Now}, {Store: store, Log: log, Emitter: em, Now: c.Now}}
+	// The watchers' clock is a second ahead of the store's: an
+	// admission's second is over when they look (OutboxEvents).
+	ahead := func() time.Time { return c.Now().Add(time.Second) }
+	watchers := []*webhook.Watcher{{Store: store, Log: log, Emitter: em, Now: ahead}, {Store: store, Log: log, Emitter: em, Now: ahead}}
 	tick := func() []string {
 		t.Helper()
 		for _, w := range watchers {
@@ -143,7 +104,7 @@ func TestWatcherTellsEachChangeOnce(t *testing.T) {
 	if len(a) != 1 || a[0].User != "u2" {
 		t.Fatalf("admitted %v", a)
 	}
-	if got := tick(); fmt.Sprint(got) != `[user.no_show {"count":1}]` {
+	if got := tick(); fmt.Sprint(got) != `[user.no_show {"count":1,"users":["u1"]} user.admitted {"count":1,"users":["u2"]}]` {
 		t.Fatalf("told %v", got)
 	}
 	h, err := store.Claim(ctx, "r", "u2", a[0].Token)
@@ -212,8 +173,8 @@ func TestRoomChangedTells(t *testing.T) {
 	}
 }
 
-// Settles are gathered per room and type as admissions are, and a room's
-// own event appends what its users did before it first.
+// Settles are gathered per room and type, and a room's own event appends
+// what its users did before it first.
 func TestSettledIsBatchedAndKeepsTheRoomsOrder(t *testing.T) {
 	t.Parallel()
 	log := groupedMemLog(t)
@@ -222,7 +183,6 @@ func TestSettledIsBatchedAndKeepsTheRoomsOrder(t *testing.T) {
 		em.Settled(waitroom.Hold{Room: "r", User: fmt.Sprintf("u%d", i), Units: 2}, waitroom.OutcomeCompleted)
 	}
 	em.Settled(waitroom.Hold{Room: "r", User: "u9"}, waitroom.OutcomeReleased)
-	em.Admitted("r", []waitroom.Admission{{User: "u7"}})
 	em.Emit(webhook.RoomPaused, "r", webhook.RoomData{State: "paused"})
 	if err := em.Flush(t.Context()); err != nil {
 		t.Fatal(err)
@@ -234,7 +194,6 @@ func TestSettledIsBatchedAndKeepsTheRoomsOrder(t *testing.T) {
 	want := []string{
 		`token.spent {"count":3,"tokens":[{"user":"u0","units":2},{"user":"u1","units":2},{"user":"u2","units":2}]}`,
 		`token.released {"count":1,"tokens":[{"user":"u9","units":1}]}`,
-		`user.admitted {"count":1,"users":["u7"]}`,
 		`room.paused {"state":"paused"}`,
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

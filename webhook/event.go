@@ -6,8 +6,11 @@
 // exponential backoff and jitter for up to MaxAge, then dead-lettered.
 //
 // Emitter turns the waiting room's state changes into events and appends
-// them off the request path; Dispatcher delivers them; Admin is the
-// operator's API for endpoints and dead letters.
+// them off the request path; Watcher relays the per-user events the
+// store's admission writes to each room's outbox (waitroom.OutboxStore)
+// and tells what the store decides without telling Go; Dispatcher
+// delivers them; Admin is the operator's API for endpoints and dead
+// letters.
 package webhook
 
 import (
@@ -29,13 +32,18 @@ const (
 	RoomSoldOut      = "room.sold_out"
 	RoomRestocked    = "room.restocked"
 	RoomDrawRevealed = "room.draw_revealed"
-	UserAdmitted     = "user.admitted"
-	UserNoShow       = "user.no_show"
-	UserAbandoned    = "user.abandoned"
+	UserAdmitted     = waitroom.OutboxAdmitted
+	UserNoShow       = waitroom.OutboxNoShow
+	UserAbandoned    = waitroom.OutboxAbandoned
 	TokenSpent       = "token.spent"
 	TokenReleased    = "token.released"
-	TokenExpired     = "token.expired"
+	TokenExpired     = waitroom.OutboxExpired
 )
+
+// OutboxTypes are the types the store's admission writes to a room's
+// outbox, user by user: a room gets an outbox while an endpoint wants one
+// of them there.
+var OutboxTypes = []string{UserAdmitted, UserNoShow, UserAbandoned, TokenExpired}
 
 // Types lists every event type, the names an endpoint's filter may use.
 var Types = []string{
@@ -50,16 +58,18 @@ func KnownType(t string) bool { return slices.Contains(Types, t) }
 // version it does not know. Fields are only ever added within a version.
 const Version = 1
 
-// MaxBatchUsers bounds the users one per-user event (user.admitted,
-// token.spent, token.released) carries: the Emitter gathers a room's for
-// at most BatchWindow into one event of at most this many, so 100,000
-// buyers are about 100 events of at most ~130 KB (user ids are at most
-// 128 bytes; an admission call admits at most waitroom.MaxTickQuota,
-// 1,000).
-const MaxBatchUsers = 1000
+// MaxBatchUsers bounds the users one per-user event carries: what
+// OutboxEvents makes of a second's outbox entries of one type
+// (user.admitted, user.no_show, user.abandoned, token.expired), or what
+// the Emitter gathers of a room's token.spent and token.released for at
+// most BatchWindow. So
+// 100,000 buyers are at least 100 events of at most ~130 KB (user ids are
+// at most 128 bytes; an admission call admits at most
+// waitroom.MaxTickQuota, 1,000).
+const MaxBatchUsers = waitroom.OutboxMaxUsers
 
-// BatchWindow is how long the Emitter gathers a room's per-user events
-// into one before appending it.
+// BatchWindow is how long the Emitter gathers a room's settled tokens
+// into one event before appending it.
 const BatchWindow = time.Second
 
 // Event is one thing that happened in a room. Its body is what is sent;
@@ -96,17 +106,23 @@ func (e Event) Body() []byte {
 
 // The data objects of the events.
 type (
-	// AdmittedData: user.admitted. Users in admission order; never the
-	// tokens, which are the users' secrets.
+	// AdmittedData: user.admitted, the users a room's admissions let in
+	// in one second, in admission order (across a room's events too);
+	// never the tokens, which are the users' secrets.
 	AdmittedData struct {
 		Count int      `json:"count"`
 		Users []string `json:"users"`
 	}
-	// CountData: user.no_show, user.abandoned, token.expired. The store
-	// counts these inside its scripts without naming the users, so the
-	// event says how many since the last one.
+	// CountData: user.no_show (tokens never used by their first-use
+	// deadline), user.abandoned (users skipped at the head of the queue
+	// for silence) and token.expired (confirmed tokens that ran out), as
+	// the room's admissions cleaned them up in one second: how many, and
+	// who. Users was
+	// added within Version 1; a receiver that knows only count goes on
+	// working.
 	CountData struct {
-		Count int64 `json:"count"`
+		Count int64    `json:"count"`
+		Users []string `json:"users"`
 	}
 	// TokensData: token.spent (orders succeeded) and token.released
 	// (orders failed; the tokens are usable again), in settle order.

@@ -16,6 +16,11 @@ import (
 type Log interface {
 	// Append adds entries to their rooms' partitions, in order.
 	Append(ctx context.Context, entries []Entry) error
+	// AppendOnce is Append for entries whose event ids say what they are
+	// (a room's outbox entry): one whose id an AppendOnce appended within
+	// Retention is left out, so relays that race, or one that replays
+	// after a crash, append each once. It returns how many it appended.
+	AppendOnce(ctx context.Context, entries []Entry) (int, error)
 	// AddGroup makes endpoint's consumer group on every partition, reading
 	// from the next entry appended; one that exists keeps its position.
 	AddGroup(ctx context.Context, endpoint string) error

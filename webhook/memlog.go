@@ -22,6 +22,11 @@ type MemLog struct {
 	endpoints map[string]Endpoint
 	dead      []DeadLetter // oldest first
 	counters  map[string]int64
+	relayed   map[string]time.Time // AppendOnce's ids → when
+	// relayedOrder: relayed's ids, oldest first.
+	relayedOrder []string
+	// Now is the clock of AppendOnce's memory; nil: time.Now.
+	Now func() time.Time
 }
 
 type group struct {
@@ -42,6 +47,11 @@ func seqOf(s string) uint64 { n, _ := strconv.ParseUint(s, 10, 64); return n }
 func (m *MemLog) Append(_ context.Context, entries []Entry) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.appendLocked(entries)
+	return nil
+}
+
+func (m *MemLog) appendLocked(entries []Entry) {
 	for _, e := range entries {
 		m.next++
 		e.Seq = strconv.FormatUint(m.next, 10)
@@ -51,7 +61,31 @@ func (m *MemLog) Append(_ context.Context, entries []Entry) error {
 	for p := range m.parts {
 		m.trim(p)
 	}
-	return nil
+}
+
+// AppendOnce implements Log, in one critical section: relays that race
+// append each entry once, in order.
+func (m *MemLog) AppendOnce(_ context.Context, entries []Entry) (int, error) {
+	now := nowOf(m.Now)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.relayed == nil {
+		m.relayed = map[string]time.Time{}
+	}
+	for len(m.relayedOrder) > 0 && m.relayed[m.relayedOrder[0]].Before(now.Add(-Retention)) {
+		delete(m.relayed, m.relayedOrder[0])
+		m.relayedOrder = m.relayedOrder[1:]
+	}
+	var fresh []Entry
+	for _, e := range entries {
+		if _, ok := m.relayed[e.Event.ID]; !ok {
+			m.relayed[e.Event.ID] = now
+			m.relayedOrder = append(m.relayedOrder, e.Event.ID)
+			fresh = append(fresh, e)
+		}
+	}
+	m.appendLocked(fresh)
+	return len(fresh), nil
 }
 
 // trim drops the entries of partition p that no group still needs.

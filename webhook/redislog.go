@@ -63,6 +63,47 @@ func (r *RedisLog) Append(ctx context.Context, entries []Entry) error {
 	return err
 }
 
+// appendOnce is AppendOnce's script: the ids appended within Retention
+// are the members of one sorted set, scored by when.
+//
+// KEYS[1]  relayed (zset: event id → ms appended)
+// KEYS[2…] each entry's stream
+// ARGV[1]  now ms; ARGV[2] the streams' MINID; ARGV[3] the set's MINID ms
+// then per entry: id, type, room, ts, since, only, body
+//
+// Returns how many it appended.
+var appendOnce = redis.NewScript(`
+local now, min_id, min_ms = ARGV[1], ARGV[2], ARGV[3]
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. min_ms)
+local n = 0
+for i = 2, #KEYS do
+  local a = 4 + (i - 2) * 7
+  if redis.call('ZADD', KEYS[1], 'NX', now, ARGV[a]) == 1 then
+    redis.call('XADD', KEYS[i], 'MINID', '~', min_id, '*', 'id', ARGV[a], 'type', ARGV[a + 1], 'room', ARGV[a + 2],
+      'ts', ARGV[a + 3], 'since', ARGV[a + 4], 'only', ARGV[a + 5], 'body', ARGV[a + 6])
+    n = n + 1
+  end
+end
+return n
+`)
+
+// AppendOnce implements Log: one script on the log's slot, so two relays
+// appending the same entries at once append them once, in order.
+func (r *RedisLog) AppendOnce(ctx context.Context, entries []Entry) (int, error) {
+	if len(entries) == 0 {
+		return 0, nil
+	}
+	now := r.now()
+	keys := []string{r.base + ":relayed"}
+	args := []any{now.UnixMilli(), now.Add(-Retention).UnixMilli(), now.Add(-Retention).UnixMilli()}
+	for _, e := range entries {
+		keys = append(keys, r.stream(Partition(e.Event.Room)))
+		args = append(args, e.Event.ID, e.Event.Type, e.Event.Room, e.Event.Timestamp.UnixNano(), e.Since.UnixNano(), e.Only, e.Body)
+	}
+	n, err := appendOnce.Run(ctx, r.client, keys, args...).Int()
+	return n, err
+}
+
 func entryOf(m redis.XMessage) (Entry, error) {
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
 	nanos := func(k string) (time.Time, error) {

@@ -2,38 +2,85 @@ package webhook
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/waitroom/waitroom"
 )
 
-// Watcher tells what the store's scripts decide without telling Go: the
-// no-shows, leavers and expired tokens the admission script counts, a
-// room selling out, and a scheduled opening's draw. Every instance runs
-// one, each watching the rooms its dispatcher owns (Owns); the log's
-// counters (Log.Advance, Log.First) make each growth told once when a
-// room changes hands.
+// Watcher relays each room's outbox (waitroom.OutboxStore: the users the
+// store's admission let in, found no-show or expired, or skipped as
+// gone, written in the admission's own atomic step) to the log, and tells
+// what the store decides without telling Go: a room selling out and a
+// scheduled opening's draw. Every instance runs one, each watching the
+// rooms its dispatcher owns (Owns); an outbox event's id follows from the
+// room and its entries (OutboxEvents), so a room that changes hands, or a
+// relay that dies between its append and its trim, appends it once
+// (Log.AppendOnce), and the log's counters (Log.Advance) make each other
+// change told once.
+//
+// A room's admission writes its outbox only while the Watcher marks it
+// (SetOutbox): while an endpoint (Endpoints) wants one of OutboxTypes
+// there; any other room's admission pays nothing for it.
 type Watcher struct {
 	Store   waitroom.Store
 	Log     Log
 	Emitter *Emitter
 	// Owns says whether this instance watches room; nil: every room.
 	Owns func(room string) bool
+	// Endpoints are the endpoints to tell; nil: one that wants every
+	// event of every room.
+	Endpoints func() []Endpoint
 	// Every is Run's interval; default DefaultWatchEvery.
 	Every time.Duration
-	// Now is the clock of the scheduled opening and closing; nil:
-	// time.Now.
+	// Now is the clock of the scheduled opening and closing, of the
+	// appends and of when a second's outbox entries are told
+	// (OutboxEvents); nil: time.Now.
 	Now func() time.Time
+	// Logger; default discards.
+	Logger *slog.Logger
 
-	mu   sync.Mutex
-	told map[string]bool // once's names this watcher saw told
+	mu     sync.Mutex
+	told   map[string]bool       // once's names this watcher saw told
+	marked map[string]outboxMark // room → what this watcher last found of its outbox
+	lost   map[string]int64      // room → the outbox's Lost this watcher last saw
+	ticks  int64
+	swept  bool // with no endpoint, every room's mark was taken off
+	losses atomic.Int64
 }
 
+// outboxMark is what a watcher last found of a room's outbox: drained
+// (its read found nothing), at which tick.
+type outboxMark struct {
+	drained bool
+	tick    int64
+}
+
+// lookEvery is how many ticks a drained outbox that no endpoint wants is
+// left unread (a read also checks its mark).
+const lookEvery = 30
+
+// relayBatch is how many entries of a room one read relays, and
+// relayReads how many reads a tick makes of one room at most.
+const (
+	relayBatch = 256
+	relayReads = 16
+)
+
+// OutboxLost is how many outbox entries this watcher found dropped
+// unrelayed (a room's outbox full while its relay could not append).
+func (w *Watcher) OutboxLost() int64 { return w.losses.Load() }
+
 // DefaultWatchEvery is Watcher.Every's default: two store calls a room a
-// second, over all instances.
+// second, over all instances, and a third (the outbox's read) in a room an
+// endpoint wants per-user events of.
 const DefaultWatchEvery = time.Second
 
 // Run ticks every Every until ctx is done.
@@ -63,7 +110,12 @@ func every(ctx context.Context, d, def time.Duration, f func()) error {
 
 // Tick looks at every room this instance watches once.
 func (w *Watcher) Tick(ctx context.Context) error {
-	if w.Emitter.Active != nil && !w.Emitter.Active() {
+	w.mu.Lock()
+	w.ticks++
+	w.mu.Unlock()
+	active := w.Emitter.Active == nil || w.Emitter.Active()
+	outbox, hasOutbox := outboxOf(w.Store)
+	if !active && (w.swept || !hasOutbox) {
 		return nil
 	}
 	rooms, err := w.Store.Rooms(ctx)
@@ -71,12 +123,217 @@ func (w *Watcher) Tick(ctx context.Context) error {
 		return err
 	}
 	var errs []error
+	owned := 0
 	for _, room := range rooms {
-		if w.Owns == nil || w.Owns(room) {
+		if w.Owns != nil && !w.Owns(room) {
+			w.forget(room) // another watcher marks it now
+			continue
+		}
+		owned++
+		if hasOutbox {
+			errs = append(errs, w.relay(ctx, outbox, room, active && w.wantsOutbox(room)))
+		}
+		if active {
 			errs = append(errs, w.room(ctx, room))
 		}
 	}
+	err = errors.Join(errs...)
+	// Without an endpoint the marks come off once, when this watcher owns
+	// rooms (before its dispatcher's first step it owns none) or there
+	// are none.
+	w.swept = !active && err == nil && (owned > 0 || len(rooms) == 0)
+	return err
+}
+
+// outboxOf is the store's OutboxStore, guarded when the store is.
+func outboxOf(s waitroom.Store) (waitroom.OutboxStore, bool) {
+	if g, ok := s.(interface {
+		Outbox() (waitroom.OutboxStore, bool)
+	}); ok {
+		return g.Outbox()
+	}
+	o, ok := s.(waitroom.OutboxStore)
+	return o, ok
+}
+
+// wantsOutbox reports whether an endpoint wants one of OutboxTypes of
+// room.
+func (w *Watcher) wantsOutbox(room string) bool {
+	if w.Endpoints == nil {
+		return true
+	}
+	for _, ep := range w.Endpoints() {
+		for _, typ := range OutboxTypes {
+			if ep.Wants(typ, room) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (w *Watcher) forget(room string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.marked, room)
+}
+
+// relay marks room's outbox on or off as want says (when its read finds
+// the mark otherwise), then appends what it holds to the log and trims
+// it, oldest first, relayBatch at a time. An outbox that no endpoint
+// wants is read until it is found empty, then once every lookEvery
+// ticks.
+func (w *Watcher) relay(ctx context.Context, outbox waitroom.OutboxStore, room string, want bool) error {
+	w.mu.Lock()
+	mark, ok := w.marked[room]
+	ticks := w.ticks
+	w.mu.Unlock()
+	if ok && !want && mark.drained && ticks-mark.tick < lookEvery {
+		return nil
+	}
+	mark = outboxMark{tick: ticks}
+	defer func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.marked == nil {
+			w.marked = map[string]outboxMark{}
+		}
+		w.marked[room] = mark
+	}()
+	for i := range relayReads {
+		read, err := outbox.ReadOutbox(ctx, room, relayBatch)
+		if err != nil {
+			return err
+		}
+		if i == 0 && read.On != want {
+			if err := outbox.SetOutbox(ctx, room, want); err != nil {
+				return err
+			}
+		}
+		if err := w.noteLost(ctx, room, read.Lost); err != nil {
+			return err
+		}
+		if len(read.Entries) == 0 {
+			mark.drained = true
+			return nil
+		}
+		now := nowOf(w.Now)
+		events, through := OutboxEvents(room, read.Entries, now, len(read.Entries) == relayBatch)
+		if len(events) == 0 {
+			return nil // the last second's entries may have company yet
+		}
+		entries := make([]Entry, len(events))
+		for i, ev := range events {
+			entries[i] = NewEntry(ev, now)
+		}
+		if _, err := w.Log.AppendOnce(ctx, entries); err != nil {
+			return err
+		}
+		// A relay that dies here appends the same ids again: left out.
+		if err := outbox.TrimOutbox(ctx, room, through); err != nil {
+			return err
+		}
+		if len(read.Entries) < relayBatch {
+			mark.drained = through == read.Entries[len(read.Entries)-1].ID
+			return nil
+		}
+	}
+	return nil
+}
+
+// Mark turns the outbox of each of rooms on or off as the endpoints
+// want, whoever watches it: for the rooms an instance starts with, before
+// its admitter does, and for one the operator creates, before anyone is
+// queued there. Until then a room's admissions would write nothing.
+func (w *Watcher) Mark(ctx context.Context, rooms ...string) error {
+	outbox, ok := outboxOf(w.Store)
+	if !ok {
+		return nil
+	}
+	active := w.Emitter.Active == nil || w.Emitter.Active()
+	var errs []error
+	for _, room := range rooms {
+		errs = append(errs, outbox.SetOutbox(ctx, room, active && w.wantsOutbox(room)))
+	}
 	return errors.Join(errs...)
+}
+
+// noteLost warns, once per growth over all watchers, of outbox entries a
+// room dropped unrelayed.
+func (w *Watcher) noteLost(ctx context.Context, room string, total int64) error {
+	w.mu.Lock()
+	seen, ok := w.lost[room]
+	w.mu.Unlock()
+	if ok && total <= seen {
+		return nil
+	}
+	n, err := w.Log.Advance(ctx, room+"\x00outbox_lost", total)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	if w.lost == nil {
+		w.lost = map[string]int64{}
+	}
+	w.lost[room] = total
+	w.mu.Unlock()
+	if n > 0 {
+		w.losses.Add(n)
+		loggerOf(w.Logger).Error("webhook outbox entries were dropped unrelayed: the room's outbox was full while its relay could not append to the log",
+			"room", room, "entries", n, "max_entries", waitroom.OutboxMaxEntries)
+	}
+	return nil
+}
+
+// OutboxEvents are the events of room's oldest outbox entries, and the
+// id of the last entry they tell. Consecutive entries of one type that
+// the store wrote in the same second are one event of at most
+// MaxBatchUsers users, as the Emitter gathered them for a second: at
+// 140 admissions a second in ticks of 25 ms a room's user.admitted is
+// one message a second, not 40. An event's id follows from the room and
+// its first and last entries' ids, so a relay that dies after its
+// append, or two that race, give the same webhook-id for it, which the
+// receiver drops a second one by; its timestamp is when the store wrote
+// its first entry.
+//
+// The last second's entries are told once now (the relay's clock) is
+// past that second, or full says the read was cut short (more entries
+// follow it). A relay whose clock runs ahead of the store's may tell a
+// second's entries before the last of them: those come in an event of
+// their own (a new first entry, a new id), never lost.
+func OutboxEvents(room string, entries []waitroom.OutboxEntry, now time.Time, full bool) (events []Event, through string) {
+	type group struct {
+		first, last waitroom.OutboxEntry
+		users       []string
+	}
+	var groups []group
+	for _, e := range entries {
+		if n := len(groups); n > 0 {
+			g := &groups[n-1]
+			if g.first.Type == e.Type && g.first.At.Unix() == e.At.Unix() && len(g.users)+len(e.Users) <= MaxBatchUsers {
+				g.last, g.users = e, append(g.users, e.Users...)
+				continue
+			}
+		}
+		groups = append(groups, group{first: e, last: e, users: slices.Clone(e.Users)})
+	}
+	// The last group may grow while its second lasts, unless it is full
+	// or the read was.
+	if g := groups[len(groups)-1]; !full && len(g.users) < MaxBatchUsers && now.Unix() <= g.first.At.Unix() {
+		groups = groups[:len(groups)-1]
+	}
+	for _, g := range groups {
+		var data any = CountData{Count: int64(len(g.users)), Users: g.users}
+		if g.first.Type == UserAdmitted {
+			data = AdmittedData{Count: len(g.users), Users: g.users}
+		}
+		ev := NewEvent(g.first.Type, room, g.first.At, data)
+		sum := sha256.Sum256([]byte("outbox\x00" + room + "\x00" + g.first.ID + "\x00" + g.last.ID))
+		ev.ID = "msg_" + hex.EncodeToString(sum[:16])
+		events = append(events, ev)
+		through = g.last.ID
+	}
+	return events, through
 }
 
 func (w *Watcher) room(ctx context.Context, room string) error {
@@ -87,18 +344,6 @@ func (w *Watcher) room(ctx context.Context, room string) error {
 	st, err := w.Store.Stats(ctx, room)
 	if err != nil {
 		return err
-	}
-	for _, c := range []struct {
-		typ   string
-		total int64
-	}{{UserNoShow, st.NoShows}, {UserAbandoned, st.Abandoned}, {TokenExpired, st.Expired}} {
-		n, err := w.Log.Advance(ctx, room+"\x00"+c.typ, c.total)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			w.Emitter.Emit(c.typ, room, CountData{Count: n})
-		}
 	}
 	// Sold out: once per stock level (a restock to a new level can sell
 	// out again).

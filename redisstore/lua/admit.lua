@@ -1,5 +1,30 @@
 -- admit: the Go method that calls it (admit.go) says its KEYS, ARGV and
 -- replies.
+
+-- tell writes one admission call's per-user events to the room's outbox:
+-- lists holds the users of OUTBOX_NO_SHOW, OUTBOX_EXPIRED,
+-- OUTBOX_ABANDONED and OUTBOX_ADMITTED, an entry of at most
+-- OUTBOX_MAX_USERS each, at now (ms). Bounded: past OUTBOX_MAX_ENTRIES the
+-- oldest go unrelayed, counted in the bucket's out_lost (which only
+-- grows) for the relay to report.
+local outbox_types = {OUTBOX_NO_SHOW, OUTBOX_EXPIRED, OUTBOX_ABANDONED, OUTBOX_ADMITTED}
+local function tell(out_key, bucket_key, now, lists)
+  local wrote = false
+  for i, users in ipairs(lists) do
+    for from = 1, #users, OUTBOX_MAX_USERS do
+      redis.call('XADD', out_key, '*', 't', outbox_types[i], 'at', now, 'u',
+        table.concat(users, ' ', from, math.min(from + OUTBOX_MAX_USERS - 1, #users)))
+      wrote = true
+    end
+  end
+  if wrote then
+    local lost = redis.call('XTRIM', out_key, 'MAXLEN', OUTBOX_MAX_ENTRIES)
+    if lost > 0 then
+      redis.call('HINCRBY', bucket_key, 'out_lost', lost)
+    end
+  end
+end
+
 return function(KEYS, ARGV)
   local max_skips = MAX_SKIPS -- abandoned users skipped per call, at most
   local max_pace_step_s = MAX_PACE_STEP_S -- waitroom.MaxPaceStep
@@ -35,6 +60,7 @@ return function(KEYS, ARGV)
   local drawn_key  = KEYS[9]
   local draw_key   = KEYS[10]
   local notice_key = KEYS[11]
+  local out_key    = KEYS[12]
   local tokens     = ARGV
 
   local cfg = redis.call('HMGET', cfg_key, 'state', 'rate', 'slice_ms', 'quota', 'ttl_ms', 'max_active', 'stock', 'one_order',
@@ -61,6 +87,19 @@ return function(KEYS, ARGV)
   local now_us = clock_us()
   local now = math.floor(now_us / 1000)
 
+  local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'a_time', 'a_regular', 'a_admitted', 'a_abandoned', 'f_us',
+    HASH_TABLE_FIELD, 'notices', 'outbox')
+
+  -- The per-user events (OutboxStore): only a room whose bucket asks for
+  -- them (set_outbox) names its users, each list in the order met, and
+  -- writes them to its outbox as it returns (tell); any other room pays
+  -- one more field of the HMGET above and a test of events here and there.
+  local events = b[11] == '1'
+  local told_no_show, told_expired, told_abandoned, told_admitted
+  if events then
+    told_no_show, told_expired, told_abandoned, told_admitted = {}, {}, {}, {}
+  end
+
   -- Clean up tokens whose expiry (and lease, when held) has passed.
   -- Batched commands, not one per user: a big tick blocks Redis for less
   -- time. One that was never confirmed nor claimed is a no-show.
@@ -70,6 +109,9 @@ return function(KEYS, ARGV)
     local gone_state = gone_entries[i].state
     if gone_state == 'new' or gone_state == 'shown' then
       no_shows = no_shows + 1
+      if events then told_no_show[#told_no_show + 1] = gone[i] end
+    elseif events then
+      told_expired[#told_expired + 1] = gone[i]
     end
   end
   drop_tokens(tok_key, active_key, gone, due)
@@ -88,8 +130,6 @@ return function(KEYS, ARGV)
   -- as the rate (so never above 2 × rate). With max_active the slots they
   -- free are refilled within the rate instead, and with nobody waiting there
   -- is nobody to make them up with: then nothing is owed.
-  local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'a_time', 'a_regular', 'a_admitted', 'a_abandoned', 'f_us',
-    HASH_TABLE_FIELD, 'notices')
   local made_up = tonumber(b[3] or '0')
   -- The drawn early arrivals go first, then the queue; a room that never
   -- had an opening has nobody drawn.
@@ -152,6 +192,9 @@ return function(KEYS, ARGV)
       if expired > 0 then
         redis.call('HINCRBY', stats_key, 'expired', expired)
       end
+      if events then
+        tell(out_key, bucket_key, now, {told_no_show, told_expired, told_abandoned, told_admitted})
+      end
       return {'MORE', n}
     end
     -- Of the rate's share, what a call with enough tokens would admit: a
@@ -198,6 +241,7 @@ return function(KEYS, ARGV)
           for i = 1, #popped, 2 do
             if is_gone(tonumber(popped[i + 1]), s, abandon_s) then
               skipped = skipped + 1
+              if events then told_abandoned[#told_abandoned + 1] = popped[i] end
             else
               users[#users + 1] = popped[i]
             end
@@ -216,6 +260,7 @@ return function(KEYS, ARGV)
             end
             if is_gone(tonumber(popped[i + 1]), s, limit) then
               skipped = skipped + 1
+              if events then told_abandoned[#told_abandoned + 1] = user end
             else
               users[#users + 1] = user
               asked[user] = channels or nil
@@ -262,9 +307,12 @@ return function(KEYS, ARGV)
           if bought[i - from + 1] ~= 1 and not (old and (old.expires_at > now or unsettled(old, now))) then
             if old and (old.state == 'new' or old.state == 'shown') then
               late_no_shows = late_no_shows + 1 -- a stale entry cleanup had not reached
+              if events then told_no_show[#told_no_show + 1] = user end
             elseif old then
               expired = expired + 1
+              if events then told_expired[#told_expired + 1] = user end
             end
+            if events then told_admitted[#told_admitted + 1] = user end
             issued = issued + 1
             local token = tokens[issued]
             entries[#entries + 1] = user
@@ -365,6 +413,9 @@ return function(KEYS, ARGV)
 
   if expired > 0 then
     redis.call('HINCRBY', stats_key, 'expired', expired)
+  end
+  if events then
+    tell(out_key, bucket_key, now, {told_no_show, told_expired, told_abandoned, told_admitted})
   end
   return out
 end

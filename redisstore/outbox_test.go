@@ -1,0 +1,94 @@
+package redisstore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
+)
+
+// TestOutboxKeyOnlyWhenOn: a room whose outbox is off never has the
+// outbox key, however many it admits, cleans up and skips; turned on, the
+// next admission makes it; turned off again, admissions add nothing.
+func TestOutboxKeyOnlyWhenOn(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000, FirstUseWithin: time.Second, AbandonAfter: time.Second})
+	k := s.keys(room)
+	for i := range 20 {
+		_, err := s.Enter(ctx, room, "u"+string(rune('a'+i)))
+		require.NoError(t, err)
+	}
+	for range 5 {
+		_, err := s.Admit(ctx, room)
+		require.NoError(t, err)
+		advance(t, s, 3*time.Second) // no-shows, and silence past AbandonAfter
+		_, err = s.Enter(ctx, room, "late")
+		require.NoError(t, err)
+	}
+	require.Positive(t, testenv.Stats(t, s, room).NoShows)
+	require.Zero(t, s.client.Exists(ctx, k.out).Val(), "off: never made")
+
+	require.NoError(t, s.SetOutbox(ctx, room, true))
+	_, err := s.Enter(ctx, room, "on")
+	require.NoError(t, err)
+	advance(t, s, 100*time.Millisecond)
+	got, err := s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.NotEmpty(t, got)
+	n := s.client.XLen(ctx, k.out).Val()
+	require.Positive(t, n)
+
+	require.NoError(t, s.SetOutbox(ctx, room, false))
+	_, err = s.Enter(ctx, room, "off")
+	require.NoError(t, err)
+	advance(t, s, 100*time.Millisecond)
+	got, err = s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.NotEmpty(t, got)
+	require.Equal(t, n, s.client.XLen(ctx, k.out).Val(), "off again: nothing added")
+}
+
+// TestOutboxFullDropsTheOldestCounted: an outbox at OutboxMaxEntries (a
+// relay that could not append for hours) drops its oldest entry for the
+// admission's new one, and counts it in Lost.
+func TestOutboxFullDropsTheOldestCounted(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1000})
+	require.NoError(t, s.SetOutbox(ctx, room, true))
+	k := s.keys(room)
+	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for range waitroom.OutboxMaxEntries {
+			p.XAdd(ctx, &redis.XAddArgs{Stream: k.out, Values: []any{"t", waitroom.OutboxAdmitted, "at", 1, "u", "old"}})
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	first, err := s.ReadOutbox(ctx, room, 1)
+	require.NoError(t, err)
+	require.Zero(t, first.Lost)
+
+	_, err = s.Enter(ctx, room, "new")
+	require.NoError(t, err)
+	_, err = s.Admit(ctx, room) // starts the bucket
+	require.NoError(t, err)
+	advance(t, s, 100*time.Millisecond)
+	got, err := s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, int64(waitroom.OutboxMaxEntries), s.client.XLen(ctx, k.out).Val())
+	read, err := s.ReadOutbox(ctx, room, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), read.Lost)
+	require.NotEqual(t, first.Entries[0].ID, read.Entries[0].ID, "the oldest went")
+	last, err := s.client.XRevRangeN(ctx, k.out, "+", "-", 1).Result()
+	require.NoError(t, err)
+	require.Equal(t, "new", last[0].Values["u"])
+}

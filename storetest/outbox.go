@@ -1,0 +1,163 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/testenv"
+)
+
+// RunOutbox checks a waitroom.OutboxStore: a room whose outbox is on has
+// its admission name the users it admitted, cleaned up as no-shows or
+// expired, and skipped as gone, in the order it met them; a room whose
+// outbox is off gets none. A store runs it besides Run once it keeps an
+// outbox (memstore and redisstore do).
+func RunOutbox(t *testing.T, newHarness func(t *testing.T) Harness) {
+	runExtension(t, newHarness, "outbox", []extensionCase[waitroom.OutboxStore]{
+		{"OutboxOffWritesNothing", testOutboxOffWritesNothing},
+		{"OutboxKeepsAdmissionOrder", testOutboxKeepsAdmissionOrder},
+		{"OutboxNamesNoShowsExpiredAndAbandoned", testOutboxNamesNoShowsExpiredAndAbandoned},
+		{"OutboxRefuses", testOutboxRefuses},
+	})
+}
+
+// readOutbox reads all of room's outbox (at most 1,000 entries).
+func readOutbox(t *testing.T, o waitroom.OutboxStore, room string) waitroom.OutboxRead {
+	t.Helper()
+	read, err := o.ReadOutbox(ctxFor(t), room, 1000)
+	require.NoError(t, err)
+	return read
+}
+
+// usersOf are the users of entries of typ, in entry order.
+func usersOf(entries []waitroom.OutboxEntry, typ string) []string {
+	var users []string
+	for _, e := range entries {
+		if e.Type == typ {
+			users = append(users, e.Users...)
+		}
+	}
+	return users
+}
+
+// testOutboxOffWritesNothing: admissions, no-shows and leavers of a room
+// whose outbox was never on, or was turned off, write nothing.
+func testOutboxOffWritesNothing(t *testing.T, h Harness, o waitroom.OutboxStore) {
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1000, FirstUseWithin: time.Second})
+	enterAll(t, h.Store, room, 5)
+	admitAll(t, h, room, 5)
+	h.Advance(t, 2*time.Second)
+	_, err := h.Store.Admit(ctxFor(t), room) // cleans the no-shows up
+	require.NoError(t, err)
+	require.Empty(t, readOutbox(t, o, room).Entries)
+
+	require.False(t, readOutbox(t, o, room).On)
+	require.NoError(t, o.SetOutbox(ctxFor(t), room, true))
+	require.True(t, readOutbox(t, o, room).On)
+	require.NoError(t, o.SetOutbox(ctxFor(t), room, false))
+	enterAll(t, h.Store, room, 3)
+	h.Advance(t, 100*time.Millisecond)
+	got, err := h.Store.Admit(ctxFor(t), room)
+	require.NoError(t, err)
+	require.NotEmpty(t, got)
+	read := readOutbox(t, o, room)
+	require.Empty(t, read.Entries, "turned off")
+	require.Zero(t, read.Lost)
+}
+
+// testOutboxKeepsAdmissionOrder: admissions over many calls are entries
+// of user.admitted whose users, in entry order, are the admission order;
+// ids grow; a trim through an entry leaves the ones after it.
+func testOutboxKeepsAdmissionOrder(t *testing.T, h Harness, o waitroom.OutboxStore) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 200})
+	require.NoError(t, o.SetOutbox(ctx, room, true))
+	enterAll(t, h.Store, room, 60)
+	var order []string
+	for _, a := range admitAll(t, h, room, 60) {
+		order = append(order, a.User)
+	}
+	read := readOutbox(t, o, room)
+	require.Greater(t, len(read.Entries), 1, "several calls, several entries")
+	require.Equal(t, order, usersOf(read.Entries, waitroom.OutboxAdmitted))
+	ids := make([]string, len(read.Entries))
+	for i, e := range read.Entries {
+		require.Equal(t, waitroom.OutboxAdmitted, e.Type)
+		require.False(t, e.At.IsZero())
+		ids[i] = e.ID
+	}
+	require.Len(t, slices.Compact(slices.Clone(ids)), len(ids), "ids are unique")
+
+	cut := len(read.Entries) / 2
+	require.NoError(t, o.TrimOutbox(ctx, room, read.Entries[cut].ID))
+	rest := readOutbox(t, o, room)
+	require.Equal(t, read.Entries[cut+1:], rest.Entries)
+	// A late trim (another relay's, through an earlier entry) removes
+	// nothing more.
+	require.NoError(t, o.TrimOutbox(ctx, room, read.Entries[0].ID))
+	require.Equal(t, rest.Entries, readOutbox(t, o, room).Entries)
+	require.NoError(t, o.TrimOutbox(ctx, room, read.Entries[len(read.Entries)-1].ID))
+	require.Empty(t, readOutbox(t, o, room).Entries)
+}
+
+// testOutboxNamesNoShowsExpiredAndAbandoned: of four holders, the two
+// who never came back are no-shows and the confirmed one that ran out is
+// expired, by name, when the admission cleans them up; of the queue
+// behind, those silent past AbandonAfter are named abandoned as the
+// admission skips them, and the one who kept polling is admitted.
+func testOutboxNamesNoShowsExpiredAndAbandoned(t *testing.T, h Harness, o waitroom.OutboxStore) {
+	ctx := ctxFor(t)
+	const ttl, firstUse = 3 * time.Second, time.Second
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 1000, MaxActive: 3, TokenTTL: ttl, FirstUseWithin: firstUse, AbandonAfter: abandonAfter})
+	require.NoError(t, o.SetOutbox(ctx, room, true))
+	enterAll(t, h.Store, room, 6) // user-00000 … user-00005
+	adm := admitAll(t, h, room, 3)
+	require.Len(t, adm, 3)
+	confirm(t, h.Store, room, adm[2])
+
+	// user-00003 keeps polling while the others are silent; then the two
+	// never-confirmed holders are no-shows and the confirmed one expires.
+	for elapsed := time.Duration(0); elapsed < silentFor; elapsed += pollEvery {
+		h.Advance(t, pollEvery)
+		st, err := h.Store.Status(ctx, room, user(3))
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateWaiting, st.State)
+	}
+	require.Greater(t, silentFor, ttl, "the confirmed token ran out too")
+	got, err := h.Store.Admit(ctx, room)
+	require.NoError(t, err)
+	read := readOutbox(t, o, room)
+	require.Equal(t, []string{adm[0].User, adm[1].User}, usersOf(read.Entries, waitroom.OutboxNoShow))
+	require.Equal(t, []string{adm[2].User}, usersOf(read.Entries, waitroom.OutboxExpired))
+	var admitted []string
+	for _, a := range got {
+		admitted = append(admitted, a.User)
+	}
+	require.Equal(t, []string{user(3)}, admitted, "the one who polled")
+	// user-00004 and user-00005 were silent: skipped as the admission
+	// filled the free slots.
+	abandoned := usersOf(read.Entries, waitroom.OutboxAbandoned)
+	require.Equal(t, []string{user(4), user(5)}, abandoned)
+	require.Equal(t, []string{adm[0].User, adm[1].User, adm[2].User, user(3)}, usersOf(read.Entries, waitroom.OutboxAdmitted))
+	st := testenv.Stats(t, h.Store, room)
+	require.Equal(t, int64(2), st.NoShows)
+	require.Equal(t, int64(1), st.Expired)
+	require.Equal(t, int64(2), st.Abandoned)
+}
+
+// testOutboxRefuses: an unknown room is ErrRoomNotFound; a read of no
+// entries and a malformed id are bad requests.
+func testOutboxRefuses(t *testing.T, h Harness, o waitroom.OutboxStore) {
+	ctx := ctxFor(t)
+	require.ErrorIs(t, o.SetOutbox(ctx, "no-such-room", true), waitroom.ErrRoomNotFound)
+	_, err := o.ReadOutbox(ctx, "no-such-room", 10)
+	require.ErrorIs(t, err, waitroom.ErrRoomNotFound)
+	room := newRoom(t, h, waitroom.RoomConfig{Rate: 10})
+	_, err = o.ReadOutbox(ctx, room, 0)
+	require.ErrorIs(t, err, waitroom.ErrBadRequest)
+	require.ErrorIs(t, o.TrimOutbox(ctx, room, "not-an-id"), waitroom.ErrBadRequest)
+}
