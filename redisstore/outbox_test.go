@@ -12,8 +12,11 @@ import (
 )
 
 // TestOutboxKeyOnlyWhenOn: a room whose outbox is off never has the
-// outbox key, however many it admits, cleans up and skips; turned on, the
-// next admission makes it; turned off again, admissions add nothing.
+// outbox key nor a named_* field in its bucket, however many it admits,
+// cleans up and skips (so its admissions ran neither the XADD nor the
+// HINCRBY that would make them: they cost what they cost before
+// outboxes); turned on, the next admission makes them; turned off again,
+// admissions add nothing.
 func TestOutboxKeyOnlyWhenOn(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -31,8 +34,12 @@ func TestOutboxKeyOnlyWhenOn(t *testing.T) {
 		_, err = s.Enter(ctx, room, "late")
 		require.NoError(t, err)
 	}
-	require.Positive(t, testenv.Stats(t, s, room).NoShows)
+	st := testenv.Stats(t, s, room)
+	require.Positive(t, st.NoShows)
+	require.Positive(t, st.Abandoned)
 	require.Zero(t, s.client.Exists(ctx, k.out).Val(), "off: never made")
+	named := []string{"named_no_shows", "named_expired", "named_abandoned"}
+	require.Equal(t, []any{nil, nil, nil}, s.client.HMGet(ctx, k.bucket, named...).Val(), "off: nothing counted")
 
 	require.NoError(t, s.SetOutbox(ctx, room, true))
 	_, err := s.Enter(ctx, room, "on")
@@ -43,6 +50,7 @@ func TestOutboxKeyOnlyWhenOn(t *testing.T) {
 	require.NotEmpty(t, got)
 	n := s.client.XLen(ctx, k.out).Val()
 	require.Positive(t, n)
+	counted := s.client.HMGet(ctx, k.bucket, named...).Val()
 
 	require.NoError(t, s.SetOutbox(ctx, room, false))
 	_, err = s.Enter(ctx, room, "off")
@@ -52,6 +60,7 @@ func TestOutboxKeyOnlyWhenOn(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, got)
 	require.Equal(t, n, s.client.XLen(ctx, k.out).Val(), "off again: nothing added")
+	require.Equal(t, counted, s.client.HMGet(ctx, k.bucket, named...).Val(), "off again: nothing counted")
 }
 
 // TestOutboxFullDropsTheOldestCounted: an outbox at OutboxMaxEntries (a
