@@ -732,6 +732,11 @@ func TestNoticeConformance(t *testing.T) {
 	storetest.RunNotices(t, harness)
 }
 
+func TestHistoryConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunHistory(t, harness)
+}
+
 // harness is a memstore on a fake clock.
 func harness(t *testing.T) storetest.Harness {
 	clock := newFakeClock()
