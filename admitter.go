@@ -24,6 +24,14 @@ import (
 // again. A parked room nobody waits in is woken by Store.Wakes when a user
 // enters it, and probed only once a second, in case a wake was lost (and
 // for Admit to clean up tokens past their time).
+//
+// With a store that keeps history (HistoryStore), it records the rooms it
+// owns once a second, in one batched call, for the operator's dashboard.
+// A quiet room (parked, with nothing at all at its last probe: nobody
+// waiting, no token held; and no wake since) is recorded only every
+// QuietHistoryEvery, as its figures cannot change until it wakes, so that
+// rooms nobody is in cost next to nothing; a wake makes it recorded every
+// second again.
 type Admitter struct {
 	Store Store
 	// Every is the tick; default DefaultTick, a quarter of the default
@@ -98,7 +106,9 @@ func (a *Admitter) Run(ctx context.Context) error {
 	rooms := map[string]*roomTicker{}
 	var names []string
 	var listed time.Time
-	var listing, peering, probing outage
+	var listing, peering, probing, recording outage
+	history, keepsHistory := HistoryOf(a.Store)
+	var recorded time.Time // the second of the last recording round
 	for tick := 0; ; tick++ {
 		if listed.IsZero() || time.Since(listed) >= roomsRefresh {
 			listed = time.Now()
@@ -142,6 +152,12 @@ func (a *Admitter) Run(ctx context.Context) error {
 			probing.note(ctx, a.logger(), a.probe(ctx, rooms, names, withEmpty), "probing idle rooms failed; ticking them", "probing idle rooms recovered")
 		}
 
+		// The first tick of each second records it.
+		if now := time.Now().Truncate(HistoryEvery); keepsHistory && now.After(recorded) {
+			recorded = now
+			recording.note(ctx, a.logger(), a.record(ctx, history, rooms, names, now), "recording the rooms' history failed", "recording the rooms' history recovered")
+		}
+
 		for ticked := false; !ticked; {
 			select {
 			case <-ctx.Done():
@@ -182,6 +198,7 @@ func (a *Admitter) probe(ctx context.Context, rooms map[string]*roomTicker, name
 		errs = append(errs, err)
 		for i, r := range parked[from:to] {
 			r.empty = err == nil && work[i] != WorkQueue
+			r.nothing = err == nil && work[i] == WorkNone
 			switch {
 			case err != nil, work[i] == WorkQueue:
 				r.unpark(parkAfter)
@@ -190,6 +207,41 @@ func (a *Admitter) probe(ctx context.Context, rooms map[string]*roomTicker, name
 				r.unpark(1)
 			}
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// record records the second now of the owned rooms that are due: every
+// room but a quiet one each second, a quiet one when it turns quiet and
+// every QuietHistoryEvery from then on, at a phase of its own within the
+// minute (quietPhase). It returns the store's error.
+func (a *Admitter) record(ctx context.Context, history HistoryStore, rooms map[string]*roomTicker, names []string, now time.Time) error {
+	var batch []string
+	for _, room := range names {
+		r := rooms[room]
+		if !r.owned.Load() {
+			continue
+		}
+		switch quiet := r.nothing && r.parked.Load(); {
+		case !quiet:
+			r.quietNext = time.Time{}
+		case r.quietNext.IsZero():
+			r.quietNext = now.Add(QuietHistoryEvery - quietPhase(room))
+		case now.Before(r.quietNext):
+			continue
+		default:
+			r.quietNext = r.quietNext.Add(QuietHistoryEvery)
+			if !r.quietNext.After(now) { // rounds were missed
+				r.quietNext = now.Add(QuietHistoryEvery)
+			}
+		}
+		batch = append(batch, room)
+	}
+	var errs []error
+	for from := 0; from < len(batch); from += MaxHistoryRoomsBatch {
+		rctx, cancel := context.WithTimeout(ctx, admitTimeout)
+		errs = append(errs, history.RecordSamples(rctx, now, batch[from:min(from+MaxHistoryRoomsBatch, len(batch))]))
+		cancel()
 	}
 	return errors.Join(errs...)
 }
@@ -209,17 +261,24 @@ func (o *outage) note(ctx context.Context, log *slog.Logger, err error, failed, 
 	}
 }
 
-// roomTicker is one room's ticking state. Run owns started, cleaned and
-// empty; owned and parked are shared with the room's goroutine.
+// roomTicker is one room's ticking state. Run owns started, cleaned,
+// empty, nothing and quietNext; owned and parked are shared with the
+// room's goroutine.
 type roomTicker struct {
 	room    string
 	started bool
 	cleaned time.Time
 	// empty: nobody waited at the last probe, so the room is probed only
 	// every emptyProbeEvery and otherwise waits for a wake.
-	empty  bool
-	owned  atomic.Bool
-	parked atomic.Bool
+	empty bool
+	// nothing: nobody waited and no token was held at the last probe, and
+	// the room was not unparked since; parked too, it is quiet (record).
+	nothing bool
+	// quietNext is when a quiet room is recorded next; zero while it is
+	// not quiet.
+	quietNext time.Time
+	owned     atomic.Bool
+	parked    atomic.Bool
 	// budget is how many empty ticks in a row park the room again; set
 	// before wake is sent.
 	budget atomic.Int64
@@ -229,6 +288,7 @@ type roomTicker struct {
 // unpark makes the room tick again until budget ticks in a row admitted
 // nobody.
 func (r *roomTicker) unpark(budget int64) {
+	r.nothing = false
 	r.budget.Store(budget)
 	r.parked.Store(false)
 	select {

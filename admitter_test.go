@@ -361,3 +361,75 @@ func TestAdmitterTicksEachRoomForItsSlice(t *testing.T) {
 		}
 	})
 }
+
+// TestAdmitterRecordsHistory: the admitter records the rooms it owns once
+// a second, a quiet one (parked, nothing at its last probe, no wake since)
+// only when it turns quiet and then once a minute at its own phase; a
+// user entering wakes it, and it is recorded every second until it is
+// quiet again. Time is synctest's, so every sample's second is exact.
+func TestAdmitterRecordsHistory(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.Options{})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		const room = "quiet-then-busy"
+		queuedRoom(t, store, room, waitroom.RoomConfig{Rate: 10}, 0)
+		t0 := time.Now()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = (&waitroom.Admitter{Store: store}).Run(ctx)
+		}()
+
+		// Quiet from the start; at 150.5 s a user enters and is admitted;
+		// at 160.5 s the order spends the token, and the room is quiet
+		// again from its next probe (160.975 s: idle rooms are probed
+		// every second, at the tick before the recording one).
+		time.Sleep(150*time.Second + 500*time.Millisecond)
+		_, err := store.Enter(ctx, room, "buyer")
+		require.NoError(t, err)
+		time.Sleep(10 * time.Second)
+		st, err := store.Status(ctx, room, "buyer")
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateAdmitted, st.State)
+		hold, err := store.Claim(ctx, room, "buyer", st.Token)
+		require.NoError(t, err)
+		require.NoError(t, store.Complete(ctx, hold))
+		time.Sleep(250*time.Second - time.Since(t0))
+		cancel()
+		<-done
+
+		phase := waitroom.QuietPhase(room)
+		var want []time.Duration
+		quiet := func(from, until time.Duration) { // a quiet spell's samples
+			want = append(want, from)
+			for at := from + time.Minute - phase; at < until; at += time.Minute {
+				want = append(want, at)
+			}
+		}
+		quiet(0, 150*time.Second+500*time.Millisecond)
+		for at := 151 * time.Second; at < 161*time.Second; at += time.Second {
+			want = append(want, at)
+		}
+		quiet(161*time.Second, 250*time.Second)
+
+		got, err := store.History(t.Context(), room, time.Time{})
+		require.NoError(t, err)
+		var at []time.Duration
+		for _, s := range got {
+			at = append(at, s.At.Sub(t0))
+		}
+		require.Equal(t, want, at, "the samples' seconds (quiet phase %s)", phase)
+		for _, s := range got {
+			switch d := s.At.Sub(t0); {
+			case d < 151*time.Second:
+				require.Equal(t, waitroom.Sample{At: s.At, Rate: 10}, s, "quiet, before the buyer")
+			case d < 161*time.Second:
+				require.Equal(t, waitroom.Sample{At: s.At, Rate: 10, LiveTokens: 1, Admitted: 1}, s, "the buyer's token")
+			default:
+				require.Equal(t, waitroom.Sample{At: s.At, Rate: 10, Admitted: 1}, s, "quiet, after the order")
+			}
+		}
+	})
+}
