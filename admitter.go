@@ -152,8 +152,10 @@ func (a *Admitter) Run(ctx context.Context) error {
 			probing.note(ctx, a.logger(), a.probe(ctx, rooms, names, withEmpty), "probing idle rooms failed; ticking them", "probing idle rooms recovered")
 		}
 
-		// The first tick of each second records it.
-		if now := time.Now().Truncate(HistoryEvery); keepsHistory && now.After(recorded) {
+		// The first tick of each second records it (a clock set back
+		// records its seconds again, which the store refuses until they
+		// are new).
+		if now := time.Now().Truncate(HistoryEvery); keepsHistory && !now.Equal(recorded) {
 			recorded = now
 			recording.note(ctx, a.logger(), a.record(ctx, history, rooms, names, now), "recording the rooms' history failed", "recording the rooms' history recovered")
 		}

@@ -2,7 +2,10 @@
 -- ARGV and replies.
 return function(KEYS, ARGV)
   local keys_per_room = 8
-  local stats_due_budget = 10000 -- as stats: expired tokens read to leave them out of the count, at most
+  -- Expired tokens read to leave them out of the live count, at most, per
+  -- room: a batch holds Redis for all of its rooms (beyond it, after a
+  -- long admitter outage, the rest count until cleanup catches up).
+  local sample_due_budget = 1000
   local at_s = tonumber(ARGV[1])
   local keep = tonumber(ARGV[2])
   local ttl_ms = tonumber(ARGV[3])
@@ -26,12 +29,16 @@ return function(KEYS, ARGV)
     -- A second recorded already (by another admitter, in a handover) or a
     -- later one: the history stays in time order, one sample a second.
     if rate and not (last_s and last_s >= at_s) then
-      -- The figures as stats counts them.
-      local waiting = redis.call('ZCARD', q_key) + redis.call('ZCARD', pre_key) + redis.call('ZCARD', drawn_key)
-      local live = live_tokens(tok_key)
-      if live > 0 then
-        local _, gone = due_tokens(tok_key, active_key, now, stats_due_budget)
-        live = live - #gone
+      -- The figures as stats counts them; a room nobody is in (most
+      -- rooms most of the time) costs one EXISTS for both.
+      local waiting, live = 0, 0
+      if redis.call('EXISTS', q_key, pre_key, drawn_key, tok_key) > 0 then
+        waiting = redis.call('ZCARD', q_key) + redis.call('ZCARD', pre_key) + redis.call('ZCARD', drawn_key)
+        live = live_tokens(tok_key)
+        if live > 0 then
+          local _, gone = due_tokens(tok_key, active_key, now, sample_due_budget)
+          live = live - #gone
+        end
       end
       local admitted = redis.call('HGET', stats_key, 'admitted') or '0'
       -- "second rate waiting live admitted": a few bytes a sample.
