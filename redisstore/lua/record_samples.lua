@@ -10,7 +10,7 @@ return function(KEYS, ARGV)
   local keep = tonumber(ARGV[2])
   local ttl_ms = tonumber(ARGV[3])
 
-  local now = now_ms()
+  local now -- the Redis clock, read for the first room with tokens only
   local recorded = 0
   for base = 0, #KEYS - keys_per_room, keys_per_room do
     local cfg_key    = KEYS[base + 1]
@@ -36,6 +36,7 @@ return function(KEYS, ARGV)
         waiting = redis.call('ZCARD', q_key) + redis.call('ZCARD', pre_key) + redis.call('ZCARD', drawn_key)
         live = live_tokens(tok_key)
         if live > 0 then
+          now = now or now_ms()
           local _, gone = due_tokens(tok_key, active_key, now, sample_due_budget)
           live = live - #gone
         end
