@@ -138,6 +138,8 @@ func (a *Admitter) Run(ctx context.Context) error {
 					// not a slice of ticks in every room it took.
 					r.parked.Store(true)
 					gained = true
+					// Its history so far is the last owner's.
+					r.quietNext, r.recordedBusy = time.Time{}, false
 				}
 				r.owned.Store(owned)
 			}
@@ -214,9 +216,13 @@ func (a *Admitter) probe(ctx context.Context, rooms map[string]*roomTicker, name
 }
 
 // record records the second now of the owned rooms that are due: every
-// room but a quiet one each second, a quiet one when it turns quiet and
-// every QuietHistoryEvery from then on, at a phase of its own within the
-// minute (quietPhase). It returns the store's error.
+// room but a quiet one each second; a quiet one when it turns quiet under
+// this admitter (the sample the chart draws its quiet spell from) and at
+// its second of each minute (quietDue). A room gained quiet is not
+// recorded at once: the last owner recorded it quiet, and it keeps its
+// minute, so a handover (an admitter joining, leaving, or whose lease
+// flaps on a loaded machine) costs no sample of every room it moves. It
+// returns the store's error.
 func (a *Admitter) record(ctx context.Context, history HistoryStore, rooms map[string]*roomTicker, names []string, now time.Time) error {
 	var batch []string
 	for _, room := range names {
@@ -226,16 +232,17 @@ func (a *Admitter) record(ctx context.Context, history HistoryStore, rooms map[s
 		}
 		switch quiet := r.nothing && r.parked.Load(); {
 		case !quiet:
-			r.quietNext = time.Time{}
+			r.quietNext, r.recordedBusy = time.Time{}, true
 		case r.quietNext.IsZero():
-			r.quietNext = now.Add(QuietHistoryEvery - quietPhase(room))
+			r.quietNext = quietDue(room, now)
+			if !r.recordedBusy {
+				continue // gained quiet
+			}
+			r.recordedBusy = false
 		case now.Before(r.quietNext):
 			continue
 		default:
-			r.quietNext = r.quietNext.Add(QuietHistoryEvery)
-			if !r.quietNext.After(now) { // rounds were missed
-				r.quietNext = now.Add(QuietHistoryEvery)
-			}
+			r.quietNext = quietDue(room, now)
 		}
 		batch = append(batch, room)
 	}
@@ -264,8 +271,8 @@ func (o *outage) note(ctx context.Context, log *slog.Logger, err error, failed, 
 }
 
 // roomTicker is one room's ticking state. Run owns started, cleaned,
-// empty, nothing and quietNext; owned and parked are shared with the
-// room's goroutine.
+// empty, nothing, quietNext and recordedBusy; owned and parked are shared
+// with the room's goroutine.
 type roomTicker struct {
 	room    string
 	started bool
@@ -279,8 +286,11 @@ type roomTicker struct {
 	// quietNext is when a quiet room is recorded next; zero while it is
 	// not quiet.
 	quietNext time.Time
-	owned     atomic.Bool
-	parked    atomic.Bool
+	// recordedBusy: recorded as not quiet since this admitter gained it,
+	// so turning quiet is worth a sample.
+	recordedBusy bool
+	owned        atomic.Bool
+	parked       atomic.Bool
 	// budget is how many empty ticks in a row park the room again; set
 	// before wake is sent.
 	budget atomic.Int64

@@ -364,9 +364,10 @@ func TestAdmitterTicksEachRoomForItsSlice(t *testing.T) {
 
 // TestAdmitterRecordsHistory: the admitter records the rooms it owns once
 // a second, a quiet one (parked, nothing at its last probe, no wake since)
-// only when it turns quiet and then once a minute at its own phase; a
-// user entering wakes it, and it is recorded every second until it is
-// quiet again. Time is synctest's, so every sample's second is exact.
+// only at its second of each minute, and once more when it turns quiet
+// under this admitter; a user entering wakes it, and it is recorded every
+// second until it is quiet again. Time is synctest's, so every sample's
+// second is exact.
 func TestAdmitterRecordsHistory(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -400,18 +401,23 @@ func TestAdmitterRecordsHistory(t *testing.T) {
 		cancel()
 		<-done
 
-		phase := waitroom.QuietPhase(room)
 		var want []time.Duration
-		quiet := func(from, until time.Duration) { // a quiet spell's samples
-			want = append(want, from)
-			for at := from + time.Minute - phase; at < until; at += time.Minute {
-				want = append(want, at)
+		// A quiet spell's samples: at the room's second of each minute,
+		// the same for every admitter (QuietDue).
+		quiet := func(from, until time.Duration) {
+			for at := waitroom.QuietDue(room, t0.Add(from)); at.Sub(t0) < until; at = waitroom.QuietDue(room, at) {
+				want = append(want, at.Sub(t0))
 			}
 		}
+		// Gained quiet: nothing at once, the room's minute is kept.
 		quiet(0, 150*time.Second+500*time.Millisecond)
+		require.NotEmpty(t, want, "a quiet room is recorded within every minute")
 		for at := 151 * time.Second; at < 161*time.Second; at += time.Second {
 			want = append(want, at)
 		}
+		// Turned quiet under this admitter: a sample at once, then its
+		// minute again.
+		want = append(want, 161*time.Second)
 		quiet(161*time.Second, 250*time.Second)
 
 		got, err := store.History(t.Context(), room, time.Time{})
@@ -420,7 +426,7 @@ func TestAdmitterRecordsHistory(t *testing.T) {
 		for _, s := range got {
 			at = append(at, s.At.Sub(t0))
 		}
-		require.Equal(t, want, at, "the samples' seconds (quiet phase %s)", phase)
+		require.Equal(t, want, at, "the samples' seconds")
 		for _, s := range got {
 			switch d := s.At.Sub(t0); {
 			case d < 151*time.Second:
@@ -431,5 +437,56 @@ func TestAdmitterRecordsHistory(t *testing.T) {
 				require.Equal(t, waitroom.Sample{At: s.At, Rate: 10, Admitted: 1}, s, "quiet, after the order")
 			}
 		}
+	})
+}
+
+// TestAdmitterHandsOverQuietRoomsWithoutSamples: a second admitter
+// joining takes about half the rooms; those it gains quiet keep their
+// second of the minute, so a handover costs no sample of each room it
+// moves, and no minute is missed. Time is synctest's.
+func TestAdmitterHandsOverQuietRoomsWithoutSamples(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.Options{})
+		var rooms []string
+		for i := range 20 {
+			rooms = append(rooms, fmt.Sprintf("quiet-%02d", i))
+			queuedRoom(t, store, rooms[i], waitroom.RoomConfig{Rate: 5}, 0)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		run := func(id string) {
+			wg.Go(func() { _ = (&waitroom.Admitter{Store: store, ID: id}).Run(ctx) })
+		}
+		t0 := time.Now()
+		run("a")
+		time.Sleep(100*time.Second + 500*time.Millisecond)
+		run("b")
+		time.Sleep(200*time.Second - time.Since(t0))
+		cancel()
+		wg.Wait()
+
+		peers, err := store.Admitters(t.Context(), "reader", time.Millisecond)
+		require.NoError(t, err)
+		require.Equal(t, []string{"a", "b", "reader"}, peers)
+		peers = peers[:2]
+		moved := 0
+		for _, room := range rooms {
+			if waitroom.Owner(room, peers) == "b" {
+				moved++
+			}
+			var want, got []time.Duration
+			for at := waitroom.QuietDue(room, t0); at.Sub(t0) < 200*time.Second; at = waitroom.QuietDue(room, at) {
+				want = append(want, at.Sub(t0))
+			}
+			samples, err := store.History(t.Context(), room, time.Time{})
+			require.NoError(t, err)
+			for _, s := range samples {
+				got = append(got, s.At.Sub(t0))
+			}
+			require.Equal(t, want, got, "room %s", room)
+		}
+		require.Positive(t, moved, "b took rooms over")
+		require.Less(t, moved, len(rooms), "a kept some")
 	})
 }

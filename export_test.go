@@ -1,5 +1,5 @@
 package waitroom
 
-// QuietPhase is quietPhase, for the Admitter's tests to know when a quiet
+// QuietDue is quietDue, for the Admitter's tests to know when a quiet
 // room is recorded.
-var QuietPhase = quietPhase
+var QuietDue = quietDue

@@ -115,12 +115,19 @@ func (h guardedHistory) History(ctx context.Context, room string, since time.Tim
 	return guarded(ctx, h.g, "", func(ctx context.Context) ([]Sample, error) { return h.inner().History(ctx, room, since) })
 }
 
-// quietPhase spreads the quiet rooms' samples over QuietHistoryEvery: a
-// room's come this much before a whole QuietHistoryEvery after its first
-// quiet one, so that rooms gone quiet together are not recorded in the
-// same second every minute.
-func quietPhase(room string) time.Duration {
+// quietDue is the second after now at which a quiet room is recorded
+// next: the same second of every minute for every admitter (a hash of the
+// room's name), so that rooms gone quiet together are not all recorded
+// in one second, and a quiet room handed over to another admitter keeps
+// its minute.
+func quietDue(room string, now time.Time) time.Time {
 	h := fnv.New32a()
 	h.Write([]byte(room))
-	return time.Duration(h.Sum32()%uint32(QuietHistoryEvery/HistoryEvery)) * HistoryEvery
+	every := int64(QuietHistoryEvery / HistoryEvery)
+	s := now.Unix()
+	due := s - s%every + int64(h.Sum32()%uint32(every))
+	if due <= s {
+		due += every
+	}
+	return time.Unix(due, 0)
 }

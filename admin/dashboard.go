@@ -167,8 +167,8 @@ func (d *sampler) sample(ctx context.Context, now time.Time) error {
 		tr.perSec = nil
 		// Only a recent previous sample measures a rate; after a gap (no
 		// dashboard open) the growth spans minutes nobody saw.
-		if gap := now.Sub(tr.seen); !tr.seen.IsZero() && gap > 0 && gap <= 3*dashboardEvery && st.Admitted >= tr.stats.Admitted {
-			v := float64(st.Admitted-tr.stats.Admitted) / gap.Seconds()
+		prev := waitroom.Sample{At: tr.seen, Admitted: tr.stats.Admitted}
+		if v, ok := (waitroom.Sample{At: now, Admitted: st.Admitted}).PerSecond(prev); ok {
 			p.AdmittedPerSecond, tr.perSec = &v, &v
 		}
 		tr.cfg, tr.stats, tr.seen = cfg, st, now
@@ -213,8 +213,10 @@ func (d *sampler) readHistory(ctx context.Context, room string, tr *roomTrack, n
 // (unix milliseconds): a point a sample, and, after a quiet sample (nobody
 // waiting, no token live), a flat point each second until the next one,
 // or until at when the figures sampled then (live) are still the quiet
-// sample's. A gap after any other sample, or longer than a quiet room's
-// (QuietHistoryEvery), is left a gap: nobody recorded the room.
+// sample's; the sample after a flat stretch measures its rate from the
+// stretch's last second. A gap after any other sample, or longer than a
+// quiet room's (QuietHistoryEvery), is left a gap: nobody recorded the
+// room.
 func chartPoints(out []adminapi.DashboardPoint, samples []waitroom.Sample, live waitroom.Stats, at time.Time, since int64) []adminapi.DashboardPoint {
 	add := func(p adminapi.DashboardPoint) {
 		if p.T > since {
@@ -222,19 +224,24 @@ func chartPoints(out []adminapi.DashboardPoint, samples []waitroom.Sample, live 
 		}
 	}
 	zero := 0.0
-	flat := func(s waitroom.Sample, until time.Time) {
+	// flat draws s's figures each second up to until, and returns the
+	// last point drawn as a sample (s itself when none): the next sample's
+	// rate is measured from it.
+	flat := func(s waitroom.Sample, until time.Time) waitroom.Sample {
 		if gap := until.Sub(s.At); !s.Quiet() || gap <= waitroom.PerSecondGap || gap > waitroom.QuietHistoryEvery+waitroom.PerSecondGap {
-			return
+			return s
 		}
+		last := s
 		for t := s.At.Add(waitroom.HistoryEvery); t.Before(until); t = t.Add(waitroom.HistoryEvery) {
 			add(adminapi.DashboardPoint{T: t.UnixMilli(), AdmittedPerSecond: &zero, Rate: s.Rate})
+			last.At = t
 		}
+		return last
 	}
 	for i, s := range samples {
 		p := adminapi.DashboardPoint{T: s.At.UnixMilli(), Rate: s.Rate, Waiting: s.Waiting, LiveTokens: s.LiveTokens}
 		if i > 0 {
-			flat(samples[i-1], s.At)
-			if v, ok := s.PerSecond(samples[i-1]); ok {
+			if v, ok := s.PerSecond(flat(samples[i-1], s.At)); ok {
 				p.AdmittedPerSecond = &v
 			}
 		}

@@ -211,17 +211,19 @@ func TestSamplerWhenTheStoreFails(t *testing.T) {
 }
 
 // The chart is the store's history, recorded by the admitter whether or
-// not a dashboard is open: the first dashboard load draws the half minute
-// before it, a busy room a point a second, a quiet room (recorded once a
-// minute) flat up to the second before the sample. Time is synctest's,
-// so the points' seconds are exact.
+// not a dashboard is open: the first dashboard load draws the minute and a
+// half before it, a busy room a point a second, a quiet room (recorded
+// once a minute) flat from its sample up to the second before the
+// dashboard's. Time is synctest's, so the points' seconds are exact.
 func TestSamplerDrawsWhatTheAdmitterRecorded(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New(memstore.Options{})
 		store := waitroom.Guard(mem, waitroom.GuardOptions{})
-		for name, rate := range map[string]float64{"busy": 2, "quiet": 7} {
-			_, err := store.CreateRoom(t.Context(), name, waitroom.RoomConfig{Rate: rate})
+		// The busy room's buyers keep their tokens past the 90 s: no
+		// no-shows.
+		for name, cfg := range map[string]waitroom.RoomConfig{"busy": {Rate: 2, FirstUseWithin: 2 * time.Minute}, "quiet": {Rate: 7}} {
+			_, err := store.CreateRoom(t.Context(), name, cfg)
 			require.NoError(t, err)
 		}
 		for i := range 100 {
@@ -236,7 +238,7 @@ func TestSamplerDrawsWhatTheAdmitterRecorded(t *testing.T) {
 			_ = (&waitroom.Admitter{Store: store}).Run(ctx)
 		}()
 		defer func() { cancel(); <-done }()
-		time.Sleep(30*time.Second + 500*time.Millisecond)
+		time.Sleep(90*time.Second + 500*time.Millisecond)
 
 		d := newSampler(store)
 		require.NotNil(t, d.history, "the guarded memstore keeps history")
@@ -260,7 +262,7 @@ func TestSamplerDrawsWhatTheAdmitterRecorded(t *testing.T) {
 			}
 			return out
 		}
-		require.Equal(t, upTo(0, 30), seconds(busy.Series), "a point every second since the admitter started")
+		require.Equal(t, upTo(0, 90), seconds(busy.Series), "a point every second since the admitter started")
 		require.Equal(t, int64(100), busy.Series[0].Waiting)
 		require.Nil(t, busy.Series[0].AdmittedPerSecond, "the first point measures no rate")
 		admitted := 0.0
@@ -272,13 +274,18 @@ func TestSamplerDrawsWhatTheAdmitterRecorded(t *testing.T) {
 				admitted += *p.AdmittedPerSecond
 			}
 		}
-		require.Equal(t, float64(busy.Series[30].LiveTokens), admitted, "the rates add up to the tokens issued")
-		require.InDelta(t, 60, admitted, 2, "30 s at 2/s")
+		last := busy.Series[len(busy.Series)-1]
+		require.Equal(t, float64(last.LiveTokens-busy.Series[0].LiveTokens), admitted, "the rates add up to the tokens issued")
+		require.Equal(t, int64(100), last.LiveTokens, "all admitted, 2 a second")
 
-		// The quiet room: its sample when it turned quiet, at the start,
-		// then flat up to the second before the dashboard's; a sample of
-		// its own once a minute at its phase (at 30 s, or later).
-		require.Contains(t, [][]int64{upTo(0, 29), upTo(0, 30)}, seconds(quiet.Series))
+		// The quiet room: its sample at its second of the first minute,
+		// then flat up to the second before the dashboard's (and its
+		// second sample, if its second is the 30th).
+		got := seconds(quiet.Series)
+		require.NotEmpty(t, got)
+		first := got[0]
+		require.True(t, first > 0 && first <= 60, "the first sample within the first minute, at %d s", first)
+		require.Contains(t, [][]int64{upTo(first, 89), upTo(first, 90)}, got)
 		for i, p := range quiet.Series {
 			require.Equal(t, adminapi.DashboardPoint{T: p.T, AdmittedPerSecond: p.AdmittedPerSecond, Rate: 7}, p, "point %d", i)
 			if i > 0 {
@@ -288,9 +295,9 @@ func TestSamplerDrawsWhatTheAdmitterRecorded(t *testing.T) {
 
 		// A second later, only what came since.
 		time.Sleep(time.Second)
-		next, err := d.read(t.Context(), busy.Series[30].T)
+		next, err := d.read(t.Context(), last.T)
 		require.NoError(t, err)
-		require.Equal(t, []int64{31}, seconds(next.Rooms[0].Series))
+		require.Equal(t, []int64{91}, seconds(next.Rooms[0].Series))
 	})
 }
 
@@ -326,7 +333,7 @@ func TestChartPointsFillQuietGaps(t *testing.T) {
 	require.Equal(t, want, got)
 	require.Nil(t, perSec[0])
 	require.Equal(t, 0.0, *perSec[1], "flat: nobody admitted")
-	require.Nil(t, perSec[60], "a minute after the last sample measures no rate")
+	require.Equal(t, 0.0, *perSec[60], "measured from the flat stretch's last second")
 	require.Equal(t, 0.0, *perSec[61], "woken, nobody admitted yet")
 	require.Equal(t, 2.0, *perSec[62])
 	require.Nil(t, perSec[63], "after a gap")
