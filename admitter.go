@@ -24,6 +24,14 @@ import (
 // again. A parked room nobody waits in is woken by Store.Wakes when a user
 // enters it, and probed only once a second, in case a wake was lost (and
 // for Admit to clean up tokens past their time).
+//
+// With a store that keeps history (HistoryStore), it records the rooms it
+// owns once a second, in one batched call, for the operator's dashboard.
+// A quiet room (parked, with nothing at all at its last probe: nobody
+// waiting, no token held; and no wake since) is recorded only every
+// QuietHistoryEvery, as its figures cannot change until it wakes, so that
+// rooms nobody is in cost next to nothing; a wake makes it recorded every
+// second again.
 type Admitter struct {
 	Store Store
 	// Every is the tick; default DefaultTick, a quarter of the default
@@ -98,7 +106,9 @@ func (a *Admitter) Run(ctx context.Context) error {
 	rooms := map[string]*roomTicker{}
 	var names []string
 	var listed time.Time
-	var listing, peering, probing outage
+	var listing, peering, probing, recording outage
+	history, keepsHistory := HistoryOf(a.Store)
+	var recorded time.Time // the second of the last recording round
 	for tick := 0; ; tick++ {
 		if listed.IsZero() || time.Since(listed) >= roomsRefresh {
 			listed = time.Now()
@@ -128,6 +138,8 @@ func (a *Admitter) Run(ctx context.Context) error {
 					// not a slice of ticks in every room it took.
 					r.parked.Store(true)
 					gained = true
+					// Its history so far is the last owner's.
+					r.quietNext, r.recordedBusy = time.Time{}, false
 				}
 				r.owned.Store(owned)
 			}
@@ -140,6 +152,14 @@ func (a *Admitter) Run(ctx context.Context) error {
 		if gained || tick%probeTicks == probeTicks-1 {
 			withEmpty := tick%emptyProbeTicks == emptyProbeTicks-1
 			probing.note(ctx, a.logger(), a.probe(ctx, rooms, names, withEmpty), "probing idle rooms failed; ticking them", "probing idle rooms recovered")
+		}
+
+		// The first tick of each second records it (a clock set back
+		// records its seconds again, which the store refuses until they
+		// are new).
+		if now := time.Now().Truncate(HistoryEvery); keepsHistory && !now.Equal(recorded) {
+			recorded = now
+			recording.note(ctx, a.logger(), a.record(ctx, history, rooms, names, now), "recording the rooms' history failed", "recording the rooms' history recovered")
 		}
 
 		for ticked := false; !ticked; {
@@ -182,6 +202,7 @@ func (a *Admitter) probe(ctx context.Context, rooms map[string]*roomTicker, name
 		errs = append(errs, err)
 		for i, r := range parked[from:to] {
 			r.empty = err == nil && work[i] != WorkQueue
+			r.nothing = err == nil && work[i] == WorkNone
 			switch {
 			case err != nil, work[i] == WorkQueue:
 				r.unpark(parkAfter)
@@ -190,6 +211,46 @@ func (a *Admitter) probe(ctx context.Context, rooms map[string]*roomTicker, name
 				r.unpark(1)
 			}
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// record records the second now of the owned rooms that are due: every
+// room but a quiet one each second; a quiet one when it turns quiet under
+// this admitter (the sample the chart draws its quiet spell from) and at
+// its second of each minute (quietDue). A room gained quiet is not
+// recorded at once: the last owner recorded it quiet, and it keeps its
+// minute, so a handover (an admitter joining, leaving, or whose lease
+// flaps on a loaded machine) costs no sample of every room it moves. It
+// returns the store's error.
+func (a *Admitter) record(ctx context.Context, history HistoryStore, rooms map[string]*roomTicker, names []string, now time.Time) error {
+	var batch []string
+	for _, room := range names {
+		r := rooms[room]
+		if !r.owned.Load() {
+			continue
+		}
+		switch quiet := r.nothing && r.parked.Load(); {
+		case !quiet:
+			r.quietNext, r.recordedBusy = time.Time{}, true
+		case r.quietNext.IsZero():
+			r.quietNext = quietDue(room, now)
+			if !r.recordedBusy {
+				continue // gained quiet
+			}
+			r.recordedBusy = false
+		case now.Before(r.quietNext):
+			continue
+		default:
+			r.quietNext = quietDue(room, now)
+		}
+		batch = append(batch, room)
+	}
+	var errs []error
+	for from := 0; from < len(batch); from += MaxHistoryRoomsBatch {
+		rctx, cancel := context.WithTimeout(ctx, admitTimeout)
+		errs = append(errs, history.RecordSamples(rctx, now, batch[from:min(from+MaxHistoryRoomsBatch, len(batch))]))
+		cancel()
 	}
 	return errors.Join(errs...)
 }
@@ -209,17 +270,27 @@ func (o *outage) note(ctx context.Context, log *slog.Logger, err error, failed, 
 	}
 }
 
-// roomTicker is one room's ticking state. Run owns started, cleaned and
-// empty; owned and parked are shared with the room's goroutine.
+// roomTicker is one room's ticking state. Run owns started, cleaned,
+// empty, nothing, quietNext and recordedBusy; owned and parked are shared
+// with the room's goroutine.
 type roomTicker struct {
 	room    string
 	started bool
 	cleaned time.Time
 	// empty: nobody waited at the last probe, so the room is probed only
 	// every emptyProbeEvery and otherwise waits for a wake.
-	empty  bool
-	owned  atomic.Bool
-	parked atomic.Bool
+	empty bool
+	// nothing: nobody waited and no token was held at the last probe, and
+	// the room was not unparked since; parked too, it is quiet (record).
+	nothing bool
+	// quietNext is when a quiet room is recorded next; zero while it is
+	// not quiet.
+	quietNext time.Time
+	// recordedBusy: recorded as not quiet since this admitter gained it,
+	// so turning quiet is worth a sample.
+	recordedBusy bool
+	owned        atomic.Bool
+	parked       atomic.Bool
 	// budget is how many empty ticks in a row park the room again; set
 	// before wake is sent.
 	budget atomic.Int64
@@ -229,6 +300,7 @@ type roomTicker struct {
 // unpark makes the room tick again until budget ticks in a row admitted
 // nobody.
 func (r *roomTicker) unpark(budget int64) {
+	r.nothing = false
 	r.budget.Store(budget)
 	r.parked.Store(false)
 	select {

@@ -361,3 +361,132 @@ func TestAdmitterTicksEachRoomForItsSlice(t *testing.T) {
 		}
 	})
 }
+
+// TestAdmitterRecordsHistory: the admitter records the rooms it owns once
+// a second, a quiet one (parked, nothing at its last probe, no wake since)
+// only at its second of each minute, and once more when it turns quiet
+// under this admitter; a user entering wakes it, and it is recorded every
+// second until it is quiet again. Time is synctest's, so every sample's
+// second is exact.
+func TestAdmitterRecordsHistory(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.Options{})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		const room = "quiet-then-busy"
+		queuedRoom(t, store, room, waitroom.RoomConfig{Rate: 10}, 0)
+		t0 := time.Now()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = (&waitroom.Admitter{Store: store}).Run(ctx)
+		}()
+
+		// Quiet from the start; at 150.5 s a user enters and is admitted;
+		// at 160.5 s the order spends the token, and the room is quiet
+		// again from its next probe (160.975 s: idle rooms are probed
+		// every second, at the tick before the recording one).
+		time.Sleep(150*time.Second + 500*time.Millisecond)
+		_, err := store.Enter(ctx, room, "buyer")
+		require.NoError(t, err)
+		time.Sleep(10 * time.Second)
+		st, err := store.Status(ctx, room, "buyer")
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateAdmitted, st.State)
+		hold, err := store.Claim(ctx, room, "buyer", st.Token)
+		require.NoError(t, err)
+		require.NoError(t, store.Complete(ctx, hold))
+		time.Sleep(250*time.Second - time.Since(t0))
+		cancel()
+		<-done
+
+		var want []time.Duration
+		// A quiet spell's samples: at the room's second of each minute,
+		// the same for every admitter (QuietDue).
+		quiet := func(from, until time.Duration) {
+			for at := waitroom.QuietDue(room, t0.Add(from)); at.Sub(t0) < until; at = waitroom.QuietDue(room, at) {
+				want = append(want, at.Sub(t0))
+			}
+		}
+		// Gained quiet: nothing at once, the room's minute is kept.
+		quiet(0, 150*time.Second+500*time.Millisecond)
+		require.NotEmpty(t, want, "a quiet room is recorded within every minute")
+		for at := 151 * time.Second; at < 161*time.Second; at += time.Second {
+			want = append(want, at)
+		}
+		// Turned quiet under this admitter: a sample at once, then its
+		// minute again.
+		want = append(want, 161*time.Second)
+		quiet(161*time.Second, 250*time.Second)
+
+		got, err := store.History(t.Context(), room, time.Time{})
+		require.NoError(t, err)
+		var at []time.Duration
+		for _, s := range got {
+			at = append(at, s.At.Sub(t0))
+		}
+		require.Equal(t, want, at, "the samples' seconds")
+		for _, s := range got {
+			switch d := s.At.Sub(t0); {
+			case d < 151*time.Second:
+				require.Equal(t, waitroom.Sample{At: s.At, Rate: 10}, s, "quiet, before the buyer")
+			case d < 161*time.Second:
+				require.Equal(t, waitroom.Sample{At: s.At, Rate: 10, LiveTokens: 1, Admitted: 1}, s, "the buyer's token")
+			default:
+				require.Equal(t, waitroom.Sample{At: s.At, Rate: 10, Admitted: 1}, s, "quiet, after the order")
+			}
+		}
+	})
+}
+
+// TestAdmitterHandsOverQuietRoomsWithoutSamples: a second admitter
+// joining takes about half the rooms; those it gains quiet keep their
+// second of the minute, so a handover costs no sample of each room it
+// moves, and no minute is missed. Time is synctest's.
+func TestAdmitterHandsOverQuietRoomsWithoutSamples(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.Options{})
+		var rooms []string
+		for i := range 20 {
+			rooms = append(rooms, fmt.Sprintf("quiet-%02d", i))
+			queuedRoom(t, store, rooms[i], waitroom.RoomConfig{Rate: 5}, 0)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		run := func(id string) {
+			wg.Go(func() { _ = (&waitroom.Admitter{Store: store, ID: id}).Run(ctx) })
+		}
+		t0 := time.Now()
+		run("a")
+		time.Sleep(100*time.Second + 500*time.Millisecond)
+		run("b")
+		time.Sleep(200*time.Second - time.Since(t0))
+		cancel()
+		wg.Wait()
+
+		peers, err := store.Admitters(t.Context(), "reader", time.Millisecond)
+		require.NoError(t, err)
+		require.Equal(t, []string{"a", "b", "reader"}, peers)
+		peers = peers[:2]
+		moved := 0
+		for _, room := range rooms {
+			if waitroom.Owner(room, peers) == "b" {
+				moved++
+			}
+			var want, got []time.Duration
+			for at := waitroom.QuietDue(room, t0); at.Sub(t0) < 200*time.Second; at = waitroom.QuietDue(room, at) {
+				want = append(want, at.Sub(t0))
+			}
+			samples, err := store.History(t.Context(), room, time.Time{})
+			require.NoError(t, err)
+			for _, s := range samples {
+				got = append(got, s.At.Sub(t0))
+			}
+			require.Equal(t, want, got, "room %s", room)
+		}
+		require.Positive(t, moved, "b took rooms over")
+		require.Less(t, moved, len(rooms), "a kept some")
+	})
+}

@@ -314,9 +314,12 @@ func CheckAdmitter(id string, ttl time.Duration) error {
 
 // CheckWorkRooms validates Store.Work's and Store.RoomVersions' argument: at most
 // MaxWorkRoomsBatch valid room names.
-func CheckWorkRooms(rooms []string) error {
-	if len(rooms) > MaxWorkRoomsBatch {
-		return BadRequest(fmt.Sprintf("at most %d rooms per call, got %d", MaxWorkRoomsBatch, len(rooms)))
+func CheckWorkRooms(rooms []string) error { return checkRoomBatch(rooms, MaxWorkRoomsBatch) }
+
+// checkRoomBatch validates a batch of at most limit valid room names.
+func checkRoomBatch(rooms []string, limit int) error {
+	if len(rooms) > limit {
+		return BadRequest(fmt.Sprintf("at most %d rooms per call, got %d", limit, len(rooms)))
 	}
 	for _, room := range rooms {
 		if !ValidRoomName(room) {

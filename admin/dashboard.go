@@ -27,8 +27,15 @@ import (
 // Every open dashboard reads the same samples: one sampler per Handler takes
 // at most one sample a second (the room list, then each room's settings
 // and figures), whatever the number of dashboards, and none while nobody
-// looks. The chart's history is this instance's: it holds the samples
-// taken while a dashboard polled it.
+// looks. The chart draws the last ten minutes the store kept
+// (waitroom.HistoryStore: the admitters record every room once a second,
+// whether or not a dashboard is open), read with the sample: the first
+// sample reads each room's whole history, the next ones what was recorded
+// since. A quiet room is recorded once a minute; its figures cannot change
+// until it wakes (nobody waits, no token is live, the rate is a setting),
+// so the chart draws the gap flat. With a store that keeps no history the
+// chart holds this instance's own samples, those taken while a dashboard
+// polled it.
 
 // The dashboard's page, script and style, served as they are.
 //
@@ -47,8 +54,9 @@ const (
 
 // sampler takes the dashboard's samples; see the top of this file.
 type sampler struct {
-	store waitroom.Store
-	now   func() time.Time
+	store   waitroom.Store
+	history waitroom.HistoryStore // nil: the chart is the sampler's own samples
+	now     func() time.Time
 
 	mu    sync.Mutex // held during a sample: concurrent dashboards share it
 	taken time.Time  // when the last sample was taken; zero before the first
@@ -63,11 +71,17 @@ type roomTrack struct {
 	stats  waitroom.Stats
 	seen   time.Time
 	perSec *float64
-	points []adminapi.DashboardPoint // oldest first, at most dashboardKeep
+	// points are the sampler's own, without a history store: oldest
+	// first, at most dashboardKeep.
+	points []adminapi.DashboardPoint
+	// history is the store's, oldest first, within HistoryWindow of the
+	// last sample.
+	history []waitroom.Sample
 }
 
 func newSampler(store waitroom.Store) *sampler {
-	return &sampler{store: store, now: time.Now, rooms: make(map[string]*roomTrack)}
+	history, _ := waitroom.HistoryOf(store)
+	return &sampler{store: store, history: history, now: time.Now, rooms: make(map[string]*roomTrack)}
 }
 
 // read returns the figures of a sample at most dashboardEvery old, with the
@@ -102,8 +116,12 @@ func (d *sampler) read(ctx context.Context, since int64) (adminapi.Dashboard, er
 			eta := wait.Seconds()
 			room.ETALastSeconds = &eta
 		}
-		i, _ := slices.BinarySearchFunc(tr.points, since+1, func(p adminapi.DashboardPoint, t int64) int { return int(p.T - t) })
-		room.Series = append(room.Series, tr.points[i:]...)
+		if d.history != nil {
+			room.Series = chartPoints(room.Series, tr.history, tr.stats, d.at, since)
+		} else {
+			i, _ := slices.BinarySearchFunc(tr.points, since+1, func(p adminapi.DashboardPoint, t int64) int { return int(p.T - t) })
+			room.Series = append(room.Series, tr.points[i:]...)
+		}
 		ans.Rooms = append(ans.Rooms, room)
 	}
 	return ans, d.err
@@ -140,15 +158,23 @@ func (d *sampler) sample(ctx context.Context, now time.Time) error {
 			tr = &roomTrack{}
 			d.rooms[name] = tr
 		}
+		if d.history != nil {
+			if err := d.readHistory(ctx, name, tr, now); err != nil {
+				return err
+			}
+		}
 		p := adminapi.DashboardPoint{T: now.UnixMilli(), Rate: cfg.Rate, Waiting: st.Waiting, LiveTokens: st.Active}
 		tr.perSec = nil
 		// Only a recent previous sample measures a rate; after a gap (no
 		// dashboard open) the growth spans minutes nobody saw.
-		if gap := now.Sub(tr.seen); !tr.seen.IsZero() && gap > 0 && gap <= 3*dashboardEvery && st.Admitted >= tr.stats.Admitted {
-			v := float64(st.Admitted-tr.stats.Admitted) / gap.Seconds()
+		prev := waitroom.Sample{At: tr.seen, Admitted: tr.stats.Admitted}
+		if v, ok := (waitroom.Sample{At: now, Admitted: st.Admitted}).PerSecond(prev); ok {
 			p.AdmittedPerSecond, tr.perSec = &v, &v
 		}
 		tr.cfg, tr.stats, tr.seen = cfg, st, now
+		if d.history != nil {
+			continue // the chart is the store's
+		}
 		if len(tr.points) == dashboardKeep {
 			tr.points = append(tr.points[:0], tr.points[1:]...)
 		}
@@ -160,6 +186,73 @@ func (d *sampler) sample(ctx context.Context, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// readHistory adds what the store recorded of room since tr's last
+// sample, and forgets what is older than the window.
+func (d *sampler) readHistory(ctx context.Context, room string, tr *roomTrack, now time.Time) error {
+	var after time.Time
+	if n := len(tr.history); n > 0 {
+		after = tr.history[n-1].At
+	}
+	got, err := d.history.History(ctx, room, after)
+	if err != nil {
+		return err
+	}
+	tr.history = append(tr.history, got...)
+	from := now.Add(-waitroom.HistoryWindow)
+	i := 0
+	for i < len(tr.history) && !tr.history[i].At.After(from) {
+		i++
+	}
+	tr.history = append(tr.history[:0], tr.history[i:]...)
+	return nil
+}
+
+// chartPoints appends to out the chart's points of samples after since
+// (unix milliseconds): a point a sample, and, after a quiet sample (nobody
+// waiting, no token live), a flat point each second until the next one,
+// or until at when the figures sampled then (live) are still the quiet
+// sample's; the sample after a flat stretch measures its rate from the
+// stretch's last second. A gap after any other sample, or longer than a
+// quiet room's (QuietHistoryEvery), is left a gap: nobody recorded the
+// room.
+func chartPoints(out []adminapi.DashboardPoint, samples []waitroom.Sample, live waitroom.Stats, at time.Time, since int64) []adminapi.DashboardPoint {
+	add := func(p adminapi.DashboardPoint) {
+		if p.T > since {
+			out = append(out, p)
+		}
+	}
+	zero := 0.0
+	// flat draws s's figures each second up to until, and returns the
+	// last point drawn as a sample (s itself when none): the next sample's
+	// rate is measured from it.
+	flat := func(s waitroom.Sample, until time.Time) waitroom.Sample {
+		if gap := until.Sub(s.At); !s.Quiet() || gap <= waitroom.PerSecondGap || gap > waitroom.QuietHistoryEvery+waitroom.PerSecondGap {
+			return s
+		}
+		last := s
+		for t := s.At.Add(waitroom.HistoryEvery); t.Before(until); t = t.Add(waitroom.HistoryEvery) {
+			add(adminapi.DashboardPoint{T: t.UnixMilli(), AdmittedPerSecond: &zero, Rate: s.Rate})
+			last.At = t
+		}
+		return last
+	}
+	for i, s := range samples {
+		p := adminapi.DashboardPoint{T: s.At.UnixMilli(), Rate: s.Rate, Waiting: s.Waiting, LiveTokens: s.LiveTokens}
+		if i > 0 {
+			if v, ok := s.PerSecond(flat(samples[i-1], s.At)); ok {
+				p.AdmittedPerSecond = &v
+			}
+		}
+		add(p)
+	}
+	// Up to the second before the live sample's: the admitter records a
+	// second only once it has begun.
+	if n := len(samples); n > 0 && live.Waiting == 0 && live.Active == 0 && live.Admitted == samples[n-1].Admitted {
+		flat(samples[n-1], at.Truncate(waitroom.HistoryEvery))
+	}
+	return out
 }
 
 // adminDashboard: GET /admin/dashboard?since=T, the figures for the

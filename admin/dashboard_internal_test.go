@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -207,4 +208,141 @@ func TestSamplerWhenTheStoreFails(t *testing.T) {
 	ans := f.read(0)
 	require.Nil(t, ans.Error)
 	require.Greater(t, ans.SampledAt, ok.SampledAt)
+}
+
+// The chart is the store's history, recorded by the admitter whether or
+// not a dashboard is open: the first dashboard load draws the minute and a
+// half before it, a busy room a point a second, a quiet room (recorded
+// once a minute) flat from its sample up to the second before the
+// dashboard's. Time is synctest's, so the points' seconds are exact.
+func TestSamplerDrawsWhatTheAdmitterRecorded(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New(memstore.Options{})
+		store := waitroom.Guard(mem, waitroom.GuardOptions{})
+		// The busy room's buyers keep their tokens past the 90 s: no
+		// no-shows.
+		for name, cfg := range map[string]waitroom.RoomConfig{"busy": {Rate: 2, FirstUseWithin: 2 * time.Minute}, "quiet": {Rate: 7}} {
+			_, err := store.CreateRoom(t.Context(), name, cfg)
+			require.NoError(t, err)
+		}
+		for i := range 100 {
+			_, err := store.Enter(t.Context(), "busy", "u"+strconv.Itoa(i))
+			require.NoError(t, err)
+		}
+		t0 := time.Now()
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = (&waitroom.Admitter{Store: store}).Run(ctx)
+		}()
+		defer func() { cancel(); <-done }()
+		time.Sleep(90*time.Second + 500*time.Millisecond)
+
+		d := newSampler(store)
+		require.NotNil(t, d.history, "the guarded memstore keeps history")
+		ans, err := d.read(t.Context(), 0)
+		require.NoError(t, err)
+		require.Len(t, ans.Rooms, 2)
+		busy, quiet := ans.Rooms[0], ans.Rooms[1]
+		require.Equal(t, []string{"busy", "quiet"}, []string{busy.Name, quiet.Name})
+
+		seconds := func(series []adminapi.DashboardPoint) []int64 {
+			var out []int64
+			for _, p := range series {
+				out = append(out, (p.T-t0.UnixMilli())/1000)
+			}
+			return out
+		}
+		upTo := func(from, to int64) []int64 {
+			var out []int64
+			for s := from; s <= to; s++ {
+				out = append(out, s)
+			}
+			return out
+		}
+		require.Equal(t, upTo(0, 90), seconds(busy.Series), "a point every second since the admitter started")
+		require.Equal(t, int64(100), busy.Series[0].Waiting)
+		require.Nil(t, busy.Series[0].AdmittedPerSecond, "the first point measures no rate")
+		admitted := 0.0
+		for i, p := range busy.Series {
+			require.Equal(t, int64(100), p.Waiting+p.LiveTokens, "point %d: every user waits or holds a token", i)
+			require.Equal(t, 2.0, p.Rate)
+			if i > 0 {
+				require.NotNil(t, p.AdmittedPerSecond, "point %d", i)
+				admitted += *p.AdmittedPerSecond
+			}
+		}
+		last := busy.Series[len(busy.Series)-1]
+		require.Equal(t, float64(last.LiveTokens-busy.Series[0].LiveTokens), admitted, "the rates add up to the tokens issued")
+		require.Equal(t, int64(100), last.LiveTokens, "all admitted, 2 a second")
+
+		// The quiet room: its sample at its second of the first minute,
+		// then flat up to the second before the dashboard's (and its
+		// second sample, if its second is the 30th).
+		got := seconds(quiet.Series)
+		require.NotEmpty(t, got)
+		first := got[0]
+		require.True(t, first > 0 && first <= 60, "the first sample within the first minute, at %d s", first)
+		require.Contains(t, [][]int64{upTo(first, 89), upTo(first, 90)}, got)
+		for i, p := range quiet.Series {
+			require.Equal(t, adminapi.DashboardPoint{T: p.T, AdmittedPerSecond: p.AdmittedPerSecond, Rate: 7}, p, "point %d", i)
+			if i > 0 {
+				require.Equal(t, 0.0, *p.AdmittedPerSecond, "point %d", i)
+			}
+		}
+
+		// A second later, only what came since.
+		time.Sleep(time.Second)
+		next, err := d.read(t.Context(), last.T)
+		require.NoError(t, err)
+		require.Equal(t, []int64{91}, seconds(next.Rooms[0].Series))
+	})
+}
+
+// chartPoints draws a quiet room's gaps flat, never another gap or one
+// longer than a quiet room's, and extends a quiet last sample only while
+// the live figures are still its own.
+func TestChartPointsFillQuietGaps(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(0, 0).Add(1000 * time.Hour)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	samples := []waitroom.Sample{
+		{At: at(0), Rate: 5, Admitted: 4},              // quiet
+		{At: at(60), Rate: 5, Admitted: 4},             // quiet, a minute later
+		{At: at(62), Rate: 5, Waiting: 3, Admitted: 4}, // woken
+		{At: at(63), Rate: 5, Waiting: 1, LiveTokens: 2, Admitted: 6},
+		{At: at(70), Rate: 5, Admitted: 6, LiveTokens: 1}, // a gap after a busy sample
+		{At: at(100), Rate: 5, Admitted: 6},               // quiet
+		{At: at(200), Rate: 5, Admitted: 6},               // after more than a quiet room's gap
+	}
+	var got []int
+	var perSec []*float64
+	points := chartPoints(nil, samples, waitroom.Stats{Admitted: 6}, at(205).Add(300*time.Millisecond), 0)
+	for _, p := range points {
+		got = append(got, int((p.T-t0.UnixMilli())/1000))
+		perSec = append(perSec, p.AdmittedPerSecond)
+	}
+	var want []int
+	for s := 0; s <= 60; s++ {
+		want = append(want, s)
+	}
+	// 60 to 62 is no gap (the chart joins points up to PerSecondGap apart).
+	want = append(want, 62, 63, 70, 100, 200, 201, 202, 203, 204)
+	require.Equal(t, want, got)
+	require.Nil(t, perSec[0])
+	require.Equal(t, 0.0, *perSec[1], "flat: nobody admitted")
+	require.Equal(t, 0.0, *perSec[60], "measured from the flat stretch's last second")
+	require.Equal(t, 0.0, *perSec[61], "woken, nobody admitted yet")
+	require.Equal(t, 2.0, *perSec[62])
+	require.Nil(t, perSec[63], "after a gap")
+	for i := 64; i < len(want); i++ {
+		require.Equal(t, adminapi.DashboardPoint{T: points[i].T, AdmittedPerSecond: points[i].AdmittedPerSecond, Rate: 5}, points[i])
+	}
+
+	// The live figures moved on: no flat tail; since leaves out the rest.
+	points = chartPoints(nil, samples, waitroom.Stats{Admitted: 6, Waiting: 1}, at(205), at(100).UnixMilli())
+	require.Len(t, points, 1)
+	require.Equal(t, at(200).UnixMilli(), points[0].T)
 }

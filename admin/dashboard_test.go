@@ -81,6 +81,11 @@ func TestDashboardFigures(t *testing.T) {
 	f := servertest.NewAdminFixture(t, servertest.FixtureOptions{Room: waitroom.RoomConfig{Rate: 4}})
 	f.Enter("a")
 	f.Enter("b")
+	// What the admitter records once a second: the chart is the store's.
+	history, ok := waitroom.HistoryOf(f.Store)
+	require.True(t, ok)
+	recorded := time.Now()
+	require.NoError(t, history.RecordSamples(t.Context(), recorded, []string{f.Room}))
 
 	a := f.Admin("GET", "/admin/dashboard", "")
 	require.Equal(t, http.StatusOK, a.Status, a.Raw)
@@ -96,15 +101,14 @@ func TestDashboardFigures(t *testing.T) {
 	require.Equal(t, 4.0, r.Rate)
 	require.Equal(t, int64(2), r.Figures.Waiting)
 	require.Equal(t, 0.5, *r.ETALastSeconds, "the second of two waits half a second at 4/s")
-	require.Len(t, r.Series, 1)
-	require.Equal(t, ans.SampledAt, r.Series[0].T)
+	require.Equal(t, []adminapi.DashboardPoint{{T: recorded.Truncate(time.Second).UnixMilli(), Rate: 4, Waiting: 2}}, r.Series)
 	// The JSON names the dashboard reads.
 	for _, name := range []string{`"sampled_at"`, `"every_ms"`, `"eta_last_seconds"`, `"series"`, `"live_tokens"`, `"admitted_per_second"`, `"completed"`, `"expired"`} {
 		require.Contains(t, a.Raw, name)
 	}
 
-	// Nothing newer than the sample: an empty series, not a repeat.
-	a = f.Admin("GET", "/admin/dashboard?since="+strconv.FormatInt(ans.SampledAt, 10), "")
+	// Nothing newer than the last point: an empty series, not a repeat.
+	a = f.Admin("GET", "/admin/dashboard?since="+strconv.FormatInt(r.Series[0].T, 10), "")
 	require.Equal(t, http.StatusOK, a.Status, a.Raw)
 	require.Contains(t, a.Raw, `"series":[]`)
 

@@ -204,7 +204,8 @@ type DashboardRoom struct {
 type DashboardPoint struct {
 	T int64 `json:"t"` // unix milliseconds
 	// AdmittedPerSecond is the admitted counter's growth since the
-	// previous sample; null for the first sample after a gap.
+	// previous sample; null for the first sample after a gap, 0 on the
+	// points that draw a quiet room's gap flat.
 	AdmittedPerSecond *float64 `json:"admitted_per_second"`
 	Rate              float64  `json:"rate"`
 	Waiting           int64    `json:"waiting"`

@@ -85,6 +85,9 @@ type room struct {
 	page []byte
 	// out is the room's outbox (outbox.go), written while outboxOn.
 	out outbox
+	// history is the room's samples (HistoryStore), oldest first, at most
+	// waitroom.HistoryKeep.
+	history []waitroom.Sample
 }
 
 // drawRecord is a scheduled room's draw: the seed and its commitment from
@@ -708,10 +711,14 @@ func (s *Store) Stats(ctx context.Context, name string) (waitroom.Stats, error) 
 	defer r.mu.Unlock()
 	now := s.now()
 	st := r.stats
-	st.Waiting = int64(r.queue.Len() + r.pre.Len())
+	st.Waiting, st.Active = r.present(now)
 	st.Pace = r.pace.Pace(r.cfg.MaxActive == 0)
-	st.Active = int64(r.tokens.liveCount(now))
 	return st, nil
+}
+
+// present is who is in r at now: users waiting, live tokens.
+func (r *room) present(now time.Time) (waiting, active int64) {
+	return int64(r.queue.Len() + r.pre.Len()), int64(r.tokens.liveCount(now))
 }
 
 // Ping reports that the store is reachable, which in process it always is.

@@ -737,6 +737,11 @@ func TestOutboxConformance(t *testing.T) {
 	storetest.RunOutbox(t, harness)
 }
 
+func TestHistoryConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunHistory(t, harness)
+}
+
 // harness is a memstore on a fake clock.
 func harness(t *testing.T) storetest.Harness {
 	clock := newFakeClock()

@@ -62,6 +62,7 @@ func TestClusterStore(t *testing.T) {
 	storetest.Run(t, storeHarness(c.URL()))
 	t.Run("Notices", func(t *testing.T) { storetest.RunNotices(t, storeHarness(c.URL())) })
 	t.Run("Outbox", func(t *testing.T) { storetest.RunOutbox(t, storeHarness(c.URL())) })
+	t.Run("History", func(t *testing.T) { storetest.RunHistory(t, storeHarness(c.URL())) })
 }
 
 // roomsOnEveryPrimary returns one room name per primary of c, keyed by the

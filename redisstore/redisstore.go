@@ -230,7 +230,7 @@ func (s *Store) AutoPipelined() bool { return s.ap != nil }
 // KEYS, made once.
 type roomKeys struct {
 	cfg, ver, q, seq, tok, active, bucket, stats, buyers, passes string
-	pre, drawn, ent, places, draw, page, notice                  string
+	pre, drawn, ent, places, draw, page, notice, hist            string
 	out                                                          string // the outbox (outbox.go)
 	// The calls of the hot path, their KEYS bound and command lines made
 	// once: Enter and Status (one KEYS order for both), the gate's claim,
@@ -269,6 +269,7 @@ func (s *Store) keys(room string) *roomKeys {
 		page:   p + "page",
 		notice: p + "notice",
 		out:    p + "out",
+		hist:   p + "hist",
 	}
 	// enter and status take the same KEYS, in one order.
 	hot := []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw, k.notice}

@@ -110,6 +110,13 @@ func TestOutbox(t *testing.T) {
 	storetest.RunOutbox(t, storeHarness(testenv.RedisURL()))
 }
 
+// TestHistory: the history's conformance suite (storetest.RunHistory) on
+// the test Redis.
+func TestHistory(t *testing.T) {
+	t.Parallel()
+	storetest.RunHistory(t, storeHarness(testenv.RedisURL()))
+}
+
 // withQuery adds query options to url.
 func withQuery(url, options string) string {
 	if strings.Contains(url, "?") {

@@ -1,7 +1,9 @@
 // The operator's dashboard. It holds nothing until the operator gives the
 // admin token; the token lives in this tab's session storage and goes as
 // the bearer of every call. Figures come from GET dashboard at most once a
-// second (the server samples the store once a second for every dashboard).
+// second (the server samples the store once a second for every dashboard);
+// the chart's points are the store's history of the last ten minutes, a
+// quiet room's drawn flat by the server, so the first load draws them all.
 "use strict";
 (() => {
   const tokenKey = "waitroom.adminToken";
@@ -238,7 +240,7 @@
       const t = p.t / 1000;
       if (ts.length && t <= ts[ts.length - 1]) continue; // already drawn
       if (ts.length && t - ts[ts.length - 1] > 3 * everyMS / 1000) {
-        // Nobody watched in between: break the lines, do not join them.
+        // Nothing was recorded in between: break the lines, do not join them.
         ts.push(ts[ts.length - 1] + everyMS / 1000); adm.push(null); rate.push(null); waiting.push(null);
       }
       ts.push(t); adm.push(p.admitted_per_second); rate.push(p.rate); waiting.push(p.waiting);

@@ -1,0 +1,55 @@
+-- record_samples: the Go method that calls it (history.go) says its KEYS,
+-- ARGV and replies.
+return function(KEYS, ARGV)
+  local keys_per_room = 8
+  -- Expired tokens read to leave them out of the live count, at most, per
+  -- room: a batch holds Redis for all of its rooms (beyond it, after a
+  -- long admitter outage, the rest count until cleanup catches up).
+  local sample_due_budget = 1000
+  local at_s = tonumber(ARGV[1])
+  local keep = tonumber(ARGV[2])
+  local ttl_ms = tonumber(ARGV[3])
+
+  local now -- the Redis clock, read for the first room with tokens only
+  local recorded = 0
+  for base = 0, #KEYS - keys_per_room, keys_per_room do
+    local cfg_key    = KEYS[base + 1]
+    local q_key      = KEYS[base + 2]
+    local pre_key    = KEYS[base + 3]
+    local drawn_key  = KEYS[base + 4]
+    local tok_key    = KEYS[base + 5]
+    local active_key = KEYS[base + 6]
+    local stats_key  = KEYS[base + 7]
+    local hist_key   = KEYS[base + 8]
+
+    -- No settings: no room (or not yet), no sample.
+    local rate = redis.call('HGET', cfg_key, 'rate')
+    local last = rate and redis.call('LINDEX', hist_key, -1)
+    local last_s = last and tonumber(string.match(last, '^%d+'))
+    -- A second recorded already (by another admitter, in a handover) or a
+    -- later one: the history stays in time order, one sample a second.
+    if rate and not (last_s and last_s >= at_s) then
+      -- The figures as stats counts them; a room nobody is in (most
+      -- rooms most of the time) costs one EXISTS for both.
+      local waiting, live = 0, 0
+      if redis.call('EXISTS', q_key, pre_key, drawn_key, tok_key) > 0 then
+        waiting = redis.call('ZCARD', q_key) + redis.call('ZCARD', pre_key) + redis.call('ZCARD', drawn_key)
+        live = live_tokens(tok_key)
+        if live > 0 then
+          now = now or now_ms()
+          local _, gone = due_tokens(tok_key, active_key, now, sample_due_budget)
+          live = live - #gone
+        end
+      end
+      local admitted = redis.call('HGET', stats_key, 'admitted') or '0'
+      -- "second rate waiting live admitted": a few bytes a sample.
+      local n = redis.call('RPUSH', hist_key, at_s .. ' ' .. rate .. ' ' .. waiting .. ' ' .. live .. ' ' .. admitted)
+      if n > keep then
+        redis.call('LTRIM', hist_key, -keep, -1)
+      end
+      redis.call('PEXPIRE', hist_key, ttl_ms)
+      recorded = recorded + 1
+    end
+  end
+  return {'OK', recorded}
+end
