@@ -49,6 +49,20 @@ type OutboxRead struct {
 	Lost int64
 	// On: the room's admission writes the outbox (SetOutbox).
 	On bool
+	// Named is how many users the room's admissions ever named in the
+	// outbox, of the types Stats counts too.
+	Named OutboxNamed
+}
+
+// OutboxNamed counts the users a room's admissions named in its outbox
+// as no-shows, expired and abandoned: counters that only grow, moved in
+// the admission's own step with Stats' NoShows, Expired and Abandoned,
+// and only while the outbox is on. Stats less Named is who was found
+// without being named (a silent user dropped by its own late poll, a
+// token found run out by a claim, a release or a pass, an admission while
+// the outbox was off), for a relay to tell as a count.
+type OutboxNamed struct {
+	NoShows, Expired, Abandoned int64
 }
 
 // OutboxStore is a Store whose admission writes the per-user events of a

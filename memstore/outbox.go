@@ -17,6 +17,7 @@ type outbox struct {
 	on      bool
 	entries []waitroom.OutboxEntry // oldest first
 	lost    int64                  // entries dropped unrelayed, past OutboxMaxEntries
+	named   waitroom.OutboxNamed   // the no-shows, expired and abandoned it named
 	lastMS  int64                  // the last id's ms and n
 	lastN   uint64
 }
@@ -36,8 +37,12 @@ func (t *toldUsers) gone(tok *entryToken) {
 
 // tell writes told to the outbox, an entry per event type and at most
 // OutboxMaxUsers users, in redisstore's order: no-shows, expired,
-// abandoned, admitted.
+// abandoned, admitted; and counts the users it names of the first three
+// (waitroom.OutboxNamed).
 func (o *outbox) tell(now time.Time, told *toldUsers) {
+	o.named.NoShows += int64(len(told.noShow))
+	o.named.Expired += int64(len(told.expired))
+	o.named.Abandoned += int64(len(told.abandoned))
 	for _, e := range []struct {
 		typ   string
 		users []string
@@ -91,7 +96,7 @@ func (s *Store) ReadOutbox(ctx context.Context, name string, count int) (waitroo
 	}
 	defer r.mu.Unlock()
 	entries := r.out.entries[:min(count, len(r.out.entries))]
-	read := waitroom.OutboxRead{Lost: r.out.lost, On: r.out.on, Entries: make([]waitroom.OutboxEntry, len(entries))}
+	read := waitroom.OutboxRead{Lost: r.out.lost, On: r.out.on, Named: r.out.named, Entries: make([]waitroom.OutboxEntry, len(entries))}
 	for i, e := range entries {
 		e.Users = append([]string(nil), e.Users...)
 		read.Entries[i] = e

@@ -30,15 +30,7 @@ func TestRecordSamplesCost(t *testing.T) {
 	}
 	record := func(at time.Time) map[string]int64 {
 		t.Helper()
-		before := commandCalls(ctx, t, admin)
-		require.NoError(t, s.RecordSamples(ctx, at, rooms))
-		calls := map[string]int64{}
-		for cmd, n := range commandCalls(ctx, t, admin) {
-			if d := n - before[cmd]; d > 0 {
-				calls[cmd] = d
-			}
-		}
-		return calls
+		return commandsDuring(ctx, t, admin, func() { require.NoError(t, s.RecordSamples(ctx, at, rooms)) })
 	}
 	at := time.Now()
 	require.Equal(t, map[string]int64{

@@ -178,3 +178,18 @@ func commandCalls(ctx context.Context, t *testing.T, admin redis.UniversalClient
 	}
 	return out
 }
+
+// commandsDuring are the calls of each command the whole Redis ran
+// during f (commandCalls before and after).
+func commandsDuring(ctx context.Context, t *testing.T, admin redis.UniversalClient, f func()) map[string]int64 {
+	t.Helper()
+	before := commandCalls(ctx, t, admin)
+	f()
+	calls := map[string]int64{}
+	for cmd, n := range commandCalls(ctx, t, admin) {
+		if d := n - before[cmd]; d > 0 {
+			calls[cmd] = d
+		}
+	}
+	return calls
+}

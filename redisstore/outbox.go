@@ -16,7 +16,9 @@ import (
 // waitroom.OutboxMaxUsers. The script trims the stream to
 // waitroom.OutboxMaxEntries exactly (XTRIM, not XADD's MAXLEN, whose count
 // of what it dropped is not told) and adds what it dropped to the
-// bucket's out_lost, which ReadOutbox hands the relay.
+// bucket's out_lost, which ReadOutbox hands the relay, with the
+// bucket's named_no_shows, named_expired and named_abandoned: the users
+// the script named of the stats' no_shows, expired and abandoned.
 
 var _ waitroom.OutboxStore = (*Store)(nil)
 
@@ -59,8 +61,9 @@ func (s *Store) SetOutbox(ctx context.Context, room string, on bool) error {
 // KEYS[3] out
 // ARGV[1] count
 //
-// Returns {"OK", lost, on (1: the outbox is on), {id, type, at_ms,
-// "user1 user2 …"}, …} or {"ROOM_NOT_FOUND"}.
+// Returns {"OK", lost, on (1: the outbox is on), named no-shows, named
+// expired, named abandoned, {id, type, at_ms, "user1 user2 …"}, …} or
+// {"ROOM_NOT_FOUND"}.
 var readOutboxScript = newFunction("read_outbox", "no-writes")
 
 // maxOutboxRead bounds one ReadOutbox: an entry is at most ~130 KB.
@@ -89,11 +92,15 @@ func (s *Store) ReadOutbox(ctx context.Context, room string, count int) (waitroo
 	}
 	lost, ok1 := r.int(1)
 	on, ok2 := r.int(2)
-	if !ok1 || !ok2 {
+	noShows, ok3 := r.int(3)
+	expired, ok4 := r.int(4)
+	abandoned, ok5 := r.int(5)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
 		return waitroom.OutboxRead{}, s.unexpected(ctx, "read outbox", r)
 	}
-	read := waitroom.OutboxRead{Lost: lost, On: on == 1}
-	for _, v := range r[3:] {
+	read := waitroom.OutboxRead{Lost: lost, On: on == 1,
+		Named: waitroom.OutboxNamed{NoShows: noShows, Expired: expired, Abandoned: abandoned}}
+	for _, v := range r[6:] {
 		e, ok := outboxEntry(v)
 		if !ok {
 			return waitroom.OutboxRead{}, s.unexpected(ctx, "read outbox", r)

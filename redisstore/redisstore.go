@@ -28,7 +28,8 @@
 //	                         p_* (decayed sums), a_* (measured since their fold at f_us),
 //	                         m_* (the counters at that fold); notices ("1": notice may
 //	                         exist, so Admit reads it; unset, Admit pays nothing for notices)
-//	                         outbox ("1": Admit writes the outbox), out_lost (its entries dropped unrelayed)
+//	                         outbox ("1": Admit writes the outbox), out_lost (its entries dropped unrelayed),
+//	                         named_no_shows, named_expired, named_abandoned (the users it named there)
 //	wr:{ROOM}:stats   hash   counters: entered, full, admitted, completed, sold (units), released, expired,
 //	                         no_shows, abandoned
 //	wr:{ROOM}:buyers  set    users whose order completed while one_order was on

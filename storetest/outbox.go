@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -9,19 +10,24 @@ import (
 
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/webhook"
 )
 
 // RunOutbox checks a waitroom.OutboxStore: a room whose outbox is on has
 // its admission name the users it admitted, cleaned up as no-shows or
 // expired, and skipped as gone, in the order it met them; a room whose
-// outbox is off gets none. A store runs it besides Run once it keeps an
-// outbox (memstore and redisstore do).
+// outbox is off gets none; what it names is counted (Named) beside
+// Stats, and a Watcher (package webhook) tells the rest as counts, once.
+// A store runs it besides Run once it keeps an outbox (memstore and
+// redisstore do).
 func RunOutbox(t *testing.T, newHarness func(t *testing.T) Harness) {
 	runExtension(t, newHarness, "outbox", []extensionCase[waitroom.OutboxStore]{
 		{"OutboxOffWritesNothing", testOutboxOffWritesNothing},
 		{"OutboxKeepsAdmissionOrder", testOutboxKeepsAdmissionOrder},
 		{"OutboxNamesNoShowsExpiredAndAbandoned", testOutboxNamesNoShowsExpiredAndAbandoned},
 		{"OutboxRefuses", testOutboxRefuses},
+		{"OutboxCountsOnlyWhatItNames", testOutboxCountsOnlyWhatItNames},
+		{"WatcherCountsTheUnnamedOnce", testWatcherCountsTheUnnamedOnce},
 	})
 }
 
@@ -67,6 +73,8 @@ func testOutboxOffWritesNothing(t *testing.T, h Harness, o waitroom.OutboxStore)
 	read := readOutbox(t, o, room)
 	require.Empty(t, read.Entries, "turned off")
 	require.Zero(t, read.Lost)
+	require.Zero(t, read.Named, "the no-shows of an outbox off are named nowhere")
+	require.Equal(t, int64(5), testenv.Stats(t, h.Store, room).NoShows)
 }
 
 // testOutboxKeepsAdmissionOrder: admissions over many calls are entries
@@ -121,12 +129,7 @@ func testOutboxNamesNoShowsExpiredAndAbandoned(t *testing.T, h Harness, o waitro
 
 	// user-00003 keeps polling while the others are silent; then the two
 	// never-confirmed holders are no-shows and the confirmed one expires.
-	for elapsed := time.Duration(0); elapsed < silentFor; elapsed += pollEvery {
-		h.Advance(t, pollEvery)
-		st, err := h.Store.Status(ctx, room, user(3))
-		require.NoError(t, err)
-		require.Equal(t, waitroom.StateWaiting, st.State)
-	}
+	pollAlone(t, h, room, user(3))
 	require.Greater(t, silentFor, ttl, "the confirmed token ran out too")
 	got, err := h.Store.Admit(ctx, room)
 	require.NoError(t, err)
@@ -147,6 +150,7 @@ func testOutboxNamesNoShowsExpiredAndAbandoned(t *testing.T, h Harness, o waitro
 	require.Equal(t, int64(2), st.NoShows)
 	require.Equal(t, int64(1), st.Expired)
 	require.Equal(t, int64(2), st.Abandoned)
+	require.Equal(t, waitroom.OutboxNamed{NoShows: 2, Expired: 1, Abandoned: 2}, read.Named, "all named")
 }
 
 // testOutboxRefuses: an unknown room is ErrRoomNotFound; a read of no
@@ -160,4 +164,122 @@ func testOutboxRefuses(t *testing.T, h Harness, o waitroom.OutboxStore) {
 	_, err = o.ReadOutbox(ctx, room, 0)
 	require.ErrorIs(t, err, waitroom.ErrBadRequest)
 	require.ErrorIs(t, o.TrimOutbox(ctx, room, "not-an-id"), waitroom.ErrBadRequest)
+}
+
+// pollAlone has user poll room every pollEvery for silentFor while the
+// others are silent.
+func pollAlone(t *testing.T, h Harness, room, user string) {
+	t.Helper()
+	for elapsed := time.Duration(0); elapsed < silentFor; elapsed += pollEvery {
+		h.Advance(t, pollEvery)
+		st, err := h.Store.Status(ctxFor(t), room, user)
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateWaiting, st.State)
+	}
+}
+
+// unnamedScene makes, in room (outbox on), a named no-show and three
+// users found gone outside an admission: of two holders (MaxActive 2)
+// and two waiting, the confirmed holder's token runs out and its claim
+// finds it so (an expired token), the silent waiting user is dropped by
+// its own late poll (abandoned), and then the admission cleans up the
+// other holder, who never came (a named no-show), and admits the user
+// who kept polling.
+func unnamedScene(t *testing.T, h Harness, room string) []waitroom.Admission {
+	t.Helper()
+	ctx := ctxFor(t)
+	enterAll(t, h.Store, room, 4)
+	adm := admitAll(t, h, room, 2)
+	require.Len(t, adm, 2)
+	confirm(t, h.Store, room, adm[0])
+	pollAlone(t, h, room, user(3))
+	_, err := h.Store.Status(ctx, room, user(2))
+	require.ErrorIs(t, err, waitroom.ErrNotInQueue, "dropped by its own late poll")
+	_, err = h.Store.Claim(ctx, room, adm[0].User, adm[0].Token)
+	require.ErrorIs(t, err, waitroom.ErrTokenNotFound, "run out")
+	got, err := h.Store.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, user(3), got[0].User)
+	return adm
+}
+
+// unnamedConfig is unnamedScene's room.
+var unnamedConfig = waitroom.RoomConfig{Rate: 1000, MaxActive: 2, TokenTTL: 3 * time.Second,
+	FirstUseWithin: time.Second, AbandonAfter: abandonAfter}
+
+// testOutboxCountsOnlyWhatItNames: Named counts the no-show the
+// admission named; Stats counts it and the expired token and the leaver
+// found by a claim and a poll, which nothing names.
+func testOutboxCountsOnlyWhatItNames(t *testing.T, h Harness, o waitroom.OutboxStore) {
+	room := newRoom(t, h, unnamedConfig)
+	require.NoError(t, o.SetOutbox(ctxFor(t), room, true))
+	adm := unnamedScene(t, h, room)
+	read := readOutbox(t, o, room)
+	require.Equal(t, []string{adm[1].User}, usersOf(read.Entries, waitroom.OutboxNoShow))
+	require.Empty(t, usersOf(read.Entries, waitroom.OutboxExpired))
+	require.Empty(t, usersOf(read.Entries, waitroom.OutboxAbandoned))
+	require.Equal(t, waitroom.OutboxNamed{NoShows: 1}, read.Named)
+	st := testenv.Stats(t, h.Store, room)
+	require.Equal(t, [3]int64{1, 1, 1}, [3]int64{st.NoShows, st.Expired, st.Abandoned})
+}
+
+// testWatcherCountsTheUnnamedOnce: two watchers (two instances of the
+// store) ticking at one signal tell the users unnamedScene names by name
+// and the ones it does not as counts: each user once, in one event.
+func testWatcherCountsTheUnnamedOnce(t *testing.T, h Harness, _ waitroom.OutboxStore) {
+	ctx := ctxFor(t)
+	room := newRoom(t, h, unnamedConfig)
+	log := webhook.NewMemLog()
+	require.NoError(t, log.AddGroup(ctx, "t"))
+	em := &webhook.Emitter{Log: log}
+	// An hour ahead of the store: each second's entries are told at once.
+	ahead := func() time.Time { return h.now().Add(time.Hour) }
+	owns := func(r string) bool { return r == room }
+	watchers := []*webhook.Watcher{
+		{Store: h.Store, Log: log, Emitter: em, Owns: owns, Now: ahead},
+		{Store: h.Peer(t), Log: log, Emitter: em, Owns: owns, Now: ahead},
+	}
+	tickAll := func() []webhook.Entry {
+		t.Helper()
+		errs := make([]error, len(watchers))
+		testenv.AtOnce(len(watchers), func(i int) { errs[i] = watchers[i].Tick(ctx) })
+		for i, err := range errs {
+			require.NoError(t, err, "watcher %d", i)
+		}
+		require.NoError(t, em.Flush(ctx))
+		var got []webhook.Entry
+		for p := range webhook.Partitions {
+			es, err := log.Read(ctx, "t", p, "reader", 10_000)
+			require.NoError(t, err)
+			got = append(got, es...)
+		}
+		return got
+	}
+	require.Empty(t, tickAll(), "the first look marks the outbox and tells nothing")
+
+	adm := unnamedScene(t, h, room)
+	named := map[string][]string{}
+	counted := map[string][]int64{}
+	for _, e := range tickAll() {
+		require.Equal(t, room, e.Event.Room)
+		var data struct {
+			Count int64     `json:"count"`
+			Users *[]string `json:"users"`
+		}
+		require.NoError(t, json.Unmarshal(e.Event.Data, &data))
+		if data.Users == nil {
+			counted[e.Event.Type] = append(counted[e.Event.Type], data.Count)
+			continue
+		}
+		require.Len(t, *data.Users, int(data.Count), "%s", e.Body)
+		named[e.Event.Type] = append(named[e.Event.Type], *data.Users...)
+	}
+	require.Equal(t, map[string][]string{
+		webhook.UserAdmitted: {adm[0].User, adm[1].User, user(3)},
+		webhook.UserNoShow:   {adm[1].User},
+	}, named)
+	require.Equal(t, map[string][]int64{webhook.TokenExpired: {1}, webhook.UserAbandoned: {1}}, counted,
+		"the claim's expired token and the late poll's leaver, once each")
+	require.Empty(t, tickAll(), "nothing twice")
 }

@@ -26,6 +26,25 @@ func appended(t *testing.T, log webhook.Log) []webhook.Entry {
 	return out
 }
 
+// look ticks each of watchers, flushes em and returns what the log got
+// since the last look, each event as its type and data.
+func look(t *testing.T, em *webhook.Emitter, log webhook.Log, watchers ...*webhook.Watcher) []string {
+	t.Helper()
+	for _, w := range watchers {
+		if err := w.Tick(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := em.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var told []string
+	for _, e := range appended(t, log) {
+		told = append(told, e.Event.Type+" "+string(e.Event.Data))
+	}
+	return told
+}
+
 // groupedMemLog is an in-process log whose group "t" reads (appended)
 // everything appended to it.
 func groupedMemLog(t *testing.T) *webhook.MemLog {
@@ -60,19 +79,7 @@ func TestWatcherTellsEachChangeOnce(t *testing.T) {
 	watchers := []*webhook.Watcher{{Store: store, Log: log, Emitter: em, Now: ahead}, {Store: store, Log: log, Emitter: em, Now: ahead}}
 	tick := func() []string {
 		t.Helper()
-		for _, w := range watchers {
-			if err := w.Tick(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := em.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		var types []string
-		for _, e := range appended(t, log) {
-			types = append(types, e.Event.Type+" "+string(e.Event.Data))
-		}
-		return types
+		return look(t, em, log, watchers...)
 	}
 	// Admission ticks a second apart until one admits somebody.
 	admit := func() []waitroom.Admission {

@@ -114,15 +114,18 @@ type (
 		Users []string `json:"users"`
 	}
 	// CountData: user.no_show (tokens never used by their first-use
-	// deadline), user.abandoned (users skipped at the head of the queue
-	// for silence) and token.expired (confirmed tokens that ran out), as
-	// the room's admissions cleaned them up in one second: how many, and
-	// who. Users was
-	// added within Version 1; a receiver that knows only count goes on
-	// working.
+	// deadline), user.abandoned (users left the queue for silence) and
+	// token.expired (confirmed tokens that ran out). With users: the
+	// ones the room's admissions cleaned up or skipped in one second,
+	// how many and who. Without (count only): how many were found
+	// otherwise since the watcher's last look (a silent user dropped by
+	// its own late poll, a token found run out by a claim, a release or
+	// a pass), named in no event. Users was added within Version 1; a
+	// receiver that knows only count goes on working, and one that adds
+	// up both kinds counts each user once.
 	CountData struct {
 		Count int64    `json:"count"`
-		Users []string `json:"users"`
+		Users []string `json:"users,omitempty"`
 	}
 	// TokensData: token.spent (orders succeeded) and token.released
 	// (orders failed; the tokens are usable again), in settle order.

@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -482,5 +483,80 @@ func TestOutboxEventsGroupBySecond(t *testing.T) {
 		if again[i].ID != events[i].ID || other[i].ID == events[i].ID {
 			t.Fatalf("event %d: ids %s, %s, other room's %s", i, events[i].ID, again[i].ID, other[i].ID)
 		}
+	}
+}
+
+// statsThenMore is a store that runs between after each Stats has read:
+// what an admission, or a poll, does between a watcher's read of the
+// figures and its read of the outbox.
+type statsThenMore struct {
+	*memstore.Store
+	between func()
+}
+
+func (s *statsThenMore) Stats(ctx context.Context, room string) (waitroom.Stats, error) {
+	st, err := s.Store.Stats(ctx, room)
+	if s.between != nil {
+		s.between()
+	}
+	return st, err
+}
+
+// A watcher reads the figures before the outbox's named counters: an
+// admission that names a no-show between the two reads is told by name
+// and never also as a count (read the other way round, the figures
+// would count it and the named counter would not yet), and a leaver a
+// poll drops meanwhile is told as a count at the next look, once.
+func TestWatcherReadsFiguresBeforeNamed(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	s := &statsThenMore{Store: memstore.New(memstore.Options{Now: c.Now})}
+	ctx := t.Context()
+	if _, err := s.CreateRoom(ctx, "r", waitroom.RoomConfig{Rate: 100, MaxActive: 1, FirstUseWithin: time.Second,
+		AbandonAfter: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	log := groupedMemLog(t)
+	em := &webhook.Emitter{Log: log}
+	w := &webhook.Watcher{Store: s, Log: log, Emitter: em, Now: hourAhead}
+	look(t, em, log, w) // marks the outbox on
+	for _, u := range []string{"holder", "silent"} {
+		if _, err := s.Enter(ctx, "r", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Admit(ctx, "r"); err != nil { // the bucket's clock starts
+		t.Fatal(err)
+	}
+	c.Advance(100 * time.Millisecond)
+	if a, err := s.Admit(ctx, "r"); err != nil || len(a) != 1 || a[0].User != "holder" {
+		t.Fatalf("admitted %v, %v", a, err)
+	}
+	if got := fmt.Sprint(look(t, em, log, w)); got != `[user.admitted {"count":1,"users":["holder"]}]` {
+		t.Fatalf("told %v", got)
+	}
+
+	c.Advance(3 * time.Second) // holder never came; silent stopped polling
+	s.between = func() {
+		if _, err := s.Status(ctx, "r", "silent"); !errors.Is(err, waitroom.ErrNotInQueue) {
+			t.Errorf("silent's late poll: %v", err)
+		}
+		if _, err := s.Admit(ctx, "r"); err != nil {
+			t.Error(err)
+		}
+	}
+	if got := fmt.Sprint(look(t, em, log, w)); got != `[user.no_show {"count":1,"users":["holder"]}]` {
+		t.Fatalf("told %v", got)
+	}
+	s.between = nil
+	if got := fmt.Sprint(look(t, em, log, w)); got != `[user.abandoned {"count":1}]` {
+		t.Fatalf("told %v", got)
+	}
+	if got := look(t, em, log, w); len(got) != 0 {
+		t.Fatalf("told again %v", got)
+	}
+	st, err := s.Stats(ctx, "r")
+	if err != nil || st.NoShows != 1 || st.Abandoned != 1 || st.Expired != 0 {
+		t.Fatalf("stats %+v, %v", st, err)
 	}
 }

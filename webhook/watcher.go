@@ -18,13 +18,14 @@ import (
 // Watcher relays each room's outbox (waitroom.OutboxStore: the users the
 // store's admission let in, found no-show or expired, or skipped as
 // gone, written in the admission's own atomic step) to the log, and tells
-// what the store decides without telling Go: a room selling out and a
-// scheduled opening's draw. Every instance runs one, each watching the
-// rooms its dispatcher owns (Owns); an outbox event's id follows from the
-// room and its entries (OutboxEvents), so a room that changes hands, or a
-// relay that dies between its append and its trim, appends it once
-// (Log.AppendOnce), and the log's counters (Log.Advance) make each other
-// change told once.
+// what the store decides without telling Go: the no-shows, expired
+// tokens and leavers found outside an admission, as counts (unnamed), a
+// room selling out and a scheduled opening's draw. Every instance runs
+// one, each watching the rooms its dispatcher owns (Owns); an outbox
+// event's id follows from the room and its entries (OutboxEvents), so a
+// room that changes hands, or a relay that dies between its append and
+// its trim, appends it once (Log.AppendOnce), and the log's counters
+// (Log.Advance) make each other change told once.
 //
 // A room's admission writes its outbox only while the Watcher marks it
 // (SetOutbox): while an endpoint (Endpoints) wants one of OutboxTypes
@@ -50,10 +51,12 @@ type Watcher struct {
 	mu     sync.Mutex
 	told   map[string]bool       // once's names this watcher saw told
 	marked map[string]outboxMark // room → what this watcher last found of its outbox
-	lost   map[string]int64      // room → the outbox's Lost this watcher last saw
-	ticks  int64
-	swept  bool // with no endpoint, every room's mark was taken off
-	losses atomic.Int64
+	// advanced: a Log counter's name → the total this watcher last
+	// advanced it to (the outbox's Lost, the unnamed counts)
+	advanced map[string]int64
+	ticks    int64
+	swept    bool // with no endpoint, every room's mark was taken off
+	losses   atomic.Int64
 }
 
 // outboxMark is what a watcher last found of a room's outbox: drained
@@ -130,11 +133,11 @@ func (w *Watcher) Tick(ctx context.Context) error {
 			continue
 		}
 		owned++
-		if hasOutbox {
-			errs = append(errs, w.relay(ctx, outbox, room, active && w.wantsOutbox(room)))
-		}
 		if active {
-			errs = append(errs, w.room(ctx, room))
+			errs = append(errs, w.room(ctx, outbox, room))
+		} else if hasOutbox {
+			_, _, err := w.relay(ctx, outbox, room, false)
+			errs = append(errs, err)
 		}
 	}
 	err = errors.Join(errs...)
@@ -182,14 +185,14 @@ func (w *Watcher) forget(room string) {
 // the mark otherwise), then appends what it holds to the log and trims
 // it, oldest first, relayBatch at a time. An outbox that no endpoint
 // wants is read until it is found empty, then once every lookEvery
-// ticks.
-func (w *Watcher) relay(ctx context.Context, outbox waitroom.OutboxStore, room string, want bool) error {
+// ticks. It returns what its first read found named, and whether it read.
+func (w *Watcher) relay(ctx context.Context, outbox waitroom.OutboxStore, room string, want bool) (named waitroom.OutboxNamed, read bool, err error) {
 	w.mu.Lock()
 	mark, ok := w.marked[room]
 	ticks := w.ticks
 	w.mu.Unlock()
 	if ok && !want && mark.drained && ticks-mark.tick < lookEvery {
-		return nil
+		return named, false, nil
 	}
 	mark = outboxMark{tick: ticks}
 	defer func() {
@@ -201,44 +204,47 @@ func (w *Watcher) relay(ctx context.Context, outbox waitroom.OutboxStore, room s
 		w.marked[room] = mark
 	}()
 	for i := range relayReads {
-		read, err := outbox.ReadOutbox(ctx, room, relayBatch)
+		got, err := outbox.ReadOutbox(ctx, room, relayBatch)
 		if err != nil {
-			return err
+			return named, read, err
 		}
-		if i == 0 && read.On != want {
-			if err := outbox.SetOutbox(ctx, room, want); err != nil {
-				return err
+		if i == 0 {
+			named, read = got.Named, true
+			if got.On != want {
+				if err := outbox.SetOutbox(ctx, room, want); err != nil {
+					return named, read, err
+				}
 			}
 		}
-		if err := w.noteLost(ctx, room, read.Lost); err != nil {
-			return err
+		if err := w.noteLost(ctx, room, got.Lost); err != nil {
+			return named, read, err
 		}
-		if len(read.Entries) == 0 {
+		if len(got.Entries) == 0 {
 			mark.drained = true
-			return nil
+			return named, read, nil
 		}
 		now := nowOf(w.Now)
-		events, through := OutboxEvents(room, read.Entries, now, len(read.Entries) == relayBatch)
+		events, through := OutboxEvents(room, got.Entries, now, len(got.Entries) == relayBatch)
 		if len(events) == 0 {
-			return nil // the last second's entries may have company yet
+			return named, read, nil // the last second's entries may have company yet
 		}
 		entries := make([]Entry, len(events))
 		for i, ev := range events {
 			entries[i] = NewEntry(ev, now)
 		}
 		if _, err := w.Log.AppendOnce(ctx, entries); err != nil {
-			return err
+			return named, read, err
 		}
 		// A relay that dies here appends the same ids again: left out.
 		if err := outbox.TrimOutbox(ctx, room, through); err != nil {
-			return err
+			return named, read, err
 		}
-		if len(read.Entries) < relayBatch {
-			mark.drained = through == read.Entries[len(read.Entries)-1].ID
-			return nil
+		if len(got.Entries) < relayBatch {
+			mark.drained = through == got.Entries[len(got.Entries)-1].ID
+			return named, read, nil
 		}
 	}
-	return nil
+	return named, read, nil
 }
 
 // Mark turns the outbox of each of rooms on or off as the endpoints
@@ -258,25 +264,36 @@ func (w *Watcher) Mark(ctx context.Context, rooms ...string) error {
 	return errors.Join(errs...)
 }
 
+// advance is Log.Advance, left out when this watcher advanced name to
+// total or beyond already (the log's counter never moves back): one
+// call only when a counter grew.
+func (w *Watcher) advance(ctx context.Context, name string, total int64) (int64, error) {
+	w.mu.Lock()
+	seen, ok := w.advanced[name]
+	w.mu.Unlock()
+	if ok && total <= seen {
+		return 0, nil
+	}
+	n, err := w.Log.Advance(ctx, name, total)
+	if err != nil {
+		return 0, err
+	}
+	w.mu.Lock()
+	if w.advanced == nil {
+		w.advanced = map[string]int64{}
+	}
+	w.advanced[name] = total
+	w.mu.Unlock()
+	return n, nil
+}
+
 // noteLost warns, once per growth over all watchers, of outbox entries a
 // room dropped unrelayed.
 func (w *Watcher) noteLost(ctx context.Context, room string, total int64) error {
-	w.mu.Lock()
-	seen, ok := w.lost[room]
-	w.mu.Unlock()
-	if ok && total <= seen {
-		return nil
-	}
-	n, err := w.Log.Advance(ctx, room+"\x00outbox_lost", total)
+	n, err := w.advance(ctx, room+"\x00outbox_lost", total)
 	if err != nil {
 		return err
 	}
-	w.mu.Lock()
-	if w.lost == nil {
-		w.lost = map[string]int64{}
-	}
-	w.lost[room] = total
-	w.mu.Unlock()
 	if n > 0 {
 		w.losses.Add(n)
 		loggerOf(w.Logger).Error("webhook outbox entries were dropped unrelayed: the room's outbox was full while its relay could not append to the log",
@@ -336,15 +353,70 @@ func OutboxEvents(room string, entries []waitroom.OutboxEntry, now time.Time, fu
 	return events, through
 }
 
-func (w *Watcher) room(ctx context.Context, room string) error {
+// room relays room's outbox (outbox nil: the store keeps none) and
+// tells what its figures say: the users found gone without being named,
+// a sale's end, a scheduled opening or closing, the opening's draw.
+func (w *Watcher) room(ctx context.Context, outbox waitroom.OutboxStore, room string) error {
 	cfg, err := w.Store.RoomConfig(ctx, room)
-	if err != nil {
-		return err
+	var st waitroom.Stats
+	if err == nil {
+		// Stats before the outbox's named counters: see unnamed.
+		st, err = w.Store.Stats(ctx, room)
 	}
-	st, err := w.Store.Stats(ctx, room)
-	if err != nil {
-		return err
+	want := w.wantsOutbox(room)
+	var named waitroom.OutboxNamed
+	read, relayErr := true, error(nil) // a store with no outbox names nobody
+	if outbox != nil {
+		named, read, relayErr = w.relay(ctx, outbox, room, want)
 	}
+	if err != nil {
+		return errors.Join(err, relayErr) // the relay goes on without the figures
+	}
+	if read && relayErr == nil {
+		if err := w.unnamed(ctx, room, st, named, want); err != nil {
+			return err
+		}
+	}
+	return errors.Join(relayErr, w.figures(ctx, room, cfg, st))
+}
+
+// unnamed tells, as count-only events (CountData without users), the
+// no-shows, expired tokens and leavers of room that its figures (st)
+// count and its admissions did not name in the outbox (named): a silent
+// user dropped by its own late poll, a token found run out by a claim, a
+// release or a pass, or any of them while the outbox was off. Each
+// growth of Stats less Named is told once over all watchers
+// (Log.Advance), when an endpoint wants these events of room (want).
+//
+// st was read before named. An admission names a user and counts it in
+// Stats in one atomic step, so named read later is at least what it was
+// when st was read: st less a later named is at most the true
+// difference at any moment since, never more. A concurrent admission
+// only makes it smaller for one look (the next catches up), and Advance
+// never moves back, so no user is told both by name and as a count.
+// Read the other way round, an admission between the reads would count
+// its named users again. Below zero (an admission named more between the
+// reads than st counted unnamed) is zero: what all looks tell, the last
+// value less the first, stays within the users counted unnamed.
+func (w *Watcher) unnamed(ctx context.Context, room string, st waitroom.Stats, named waitroom.OutboxNamed, want bool) error {
+	for _, c := range []struct {
+		typ          string
+		total, named int64
+	}{{UserNoShow, st.NoShows, named.NoShows}, {TokenExpired, st.Expired, named.Expired}, {UserAbandoned, st.Abandoned, named.Abandoned}} {
+		n, err := w.advance(ctx, room+"\x00"+c.typ+"\x00unnamed", max(0, c.total-c.named))
+		if err != nil {
+			return err
+		}
+		if n > 0 && want {
+			w.Emitter.Emit(c.typ, room, CountData{Count: n})
+		}
+	}
+	return nil
+}
+
+// figures tells what room's settings and figures say once: a sale's end,
+// a scheduled opening or closing, the opening's draw.
+func (w *Watcher) figures(ctx context.Context, room string, cfg waitroom.RoomConfig, st waitroom.Stats) error {
 	// Sold out: once per stock level (a restock to a new level can sell
 	// out again).
 	if soldOut, _, _ := cfg.Units(0, st.Sold, 0); soldOut {

@@ -7,10 +7,10 @@ return function(KEYS, ARGV)
   if redis.call('EXISTS', cfg_key) == 0 then
     return {'ROOM_NOT_FOUND'}
   end
-  local b = redis.call('HMGET', bucket_key, 'out_lost', 'outbox')
+  local b = redis.call('HMGET', bucket_key, 'out_lost', 'outbox', 'named_no_shows', 'named_expired', 'named_abandoned')
   local on = 0
   if b[2] == '1' then on = 1 end
-  local out = {'OK', tonumber(b[1] or '0'), on}
+  local out = {'OK', tonumber(b[1] or '0'), on, tonumber(b[3] or '0'), tonumber(b[4] or '0'), tonumber(b[5] or '0')}
   -- Each entry: id, type, the store's ms, the users space-separated.
   for _, e in ipairs(redis.call('XRANGE', out_key, '-', '+', 'COUNT', count)) do
     local f = {}
