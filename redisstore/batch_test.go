@@ -107,7 +107,7 @@ func TestEnterCallPlacesEarlyArrivals(t *testing.T) {
 func TestStatusCallAfterTheDraw(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
-	cfg := waitroom.RoomConfig{Rate: 1, MaxQueue: 100, OpensAt: time.Now().Add(time.Second), PrequeueOrder: waitroom.PrequeueFIFO}
+	cfg := waitroom.RoomConfig{Rate: 1, MaxQueue: 100, OpensAt: time.Now().Add(time.Hour), PrequeueOrder: waitroom.PrequeueFIFO} // reached by advanceTo
 	batched, single := newRoom(t, s, cfg), newRoom(t, s, cfg)
 	rooms := []string{batched, single}
 	for _, room := range rooms {
@@ -515,8 +515,9 @@ func TestCallsAroundTheOpening(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			s := newStore(t)
-			// Time enough for the calls before the opening on a loaded machine.
-			cfg := waitroom.RoomConfig{Rate: 1, MaxQueue: 8, OpensAt: time.Now().Add(3 * time.Second), PrequeueOrder: order}
+			// The opening is reached by the test clock (advanceTo), never by
+			// waiting, so a loaded machine makes every call before it.
+			cfg := waitroom.RoomConfig{Rate: 1, MaxQueue: 8, OpensAt: time.Now().Add(time.Hour), PrequeueOrder: order}
 			batched, single := newRoom(t, s, cfg), newRoom(t, s, cfg)
 			for _, room := range []string{batched, single} {
 				for _, u := range []string{"a", "b", "c", "d"} {

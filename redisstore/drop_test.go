@@ -25,7 +25,7 @@ func TestFirstUseSpanOfAMillionsOpening(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s := newStore(t)
-	opensAt := time.Now().Add(500 * time.Millisecond)
+	opensAt := time.Now().Add(time.Hour) // reached by the test clock (advanceTo), never by waiting
 	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100, FirstUseWithin: time.Second, OpensAt: opensAt})
 	for i := range 30 {
 		_, err := s.Enter(ctx, room, fmt.Sprintf("u%02d", i))
@@ -81,7 +81,7 @@ func TestDrawHalfMadeIsInvisible(t *testing.T) {
 	// The steps between the opening and the lock's lapse take a few
 	// milliseconds alone; the bounds leave room for a loaded machine.
 	const lockMS = 2000
-	opensAt := time.Now().Add(2 * time.Second)
+	opensAt := time.Now().Add(time.Hour) // reached by the test clock (advanceTo), never by waiting
 	room := newRoom(t, s, waitroom.RoomConfig{Rate: 1, OpensAt: opensAt})
 	users := make([]string, early)
 	for i := range users {

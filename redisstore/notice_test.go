@@ -175,7 +175,7 @@ func TestEarlyArrivalsNoticeOutlivesTheDraw(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s := newStore(t)
-	opensAt := time.Now().Add(500 * time.Millisecond)
+	opensAt := time.Now().Add(time.Hour) // reached by the test clock (advanceTo), never by waiting
 	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100, OpensAt: opensAt})
 	for _, u := range []string{"a", "told", "b"} {
 		st, err := s.Enter(ctx, room, u)
