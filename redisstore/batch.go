@@ -167,9 +167,19 @@ func (s *Store) callBatch(ctx context.Context, op *batchedOp, room string, k *ro
 	if len(users) == 0 {
 		return // every caller gave up
 	}
+	if s.spreadBatched(ctx, op, room, b) {
+		return
+	}
 	w := s.watch(room)
 	at := w.marks()
 	r, err := s.doCall(ctx, op.name, op.call(k), users...)
+	if err == nil && r.code() == "SPREAD" {
+		// Spread since this Store read the layout: again, spread.
+		s.forgetLayout(room)
+		if s.spreadBatched(ctx, op, room, b) {
+			return
+		}
+	}
 	if err != nil {
 		b.err = err
 		return

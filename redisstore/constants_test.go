@@ -43,6 +43,9 @@ func constantsLua(t *testing.T) string {
 	num("DEFAULT_NOTIFIED_FIRST_USE_MS", ms(waitroom.DefaultNotifiedFirstUseWithin), "waitroom.DefaultNotifiedFirstUseWithin")
 	num("OPENING_POLL_NS", strconv.FormatInt(int64(time.Second/waitroom.OpeningPolls), 10),
 		"the spread per early arrival: time.Second / waitroom.OpeningPolls")
+	num("SPREAD_LATE_MS", ms(SpreadLate), "SpreadLate")
+	num("SPREAD_INFLIGHT_MS", ms(SpreadInFlight), "SpreadInFlight")
+	num("SPREAD_MAX_COPY", strconv.Itoa(SpreadMaxCopy), "SpreadMaxCopy")
 	return b.String()
 }
 

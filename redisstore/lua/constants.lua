@@ -13,3 +13,6 @@ local MAX_POLL_MS = 600000 -- waitroom.MaxPoll
 local MAX_NOTICE_SILENCE_S = 86400 -- waitroom.MaxNoticeSilence
 local DEFAULT_NOTIFIED_FIRST_USE_MS = 300000 -- waitroom.DefaultNotifiedFirstUseWithin
 local OPENING_POLL_NS = 33333 -- the spread per early arrival: time.Second / waitroom.OpeningPolls
+local SPREAD_LATE_MS = 5000 -- SpreadLate
+local SPREAD_INFLIGHT_MS = 10000 -- SpreadInFlight
+local SPREAD_MAX_COPY = 1000 -- SpreadMaxCopy

@@ -1,0 +1,28 @@
+-- The helpers of a room spread over shards (spread.go): loaded after
+-- shared.lua, read by the spread_* functions.
+--
+-- A spread room's sub-shard is a hash tag of its own (wr:{ROOM#n}:…)
+-- whose cfg is a copy of the room's settings with the room's layout id
+-- (layout), the head ticket the admitter published (head), the last
+-- fence an admitter sealed it with (fence) and how much of its list of
+-- leavers was trimmed (left_base). Its queue is scored by tickets from
+-- the room's one counter, so the order across shards is exact.
+
+-- spread_gone records ticket as one that waits no more ahead of anyone
+-- behind it (a leaver, an abandoned user, a ticket never placed): counted
+-- at once in this sub-shard's positions (mirror), and listed (left) for
+-- the admitter to copy into the other sub-shards' mirrors.
+local function spread_gone(mirror_key, left_key, ticket)
+  redis.call('ZADD', mirror_key, ticket, ticket)
+  redis.call('RPUSH', left_key, ticket)
+end
+
+-- spread_position: the place of ticket in the whole room: the tickets
+-- after the head (all at or before it are admitted or gone), less those
+-- known gone between (mirror); at least 1. Exact but for the other
+-- sub-shards' leavers since the admitter's last tick.
+local function spread_position(mirror_key, head, ticket)
+  if ticket <= head then return 1 end
+  local gone = redis.call('ZCOUNT', mirror_key, '(' .. head, '(' .. ticket)
+  return math.max(1, ticket - head - gone)
+end

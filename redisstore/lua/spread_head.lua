@@ -1,0 +1,71 @@
+-- spread_head: the Go method that calls it (spread.go) says its KEYS,
+-- ARGV and replies.
+return function(KEYS, ARGV)
+  local max_copy = SPREAD_MAX_COPY -- leavers handed to the other sub-shards per tick
+  local scfg_key   = KEYS[1]
+  local q_key      = KEYS[2]
+  local tok_key    = KEYS[3]
+  local active_key = KEYS[4]
+  local stats_key  = KEYS[5]
+  local left_key   = KEYS[6]
+  local layout, fence, quota = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+  local stable, trim_to = tonumber(ARGV[4]), tonumber(ARGV[5])
+
+  local cfg = redis.call('HMGET', scfg_key, 'layout', 'fence', 'left_base', 'head')
+  if not cfg[1] then
+    return {'ROOM_NOT_FOUND'}
+  end
+  if cfg[1] ~= layout then
+    return {'RESHARDED'}
+  end
+  -- Seal: no tick with an older fence writes here any more, so what this
+  -- reads is all an older tick will ever have done here.
+  if tonumber(cfg[2] or '0') > fence then
+    return {'STALE'}
+  end
+  redis.call('HSET', scfg_key, 'fence', fence)
+  local now = now_ms()
+
+  -- Clean up tokens past their time, as admit does, so the live count is
+  -- what max_active checks; one never confirmed nor claimed is a no-show.
+  local due, gone, gone_entries = due_tokens(tok_key, active_key, now, math.max(1000, 2 * quota))
+  local no_shows = 0
+  for i = 1, #gone_entries do
+    local st = gone_entries[i].state
+    if st == 'new' or st == 'shown' then
+      no_shows = no_shows + 1
+    end
+  end
+  drop_tokens(tok_key, active_key, gone, due)
+  if no_shows > 0 then
+    redis.call('HINCRBY', stats_key, 'no_shows', no_shows)
+  end
+  if #gone - no_shows > 0 then
+    redis.call('HINCRBY', stats_key, 'expired', #gone - no_shows)
+  end
+
+  -- The leavers every sub-shard has copied (the caller's last tick) leave
+  -- the list; the list's first entry is leaver number left_base.
+  local base = tonumber(cfg[3] or '0')
+  if trim_to > base then
+    redis.call('LTRIM', left_key, trim_to - base, -1)
+    base = trim_to
+    redis.call('HSET', scfg_key, 'left_base', base)
+  end
+  local leavers = redis.call('LRANGE', left_key, 0, max_copy - 1)
+
+  -- The head of this sub-queue up to the last stable ticket: scores are
+  -- ticket + a fraction (queue_score), so below stable + 1.
+  local heads = redis.call('ZRANGEBYSCORE', q_key, '-inf', '(' .. (stable + 1), 'WITHSCORES', 'LIMIT', 0, quota)
+  local no_shows_total = tonumber(redis.call('HGET', stats_key, 'no_shows') or '0')
+  local out = {'OK', live_tokens(tok_key), redis.call('ZCARD', q_key), base, no_shows_total,
+    tonumber(cfg[4] or '0'), #leavers}
+  for i = 1, #leavers do
+    out[#out + 1] = leavers[i]
+  end
+  for i = 1, #heads, 2 do
+    out[#out + 1] = heads[i]
+    out[#out + 1] = math.floor(tonumber(heads[i + 1]))
+  end
+  return out
+end
