@@ -50,7 +50,7 @@ type spreadLayout struct {
 // subKeys are the keys of one sub-shard, all with its hash tag.
 type subKeys struct {
 	cfg, q, tok, active, stats, buyers, mirror, left string
-	claim, complete, release, renew                 fcall
+	claim, complete, release, renew                  fcall
 }
 
 func (s *Store) subKeys(tag string) *subKeys {
