@@ -275,11 +275,14 @@ func (s *Store) forgetLayout(room string) { s.layouts.m.Delete(room) }
 // KEYS[1] cfg (the room's)
 // KEYS[2] seq
 // KEYS[3] inflight
+// KEYS[4] bucket (w_waiting, w_seq: the room's size at the last tick)
+// KEYS[5] stats (full: those max_queue refused)
 // ARGV[1] layout id
 // ARGV[2] n: tickets wanted
 //
-// Returns {"OK", first ticket, taken at (ms, the control shard's clock)},
-// {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
+// Returns {"OK", first ticket, taken at (ms, the control shard's clock),
+// granted (the first granted of the n get tickets, the rest are refused
+// as QUEUE_FULL)}, {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadTicketScript = newFunction("spread_ticket")
 
 // spreadDoneScript says the tickets of a call from first on are placed or
@@ -299,13 +302,16 @@ var spreadDoneScript = newFunction("spread_done")
 // ARGV[1]   layout id
 // ARGV[2]   mode: "check" or "place"
 // ARGV[3]   the tickets' time (place), ms
-// ARGV[4]   the room's wake channel (its q key's name)
-// ARGV[5 ..] users (check), or user, ticket, … (place)
+// ARGV[4 ..] users (check), or user, ticket, … (place)
 //
-// Returns {"ROOM_NOT_FOUND"}, {"RESHARDED"} or {"OK", standing, …}, a
-// standing per user: position (a number: waiting), {"ADMITTED", token,
-// ms_left}, {"ROOM_CLOSED"}, {"QUEUE_FULL"}, {"NEW"} (check: needs a
-// ticket) or {"LATE"} (place: the ticket is too old to place).
+// Returns {"ROOM_NOT_FOUND"}, {"RESHARDED"} or {"OK", standing, …,
+// first, gone ticket, …}, a standing per user: position (a number:
+// waiting), {"ADMITTED", token, ms_left}, {"ROOM_CLOSED"}, {"NEW"} (check:
+// needs a ticket) or {"LATE"} (place: the ticket is too old to place);
+// first: 1 when the call placed the sub-shard's first users (the caller
+// wakes the admitter when the others are empty too); then the tickets the
+// call found gone (abandoned, never placed), which the caller tells the
+// other sub-shards (pushGone).
 var spreadEnterScript = newFunction("spread_enter")
 
 // spreadStatusScript reads users' standings in a sub-shard, as statusScript.
@@ -314,8 +320,9 @@ var spreadEnterScript = newFunction("spread_enter")
 // ARGV[1] layout id
 // ARGV[2 ..] users
 //
-// Returns {"ROOM_NOT_FOUND"}, {"RESHARDED"} or {"OK", standing, …}:
-// position, {"ADMITTED", token, ms_left} or {"NOT_IN_QUEUE"}.
+// Returns {"ROOM_NOT_FOUND"}, {"RESHARDED"} or {"OK", standing, …, gone
+// ticket, …}: position, {"ADMITTED", token, ms_left} or {"NOT_IN_QUEUE"},
+// then the tickets of users it found abandoned.
 var spreadStatusScript = newFunction("spread_status")
 
 // SpreadLate is how old a ticket may be when its place is written; the
@@ -359,12 +366,13 @@ func (s *Store) spreadBatch(ctx context.Context, op *batchedOp, room string, l *
 			if err != nil {
 				return err
 			}
-			if len(r) != 1+len(idx) {
+			if len(r) < 1+len(idx) {
 				return s.unexpected(ctx, "status", r)
 			}
 			for j, i := range idx {
 				out[i] = s.userStanding(ctx, "status", r[1+j])
 			}
+			s.pushGone(ctx, l, g, r[1+len(idx):])
 			return nil
 		})
 	}
@@ -409,7 +417,7 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 	wake := s.keys(room).q
 	news := make([][]int, len(groups)) // per group, the users that need a ticket
 	err := s.eachSub(l, groups, func(g int, idx []int) error {
-		args := []any{l.id, "check", 0, wake}
+		args := []any{l.id, "check", 0}
 		for _, i := range idx {
 			args = append(args, users[i])
 		}
@@ -417,7 +425,7 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 		if err != nil {
 			return err
 		}
-		if len(r) != 1+len(idx) {
+		if len(r) < 2+len(idx) {
 			return s.unexpected(ctx, "enter", r)
 		}
 		for j, i := range idx {
@@ -427,6 +435,7 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 			}
 			out[i] = s.userStanding(ctx, "enter", r[1+j])
 		}
+		s.pushGone(ctx, l, g, r[2+len(idx):])
 		return nil
 	})
 	if err != nil {
@@ -440,13 +449,14 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 		return nil
 	}
 	k := s.keys(room)
-	r, err := s.spreadCall(ctx, "ticket", spreadTicketScript, []string{k.cfg, k.seq, k.inflight}, l.id, n)
+	r, err := s.spreadCall(ctx, "ticket", spreadTicketScript, []string{k.cfg, k.seq, k.inflight, k.bucket, k.stats}, l.id, n)
 	if err != nil {
 		return err
 	}
 	firstTicket, ok1 := r.int(1)
 	takenAt, ok2 := r.int(2)
-	if !ok1 || !ok2 {
+	granted, ok3 := r.int(3)
+	if !ok1 || !ok2 || !ok3 || granted < 0 || granted > int64(n) {
 		return s.unexpected(ctx, "ticket", r)
 	}
 	// Tickets in arrival order: the batch's order.
@@ -456,16 +466,29 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 			isNew[i] = true
 		}
 	}
+	// Tickets in the batch's order (arrival order), as far as granted;
+	// the rest found the room full.
 	ticketOf := map[int]int64{}
 	next := firstTicket
 	for i := range users {
-		if isNew[i] {
+		if !isNew[i] {
+			continue
+		}
+		if next-firstTicket < granted {
 			ticketOf[i] = next
 			next++
+		} else {
+			out[i] = userResult{err: waitroom.ErrQueueFull}
 		}
 	}
+	for g, idx := range news {
+		news[g] = slices.DeleteFunc(idx, func(i int) bool { _, ok := ticketOf[i]; return !ok })
+	}
+	if granted == 0 {
+		return nil
+	}
 	err = s.eachSub(l, news, func(g int, idx []int) error {
-		args := []any{l.id, "place", takenAt, wake}
+		args := []any{l.id, "place", takenAt}
 		for _, i := range idx {
 			args = append(args, users[i], ticketOf[i])
 		}
@@ -473,8 +496,12 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 		if err != nil {
 			return err
 		}
-		if len(r) != 1+len(idx) {
+		if len(r) < 2+len(idx) {
 			return s.unexpected(ctx, "enter", r)
+		}
+		s.pushGone(ctx, l, g, r[2+len(idx):])
+		if first, _ := r.int(1 + len(idx)); first == 1 {
+			s.wakeIfEmpty(ctx, l, g, wake)
 		}
 		for j, i := range idx {
 			if sr, ok := asReply(r[1+j]); ok && sr.code() == "LATE" {
@@ -493,6 +520,30 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 	return err
 }
 
+// wakeIfEmpty wakes the admitter of a room whose sub-shard from got its
+// first users, when no other sub-shard has any: a room nobody waited in.
+// Two sub-shards filled at the same moment may each see the other's user
+// and wake nobody: the admitter's probe finds the room within a second.
+func (s *Store) wakeIfEmpty(ctx context.Context, l *spreadLayout, from int, wake string) {
+	qs := make([]*redis.IntCmd, len(l.subs))
+	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range l.subs {
+			if i != from {
+				qs[i] = p.Exists(ctx, k.q)
+			}
+		}
+		return nil
+	}); err != nil {
+		return // best effort, as every wake
+	}
+	for _, c := range qs {
+		if c != nil && c.Val() > 0 {
+			return
+		}
+	}
+	_ = s.client.Publish(ctx, wake, "").Err()
+}
+
 // spreadLeaveScript takes a user out of its sub-queue; its ticket is gone.
 //
 // KEYS[1] sub q
@@ -500,16 +551,55 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 // KEYS[3] sub mirror
 // KEYS[4] sub left
 // ARGV[1] user
+// ARGV[2] the room's ticket counter now (the arrivals after it: left_after)
 //
-// Returns "OK".
+// Returns {"OK"}, or {"OK", ticket} when the user was queued.
 var spreadLeaveScript = newFunction("spread_leave")
 
-func (s *Store) spreadLeave(ctx context.Context, l *spreadLayout, user string) error {
-	k := l.subs[l.of(user)]
-	if err := s.call(ctx, s.client, spreadLeaveScript, []string{k.q, k.stats, k.mirror, k.left}, user).Err(); err != nil {
+func (s *Store) spreadLeave(ctx context.Context, room string, l *spreadLayout, user string) error {
+	seq, err := s.client.Get(ctx, s.keys(room).seq).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return s.fail("leave", err)
 	}
+	g := l.of(user)
+	k := l.subs[g]
+	r, err := s.do(ctx, "leave", spreadLeaveScript, []string{k.q, k.stats, k.mirror, k.left}, user, seq)
+	if err != nil {
+		return err
+	}
+	if r.code() != "OK" {
+		return s.unexpected(ctx, "leave", r)
+	}
+	s.pushGone(ctx, l, g, r[1:])
 	return nil
+}
+
+// spreadMirrorScript counts tickets gone on another sub-shard in this
+// one's positions.
+//
+// KEYS[1] sub cfg (its head: tickets at or before it are left out)
+// KEYS[2] sub mirror
+// ARGV    tickets
+//
+// Returns "OK".
+var spreadMirrorScript = newFunction("spread_mirror")
+
+// pushGone tells every sub-shard but from of tickets gone there, so that
+// positions behind them are exact at once. Best effort: a push that
+// fails is made by the next admission tick (the sub-shard's left list).
+func (s *Store) pushGone(ctx context.Context, l *spreadLayout, from int, tickets []any) {
+	if len(tickets) == 0 {
+		return
+	}
+	_ = s.eachShard(l, func(i int, k *subKeys) error {
+		if i == from {
+			return nil
+		}
+		if err := s.call(ctx, s.client, spreadMirrorScript, []string{k.cfg, k.mirror}, tickets...).Err(); err != nil {
+			s.log.WarnContext(ctx, "redisstore: positions count a leaver from the next tick on", "err", err)
+		}
+		return nil
+	})
 }
 
 // gateCall is the gate's call (claim, complete, release, renew) of room
@@ -542,7 +632,8 @@ func (s *Store) spreadStats(ctx context.Context, l *spreadLayout, control waitro
 	}); err != nil {
 		return waitroom.Stats{}, s.fail("stats", err)
 	}
-	st := waitroom.Stats{Pace: control.Pace}
+	// Those max_queue refused are counted by the ticket counter.
+	st := waitroom.Stats{Pace: control.Pace, Full: control.Full}
 	for _, sb := range subs {
 		m := sb.stats.Val()
 		n := func(f string) int64 { v, _ := strconv.ParseInt(m[f], 10, 64); return v }

@@ -21,8 +21,9 @@ import (
 // ARGV[1] layout id
 //
 // Returns {"OK", fence, n (users it may admit, no-shows made up
-// included), regular (of them, the rate's share), stable ticket, now
-// ms}, {"PAUSED", fence}, {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
+// included; 0 when paused), regular (of them, the rate's share), stable
+// ticket, now ms, elapsed µs since the last tick (-1: the first)},
+// {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadBeginScript = newFunction("spread_begin")
 
 // spreadHeadScript seals a sub-shard for a tick and reads its head.
@@ -33,14 +34,19 @@ var spreadBeginScript = newFunction("spread_begin")
 // KEYS[4] sub active
 // KEYS[5] sub stats
 // KEYS[6] sub left
+// KEYS[7] sub mirror
 // ARGV[1] layout id
 // ARGV[2] fence
 // ARGV[3] quota: head entries read, at most
 // ARGV[4] stable ticket: none after it is read
 // ARGV[5] trim_to: the leavers every mirror has (0: none known)
 //
+// Users silent past abandon_after at the head are dropped there (at most
+// waitroom.MaxSkipsPerAdmit), so they take no share of the tick.
+//
 // Returns {"OK", live tokens, waiting, left_base, no_shows, head,
-// n_leavers, leaver ticket × n_leavers, user, ticket, …},
+// skipped, left, left_after, n_leavers, leaver ticket × n_leavers,
+// user, ticket, …},
 // {"STALE"} (a later tick sealed it), {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadHeadScript = newFunction("spread_head")
 
@@ -70,11 +76,23 @@ var spreadPopScript = newFunction("spread_pop")
 // KEYS[1] cfg
 // KEYS[2] bucket
 // KEYS[3] fence
+// KEYS[4] seq
+// KEYS[5] stats
 // ARGV[1] fence
 // ARGV[2] unused: users the tick took and did not admit
 // ARGV[3] waiting after the tick
 // ARGV[4] no-shows counted in all
 // ARGV[5] made up: admitted beyond the rate's share
+// ARGV[6] the stable ticket the tick read up to
+// ARGV[7] elapsed µs the tick measured (-1: none)
+// ARGV[8] regular: admitted on the rate's share; ARGV[9] issued on this tick's share
+// ARGV[10] abandoned at the heads; ARGV[11] left, ARGV[12] left_after: the
+//
+//	sub-shards' counters, summed
+//
+// The pace is measured as admitScript measures it, into the same bucket
+// fields, and the summed counters are mirrored into the room's stats hash
+// for statsScript's fold.
 //
 // Returns "OK" or "STALE".
 var spreadCommitScript = newFunction("spread_commit")
@@ -82,6 +100,7 @@ var spreadCommitScript = newFunction("spread_commit")
 // subHead is what spread_head read of one sub-shard.
 type subHead struct {
 	live, waiting, base, noShows, head int64
+	skipped, left, leftAfter           int64
 	leavers                            []any
 	users                              []string
 	tickets                            []int64
@@ -104,27 +123,25 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		return nil, err
 	}
 	switch r.code() {
-	case "PAUSED":
-		return nil, nil
 	case "RESHARDED":
 		return nil, errResharded
 	case "OK":
 	default:
 		return nil, s.unexpected(ctx, "admit", r)
 	}
-	var v [5]int64 // fence, n, regular, stable, now
+	var v [6]int64 // fence, n, regular, stable, now, elapsed
 	for i := range v {
 		var ok bool
 		if v[i], ok = r.int(i + 1); !ok {
 			return nil, s.unexpected(ctx, "admit", r)
 		}
 	}
-	fence, n, regular, stable := v[0], v[1], v[2], v[3]
+	fence, n, regular, stable, elapsed := v[0], v[1], v[2], v[3], v[5]
 
 	ts := s.spreadTrims(room)
 	heads := make([]*subHead, l.shards)
 	err = s.eachShard(l, func(i int, sk *subKeys) error {
-		r, err := s.spreadCall(ctx, "admit", spreadHeadScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.left},
+		r, err := s.spreadCall(ctx, "admit", spreadHeadScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.left, sk.mirror},
 			l.id, fence, cfg.TickQuota(), stable, ts.trimTo(i))
 		if err != nil {
 			return err
@@ -143,7 +160,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		return nil, err
 	}
 
-	var live, noShows, head int64
+	var live, noShows, head, skipped, left, leftAfter int64
 	type entry struct {
 		user   string
 		ticket int64
@@ -153,6 +170,9 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 	for i, h := range heads {
 		live += h.live
 		noShows += h.noShows
+		skipped += h.skipped
+		left += h.left
+		leftAfter += h.leftAfter
 		head = max(head, h.head)
 		for j, u := range h.users {
 			entries = append(entries, entry{u, h.tickets[j], i})
@@ -182,7 +202,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 
 	pops := make([][]waitroom.Admission, l.shards)
 	popTickets := make([][]int64, l.shards)
-	var skipped, waiting int64
+	var waiting int64
 	var mu sync.Mutex
 	err = s.eachShard(l, func(i int, sk *subKeys) error {
 		var leavers []any
@@ -206,7 +226,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		if err != nil {
 			return err
 		}
-		sk1, ok1 := r.int(1)
+		_, ok1 := r.int(1)
 		w, ok2 := r.int(2)
 		if !ok1 || !ok2 || (len(r)-3)%2 != 0 {
 			return s.unexpected(ctx, "admit", r)
@@ -221,7 +241,6 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 			popTickets[i] = append(popTickets[i], t)
 		}
 		mu.Lock()
-		skipped += sk1
 		waiting += w
 		mu.Unlock()
 		return nil
@@ -253,12 +272,12 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		}
 	}
 	madeUp := max(0, issued-regular)
-	unused := regular - min(issued, regular)
-	if cerr := s.call(ctx, s.client, spreadCommitScript, []string{k.cfg, k.bucket, k.fence},
-		fence, unused, waiting, noShows, madeUp).Err(); cerr != nil {
+	onRate := min(issued, regular)
+	unused := regular - onRate
+	if cerr := s.call(ctx, s.client, spreadCommitScript, []string{k.cfg, k.bucket, k.fence, k.seq, k.stats},
+		fence, unused, waiting, noShows, madeUp, stable, elapsed, onRate, issued, skipped, left, leftAfter).Err(); cerr != nil {
 		err = errors.Join(err, s.fail("admit", cerr))
 	}
-	_ = skipped
 	if onlyStale(err) {
 		err = nil
 	}
@@ -283,19 +302,19 @@ func (s *Store) eachShard(l *spreadLayout, fn func(i int, k *subKeys) error) err
 }
 
 func readHead(r reply) (*subHead, bool) {
-	var v [6]int64
+	var v [9]int64
 	for i := range v {
 		var ok bool
 		if v[i], ok = r.int(i + 1); !ok {
 			return nil, false
 		}
 	}
-	h := &subHead{live: v[0], waiting: v[1], base: v[2], noShows: v[3], head: v[4]}
-	at := 7 + int(v[5])
+	h := &subHead{live: v[0], waiting: v[1], base: v[2], noShows: v[3], head: v[4], skipped: v[5], left: v[6], leftAfter: v[7]}
+	at := 10 + int(v[8])
 	if at > len(r) || (len(r)-at)%2 != 0 {
 		return nil, false
 	}
-	h.leavers = r[7:at]
+	h.leavers = r[10:at]
 	for j := at; j < len(r); j += 2 {
 		u, ok1 := r.str(j)
 		t, ok2 := r.int(j + 1)

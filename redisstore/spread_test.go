@@ -11,6 +11,7 @@ import (
 	"github.com/waitroom/waitroom"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/redistest"
+	"github.com/waitroom/waitroom/storetest"
 )
 
 // TestSpreadRoom: a room over 3 shards of a 3-primary Cluster. Its
@@ -200,4 +201,18 @@ func atOnce[T any](n int, fn func(i int) T) []T {
 	out := make([]T, n)
 	testenv.AtOnce(n, func(i int) { out[i] = fn(i) })
 	return out
+}
+
+// TestSpreadStore: the conformance suite on rooms spread over 3 shards of
+// a 3-primary Cluster; what a spread room refuses, the suite checks it
+// refuses.
+func TestSpreadStore(t *testing.T) {
+	// Not parallel with other top-level tests: see heavyTests.
+	c := redistest.StartCluster(t, redistest.ClusterOptions{Primaries: 3})
+	harness := storeHarness(c.URL())
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		h := harness(t)
+		h.Shards = 3
+		return h
+	})
 }

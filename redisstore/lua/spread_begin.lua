@@ -42,11 +42,20 @@ return function(KEYS, ARGV)
     end
   end
 
-  local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'no_shows')
+  local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'no_shows', HASH_TABLE_FIELD)
+  if not b[5] then
+    keep_hash_table(bucket_key)
+  end
+  -- The time this tick measures the pace over; -1: the first tick.
+  local elapsed = -1
+  if b[1] then
+    elapsed = math.max(0, now_us - tonumber(b[1]))
+  end
   if state == 'paused' then
-    -- Admit nobody and save nothing up, so resuming does not burst.
+    -- Admit nobody and save nothing up, so resuming does not burst; the
+    -- sub-shards are still read, for the room's size.
     redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', 0)
-    return {'PAUSED', fence}
+    return {'OK', fence, 0, 0, stable, now, elapsed}
   end
   local allow, extra = 0, 0
   if b[1] then
@@ -66,5 +75,5 @@ return function(KEYS, ARGV)
   -- back; a tick that dies gives nothing back (fewer, never more).
   local carry = math.min(allow - regular, slice_users + 1)
   redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry)
-  return {'OK', fence, n, regular, stable, now}
+  return {'OK', fence, n, regular, stable, now, elapsed}
 end

@@ -9,21 +9,22 @@ return function(KEYS, ARGV)
   local stats_key  = KEYS[5]
   local mirror_key = KEYS[6]
   local left_key   = KEYS[7]
-  local layout, mode, issued_at, wake = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+  local layout, mode, issued_at = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
-  local cfg = redis.call('HMGET', scfg_key, 'layout', 'state', 'cap', 'abandon_ms', 'closes_at_ms', 'head')
+  local cfg = redis.call('HMGET', scfg_key, 'layout', 'state', 'abandon_ms', 'closes_at_ms', 'head')
   if not cfg[1] then
     return {'ROOM_NOT_FOUND'}
   end
   if cfg[1] ~= layout then
     return {'RESHARDED'}
   end
-  local state, cap, abandon_s = cfg[2], tonumber(cfg[3]), abandon_secs(cfg[4])
-  local head = tonumber(cfg[6] or '0')
+  local state, abandon_s = cfg[2], abandon_secs(cfg[3])
+  local head = tonumber(cfg[5] or '0')
   local now = now_ms()
   local s = math.floor(now / 1000)
-  local closed = refuses_entries(state, cfg[5], now)
+  local closed = refuses_entries(state, cfg[4], now)
   local out = {'OK'}
+  local gone = {} -- tickets gone in this call, for the caller to tell the other sub-shards
 
   -- standing: a user's standing when it holds a live token or is queued
   -- (marked seen); nil otherwise. One silent past abandon_after has gone:
@@ -40,6 +41,7 @@ return function(KEYS, ARGV)
       redis.call('ZREM', q_key, user)
       redis.call('HINCRBY', stats_key, 'abandoned', 1)
       spread_gone(mirror_key, left_key, math.floor(score))
+      gone[#gone + 1] = math.floor(score)
       return nil
     end
     local fresh = queue_score(math.floor(score), s)
@@ -51,34 +53,30 @@ return function(KEYS, ARGV)
 
   if mode == 'check' then
     -- Who needs a ticket: a user with no token and no place, in a room
-    -- that takes it, within this sub-shard's share of max_queue. Nothing
-    -- is placed yet.
-    local size, full = redis.call('ZCARD', q_key), 0
-    for i = 5, #ARGV do
+    -- that takes it (the ticket counter checks max_queue). Nothing is
+    -- placed yet.
+    for i = 4, #ARGV do
       local user = ARGV[i]
       local st = standing(user)
       if st then
         out[#out + 1] = st
       elseif closed then
         out[#out + 1] = {'ROOM_CLOSED'}
-      elseif size >= cap then
-        full = full + 1
-        out[#out + 1] = {'QUEUE_FULL'}
       else
-        size = size + 1
         out[#out + 1] = {'NEW'}
       end
     end
-    if full > 0 then
-      redis.call('HINCRBY', stats_key, 'full', full)
+    out[#out + 1] = 0
+    for _, t in ipairs(gone) do
+      out[#out + 1] = t
     end
     return out
   end
 
   -- mode 'place': user, ticket, … Each ticket is placed, or gone.
-  local size, placed, full = redis.call('ZCARD', q_key), 0, 0
-  local was_empty = size == 0
-  for i = 5, #ARGV, 2 do
+  local placed = 0
+  local was_empty = redis.call('EXISTS', q_key) == 0
+  for i = 4, #ARGV, 2 do
     local user, ticket = ARGV[i], tonumber(ARGV[i + 1])
     local st
     if now > issued_at + late_ms then
@@ -86,32 +84,27 @@ return function(KEYS, ARGV)
       st = {'LATE'}
     else
       st = standing(user)
-      if not st then
-        if closed then
-          st = {'ROOM_CLOSED'}
-        elseif size >= cap then
-          full = full + 1
-          st = {'QUEUE_FULL'}
-        end
+      if not st and closed then
+        st = {'ROOM_CLOSED'}
       end
     end
     if st then
       spread_gone(mirror_key, left_key, ticket)
+      gone[#gone + 1] = ticket
     else
       redis.call('ZADD', q_key, queue_score(ticket, s), user)
-      size, placed = size + 1, placed + 1
+      placed = placed + 1
       st = spread_position(mirror_key, head, ticket)
     end
     out[#out + 1] = st
   end
   if placed > 0 then
     redis.call('HINCRBY', stats_key, 'entered', placed)
-    if was_empty then
-      redis.call('PUBLISH', wake, '') -- the first in an empty room: wake the admitter
-    end
   end
-  if full > 0 then
-    redis.call('HINCRBY', stats_key, 'full', full)
+  -- The caller wakes the admitter when the whole room was empty.
+  out[#out + 1] = (placed > 0 and was_empty) and 1 or 0
+  for _, t in ipairs(gone) do
+    out[#out + 1] = t
   end
   return out
 end

@@ -21,6 +21,7 @@ return function(KEYS, ARGV)
   local now = now_ms()
   local s = math.floor(now / 1000)
   local out = {'OK'}
+  local gone = {} -- tickets gone in this call, for the caller to tell the other sub-shards
   for i = 2, #ARGV do
     local user = ARGV[i]
     local st = {'NOT_IN_QUEUE'}
@@ -33,6 +34,7 @@ return function(KEYS, ARGV)
         redis.call('ZREM', q_key, user)
         redis.call('HINCRBY', stats_key, 'abandoned', 1)
         spread_gone(mirror_key, left_key, ticket)
+        gone[#gone + 1] = ticket
       else
         local fresh = queue_score(ticket, s)
         if fresh ~= score then
@@ -47,6 +49,9 @@ return function(KEYS, ARGV)
       end
     end
     out[#out + 1] = st
+  end
+  for _, t in ipairs(gone) do
+    out[#out + 1] = t
   end
   return out
 end

@@ -2,24 +2,39 @@
 -- ARGV and replies.
 return function(KEYS, ARGV)
   local cfg_key, seq_key, inflight_key = KEYS[1], KEYS[2], KEYS[3]
+  local bucket_key, stats_key = KEYS[4], KEYS[5]
   local layout, n = ARGV[1], tonumber(ARGV[2])
 
-  local stored = redis.call('HGET', cfg_key, 'layout')
-  if not stored then
+  local cfg = redis.call('HMGET', cfg_key, 'layout', 'max_queue')
+  if not cfg[1] then
     if redis.call('EXISTS', cfg_key) == 0 then
       return {'ROOM_NOT_FOUND'}
     end
     return {'RESHARDED'}
   end
-  if stored ~= layout then
+  if cfg[1] ~= layout then
     return {'RESHARDED'}
+  end
+  -- The room's size, never less than it is: those waiting at the last
+  -- tick (counted after its pops) and every ticket since the last one it
+  -- found placed. So the room never holds more than max_queue; places
+  -- freed since the last tick count from the next.
+  local seq = counter(seq_key)
+  local w = redis.call('HMGET', bucket_key, 'w_waiting', 'w_seq')
+  local size = tonumber(w[1] or '0') + seq - tonumber(w[2] or '0')
+  local granted = math.max(0, math.min(n, tonumber(cfg[2]) - size))
+  if granted < n then
+    redis.call('HINCRBY', stats_key, 'full', n - granted)
+  end
+  local now = now_ms()
+  if granted == 0 then
+    return {'OK', 0, now, 0}
   end
   -- One INCRBY hands out the call's tickets; they are in flight until
   -- placed (spread_done), and the admitter admits no ticket from the first
   -- one in flight on, so a ticket placed late is never passed by.
-  local last = redis.call('INCRBY', seq_key, n)
-  local first = last - n + 1
-  local now = now_ms()
+  local last = redis.call('INCRBY', seq_key, granted)
+  local first = last - granted + 1
   redis.call('ZADD', inflight_key, now, first)
-  return {'OK', first, now}
+  return {'OK', first, now, granted}
 end
