@@ -45,17 +45,19 @@ type spreadLayout struct {
 	shards int
 	id     string
 	subs   []*subKeys
+	read   time.Time // when this Store read it (layoutMaxAge)
 }
 
 // subKeys are the keys of one sub-shard, all with its hash tag.
 type subKeys struct {
+	tag                                              string // the sub-shard's hash tag, ROOM#n: its name in the lost-write watch
 	cfg, q, tok, active, stats, buyers, mirror, left string
 	claim, complete, release, renew                  fcall
 }
 
 func (s *Store) subKeys(tag string) *subKeys {
 	p := s.prefix + ":{" + tag + "}:"
-	k := &subKeys{cfg: p + "cfg", q: p + "q", tok: p + "tok", active: p + "active", stats: p + "stats",
+	k := &subKeys{tag: tag, cfg: p + "cfg", q: p + "q", tok: p + "tok", active: p + "active", stats: p + "stats",
 		buyers: p + "buyers", mirror: p + "mirror", left: p + "left"}
 	// The gate's functions are the room's own, on the sub-shard's keys.
 	k.claim = prepare(claimScript, k.cfg, k.tok, k.active, k.stats)
@@ -102,8 +104,15 @@ func onlyStale(err error) bool {
 }
 
 // layouts caches each room's layout; a call that finds it changed
-// (RESHARDED, or SPREAD from a room's own functions) forgets it.
+// (RESHARDED, or SPREAD from a room's own functions) forgets it, and
+// every entry is read again after layoutMaxAge: an instance that still
+// takes a room resharded by another for one on a single shard would
+// otherwise tick it, and answer its gate, on keys that hold nothing.
 type layoutCache struct{ m sync.Map } // room → *spreadLayout
+
+// layoutMaxAge bounds how long a Store trusts a room's cached layout: one
+// HMGET a second per room it serves.
+const layoutMaxAge = time.Second
 
 // layout returns room's layout, read from its settings when not cached.
 // Off Cluster every room is on one shard and nothing is read.
@@ -111,22 +120,26 @@ func (s *Store) layout(ctx context.Context, room string) (*spreadLayout, error) 
 	if _, ok := s.client.(*redis.ClusterClient); !ok {
 		return plainLayout, nil
 	}
-	if l, ok := s.layouts.m.Load(room); ok {
+	if l, ok := s.layouts.m.Load(room); ok && time.Since(l.(*spreadLayout).read) < layoutMaxAge {
 		return l.(*spreadLayout), nil
 	}
 	v, err := s.client.HMGet(ctx, s.keys(room).cfg, "shards", "tags", "layout").Result()
 	if err != nil {
 		return nil, s.fail("layout", err)
 	}
-	l := plainLayout
+	l := &spreadLayout{shards: 1, read: time.Now()}
 	if n, _ := strconv.Atoi(str(v[0])); n > 1 {
 		tags := strings.Fields(str(v[1]))
 		if len(tags) != n || str(v[2]) == "" {
 			return nil, fmt.Errorf("redisstore layout %q: %d shards, tags %q", room, n, str(v[1]))
 		}
-		l = &spreadLayout{shards: n, id: str(v[2])}
-		for _, tag := range tags {
-			l.subs = append(l.subs, s.subKeys(tag))
+		l.shards, l.id = n, str(v[2])
+		if old, ok := s.layouts.m.Load(room); ok && old.(*spreadLayout).id == l.id {
+			l.subs = old.(*spreadLayout).subs // the same layout: its calls are made
+		} else {
+			for _, tag := range tags {
+				l.subs = append(l.subs, s.subKeys(tag))
+			}
 		}
 	}
 	if s.keysCached.Load() <= maxCachedRooms {
@@ -362,17 +375,14 @@ func (s *Store) spreadBatch(ctx context.Context, op *batchedOp, room string, l *
 			for _, i := range idx {
 				args = append(args, users[i])
 			}
-			r, err := s.spreadCall(ctx, "status", spreadStatusScript, l.subs[g].hot(), args...)
+			standings, gone, err := s.usersCall(ctx, "status", spreadStatusScript, l.subs[g], args, len(idx), 0)
 			if err != nil {
 				return err
 			}
-			if len(r) < 1+len(idx) {
-				return s.unexpected(ctx, "status", r)
-			}
 			for j, i := range idx {
-				out[i] = s.userStanding(ctx, "status", r[1+j])
+				out[i] = s.userStanding(ctx, "status", standings[j])
 			}
-			s.pushGone(ctx, l, g, r[1+len(idx):])
+			s.pushGone(ctx, l, g, gone)
 			return nil
 		})
 	}
@@ -393,6 +403,20 @@ func (s *Store) eachSub(l *spreadLayout, groups [][]int, fn func(g int, idx []in
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// usersCall runs spread_enter or spread_status on a sub-shard for n users
+// and splits its reply: their standings, then what follows (at least
+// extra values: gone tickets, and enter's flag before them).
+func (s *Store) usersCall(ctx context.Context, op string, f *function, k *subKeys, args []any, n, extra int) (standings, rest []any, err error) {
+	r, err := s.spreadCall(ctx, op, f, k.hot(), args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(r) < 1+n+extra {
+		return nil, nil, s.unexpected(ctx, op, r)
+	}
+	return r[1 : 1+n], r[1+n:], nil
 }
 
 // spreadCall runs a spread function and reads its reply: RESHARDED is
@@ -421,21 +445,18 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 		for _, i := range idx {
 			args = append(args, users[i])
 		}
-		r, err := s.spreadCall(ctx, "enter", spreadEnterScript, l.subs[g].hot(), args...)
+		standings, rest, err := s.usersCall(ctx, "enter", spreadEnterScript, l.subs[g], args, len(idx), 1)
 		if err != nil {
 			return err
 		}
-		if len(r) < 2+len(idx) {
-			return s.unexpected(ctx, "enter", r)
-		}
 		for j, i := range idx {
-			if sr, ok := asReply(r[1+j]); ok && sr.code() == "NEW" {
+			if sr, ok := asReply(standings[j]); ok && sr.code() == "NEW" {
 				news[g] = append(news[g], i)
 				continue
 			}
-			out[i] = s.userStanding(ctx, "enter", r[1+j])
+			out[i] = s.userStanding(ctx, "enter", standings[j])
 		}
-		s.pushGone(ctx, l, g, r[2+len(idx):])
+		s.pushGone(ctx, l, g, rest[1:])
 		return nil
 	})
 	if err != nil {
@@ -492,23 +513,20 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 		for _, i := range idx {
 			args = append(args, users[i], ticketOf[i])
 		}
-		r, err := s.spreadCall(ctx, "enter", spreadEnterScript, l.subs[g].hot(), args...)
+		standings, rest, err := s.usersCall(ctx, "enter", spreadEnterScript, l.subs[g], args, len(idx), 1)
 		if err != nil {
 			return err
 		}
-		if len(r) < 2+len(idx) {
-			return s.unexpected(ctx, "enter", r)
-		}
-		s.pushGone(ctx, l, g, r[2+len(idx):])
-		if first, _ := r.int(1 + len(idx)); first == 1 {
+		s.pushGone(ctx, l, g, rest[1:])
+		if first, _ := rest[0].(int64); first == 1 {
 			s.wakeIfEmpty(ctx, l, g, wake)
 		}
 		for j, i := range idx {
-			if sr, ok := asReply(r[1+j]); ok && sr.code() == "LATE" {
+			if sr, ok := asReply(standings[j]); ok && sr.code() == "LATE" {
 				out[i] = userResult{err: fmt.Errorf("%w: redisstore enter: the ticket was too late to place", waitroom.ErrStoreUnavailable)}
 				continue
 			}
-			out[i] = s.userStanding(ctx, "enter", r[1+j])
+			out[i] = s.userStanding(ctx, "enter", standings[j])
 		}
 		return nil
 	})
@@ -603,16 +621,18 @@ func (s *Store) pushGone(ctx context.Context, l *spreadLayout, from int, tickets
 }
 
 // gateCall is the gate's call (claim, complete, release, renew) of room
-// for user: on its sub-shard in a spread room.
-func (s *Store) gateCall(ctx context.Context, room, user string, plain func(*roomKeys) fcall, spread func(*subKeys) fcall) (fcall, error) {
+// for user: on its sub-shard in a spread room; and the name its tokens
+// are watched under for lost writes (the room, or the sub-shard's tag).
+func (s *Store) gateCall(ctx context.Context, room, user string, plain func(*roomKeys) fcall, spread func(*subKeys) fcall) (fcall, string, error) {
 	l, err := s.layout(ctx, room)
 	if err != nil {
-		return fcall{}, err
+		return fcall{}, "", err
 	}
 	if l.shards > 1 {
-		return spread(l.subs[l.of(user)]), nil
+		k := l.subs[l.of(user)]
+		return spread(k), k.tag, nil
 	}
-	return plain(s.keys(room)), nil
+	return plain(s.keys(room)), room, nil
 }
 
 // spreadStats sums a spread room's figures over its sub-shards; the pace

@@ -45,8 +45,9 @@ var spreadBeginScript = newFunction("spread_begin")
 // waitroom.MaxSkipsPerAdmit), so they take no share of the tick.
 //
 // Returns {"OK", live tokens, waiting, left_base, no_shows, head,
-// skipped, left, left_after, n_leavers, leaver ticket × n_leavers,
-// user, ticket, …},
+// skipped, left, left_after, entered, admitted, n_leavers, leaver
+// ticket × n_leavers, user, ticket, …} (entered and admitted only grow:
+// the lost-write watch of the sub-shard reads them),
 // {"STALE"} (a later tick sealed it), {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadHeadScript = newFunction("spread_head")
 
@@ -66,7 +67,8 @@ var spreadHeadScript = newFunction("spread_head")
 // ARGV[5] n_tokens, ARGV[6] n_leavers
 // ARGV[7 ..] tokens × n_tokens, then leaver tickets × n_leavers
 //
-// Returns {"OK", skipped (abandoned), waiting, user, ticket, …},
+// Returns {"OK", skipped (abandoned), waiting, admitted (the counter
+// after), user, ticket, …},
 // {"STALE"}, {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadPopScript = newFunction("spread_pop")
 
@@ -101,6 +103,7 @@ var spreadCommitScript = newFunction("spread_commit")
 type subHead struct {
 	live, waiting, base, noShows, head int64
 	skipped, left, leftAfter           int64
+	entered, admitted                  int64
 	leavers                            []any
 	users                              []string
 	tickets                            []int64
@@ -141,6 +144,8 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 	ts := s.spreadTrims(room)
 	heads := make([]*subHead, l.shards)
 	err = s.eachShard(l, func(i int, sk *subKeys) error {
+		w := s.watch(sk.tag)
+		at := w.marks()
 		r, err := s.spreadCall(ctx, "admit", spreadHeadScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.left, sk.mirror},
 			l.id, fence, cfg.TickQuota(), stable, ts.trimTo(i))
 		if err != nil {
@@ -151,6 +156,10 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 			return s.unexpected(ctx, "admit", r)
 		}
 		heads[i] = h
+		// A sub-shard's counters only grow: lower than seen is a loss,
+		// reported under the sub-shard's tag (a spread room loses what
+		// the primary that failed held).
+		s.observe(ctx, sk.tag, w, at, reading{h.entered, h.entered}, &reading{h.admitted, h.admitted})
 		return nil
 	})
 	if onlyStale(err) {
@@ -222,26 +231,32 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 			args = append(args, waitroom.NewToken())
 		}
 		args = append(args, leavers...)
+		w := s.watch(sk.tag)
+		at := w.marks()
 		r, err := s.spreadCall(ctx, "admit", spreadPopScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.mirror}, args...)
 		if err != nil {
 			return err
 		}
 		_, ok1 := r.int(1)
-		w, ok2 := r.int(2)
-		if !ok1 || !ok2 || (len(r)-3)%2 != 0 {
+		waitingHere, ok2 := r.int(2)
+		admittedAfter, ok3 := r.int(3)
+		if !ok1 || !ok2 || !ok3 || (len(r)-4)%2 != 0 {
 			return s.unexpected(ctx, "admit", r)
 		}
-		for j := 3; j < len(r); j += 2 {
+		for j := 4; j < len(r); j += 2 {
 			u, ok1 := r.str(j)
 			t, ok2 := r.int(j + 1)
 			if !ok1 || !ok2 {
 				return s.unexpected(ctx, "admit", r)
 			}
-			pops[i] = append(pops[i], waitroom.Admission{User: u, Token: args[6+(j-3)/2].(string)})
+			pops[i] = append(pops[i], waitroom.Admission{User: u, Token: args[6+(j-4)/2].(string)})
 			popTickets[i] = append(popTickets[i], t)
 		}
+		issuedHere := int64(len(pops[i]))
+		w.issuedNow(admittedAfter-issuedHere+1, pops[i])
+		s.observe(ctx, sk.tag, w, at, reading{heads[i].entered, heads[i].entered}, &reading{admittedAfter - issuedHere, admittedAfter})
 		mu.Lock()
-		waiting += w
+		waiting += waitingHere
 		mu.Unlock()
 		return nil
 	})
@@ -302,19 +317,20 @@ func (s *Store) eachShard(l *spreadLayout, fn func(i int, k *subKeys) error) err
 }
 
 func readHead(r reply) (*subHead, bool) {
-	var v [9]int64
+	var v [11]int64
 	for i := range v {
 		var ok bool
 		if v[i], ok = r.int(i + 1); !ok {
 			return nil, false
 		}
 	}
-	h := &subHead{live: v[0], waiting: v[1], base: v[2], noShows: v[3], head: v[4], skipped: v[5], left: v[6], leftAfter: v[7]}
-	at := 10 + int(v[8])
+	h := &subHead{live: v[0], waiting: v[1], base: v[2], noShows: v[3], head: v[4], skipped: v[5], left: v[6], leftAfter: v[7],
+		entered: v[8], admitted: v[9]}
+	at := 12 + int(v[10])
 	if at > len(r) || (len(r)-at)%2 != 0 {
 		return nil, false
 	}
-	h.leavers = r[10:at]
+	h.leavers = r[12:at]
 	for j := at; j < len(r); j += 2 {
 		u, ok1 := r.str(j)
 		t, ok2 := r.int(j + 1)

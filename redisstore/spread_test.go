@@ -3,6 +3,7 @@ package redisstore
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,6 +107,46 @@ func TestSpreadRoom(t *testing.T) {
 		require.Equal(t, int64(100), stats.Waiting)
 		require.Equal(t, int64(100), stats.Entered)
 		require.Equal(t, int64(900), stats.Full)
+	})
+
+	// A sub-shard's counters going back (its primary failed over to a
+	// replica that lacked the last writes) is a loss, reported under the
+	// sub-shard's tag.
+	t.Run("LostWritesPerShard", func(t *testing.T) {
+		var mu sync.Mutex
+		lost := map[string]Loss{}
+		watcher := New(openURL(t, url), Options{Prefix: prefix, OnLostWrites: func(room string, l Loss) {
+			mu.Lock()
+			defer mu.Unlock()
+			lost[room] = l
+		}})
+		room := testenv.Unique("spread-")
+		_, err := watcher.CreateRoom(ctx, room, waitroom.RoomConfig{Shards: 3, Rate: 1000})
+		require.NoError(t, err)
+		for i := range 30 {
+			_, err := watcher.Enter(ctx, room, fmt.Sprintf("l%02d", i))
+			require.NoError(t, err)
+		}
+		admitted := 0
+		for admitted < 30 {
+			advance(t, watcher, 100*time.Millisecond)
+			got, err := watcher.Admit(ctx, room)
+			require.NoError(t, err)
+			admitted += len(got)
+		}
+		l, err := watcher.layout(ctx, room)
+		require.NoError(t, err)
+		k := l.subs[1]
+		n, err := watcher.client.HGet(ctx, k.stats, "admitted").Int64()
+		require.NoError(t, err)
+		require.Positive(t, n)
+		require.NoError(t, watcher.client.HSet(ctx, k.stats, "admitted", 0).Err())
+		advance(t, watcher, 100*time.Millisecond)
+		_, err = watcher.Admit(ctx, room)
+		require.NoError(t, err)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, map[string]Loss{k.tag: {Tokens: n}}, lost)
 	})
 
 	t.Run("EntersAtOnceThenAdmissionInTicketOrder", func(t *testing.T) {

@@ -43,7 +43,7 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 		return waitroom.Hold{}, err
 	}
 	lease := waitroom.NewToken()
-	c, err := s.gateCall(ctx, room, user, func(k *roomKeys) fcall { return k.claim }, func(k *subKeys) fcall { return k.claim })
+	c, _, err := s.gateCall(ctx, room, user, func(k *roomKeys) fcall { return k.claim }, func(k *subKeys) fcall { return k.claim })
 	if err != nil {
 		return waitroom.Hold{}, err
 	}
@@ -87,7 +87,7 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 	if err := checkRoom(h.Room); err != nil {
 		return err
 	}
-	c, err := s.gateCall(ctx, h.Room, h.User, func(k *roomKeys) fcall { return k.complete }, func(k *subKeys) fcall { return k.complete })
+	c, watched, err := s.gateCall(ctx, h.Room, h.User, func(k *roomKeys) fcall { return k.complete }, func(k *subKeys) fcall { return k.complete })
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 		return s.unexpected(ctx, "complete", r)
 	}
 	// A spent token lost in a failover is not a lost token (lost.go).
-	s.watch(h.Room).spend(h.Token)
+	s.watch(watched).spend(h.Token)
 	return nil
 }
 
@@ -129,7 +129,7 @@ func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
 	if err := checkRoom(h.Room); err != nil {
 		return err
 	}
-	c, err := s.gateCall(ctx, h.Room, h.User, func(k *roomKeys) fcall { return k.release }, func(k *subKeys) fcall { return k.release })
+	c, _, err := s.gateCall(ctx, h.Room, h.User, func(k *roomKeys) fcall { return k.release }, func(k *subKeys) fcall { return k.release })
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (s *Store) Renew(ctx context.Context, h waitroom.Hold) error {
 	if err := checkRoom(h.Room); err != nil {
 		return err
 	}
-	c, err := s.gateCall(ctx, h.Room, h.User, func(k *roomKeys) fcall { return k.renew }, func(k *subKeys) fcall { return k.renew })
+	c, _, err := s.gateCall(ctx, h.Room, h.User, func(k *roomKeys) fcall { return k.renew }, func(k *subKeys) fcall { return k.renew })
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,28 @@
 -- leavers was trimmed (left_base). Its queue is scored by tickets from
 -- the room's one counter, so the order across shards is exact.
 
+-- sub_refusal: the reply of a function on a sub-shard when its cfg is
+-- gone (stored, its layout field, is absent with it) or holds another
+-- layout than the caller's (a reshard); nil when it is the caller's.
+local function sub_refusal(stored, layout)
+  if not stored then
+    return {'ROOM_NOT_FOUND'}
+  end
+  if stored ~= layout then
+    return {'RESHARDED'}
+  end
+  return nil
+end
+
+-- control_refusal: the same on the room's own keys, whose cfg (cfg_key)
+-- has no layout field while the room is on one shard.
+local function control_refusal(cfg_key, stored, layout)
+  if not stored and redis.call('EXISTS', cfg_key) == 1 then
+    return {'RESHARDED'}
+  end
+  return sub_refusal(stored, layout)
+end
+
 -- spread_gone records ticket as one that waits no more ahead of anyone
 -- behind it (a leaver, an abandoned user, a ticket never placed): counted
 -- at once in this sub-shard's positions (mirror), and listed (left) for

@@ -7,15 +7,8 @@ return function(KEYS, ARGV)
   local layout = ARGV[1]
 
   local cfg = redis.call('HMGET', cfg_key, 'layout', 'state', 'rate', 'slice_ms', 'quota')
-  if not cfg[1] then
-    if redis.call('EXISTS', cfg_key) == 0 then
-      return {'ROOM_NOT_FOUND'}
-    end
-    return {'RESHARDED'}
-  end
-  if cfg[1] ~= layout then
-    return {'RESHARDED'}
-  end
+  local refused = control_refusal(cfg_key, cfg[1], layout)
+  if refused then return refused end
   local state, rate = cfg[2], tonumber(cfg[3])
   local slice_users = rate * tonumber(cfg[4]) / 1000
   local quota = tonumber(cfg[5])

@@ -49,19 +49,8 @@ return function(KEYS, ARGV)
   if elapsed_us >= 0 and waiting > 0 and now_us - tonumber(b[7] or '0') < pace_fold_us then
     push_all(writes, 'a_time', a_time, 'a_regular', a_regular, 'a_admitted', a_admitted, 'a_abandoned', a_abandoned)
   else
-    local seq_now = counter(seq_key)
-    if a_time > 0 then
-      local m = redis.call('HMGET', bucket_key, 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows', 'p_arrivals', 'p_left', 'p_left_after',
-        'm_seq', 'm_left', 'm_left_after', 'm_no_shows')
-      local p = pace_fold(m, {a_time, a_regular, a_admitted, a_abandoned}, {m[9], m[10], m[11], m[12]},
-        {seq_now, left, left_after, no_shows})
-      if p then
-        push_all(writes, 'p_time', p[1], 'p_regular', p[2], 'p_admitted', p[3], 'p_abandoned', p[4], 'p_no_shows', p[5],
-          'p_arrivals', p[6], 'p_left', p[7], 'p_left_after', p[8])
-      end
-      push_all(writes, 'a_time', 0, 'a_regular', 0, 'a_admitted', 0, 'a_abandoned', 0)
-    end
-    push_all(writes, 'f_us', now_us, 'm_seq', seq_now, 'm_left', left, 'm_left_after', left_after, 'm_no_shows', no_shows)
+    pace_fold_writes(bucket_key, writes, {a_time, a_regular, a_admitted, a_abandoned},
+      {counter(seq_key), left, left_after, no_shows}, now_us)
   end
   redis.call('HSET', bucket_key, unpack(writes))
   return 'OK'

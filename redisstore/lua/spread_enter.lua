@@ -12,12 +12,8 @@ return function(KEYS, ARGV)
   local layout, mode, issued_at = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
   local cfg = redis.call('HMGET', scfg_key, 'layout', 'state', 'abandon_ms', 'closes_at_ms', 'head')
-  if not cfg[1] then
-    return {'ROOM_NOT_FOUND'}
-  end
-  if cfg[1] ~= layout then
-    return {'RESHARDED'}
-  end
+  local refused = sub_refusal(cfg[1], layout)
+  if refused then return refused end
   local state, abandon_s = cfg[2], abandon_secs(cfg[3])
   local head = tonumber(cfg[5] or '0')
   local now = now_ms()

@@ -14,12 +14,8 @@ return function(KEYS, ARGV)
   local stable, trim_to = tonumber(ARGV[4]), tonumber(ARGV[5])
 
   local cfg = redis.call('HMGET', scfg_key, 'layout', 'fence', 'left_base', 'head', 'abandon_ms')
-  if not cfg[1] then
-    return {'ROOM_NOT_FOUND'}
-  end
-  if cfg[1] ~= layout then
-    return {'RESHARDED'}
-  end
+  local refused = sub_refusal(cfg[1], layout)
+  if refused then return refused end
   -- Seal: no tick with an older fence writes here any more, so what this
   -- reads is all an older tick will ever have done here.
   if tonumber(cfg[2] or '0') > fence then
@@ -84,9 +80,10 @@ return function(KEYS, ARGV)
   end
   local leavers = redis.call('LRANGE', left_key, 0, max_copy - 1)
 
-  local c = redis.call('HMGET', stats_key, 'no_shows', 'left', 'left_after')
+  local c = redis.call('HMGET', stats_key, 'no_shows', 'left', 'left_after', 'entered', 'admitted')
   local out = {'OK', live_tokens(tok_key), redis.call('ZCARD', q_key), base, tonumber(c[1] or '0'),
-    tonumber(cfg[4] or '0'), skipped, tonumber(c[2] or '0'), tonumber(c[3] or '0'), #leavers}
+    tonumber(cfg[4] or '0'), skipped, tonumber(c[2] or '0'), tonumber(c[3] or '0'),
+    tonumber(c[4] or '0'), tonumber(c[5] or '0'), #leavers}
   for i = 1, #leavers do
     out[#out + 1] = leavers[i]
   end

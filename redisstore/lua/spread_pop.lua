@@ -13,12 +13,8 @@ return function(KEYS, ARGV)
   local tokens_at, leavers_at = 7, 7 + n_tokens
 
   local cfg = redis.call('HMGET', scfg_key, 'layout', 'fence', 'ttl_ms', 'first_use_ms', 'abandon_ms')
-  if not cfg[1] then
-    return {'ROOM_NOT_FOUND'}
-  end
-  if cfg[1] ~= layout then
-    return {'RESHARDED'}
-  end
+  local refused = sub_refusal(cfg[1], layout)
+  if refused then return refused end
   -- Only the tick that sealed this sub-shard last writes it.
   if tonumber(cfg[2] or '0') ~= fence then
     return {'STALE'}
@@ -45,9 +41,10 @@ return function(KEYS, ARGV)
   -- Pop every user up to the cutoff ticket: the merge picked them, in the
   -- room's ticket order. One silent past abandon_after has gone: dropped,
   -- counted, no token.
-  local out = {'OK', 0, 0}
+  local out = {'OK', 0, 0, 0}
   if n_tokens == 0 then
     out[3] = redis.call('ZCARD', q_key)
+    out[4] = tonumber(redis.call('HGET', stats_key, 'admitted') or '0')
     return out
   end
   local popped = redis.call('ZRANGEBYSCORE', q_key, '-inf', '(' .. (cutoff + 1), 'WITHSCORES', 'LIMIT', 0, n_tokens)
@@ -91,9 +88,7 @@ return function(KEYS, ARGV)
     issue_tokens(tok_key, entries)
     redis.call('ZADD', active_key, expires_at, ' ' .. table.concat(named, ' '))
   end
-  if issued > 0 then
-    redis.call('HINCRBY', stats_key, 'admitted', issued)
-  end
+  out[4] = redis.call('HINCRBY', stats_key, 'admitted', issued)
   out[2], out[3] = skipped, redis.call('ZCARD', q_key)
   return out
 end

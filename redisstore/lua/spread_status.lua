@@ -11,12 +11,8 @@ return function(KEYS, ARGV)
   local layout = ARGV[1]
 
   local cfg = redis.call('HMGET', scfg_key, 'layout', 'abandon_ms', 'head')
-  if not cfg[1] then
-    return {'ROOM_NOT_FOUND'}
-  end
-  if cfg[1] ~= layout then
-    return {'RESHARDED'}
-  end
+  local refused = sub_refusal(cfg[1], layout)
+  if refused then return refused end
   local abandon_s, head = abandon_secs(cfg[2]), tonumber(cfg[3] or '0')
   local now = now_ms()
   local s = math.floor(now / 1000)

@@ -6,15 +6,8 @@ return function(KEYS, ARGV)
   local layout, n = ARGV[1], tonumber(ARGV[2])
 
   local cfg = redis.call('HMGET', cfg_key, 'layout', 'max_queue')
-  if not cfg[1] then
-    if redis.call('EXISTS', cfg_key) == 0 then
-      return {'ROOM_NOT_FOUND'}
-    end
-    return {'RESHARDED'}
-  end
-  if cfg[1] ~= layout then
-    return {'RESHARDED'}
-  end
+  local refused = control_refusal(cfg_key, cfg[1], layout)
+  if refused then return refused end
   -- The room's size, never less than it is: those waiting at the last
   -- tick (counted after its pops) and every ticket since the last one it
   -- found placed. So the room never holds more than max_queue; places
