@@ -88,7 +88,7 @@ func (s *Store) batched(ctx context.Context, op *batchedOp, room, user string) (
 	k := s.keys(room)
 	l := s.line(op, room) // locked
 	var b *userBatch
-	if n := len(l.waiting); n > 0 && len(l.waiting[n-1].users) < maxBatch {
+	if n := len(l.waiting); n > 0 && len(l.waiting[n-1].users) < maxBatch*s.cachedShards(room) {
 		b = l.waiting[n-1]
 	} else {
 		b = &userBatch{done: make(chan struct{})}

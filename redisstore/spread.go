@@ -280,6 +280,26 @@ func (s *Store) syncSubs(ctx context.Context, l *spreadLayout, cfg waitroom.Room
 	return errors.Join(errs...)
 }
 
+// cachedShards is room's shards as far as this Store knows without asking
+// (1 when it does not): a spread room's batch of Enters or Status calls
+// carries up to maxBatch users per sub-shard, as a room on one shard's
+// carries maxBatch.
+func (s *Store) cachedShards(room string) int {
+	if l, ok := s.layouts.m.Load(room); ok {
+		return l.(*spreadLayout).shards
+	}
+	return 1
+}
+
+// The spread functions of the request path go through the automatic
+// pipeliner, as the room's own do (hotPath).
+func init() {
+	for _, f := range []*function{spreadEnterScript, spreadStatusScript, spreadTicketScript, spreadDoneScript,
+		spreadLeaveScript, spreadMirrorScript} {
+		hotPath[f] = true
+	}
+}
+
 // forgetLayout drops room's cached layout: the next call reads it.
 func (s *Store) forgetLayout(room string) { s.layouts.m.Delete(room) }
 
@@ -289,13 +309,13 @@ func (s *Store) forgetLayout(room string) { s.layouts.m.Delete(room) }
 // KEYS[2] seq
 // KEYS[3] inflight
 // KEYS[4] bucket (w_waiting, w_seq: the room's size at the last tick)
-// KEYS[5] stats (full: those max_queue refused)
 // ARGV[1] layout id
 // ARGV[2] n: tickets wanted
 //
 // Returns {"OK", first ticket, taken at (ms, the control shard's clock),
-// granted (the first granted of the n get tickets, the rest are refused
-// as QUEUE_FULL)}, {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
+// granted, refusal}: the first granted of the n get tickets, the rest
+// none, and refusal ("QUEUE_FULL" or "ROOM_CLOSED") is what those without
+// a standing are told; {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadTicketScript = newFunction("spread_ticket")
 
 // spreadDoneScript says the tickets of a call from first on are placed or
@@ -307,24 +327,25 @@ var spreadTicketScript = newFunction("spread_ticket")
 // Returns "OK".
 var spreadDoneScript = newFunction("spread_done")
 
-// spreadEnterScript finds who needs a ticket (mode check), then places
-// the users with theirs (mode place). The clock of the sub-shard judges a
+// spreadEnterScript places users with their tickets in a sub-shard, or
+// answers the standing they have. The clock of the sub-shard judges a
 // ticket late (SpreadLate): the primaries' clocks must agree within it.
 //
 // KEYS      spread hot keys: cfg, q, tok, active, stats, mirror, left (the sub-shard's)
 // ARGV[1]   layout id
-// ARGV[2]   mode: "check" or "place"
-// ARGV[3]   the tickets' time (place), ms
-// ARGV[4 ..] users (check), or user, ticket, … (place)
+// ARGV[2]   the tickets' time, ms (the counter's clock)
+// ARGV[3]   what a user without a ticket and without a standing is told:
+//           QUEUE_FULL (counted full) or ROOM_CLOSED
+// ARGV[4 ..] user, ticket (0: none), …
 //
 // Returns {"ROOM_NOT_FOUND"}, {"RESHARDED"} or {"OK", standing, …,
 // first, gone ticket, …}, a standing per user: position (a number:
-// waiting), {"ADMITTED", token, ms_left}, {"ROOM_CLOSED"}, {"NEW"} (check:
-// needs a ticket) or {"LATE"} (place: the ticket is too old to place);
-// first: 1 when the call placed the sub-shard's first users (the caller
-// wakes the admitter when the others are empty too); then the tickets the
-// call found gone (abandoned, never placed), which the caller tells the
-// other sub-shards (pushGone).
+// waiting), {"ADMITTED", token, ms_left}, {"ROOM_CLOSED"},
+// {"QUEUE_FULL"} or {"LATE"} (the ticket is too old to place); first: 1
+// when the call placed the sub-shard's first users (the caller wakes the
+// admitter when the others are empty too); then the tickets the call
+// found gone (re-entries' and refused users' tickets, users abandoned),
+// which the caller tells the other sub-shards (pushGone).
 var spreadEnterScript = newFunction("spread_enter")
 
 // spreadStatusScript reads users' standings in a sub-shard, as statusScript.
@@ -437,79 +458,46 @@ func (s *Store) spreadCall(ctx context.Context, op string, f *function, keys []s
 	return nil, s.unexpected(ctx, op, r)
 }
 
+// spreadEnter takes tickets for all of a batch's users at once, in the
+// batch's order (its arrival order), then sends each sub-shard its users
+// with their tickets: who has a standing keeps it and its ticket is a
+// gap, who is new takes its place. One call on the counter and one on
+// each sub-shard, whatever the users are; a re-entry costs a gap.
 func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, users []string, groups [][]int, out []userResult) error {
-	wake := s.keys(room).q
-	news := make([][]int, len(groups)) // per group, the users that need a ticket
-	err := s.eachSub(l, groups, func(g int, idx []int) error {
-		args := []any{l.id, "check", 0}
-		for _, i := range idx {
-			args = append(args, users[i])
-		}
-		standings, rest, err := s.usersCall(ctx, "enter", spreadEnterScript, l.subs[g], args, len(idx), 1)
-		if err != nil {
-			return err
-		}
-		for j, i := range idx {
-			if sr, ok := asReply(standings[j]); ok && sr.code() == "NEW" {
-				news[g] = append(news[g], i)
-				continue
-			}
-			out[i] = s.userStanding(ctx, "enter", standings[j])
-		}
-		s.pushGone(ctx, l, g, rest[1:])
-		return nil
-	})
-	if err != nil {
-		return err
-	}
+	k := s.keys(room)
 	n := 0
-	for _, idx := range news {
+	for _, idx := range groups {
 		n += len(idx)
 	}
-	if n == 0 {
-		return nil
-	}
-	k := s.keys(room)
-	r, err := s.spreadCall(ctx, "ticket", spreadTicketScript, []string{k.cfg, k.seq, k.inflight, k.bucket, k.stats}, l.id, n)
+	r, err := s.spreadCall(ctx, "ticket", spreadTicketScript, []string{k.cfg, k.seq, k.inflight, k.bucket}, l.id, n)
 	if err != nil {
 		return err
 	}
 	firstTicket, ok1 := r.int(1)
 	takenAt, ok2 := r.int(2)
 	granted, ok3 := r.int(3)
-	if !ok1 || !ok2 || !ok3 || granted < 0 || granted > int64(n) {
+	refusal, ok4 := r.str(4)
+	if !ok1 || !ok2 || !ok3 || !ok4 || granted < 0 || granted > int64(n) {
 		return s.unexpected(ctx, "ticket", r)
 	}
-	// Tickets in arrival order: the batch's order.
-	isNew := map[int]bool{}
-	for _, idx := range news {
+	// Tickets in the batch's order, as far as granted; the rest come with
+	// none, and are refused unless they have a standing.
+	sent := make([]bool, len(users)) // each user's first naming
+	for _, idx := range groups {
 		for _, i := range idx {
-			isNew[i] = true
+			sent[i] = true
 		}
 	}
-	// Tickets in the batch's order (arrival order), as far as granted;
-	// the rest found the room full.
-	ticketOf := map[int]int64{}
+	ticketOf := make(map[int]int64, n)
 	next := firstTicket
 	for i := range users {
-		if !isNew[i] {
-			continue
-		}
-		if next-firstTicket < granted {
+		if sent[i] && next-firstTicket < granted {
 			ticketOf[i] = next
 			next++
-		} else {
-			out[i] = userResult{err: waitroom.ErrQueueFull}
 		}
 	}
-	for g, idx := range news {
-		news[g] = slices.DeleteFunc(idx, func(i int) bool { _, ok := ticketOf[i]; return !ok })
-	}
-	if granted == 0 {
-		return nil
-	}
-	err = s.eachSub(l, news, func(g int, idx []int) error {
-		args := []any{l.id, "place", takenAt}
+	err = s.eachSub(l, groups, func(g int, idx []int) error {
+		args := []any{l.id, takenAt, refusal}
 		for _, i := range idx {
 			args = append(args, users[i], ticketOf[i])
 		}
@@ -519,7 +507,7 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 		}
 		s.pushGone(ctx, l, g, rest[1:])
 		if first, _ := rest[0].(int64); first == 1 {
-			s.wakeIfEmpty(ctx, l, g, wake)
+			s.wakeIfEmpty(ctx, l, g, k.q)
 		}
 		for j, i := range idx {
 			if sr, ok := asReply(standings[j]); ok && sr.code() == "LATE" {
@@ -530,10 +518,12 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 		}
 		return nil
 	})
-	// Placed or not, the tickets are no longer in flight: a failed place
-	// leaves gaps, which the admitter passes.
-	if doneErr := s.call(context.WithoutCancel(ctx), s.client, spreadDoneScript, []string{k.inflight}, firstTicket).Err(); doneErr != nil {
-		s.log.WarnContext(ctx, "redisstore: tickets stay in flight until they time out", "room", room, "err", doneErr)
+	if granted > 0 {
+		// Placed or not, the tickets are no longer in flight: a failed
+		// place leaves gaps, which the admitter passes.
+		if doneErr := s.call(context.WithoutCancel(ctx), s.client, spreadDoneScript, []string{k.inflight}, firstTicket).Err(); doneErr != nil {
+			s.log.WarnContext(ctx, "redisstore: tickets stay in flight until they time out", "room", room, "err", doneErr)
+		}
 	}
 	return err
 }

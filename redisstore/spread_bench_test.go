@@ -15,8 +15,8 @@ import (
 	"github.com/waitroom/waitroom/redistest"
 )
 
-// BenchmarkSpreadEnter times new places taken by a crowd (256 callers
-// over two instances) in a room on K = 1, 2 and 3 shards of a 3-primary
+// BenchmarkSpreadEnter times new places taken by a crowd (256 or 1,024
+// callers over two instances) in a room on K = 1, 2 and 3 shards of a 3-primary
 // Cluster (K = 1: a room on one hash tag, as before shards), and reports
 // the CPU every primary's redis-server spent per ENTER (INFO cpu): in all
 // (redis-cpu-µs/enter) and on the busiest primary (busiest-cpu-µs/enter),
@@ -26,8 +26,17 @@ import (
 func BenchmarkSpreadEnter(b *testing.B) {
 	c := redistest.StartCluster(b, redistest.ClusterOptions{Primaries: 3})
 	url := withQuery(c.URL(), suiteTimeouts)
-	for _, k := range []int{1, 2, 3} {
-		b.Run(fmt.Sprintf("shards=%d", k), func(b *testing.B) {
+	for _, callers := range []int{256, 1024} {
+		for _, k := range []int{1, 2, 3} {
+			b.Run(fmt.Sprintf("callers=%d/shards=%d", callers, k), func(b *testing.B) { spreadEnters(b, url, callers, k) })
+		}
+	}
+}
+
+// spreadEnters is one round of BenchmarkSpreadEnter.
+func spreadEnters(b *testing.B, url string, callers, k int) {
+	{
+		{
 			prefix := randomPrefix()
 			stores := []*Store{New(openURL(b, url), Options{Prefix: prefix}), New(openURL(b, url), Options{Prefix: prefix})}
 			room := benchRoom(b, stores[0], waitroom.RoomConfig{Shards: k, MaxQueue: waitroom.MaxMaxQueue})
@@ -36,7 +45,7 @@ func BenchmarkSpreadEnter(b *testing.B) {
 			var next atomic.Int64
 			b.ResetTimer()
 			var wg sync.WaitGroup
-			for w := range 256 {
+			for w := range callers {
 				wg.Go(func() {
 					s := stores[w%2]
 					for {
@@ -54,31 +63,40 @@ func BenchmarkSpreadEnter(b *testing.B) {
 			wg.Wait()
 			b.StopTimer()
 			after := primariesCPU(b, cluster)
-			var total, busiest float64
-			for addr, us := range after {
-				d := us - before[addr]
+			var total, busiest, calls, inCalls float64
+			for addr, a := range after {
+				d := a.cpu - before[addr].cpu
 				total += d
 				busiest = max(busiest, d)
+				calls += a.calls - before[addr].calls
+				inCalls += a.callsUsec - before[addr].callsUsec
 			}
 			b.ReportMetric(total/float64(b.N), "redis-cpu-µs/enter")
+			b.ReportMetric(float64(b.N)/calls, "enters/call")
+			b.ReportMetric(inCalls/float64(b.N), "fcall-µs/enter")
 			b.ReportMetric(busiest/float64(b.N), "busiest-cpu-µs/enter")
 			b.ReportMetric(1e6*float64(b.N)/busiest, "room-enters/s-at-1-core")
-		})
+		}
 	}
 }
 
-// primariesCPU is each primary's redis-server CPU so far, in µs.
-func primariesCPU(b *testing.B, c *redis.ClusterClient) map[string]float64 {
+// primaryCounts are a primary's redis-server CPU so far, in µs, and its
+// function calls and the µs spent in them (INFO commandstats).
+type primaryCounts struct{ cpu, calls, callsUsec float64 }
+
+// primariesCPU reads every primary's counts.
+func primariesCPU(b *testing.B, c *redis.ClusterClient) map[string]primaryCounts {
 	b.Helper()
 	var mu sync.Mutex
-	out := map[string]float64{}
+	out := map[string]primaryCounts{}
 	require.NoError(b, c.ForEachMaster(context.Background(), func(ctx context.Context, node *redis.Client) error {
 		cpu, err := ServerCPU(ctx, node)
 		if err != nil {
 			return err
 		}
+		calls, usec := scriptStats(b, node)
 		mu.Lock()
-		out[node.Options().Addr] = float64(cpu.Microseconds())
+		out[node.Options().Addr] = primaryCounts{float64(cpu.Microseconds()), float64(calls), float64(usec)}
 		mu.Unlock()
 		return nil
 	}))

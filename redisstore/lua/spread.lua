@@ -39,12 +39,19 @@ local function spread_gone(mirror_key, left_key, ticket)
   redis.call('RPUSH', left_key, ticket)
 end
 
--- spread_position: the place of ticket in the whole room: the tickets
--- after the head (all at or before it are admitted or gone), less those
--- known gone between (mirror); at least 1. Exact but for the other
--- sub-shards' leavers since the admitter's last tick.
-local function spread_position(mirror_key, head, ticket)
-  if ticket <= head then return 1 end
-  local gone = redis.call('ZCOUNT', mirror_key, '(' .. head, '(' .. ticket)
-  return math.max(1, ticket - head - gone)
+-- spread_positions returns the place of a ticket in the whole room: the
+-- tickets after the head (all at or before it are admitted or gone),
+-- less those known gone between (mirror: read only when it holds any);
+-- at least 1. Exact but for the other sub-shards' leavers not told here
+-- yet.
+local function spread_positions(mirror_key, head)
+  local any_gone = redis.call('EXISTS', mirror_key) == 1
+  return function(ticket)
+    if ticket <= head then return 1 end
+    local gone = 0
+    if any_gone then
+      gone = redis.call('ZCOUNT', mirror_key, '(' .. head, '(' .. ticket)
+    end
+    return math.max(1, ticket - head - gone)
+  end
 end

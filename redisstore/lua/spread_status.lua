@@ -16,12 +16,18 @@ return function(KEYS, ARGV)
   local abandon_s, head = abandon_secs(cfg[2]), tonumber(cfg[3] or '0')
   local now = now_ms()
   local s = math.floor(now / 1000)
+  local positions = spread_positions(mirror_key, head)
   local out = {'OK'}
   local gone = {} -- tickets gone in this call, for the caller to tell the other sub-shards
-  for i = 2, #ARGV do
-    local user = ARGV[i]
+  -- Most polls are of waiting users: their places come from one ZMSCORE
+  -- of all the call's users, their "seen" marks go in one ZADD XX; only a
+  -- user not queued reads its token.
+  local users = {unpack(ARGV, 2)}
+  local scores = redis.call('ZMSCORE', q_key, unpack(users))
+  local seen = {}
+  for j, user in ipairs(users) do
     local st = {'NOT_IN_QUEUE'}
-    local score = redis.call('ZSCORE', q_key, user)
+    local score = scores[j]
     if score then
       score = tonumber(score)
       local ticket = math.floor(score)
@@ -34,9 +40,10 @@ return function(KEYS, ARGV)
       else
         local fresh = queue_score(ticket, s)
         if fresh ~= score then
-          redis.call('ZADD', q_key, 'XX', fresh, user)
+          seen[#seen + 1] = fresh
+          seen[#seen + 1] = user
         end
-        st = spread_position(mirror_key, head, ticket)
+        st = positions(ticket)
       end
     else
       local e = holder_sees(tok_key, active_key, user, now)
@@ -45,6 +52,9 @@ return function(KEYS, ARGV)
       end
     end
     out[#out + 1] = st
+  end
+  if #seen > 0 then
+    redis.call('ZADD', q_key, 'XX', unpack(seen))
   end
   for _, t in ipairs(gone) do
     out[#out + 1] = t
