@@ -335,7 +335,9 @@ var spreadDoneScript = newFunction("spread_done")
 // ARGV[1]   layout id
 // ARGV[2]   the tickets' time, ms (the counter's clock)
 // ARGV[3]   what a user without a ticket and without a standing is told:
-//           QUEUE_FULL (counted full) or ROOM_CLOSED
+//
+//	QUEUE_FULL (counted full) or ROOM_CLOSED
+//
 // ARGV[4 ..] user, ticket (0: none), …
 //
 // Returns {"ROOM_NOT_FOUND"}, {"RESHARDED"} or {"OK", standing, …,
