@@ -22,16 +22,23 @@ import (
 // (redis-cpu-µs/enter) and on the busiest primary (busiest-cpu-µs/enter),
 // whose core saturates first, so 10^6 / busiest is the ENTERs a second
 // the room takes when one shard-core is full (room-enters/s-at-1-core).
-// Run with -count to alternate the three in one run.
+// The three run in turn, spreadRounds rounds, in one run.
 func BenchmarkSpreadEnter(b *testing.B) {
 	c := redistest.StartCluster(b, redistest.ClusterOptions{Primaries: 3})
 	url := withQuery(c.URL(), suiteTimeouts)
 	for _, callers := range []int{256, 1024} {
-		for _, k := range []int{1, 2, 3} {
-			b.Run(fmt.Sprintf("callers=%d/shards=%d", callers, k), func(b *testing.B) { spreadEnters(b, url, callers, k) })
+		// Rounds with the three in turn, each round starting with another.
+		for round := range spreadRounds {
+			for i := range 3 {
+				k := 1 + (i+round)%3
+				b.Run(fmt.Sprintf("callers=%d/round=%d/shards=%d", callers, round+1, k), func(b *testing.B) { spreadEnters(b, url, callers, k) })
+			}
 		}
 	}
 }
+
+// spreadRounds is how many rounds BenchmarkSpreadEnter runs of each.
+const spreadRounds = 5
 
 // spreadEnters is one round of BenchmarkSpreadEnter.
 func spreadEnters(b *testing.B, url string, callers, k int) {
