@@ -64,6 +64,7 @@ func TestSpreadRoom(t *testing.T) {
 		_, err = s.CreateRoom(ctx, room, waitroom.RoomConfig{Shards: 2})
 		require.NoError(t, err)
 		require.ErrorIs(t, s.CreatePass(ctx, room, waitroom.Pass{ID: waitroom.NewToken(), Uses: 1, Left: 1, ExpiresAt: time.Now().Add(time.Hour)}), waitroom.ErrShardsUnsupported)
+		require.ErrorIs(t, s.SetNotice(ctx, room, "waiter", []byte(`{}`)), waitroom.ErrShardsUnsupported, "notices")
 		// Resharding while someone waits is refused; once empty it is not.
 		_, err = s.Enter(ctx, room, "waiter")
 		require.NoError(t, err)
