@@ -127,6 +127,12 @@ func (s *Store) layout(ctx context.Context, room string) (*spreadLayout, error) 
 	if err != nil {
 		return nil, s.fail("layout", err)
 	}
+	return s.keepLayout(room, v)
+}
+
+// keepLayout makes room's layout of its cfg's shards, tags and layout
+// fields (v) and caches it.
+func (s *Store) keepLayout(room string, v []any) (*spreadLayout, error) {
 	l := &spreadLayout{shards: 1, read: time.Now()}
 	if n, _ := strconv.Atoi(str(v[0])); n > 1 {
 		tags := strings.Fields(str(v[1]))
@@ -827,17 +833,46 @@ func (s *Store) refuseSpread(ctx context.Context, room, what string) error {
 }
 
 // workSpread sets work for the spread rooms among rooms (their own keys
-// hold no queue or token, so Work's probe of them leaves it).
+// hold no queue or token, so Work's probe of them leaves it). It asks
+// only for the layouts of rooms it has never seen, all in one pipeline,
+// and takes the others from the cache however old: a probe of many idle
+// rooms stays a few commands. A room spread since wakes its admitter
+// when its first user enters (the wake is on the room's own channel),
+// and that tick reads the layout again.
 func (s *Store) workSpread(ctx context.Context, rooms []string, work []waitroom.Work) error {
 	if _, ok := s.client.(*redis.ClusterClient); !ok {
 		return nil
 	}
+	layouts := make([]*spreadLayout, len(rooms))
+	var unseen []int
 	for i, room := range rooms {
-		l, err := s.layout(ctx, room)
-		if err != nil {
-			return err
+		if l, ok := s.layouts.m.Load(room); ok {
+			layouts[i] = l.(*spreadLayout)
+		} else {
+			unseen = append(unseen, i)
 		}
+	}
+	if len(unseen) > 0 {
+		reads := make([]*redis.SliceCmd, len(unseen))
+		if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for j, i := range unseen {
+				reads[j] = p.HMGet(ctx, s.keys(rooms[i]).cfg, "shards", "tags", "layout")
+			}
+			return nil
+		}); err != nil {
+			return s.fail("work", err)
+		}
+		for j, i := range unseen {
+			l, err := s.keepLayout(rooms[i], reads[j].Val())
+			if err != nil {
+				return err
+			}
+			layouts[i] = l
+		}
+	}
+	for i, l := range layouts {
 		if l.shards > 1 {
+			var err error
 			if work[i], err = s.spreadWork(ctx, l); err != nil {
 				return err
 			}
