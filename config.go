@@ -43,6 +43,8 @@ const (
 	DefaultNotifiedFirstUseWithin = 5 * time.Minute
 	// DefaultUnitsPerOrder: a token buys one unit.
 	DefaultUnitsPerOrder = 1
+	// DefaultShards: a room lives on one shard (one hash tag).
+	DefaultShards = 1
 )
 
 // Bounds on RoomConfig that keep one admission tick small enough for one
@@ -157,6 +159,11 @@ type RoomConfig struct {
 	// written only by PageStore.SetPage with the archive it names; empty:
 	// the instance's page (--page-dir or the built-in one).
 	Page string
+	// Shards spreads the room's queue and tokens over this many Redis
+	// Cluster shards, 1 to MaxShards (spread.go); 1: one hash tag, one
+	// shard. Only a Redis Cluster store takes more than 1, and not with
+	// every setting (SpreadRefusal).
+	Shards int
 }
 
 // Stored returns c as a store keeps it: with its defaults, and only if
@@ -175,6 +182,7 @@ func (c RoomConfig) WithDefaults() RoomConfig {
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.State = cmp.Or(c.State, RoomOpen)
 	c.UnitsPerOrder = cmp.Or(c.UnitsPerOrder, DefaultUnitsPerOrder)
+	c.Shards = cmp.Or(c.Shards, DefaultShards)
 	c.AbandonAfter = cmp.Or(c.AbandonAfter, DefaultAbandonAfter)
 	c.FirstUseWithin = cmp.Or(c.FirstUseWithin, min(DefaultFirstUseWithin, c.TokenTTL))
 	c.NotifiedFirstUseWithin = cmp.Or(c.NotifiedFirstUseWithin, min(DefaultNotifiedFirstUseWithin, c.TokenTTL))
@@ -253,6 +261,8 @@ func (c RoomConfig) Validate() error {
 	if err := CheckPageVersion(c.Page); err != nil {
 		check(false, "page", err.Error())
 	}
+	check(c.Shards >= 1 && c.Shards <= MaxShards, "shards",
+		bad("must be in [1, %d], got %d", MaxShards, c.Shards))
 	return errors.Join(errs...)
 }
 
@@ -431,6 +441,7 @@ func (c RoomConfig) Changes(to RoomConfig) []FieldChange {
 	add("shop_url", c.ShopURL, to.ShopURL)
 	add("shop_name", c.ShopName, to.ShopName)
 	add("product_name", c.ProductName, to.ProductName)
+	add("shards", c.Shards, to.Shards)
 	// Page is not a setting the flags or PATCH give: SetPage logs its own.
 	return out
 }

@@ -32,7 +32,7 @@ func TestRoomConfigValidateNamesFields(t *testing.T) {
 		require.True(t, errors.As(e, &se), "%v", e)
 		fields = append(fields, se.Fields...)
 	}
-	require.Equal(t, []string{"rate", "slice", "max_queue", "token_ttl", "lease", "max_active", "stock", "units_per_order", "abandon_after", "first_use_within", "notified_first_use_within", "state"}, fields)
+	require.Equal(t, []string{"rate", "slice", "max_queue", "token_ttl", "lease", "max_active", "stock", "units_per_order", "abandon_after", "first_use_within", "notified_first_use_within", "state", "shards"}, fields)
 	a := waitroom.Classify(err)
 	require.Equal(t, 400, a.Status)
 	require.Equal(t, fmt.Sprintf("rate: must be in [%g, 100000] users/s, got NaN", waitroom.MinRate), a.Message)

@@ -38,13 +38,17 @@ var (
 	ErrQueueNotEmpty    = &Error{"QUEUE_NOT_EMPTY", "opens_at cannot be set while people wait in the queue: early arrivals would be placed ahead of them", http.StatusConflict}
 	ErrDrawSeedMismatch = &Error{"DRAW_SEED_MISMATCH", "the draw's seed no longer matches its published commitment; the draw is refused", http.StatusInternalServerError}
 	// Passes (pass.go).
-	ErrPassInvalid      = &Error{"PASS_INVALID", "this pass is not valid here: unknown, revoked or expired", http.StatusForbidden}
-	ErrPassUsedUp       = &Error{"PASS_USED_UP", "this pass has been used as many times as it allows", http.StatusForbidden}
-	ErrInviteOnly       = &Error{"INVITE_ONLY", "this room lets in pass holders only", http.StatusForbidden}
-	ErrNoFreeSlot       = &Error{"NO_FREE_SLOT", "every entry slot is taken right now; try again shortly", http.StatusTooManyRequests}
-	ErrTooManyPasses    = &Error{"TOO_MANY_PASSES", "the room keeps too many passes; revoke some first", http.StatusConflict}
-	ErrBadRequest       = &Error{"BAD_REQUEST", "bad request", http.StatusBadRequest}
-	ErrStoreUnavailable = &Error{"STORE_UNAVAILABLE", "the waiting room store is unavailable", http.StatusServiceUnavailable}
+	ErrPassInvalid   = &Error{"PASS_INVALID", "this pass is not valid here: unknown, revoked or expired", http.StatusForbidden}
+	ErrPassUsedUp    = &Error{"PASS_USED_UP", "this pass has been used as many times as it allows", http.StatusForbidden}
+	ErrInviteOnly    = &Error{"INVITE_ONLY", "this room lets in pass holders only", http.StatusForbidden}
+	ErrNoFreeSlot    = &Error{"NO_FREE_SLOT", "every entry slot is taken right now; try again shortly", http.StatusTooManyRequests}
+	ErrTooManyPasses = &Error{"TOO_MANY_PASSES", "the room keeps too many passes; revoke some first", http.StatusConflict}
+	// A room spread over shards (spread.go).
+	ErrShardsNeedCluster = &Error{"SHARDS_NEED_CLUSTER", "shards above 1 need a Redis Cluster store", http.StatusBadRequest}
+	ErrShardsUnsupported = &Error{"SHARDS_UNSUPPORTED", "this setting is not supported on a room spread over shards", http.StatusBadRequest}
+	ErrShardsNotEmpty    = &Error{"SHARDS_NOT_EMPTY", "shards cannot change while anyone waits or holds a token in the room", http.StatusConflict}
+	ErrBadRequest        = &Error{"BAD_REQUEST", "bad request", http.StatusBadRequest}
+	ErrStoreUnavailable  = &Error{"STORE_UNAVAILABLE", "the waiting room store is unavailable", http.StatusServiceUnavailable}
 )
 
 // UnansweredClaimError is a Claim whose call got no answer (a timeout, a

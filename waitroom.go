@@ -37,7 +37,10 @@ const (
 type Status struct {
 	State State
 	// Position is 1-based; set when waiting, and when scheduled in a
-	// fifo room (a random room's places are not drawn yet).
+	// fifo room (a random room's places are not drawn yet). In a room
+	// spread over shards (RoomConfig.Shards) it is the user's ticket less
+	// the head's and the tickets known gone between: exact but for users
+	// ahead on other sub-shards who left a moment ago.
 	Position int64
 	// OpensIn is how long until the opening, by the store's clock; set
 	// when scheduled (0 once the opening is being drawn).

@@ -376,6 +376,9 @@ type roomSettings struct {
 	// ShopName and ProductName are shown on the waiting page; "" clears.
 	ShopName    *string `json:"shop_name"`
 	ProductName *string `json:"product_name"`
+	// Shards spreads the room over Redis Cluster shards (1..16; more than
+	// 1 on a Redis Cluster store only, and only while the room is empty).
+	Shards *int `json:"shards"`
 }
 
 // createBody is the body of POST /admin/rooms.
@@ -409,6 +412,7 @@ func (p roomSettings) apply(cfg waitroom.RoomConfig) (waitroom.RoomConfig, error
 	set(p.Rate, &cfg.Rate)
 	set(p.MaxQueue, &cfg.MaxQueue)
 	set(p.MaxActive, &cfg.MaxActive)
+	set(p.Shards, &cfg.Shards)
 	set(p.Stock, &cfg.Stock)
 	set(p.UnitsPerOrder, &cfg.UnitsPerOrder)
 	set(p.InviteOnly, &cfg.InviteOnly)

@@ -130,13 +130,13 @@ func TestAdminRooms(t *testing.T) {
 		"name": name, "state": "paused", "rate": 50.0, "slice": "100ms", "max_queue": 100000.0,
 		"token_ttl": "2m0s", "lease": "30s", "max_active": 0.0, "stock": 0.0, "units_per_order": 1.0, "one_order_per_user": false, "invite_only": false,
 		"abandon_after": "5m0s", "first_use_within": "1m0s", "notified_first_use_within": "2m0s",
-		"opens_at": "", "prequeue_order": "random", "closes_at": "", "shop_url": "", "shop_name": "", "product_name": "", "page": "",
+		"opens_at": "", "prequeue_order": "random", "closes_at": "", "shop_url": "", "shop_name": "", "product_name": "", "page": "", "shards": 1.0,
 	}, a.Body)
 	cfg, err := f.Store.RoomConfig(t.Context(), name)
 	require.NoError(t, err)
 	require.Equal(t, waitroom.RoomConfig{Rate: 50, Slice: 100 * time.Millisecond, MaxQueue: 100_000,
 		TokenTTL: 2 * time.Minute, Lease: 30 * time.Second, State: waitroom.RoomPaused, UnitsPerOrder: 1,
-		AbandonAfter: 5 * time.Minute, FirstUseWithin: time.Minute, NotifiedFirstUseWithin: 2 * time.Minute}, cfg)
+		AbandonAfter: 5 * time.Minute, FirstUseWithin: time.Minute, NotifiedFirstUseWithin: 2 * time.Minute, Shards: 1}, cfg)
 	require.Contains(t, f.Logs.String(), `msg="room created" room=`+name+" by=admin")
 
 	a = f.Admin("POST", "/admin/rooms", `{"name":"`+name+`","rate":70}`)
@@ -171,7 +171,7 @@ func TestAdminRooms(t *testing.T) {
 	require.Equal(t, "20s", a.Body["first_use_within"])
 	require.Equal(t, waitroom.RoomConfig{Rate: 50, Slice: 100 * time.Millisecond, MaxQueue: 10,
 		TokenTTL: 2 * time.Minute, Lease: 45 * time.Second, State: waitroom.RoomPaused, UnitsPerOrder: 4,
-		AbandonAfter: 90 * time.Second, FirstUseWithin: 20 * time.Second, NotifiedFirstUseWithin: 2 * time.Minute}, cfg)
+		AbandonAfter: 90 * time.Second, FirstUseWithin: 20 * time.Second, NotifiedFirstUseWithin: 2 * time.Minute, Shards: 1}, cfg)
 	require.Contains(t, f.Logs.String(), `msg="room updated" room=`+name+" by=admin")
 	require.Contains(t, f.Logs.String(), "max_queue.old=100000 max_queue.new=10")
 
@@ -218,6 +218,10 @@ func TestAdminRejectsBadInput(t *testing.T) {
 		{"PATCH", path, `{"units_per_order":"3"}`, 400, "BAD_REQUEST", "units_per_order"},
 		{"PATCH", path, `{"stock":5,"units_per_order":6}`, 400, "BAD_REQUEST", "units_per_order: must be at most stock"},
 		{"PATCH", path, `{"one_order_per_user":"yes"}`, 400, "BAD_REQUEST", "one_order_per_user"},
+		{"PATCH", path, `{"shards":2}`, 400, "SHARDS_NEED_CLUSTER", "Redis Cluster"},
+		{"PATCH", path, `{"shards":17}`, 400, "BAD_REQUEST", "shards"},
+		{"PATCH", path, `{"shards":0.5}`, 400, "BAD_REQUEST", "shards"},
+		{"POST", "/admin/rooms", `{"name":"fresh","shards":3}`, 400, "SHARDS_NEED_CLUSTER", "Redis Cluster"},
 		{"PATCH", path, `{"state":"half-open"}`, 400, "BAD_REQUEST", "state"},
 		{"PATCH", path, `{"abandon_after":"500ms"}`, 400, "BAD_REQUEST", "abandon_after"},
 		{"PATCH", path, `{"abandon_after":"48h"}`, 400, "BAD_REQUEST", "abandon_after"},

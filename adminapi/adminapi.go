@@ -45,7 +45,9 @@ type Room struct {
 	ProductName string `json:"product_name"`
 	// Page is the version of the room's own page (PUT
 	// /admin/rooms/{room}/page), "" when it shows the instance's.
-	Page    string   `json:"page"`
+	Page string `json:"page"`
+	// Shards: the Redis Cluster shards the room is spread over (1: one).
+	Shards  int      `json:"shards"`
 	Figures *Figures `json:"figures,omitempty"`
 }
 
@@ -73,6 +75,7 @@ func NewRoom(name string, cfg waitroom.RoomConfig) Room {
 		ShopName:        cfg.ShopName,
 		ProductName:     cfg.ProductName,
 		Page:            cfg.Page,
+		Shards:          cfg.Shards,
 		// For buyers who asked to be told of their turn (server/notify.go).
 		NotifiedFirstUseWithin: cfg.NotifiedFirstUseWithin.String(),
 	}

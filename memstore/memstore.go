@@ -127,6 +127,9 @@ func (s *Store) CreateRoom(ctx context.Context, name string, cfg waitroom.RoomCo
 	if err != nil {
 		return false, err
 	}
+	if err := waitroom.ShardsRefusal(cfg); err != nil {
+		return false, err // every room of the process is one critical section
+	}
 	if err := waitroom.PageChangeRefusal(waitroom.RoomConfig{}, cfg); err != nil {
 		return false, err
 	}
@@ -150,6 +153,9 @@ func (s *Store) UpdateRoom(ctx context.Context, name string, from, to waitroom.R
 	}
 	to, err := to.Stored()
 	if err != nil {
+		return err
+	}
+	if err := waitroom.ShardsRefusal(to); err != nil {
 		return err
 	}
 	r, err := s.lockedRoom(ctx, name)

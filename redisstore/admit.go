@@ -124,6 +124,11 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
+	if l, err := s.layout(ctx, room); err != nil {
+		return nil, err
+	} else if l.shards > 1 {
+		return s.admitSpread(ctx, room, l)
+	}
 	w := s.watch(room)
 	at := w.marks()
 

@@ -88,7 +88,7 @@ func (s *Store) batched(ctx context.Context, op *batchedOp, room, user string) (
 	k := s.keys(room)
 	l := s.line(op, room) // locked
 	var b *userBatch
-	if n := len(l.waiting); n > 0 && len(l.waiting[n-1].users) < maxBatch {
+	if n := len(l.waiting); n > 0 && len(l.waiting[n-1].users) < maxBatch*s.cachedShards(room) {
 		b = l.waiting[n-1]
 	} else {
 		b = &userBatch{done: make(chan struct{})}
@@ -167,9 +167,19 @@ func (s *Store) callBatch(ctx context.Context, op *batchedOp, room string, k *ro
 	if len(users) == 0 {
 		return // every caller gave up
 	}
+	if s.spreadBatched(ctx, op, room, b) {
+		return
+	}
 	w := s.watch(room)
 	at := w.marks()
 	r, err := s.doCall(ctx, op.name, op.call(k), users...)
+	if err == nil && r.code() == "SPREAD" {
+		// Spread since this Store read the layout: again, spread.
+		s.forgetLayout(room)
+		if s.spreadBatched(ctx, op, room, b) {
+			return
+		}
+	}
 	if err != nil {
 		b.err = err
 		return

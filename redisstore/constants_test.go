@@ -49,6 +49,9 @@ func constantsLua(t *testing.T) string {
 	str("OUTBOX_EXPIRED", waitroom.OutboxExpired, "waitroom.OutboxExpired")
 	num("OUTBOX_MAX_USERS", strconv.Itoa(waitroom.OutboxMaxUsers), "waitroom.OutboxMaxUsers")
 	num("OUTBOX_MAX_ENTRIES", strconv.Itoa(waitroom.OutboxMaxEntries), "waitroom.OutboxMaxEntries")
+	num("SPREAD_LATE_MS", ms(SpreadLate), "SpreadLate")
+	num("SPREAD_INFLIGHT_MS", ms(SpreadInFlight), "SpreadInFlight")
+	num("SPREAD_MAX_COPY", strconv.Itoa(SpreadMaxCopy), "SpreadMaxCopy")
 	return b.String()
 }
 

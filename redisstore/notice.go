@@ -44,6 +44,9 @@ func (s *Store) SetNotice(ctx context.Context, room, user string, channels []byt
 	if err := waitroom.CheckUserID(user); err != nil {
 		return err
 	}
+	if err := s.refuseSpread(ctx, room, "notices"); err != nil {
+		return err
+	}
 	if len(channels) > waitroom.MaxNoticeBytes {
 		return waitroom.BadRequest("a notice request is at most 4 KiB")
 	}

@@ -36,6 +36,9 @@ func (s *Store) CreatePass(ctx context.Context, room string, p waitroom.Pass) er
 	if err := p.Validate(); err != nil {
 		return err
 	}
+	if err := s.refuseSpread(ctx, room, "passes"); err != nil {
+		return err
+	}
 	k := s.keys(room)
 	r, err := s.do(ctx, "create pass", createPassScript, []string{k.cfg, k.passes},
 		p.ID, p.Uses, p.Left, p.ExpiresAt.UnixMilli(), waitroom.MaxPasses)
@@ -175,6 +178,9 @@ func (s *Store) EnterWithPass(ctx context.Context, room, user, id string) (waitr
 		return waitroom.Status{}, err
 	}
 	if err := waitroom.CheckUserID(user); err != nil {
+		return waitroom.Status{}, err
+	}
+	if err := s.refuseSpread(ctx, room, "passes"); err != nil {
 		return waitroom.Status{}, err
 	}
 	k := s.keys(room)

@@ -169,6 +169,11 @@ func (s *Store) Leave(ctx context.Context, room, user string) error {
 	if err := checkRoom(room); err != nil {
 		return err
 	}
+	if l, err := s.layout(ctx, room); err != nil {
+		return err
+	} else if l.shards > 1 {
+		return s.spreadLeave(ctx, room, l, user)
+	}
 	k := s.keys(room)
 	if err := s.call(ctx, s.client, leaveScript, []string{k.q, k.pre, k.drawn, k.draw, k.stats, k.seq, k.notice}, user).Err(); err != nil {
 		return s.fail("leave", err)

@@ -180,6 +180,11 @@ type Store struct {
 	watches                           sync.Map // room → *roomWatch
 	lostPlaces, lostTokens, lostSpent atomic.Int64
 
+	// layouts caches how each room lies over the shards, trims what each
+	// spread room's last tick copied (spread.go, spread_admit.go).
+	layouts layoutCache
+	trims   sync.Map // room → *spreadTrim
+
 	// clock estimates the Redis clock for Admitters.
 	clock serverClock
 
@@ -232,6 +237,7 @@ type roomKeys struct {
 	cfg, ver, q, seq, tok, active, bucket, stats, buyers, passes string
 	pre, drawn, ent, places, draw, page, notice, hist            string
 	out                                                          string // the outbox (outbox.go)
+	inflight, fence                                              string // a spread room's (spread.go)
 	// The calls of the hot path, their KEYS bound and command lines made
 	// once: Enter and Status (one KEYS order for both), the gate's claim,
 	// complete, release and renew.
@@ -251,25 +257,27 @@ func (s *Store) keys(room string) *roomKeys {
 	}
 	p := s.prefix + ":{" + room + "}:"
 	k := &roomKeys{
-		cfg:    p + "cfg",
-		ver:    p + "ver",
-		q:      p + "q",
-		seq:    p + "seq",
-		tok:    p + "tok",
-		active: p + "active",
-		bucket: p + "bucket",
-		stats:  p + "stats",
-		buyers: p + "buyers",
-		passes: p + "passes",
-		pre:    p + "pre",
-		drawn:  p + "drawn",
-		ent:    p + "ent",
-		places: p + "places",
-		draw:   p + "draw",
-		page:   p + "page",
-		notice: p + "notice",
-		out:    p + "out",
-		hist:   p + "hist",
+		cfg:      p + "cfg",
+		ver:      p + "ver",
+		q:        p + "q",
+		seq:      p + "seq",
+		tok:      p + "tok",
+		active:   p + "active",
+		bucket:   p + "bucket",
+		stats:    p + "stats",
+		buyers:   p + "buyers",
+		passes:   p + "passes",
+		pre:      p + "pre",
+		drawn:    p + "drawn",
+		ent:      p + "ent",
+		places:   p + "places",
+		draw:     p + "draw",
+		page:     p + "page",
+		notice:   p + "notice",
+		out:      p + "out",
+		hist:     p + "hist",
+		inflight: p + "inflight",
+		fence:    p + "fence",
 	}
 	// enter and status take the same KEYS, in one order.
 	hot := []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw, k.notice}
@@ -370,7 +378,7 @@ const tokHashTableField = " hashtable"
 // their values.
 var roomConfigFields = []string{"rate", "slice_ms", "quota", "max_queue", "ttl_ms", "lease_ms", "max_active", "state", "stock", "one_order", "abandon_ms", "first_use_ms", "invite_only",
 	"opens_at_ms", "prequeue", "closes_at_ms", "units", "shop_url", "notified_first_use_ms",
-	"shop_name", "product_name", "page"}
+	"shop_name", "product_name", "page", "shards"}
 
 // configArgs flattens cfg into field, value pairs for HSET. Durations are
 // kept in (possibly fractional) milliseconds, what the scripts compute in.
@@ -398,6 +406,7 @@ func configArgs(cfg waitroom.RoomConfig) []any {
 		cfg.ShopName,
 		cfg.ProductName,
 		cfg.Page,
+		strconv.Itoa(cfg.Shards),
 	}
 	args := make([]any, 0, 2*len(vals))
 	for i, v := range vals {

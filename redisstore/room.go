@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -38,8 +39,18 @@ func (s *Store) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomCo
 	if err := waitroom.PageChangeRefusal(waitroom.RoomConfig{}, cfg); err != nil {
 		return false, err
 	}
+	if err := s.checkSpread(cfg); err != nil {
+		return false, err
+	}
 	k := s.keys(room)
 	args := append(append([]any{waitroom.NewToken()}, configArgs(cfg)...), openingArgs(cfg, true)...)
+	spread, l, err := s.spreadFields(ctx, room, cfg)
+	if err != nil {
+		return false, err
+	}
+	if _, cluster := s.client.(*redis.ClusterClient); cluster {
+		args = append(args, spread...)
+	}
 	r, err := s.do(ctx, "create room", createRoomScript, []string{k.cfg, k.ver}, args...)
 	if err != nil {
 		return false, err
@@ -47,6 +58,12 @@ func (s *Store) CreateRoom(ctx context.Context, room string, cfg waitroom.RoomCo
 	created := r.code() == "CREATED"
 	if !created && r.code() != "EXISTS" {
 		return false, s.unexpected(ctx, "create room", r)
+	}
+	if created && l.shards > 1 {
+		s.forgetLayout(room)
+		if err := s.syncSubs(ctx, l, cfg, "", true); err != nil {
+			return created, err
+		}
 	}
 	// The rooms set spans rooms (no hash tag), so it is a separate command.
 	if err := s.client.SAdd(ctx, s.roomsKey(), room).Err(); err != nil {
@@ -106,7 +123,20 @@ func (s *Store) UpdateRoom(ctx context.Context, room string, from, to waitroom.R
 	if err := waitroom.PageChangeRefusal(from, to); err != nil {
 		return err
 	}
+	if err := s.checkSpread(to); err != nil {
+		return err
+	}
 	from = from.WithDefaults()
+	if _, cluster := s.client.(*redis.ClusterClient); cluster {
+		return s.updateSpread(ctx, room, from, to)
+	}
+	return s.updateControl(ctx, room, from, to, nil, false)
+}
+
+// updateControl is UpdateRoom on the room's own keys, with extra fields
+// written too; reshard refuses it, as a new opening time is, while anyone
+// waits in the room's own queue.
+func (s *Store) updateControl(ctx context.Context, room string, from, to waitroom.RoomConfig, extra []any, reshard bool) error {
 	expected := configArgs(from)
 	flag := func(b bool) int {
 		if b {
@@ -117,10 +147,14 @@ func (s *Store) UpdateRoom(ctx context.Context, room string, from, to waitroom.R
 	// The script compares from with what is stored first, so these two
 	// say what the update changes.
 	orderChanged := flag(to.Order() != from.Order())
-	openingSet := flag(!to.OpensAt.IsZero() && !to.OpensAt.Equal(from.OpensAt))
+	openingSet := flag(reshard || !to.OpensAt.IsZero() && !to.OpensAt.Equal(from.OpensAt))
 	args := append(append(append([]any{waitroom.NewToken(), orderChanged, openingSet, len(expected)}, expected...), configArgs(to)...), openingArgs(to, false)...)
+	args = append(args, extra...)
 	k := s.keys(room)
 	r, err := s.do(ctx, "update room", updateRoomScript, []string{k.cfg, k.ver, k.draw, k.q}, args...)
+	if reshard && errors.Is(err, waitroom.ErrQueueNotEmpty) {
+		return waitroom.ErrShardsNotEmpty
+	}
 	if err != nil {
 		return err
 	}
@@ -192,6 +226,9 @@ func parseConfig(m map[string]string) (waitroom.RoomConfig, error) {
 	}
 	if m["units"] != "" {
 		cfg.UnitsPerOrder = int(num("units"))
+	}
+	if m["shards"] != "" {
+		cfg.Shards = int(num("shards"))
 	}
 	if m["notified_first_use_ms"] != "" {
 		cfg.NotifiedFirstUseWithin = millis("notified_first_use_ms")
@@ -383,12 +420,18 @@ func (s *Store) Stats(ctx context.Context, room string) (waitroom.Stats, error) 
 	if !ok {
 		return waitroom.Stats{}, s.unexpected(ctx, "stats", r)
 	}
-	return waitroom.Stats{
+	st := waitroom.Stats{
 		Waiting: v[0], Active: v[1],
 		Entered: v[2], Full: v[3], Admitted: v[4],
 		Completed: v[5], Sold: sold, Released: v[6], Expired: v[7],
 		NoShows: v[8], Abandoned: v[9],
 		Pace: waitroom.PaceSums{Time: p[0], Regular: p[1], Admitted: p[2], Abandoned: p[3], NoShows: p[4],
 			Arrivals: p[5], Left: p[6], LeftAfter: p[7]}.Pace(v[10] == 0),
-	}, nil
+	}
+	if l, err := s.layout(ctx, room); err != nil {
+		return waitroom.Stats{}, err
+	} else if l.shards > 1 {
+		return s.spreadStats(ctx, l, st)
+	}
+	return st, nil
 }

@@ -28,6 +28,9 @@ func (s *Store) Work(ctx context.Context, rooms []string) ([]waitroom.Work, erro
 		return nil, err
 	}
 	work := make([]waitroom.Work, len(rooms))
+	if err := s.workSpread(ctx, rooms, work); err != nil {
+		return nil, err
+	}
 	groups := s.slotGroups(rooms)
 	// Early arrivals wait in pre until the draw, then in drawn.
 	workKeys := func(room string) []string {

@@ -43,8 +43,11 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 		return waitroom.Hold{}, err
 	}
 	lease := waitroom.NewToken()
-	k := s.keys(room)
-	r, err := s.doCall(ctx, "claim", k.claim, user, token, lease)
+	c, _, err := s.gateCall(ctx, room, user, func(k *roomKeys) fcall { return k.claim }, func(k *subKeys) fcall { return k.claim })
+	if err != nil {
+		return waitroom.Hold{}, err
+	}
+	r, err := s.doCall(ctx, "claim", c, user, token, lease)
 	if err != nil && (errors.Is(err, waitroom.ErrStoreUnavailable) || ctx.Err() != nil) {
 		// Sent, maybe run: the caller releases the hold it may have made.
 		return waitroom.Hold{}, &waitroom.UnansweredClaimError{Hold: waitroom.Hold{Room: room, User: user, Token: token, Lease: lease}, Err: err}
@@ -84,8 +87,11 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 	if err := checkRoom(h.Room); err != nil {
 		return err
 	}
-	k := s.keys(h.Room)
-	r, err := s.doCall(ctx, "complete", k.complete, h.User, h.Token, max(h.Units, 1))
+	c, watched, err := s.gateCall(ctx, h.Room, h.User, func(k *roomKeys) fcall { return k.complete }, func(k *subKeys) fcall { return k.complete })
+	if err != nil {
+		return err
+	}
+	r, err := s.doCall(ctx, "complete", c, h.User, h.Token, max(h.Units, 1))
 	if err != nil {
 		return err
 	}
@@ -93,7 +99,7 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 		return s.unexpected(ctx, "complete", r)
 	}
 	// A spent token lost in a failover is not a lost token (lost.go).
-	s.watch(h.Room).spend(h.Token)
+	s.watch(watched).spend(h.Token)
 	return nil
 }
 
@@ -123,8 +129,11 @@ func (s *Store) Release(ctx context.Context, h waitroom.Hold) error {
 	if err := checkRoom(h.Room); err != nil {
 		return err
 	}
-	k := s.keys(h.Room)
-	r, err := s.doCall(ctx, "release", k.release, h.User, h.Token, h.Lease)
+	c, _, err := s.gateCall(ctx, h.Room, h.User, func(k *roomKeys) fcall { return k.release }, func(k *subKeys) fcall { return k.release })
+	if err != nil {
+		return err
+	}
+	r, err := s.doCall(ctx, "release", c, h.User, h.Token, h.Lease)
 	if err != nil {
 		return err
 	}
@@ -162,8 +171,11 @@ func (s *Store) Renew(ctx context.Context, h waitroom.Hold) error {
 	if err := checkRoom(h.Room); err != nil {
 		return err
 	}
-	k := s.keys(h.Room)
-	r, err := s.doCall(ctx, "renew", k.renew, h.User, h.Token, h.Lease)
+	c, _, err := s.gateCall(ctx, h.Room, h.User, func(k *roomKeys) fcall { return k.renew }, func(k *subKeys) fcall { return k.renew })
+	if err != nil {
+		return err
+	}
+	r, err := s.doCall(ctx, "renew", c, h.User, h.Token, h.Lease)
 	if err != nil {
 		return err
 	}

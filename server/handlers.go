@@ -27,6 +27,9 @@ type waitingBody struct {
 // waitingPlace is where a queued user stands and how long the wait looks:
 // the status answer and the page's boot state (page.go) carry it alike.
 type waitingPlace struct {
+	// Position is 1-based: exact in a room on one shard; in a room spread
+	// over shards exact but for users ahead on other sub-shards who left a
+	// moment ago (OPERATIONS.md, "Spreading one room over K shards").
 	Position    int64 `json:"position"`
 	Ahead       int64 `json:"ahead"`
 	ETASeconds  int64 `json:"eta_seconds"`

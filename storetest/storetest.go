@@ -40,6 +40,10 @@ type Harness struct {
 	// scheduled opening); nil: time.Now, the clock of a Redis on this
 	// machine.
 	Now func() time.Time
+	// Shards, above 1, spreads every room the suite makes over that many
+	// shards (RoomConfig.Shards); a check of what a spread room refuses
+	// asserts the refusal instead (spread.go).
+	Shards int
 }
 
 // now reads the store's clock.

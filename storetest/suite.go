@@ -96,7 +96,12 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			tt.fn(t, newHarness(t))
+			h := newHarness(t)
+			if refused, ok := refusedWhenSpread[tt.name]; ok && h.Shards > 1 {
+				refused(t, h)
+				return
+			}
+			tt.fn(t, h)
 		})
 	}
 }
@@ -107,7 +112,7 @@ func ctxFor(t *testing.T) context.Context { return t.Context() }
 func newRoom(t *testing.T, h Harness, cfg waitroom.RoomConfig) string {
 	t.Helper()
 	room := testenv.Unique("t-")
-	created, err := h.Store.CreateRoom(ctxFor(t), room, cfg)
+	created, err := h.Store.CreateRoom(ctxFor(t), room, h.spread(cfg))
 	require.NoError(t, err)
 	require.True(t, created)
 	return room
@@ -189,10 +194,10 @@ func testRooms(t *testing.T, h Harness) {
 	room := newRoom(t, h, waitroom.RoomConfig{Rate: 50, MaxQueue: 10})
 	cfg, err := h.Store.RoomConfig(ctx, room)
 	require.NoError(t, err)
-	require.Equal(t, waitroom.RoomConfig{Rate: 50, MaxQueue: 10}.WithDefaults(), cfg)
+	require.Equal(t, h.spread(waitroom.RoomConfig{Rate: 50, MaxQueue: 10}).WithDefaults(), cfg)
 
 	// Creating again keeps the stored settings: they belong to the operator.
-	created, err := h.Store.CreateRoom(ctx, room, waitroom.RoomConfig{Rate: 999})
+	created, err := h.Store.CreateRoom(ctx, room, h.spread(waitroom.RoomConfig{Rate: 999}))
 	require.NoError(t, err)
 	require.False(t, created)
 	cfg, err = h.Store.RoomConfig(ctx, room)
@@ -232,7 +237,7 @@ func testRoomVersionsChangeWithTheSettings(t *testing.T, h Harness) {
 	}
 	require.Len(t, seen, len(rooms), "each room's version is its own")
 
-	created, err := h.Store.CreateRoom(ctx, rooms[3], waitroom.RoomConfig{Rate: 99})
+	created, err := h.Store.CreateRoom(ctx, rooms[3], h.spread(waitroom.RoomConfig{Rate: 99}))
 	require.NoError(t, err)
 	require.False(t, created)
 	cfg, err := h.Store.RoomConfig(ctx, rooms[7])
@@ -290,8 +295,9 @@ func testRoomConfigExtremesRoundTrip(t *testing.T, h Harness) {
 			UnitsPerOrder: waitroom.MaxUnitsPerOrder},
 		{Rate: waitroom.MaxRate, Slice: waitroom.MinSlice},
 	} {
+		cfg = h.supported(cfg)
 		room := newRoom(t, h, cfg)
-		want := cfg.WithDefaults()
+		want := h.spread(cfg).WithDefaults()
 		got, err := h.Store.RoomConfig(ctx, room)
 		require.NoError(t, err)
 		require.Equal(t, want, got, "read back as stored")

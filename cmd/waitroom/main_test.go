@@ -94,13 +94,14 @@ func TestParseServeSources(t *testing.T) {
 				require.Equal(t, 2*time.Second, c.Room.FirstUseWithin)
 			}},
 		{"everything else", []string{"--upstream", "http://127.0.0.1:9001/api", "--slice", "50ms", "--max-queue", "10",
-			"--token-ttl", "2m", "--lease", "5s", "--max-active", "300", "--units-per-order", "4", "--user-header", "X-Customer",
+			"--token-ttl", "2m", "--lease", "5s", "--max-active", "300", "--units-per-order", "4", "--shards", "2", "--user-header", "X-Customer",
 			"--log-format", "json", "--log-level", "debug"}, []string{"WAITROOM_REDIS_PREFIX", "wr-test"},
 			func(t *testing.T, c instance.Config) {
 				require.Equal(t, "http://127.0.0.1:9001/api", c.Upstream.String())
 				require.Equal(t, waitroom.RoomConfig{Rate: 140, Slice: 50 * time.Millisecond, MaxQueue: 10,
 					TokenTTL: 2 * time.Minute, Lease: 5 * time.Second, MaxActive: 300, State: waitroom.RoomOpen, UnitsPerOrder: 4,
-					AbandonAfter: waitroom.DefaultAbandonAfter, FirstUseWithin: waitroom.DefaultFirstUseWithin, NotifiedFirstUseWithin: 2 * time.Minute}, c.Room)
+					AbandonAfter: waitroom.DefaultAbandonAfter, FirstUseWithin: waitroom.DefaultFirstUseWithin, NotifiedFirstUseWithin: 2 * time.Minute,
+					Shards: 2}, c.Room)
 				require.Equal(t, "X-Customer", c.UserHeader)
 				require.Equal(t, "json", c.LogFormat)
 				require.Equal(t, slog.LevelDebug, c.LogLevel)
@@ -378,4 +379,20 @@ func TestGivenRedisStoreCountsLimitsInRedis(t *testing.T) {
 		r := mustDo(t, "POST", base+"/queue/enter", "limited", "", "")
 		require.Equal(t, "RATE_LIMITED", r.code(), "%s: %v", base, r.body)
 	}
+}
+
+// TestServeRefusesShardsWithoutCluster: --shards above 1 on the in-process
+// store (or any store but a Redis Cluster) stops serve at start, with the
+// code that says why, rather than running the room on one shard.
+func TestServeRefusesShardsWithoutCluster(t *testing.T) {
+	t.Parallel()
+	var stderr testenv.LogBuffer
+	code := run(t.Context(), []string{"serve", "--addr", "127.0.0.1:0", "--shards", "3"}, envOf(), io.Discard, &stderr)
+	require.NotEqual(t, exitOK, code)
+	require.Contains(t, stderr.String(), "SHARDS_NEED_CLUSTER")
+	require.NotContains(t, stderr.String(), "waiting room listening")
+	_, err := parseServe([]string{"--shards", "17"}, envOf())
+	require.ErrorContains(t, err, `--shards="17": must be in [1, 16], got 17`)
+	_, err = parseServe(nil, envOf("WAITROOM_SHARDS", "0"))
+	require.ErrorContains(t, err, "must be in [1, 16], got 0")
 }

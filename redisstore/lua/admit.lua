@@ -397,20 +397,8 @@ return function(KEYS, ARGV)
       local seq_now = out[3]
       local left_now, left_after_now = tonumber(counts[4] or '0'), tonumber(counts[5] or '0')
       local no_shows_now = no_shows_total + late_no_shows
-      if a_time > 0 then
-        -- Something measured: fold it. A room that keeps up has nothing
-        -- pending at its ticks and only moves the marks.
-        local m = redis.call('HMGET', bucket_key, 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows', 'p_arrivals', 'p_left', 'p_left_after',
-          'm_seq', 'm_left', 'm_left_after', 'm_no_shows')
-        local p = pace_fold(m, {a_time, a_regular, a_admitted, a_abandoned}, {m[9], m[10], m[11], m[12]},
-          {seq_now, left_now, left_after_now, no_shows_now})
-        if p then
-          push_all(writes, 'p_time', p[1], 'p_regular', p[2], 'p_admitted', p[3], 'p_abandoned', p[4], 'p_no_shows', p[5],
-            'p_arrivals', p[6], 'p_left', p[7], 'p_left_after', p[8])
-        end
-        push_all(writes, 'a_time', 0, 'a_regular', 0, 'a_admitted', 0, 'a_abandoned', 0)
-      end
-      push_all(writes, 'f_us', now_us, 'm_seq', seq_now, 'm_left', left_now, 'm_left_after', left_after_now, 'm_no_shows', no_shows_now)
+      pace_fold_writes(bucket_key, writes, {a_time, a_regular, a_admitted, a_abandoned},
+        {seq_now, left_now, left_after_now, no_shows_now}, now_us)
     end
     redis.call('HSET', bucket_key, unpack(writes))
   end

@@ -19,3 +19,6 @@ local OUTBOX_ABANDONED = 'user.abandoned' -- waitroom.OutboxAbandoned
 local OUTBOX_EXPIRED = 'token.expired' -- waitroom.OutboxExpired
 local OUTBOX_MAX_USERS = 1000 -- waitroom.OutboxMaxUsers
 local OUTBOX_MAX_ENTRIES = 100000 -- waitroom.OutboxMaxEntries
+local SPREAD_LATE_MS = 5000 -- SpreadLate
+local SPREAD_INFLIGHT_MS = 10000 -- SpreadInFlight
+local SPREAD_MAX_COPY = 1000 -- SpreadMaxCopy

@@ -14,11 +14,14 @@ return function(KEYS, ARGV)
   local notice_key = KEYS[11]
 
   local cfg = redis.call('HMGET', cfg_key, 'state', 'max_queue', 'stock', 'one_order', 'abandon_ms', 'invite_only',
-    'opens_at_ms', 'prequeue', 'closes_at_ms', 'had_opening', 'units')
+    'opens_at_ms', 'prequeue', 'closes_at_ms', 'had_opening', 'units', 'shards')
   local state, max_queue, stock = cfg[1], tonumber(cfg[2]), tonumber(cfg[3] or '0')
   local opens_at = tonumber(cfg[7] or '0')
   if not state then
     return {'ROOM_NOT_FOUND'}
+  end
+  if tonumber(cfg[12] or '1') > 1 then
+    return {'SPREAD'} -- its places are in its sub-shards (spread.go)
   end
   local abandon_s = abandon_secs(cfg[5])
   local now = now_ms()

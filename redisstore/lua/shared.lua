@@ -49,6 +49,26 @@ local function pace_fold(p, a, marks, now)
   return out
 end
 
+-- pace_fold_writes adds to writes (the bucket's HSET) the fold of a, a
+-- tick's measured sums (a_time, a_regular, a_admitted, a_abandoned), into
+-- the bucket's decayed sums, and the fold's new marks: the counters now
+-- (seq, left, left_after, no_shows) at now_us. Something measured is
+-- folded; a room that keeps up has nothing pending at its ticks and only
+-- moves the marks.
+local function pace_fold_writes(bucket_key, writes, a, now, now_us)
+  if a[1] > 0 then
+    local m = redis.call('HMGET', bucket_key, 'p_time', 'p_regular', 'p_admitted', 'p_abandoned', 'p_no_shows', 'p_arrivals', 'p_left', 'p_left_after',
+      'm_seq', 'm_left', 'm_left_after', 'm_no_shows')
+    local p = pace_fold(m, a, {m[9], m[10], m[11], m[12]}, now)
+    if p then
+      push_all(writes, 'p_time', p[1], 'p_regular', p[2], 'p_admitted', p[3], 'p_abandoned', p[4], 'p_no_shows', p[5],
+        'p_arrivals', p[6], 'p_left', p[7], 'p_left_after', p[8])
+    end
+    push_all(writes, 'a_time', 0, 'a_regular', 0, 'a_admitted', 0, 'a_abandoned', 0)
+  end
+  push_all(writes, 'f_us', now_us, 'm_seq', now[1], 'm_left', now[2], 'm_left_after', now[3], 'm_no_shows', now[4])
+end
+
 -- counter: a counter key's value; 0 when absent.
 local function counter(key)
   return tonumber(redis.call('GET', key) or '0')

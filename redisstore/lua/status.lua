@@ -13,9 +13,12 @@ return function(KEYS, ARGV)
   local draw_key   = KEYS[10]
   local notice_key = KEYS[11]
 
-  local cfg = redis.call('HMGET', cfg_key, 'state', 'stock', 'one_order', 'abandon_ms', 'opens_at_ms', 'prequeue', 'had_opening', 'units')
+  local cfg = redis.call('HMGET', cfg_key, 'state', 'stock', 'one_order', 'abandon_ms', 'opens_at_ms', 'prequeue', 'had_opening', 'units', 'shards')
   if not cfg[1] then
     return {'ROOM_NOT_FOUND'}
+  end
+  if tonumber(cfg[9] or '1') > 1 then
+    return {'SPREAD'} -- its users are in its sub-shards (spread.go)
   end
   local stock = tonumber(cfg[2] or '0')
   local opens_at = tonumber(cfg[5] or '0')

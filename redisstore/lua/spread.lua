@@ -1,0 +1,57 @@
+-- The helpers of a room spread over shards (spread.go): loaded after
+-- shared.lua, read by the spread_* functions.
+--
+-- A spread room's sub-shard is a hash tag of its own (wr:{ROOM#n}:…)
+-- whose cfg is a copy of the room's settings with the room's layout id
+-- (layout), the head ticket the admitter published (head), the last
+-- fence an admitter sealed it with (fence) and how much of its list of
+-- leavers was trimmed (left_base). Its queue is scored by tickets from
+-- the room's one counter, so the order across shards is exact.
+
+-- sub_refusal: the reply of a function on a sub-shard when its cfg is
+-- gone (stored, its layout field, is absent with it) or holds another
+-- layout than the caller's (a reshard); nil when it is the caller's.
+local function sub_refusal(stored, layout)
+  if not stored then
+    return {'ROOM_NOT_FOUND'}
+  end
+  if stored ~= layout then
+    return {'RESHARDED'}
+  end
+  return nil
+end
+
+-- control_refusal: the same on the room's own keys, whose cfg (cfg_key)
+-- has no layout field while the room is on one shard.
+local function control_refusal(cfg_key, stored, layout)
+  if not stored and redis.call('EXISTS', cfg_key) == 1 then
+    return {'RESHARDED'}
+  end
+  return sub_refusal(stored, layout)
+end
+
+-- spread_gone records ticket as one that waits no more ahead of anyone
+-- behind it (a leaver, an abandoned user, a ticket never placed): counted
+-- at once in this sub-shard's positions (mirror), and listed (left) for
+-- the admitter to copy into the other sub-shards' mirrors.
+local function spread_gone(mirror_key, left_key, ticket)
+  redis.call('ZADD', mirror_key, ticket, ticket)
+  redis.call('RPUSH', left_key, ticket)
+end
+
+-- spread_positions returns the place of a ticket in the whole room: the
+-- tickets after the head (all at or before it are admitted or gone),
+-- less those known gone between (mirror: read only when it holds any);
+-- at least 1. Exact but for the other sub-shards' leavers not told here
+-- yet.
+local function spread_positions(mirror_key, head)
+  local any_gone = redis.call('EXISTS', mirror_key) == 1
+  return function(ticket)
+    if ticket <= head then return 1 end
+    local gone = 0
+    if any_gone then
+      gone = redis.call('ZCOUNT', mirror_key, '(' .. head, '(' .. ticket)
+    end
+    return math.max(1, ticket - head - gone)
+  end
+end

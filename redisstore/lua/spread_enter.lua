@@ -1,0 +1,111 @@
+-- spread_enter: the Go method that calls it (spread.go) says its KEYS,
+-- ARGV and replies.
+return function(KEYS, ARGV)
+  local late_ms = SPREAD_LATE_MS -- a ticket older than this is never placed
+  local scfg_key   = KEYS[1]
+  local q_key      = KEYS[2]
+  local tok_key    = KEYS[3]
+  local active_key = KEYS[4]
+  local stats_key  = KEYS[5]
+  local mirror_key = KEYS[6]
+  local left_key   = KEYS[7]
+  local layout, issued_at, refusal = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+
+  local cfg = redis.call('HMGET', scfg_key, 'layout', 'abandon_ms', 'head')
+  local refused = sub_refusal(cfg[1], layout)
+  if refused then return refused end
+  local abandon_s = abandon_secs(cfg[2])
+  local head = tonumber(cfg[3] or '0')
+  local now = now_ms()
+  local s = math.floor(now / 1000)
+  local positions = spread_positions(mirror_key, head)
+  local late = now > issued_at + late_ms
+  local out = {'OK'}
+  local gone = {} -- tickets gone in this call, for the caller to tell the other sub-shards
+
+  -- The call's users read at once: their places and token entries. Most
+  -- have neither (new) or only a place (a refresh); only a user with an
+  -- entry, or one silent past abandon_after, goes the whole way.
+  local users, tickets = {}, {}
+  for i = 4, #ARGV, 2 do
+    users[#users + 1] = ARGV[i]
+    tickets[#tickets + 1] = tonumber(ARGV[i + 1])
+  end
+  local scores = redis.call('ZMSCORE', q_key, unpack(users))
+  local entries = redis.call('HMGET', tok_key, unpack(users))
+  local seen = {} -- ZADD XX's score, user, …: the refreshes' "seen" marks
+  local places = {} -- ZADD's score, user, …: the new places
+  local full = 0
+
+  -- standing: a user's standing when it holds a live token or is queued
+  -- (marked seen); nil otherwise. One silent past abandon_after has gone:
+  -- it is counted, its ticket is gone, and it may queue anew.
+  local function standing(j, user)
+    if entries[j] then
+      local e = holder_sees(tok_key, active_key, user, now)
+      if e then
+        return {'ADMITTED', e.token, time_left(e, now)}
+      end
+    end
+    local score = scores[j]
+    if not score then return nil end
+    score = tonumber(score)
+    local ticket = math.floor(score)
+    if is_gone(score, s, abandon_s) then
+      redis.call('ZREM', q_key, user)
+      redis.call('HINCRBY', stats_key, 'abandoned', 1)
+      spread_gone(mirror_key, left_key, ticket)
+      gone[#gone + 1] = ticket
+      return nil
+    end
+    local fresh = queue_score(ticket, s)
+    if fresh ~= score then
+      seen[#seen + 1] = fresh
+      seen[#seen + 1] = user
+    end
+    return positions(ticket)
+  end
+
+  -- Each user came with a ticket, or with none (0: the counter refused
+  -- it, for refusal). A user with a standing keeps it, and its ticket is
+  -- gone; a ticket too late is gone too (the admitter may have passed
+  -- it: placing it would reorder); any other ticket is placed.
+  local was_empty = redis.call('EXISTS', q_key) == 0
+  for j, user in ipairs(users) do
+    local ticket = tickets[j]
+    local st = standing(j, user)
+    if not st and ticket == 0 then
+      st = {refusal}
+      if refusal == 'QUEUE_FULL' then full = full + 1 end
+    elseif not st and late then
+      st = {'LATE'}
+    end
+    if st then
+      if ticket > 0 then
+        spread_gone(mirror_key, left_key, ticket)
+        gone[#gone + 1] = ticket
+      end
+    else
+      places[#places + 1] = queue_score(ticket, s)
+      places[#places + 1] = user
+      st = positions(ticket)
+    end
+    out[#out + 1] = st
+  end
+  if #seen > 0 then
+    redis.call('ZADD', q_key, 'XX', unpack(seen))
+  end
+  if #places > 0 then
+    redis.call('ZADD', q_key, unpack(places))
+    redis.call('HINCRBY', stats_key, 'entered', #places / 2)
+  end
+  if full > 0 then
+    redis.call('HINCRBY', stats_key, 'full', full)
+  end
+  -- The caller wakes the admitter when the whole room was empty.
+  out[#out + 1] = (#places > 0 and was_empty) and 1 or 0
+  for _, t in ipairs(gone) do
+    out[#out + 1] = t
+  end
+  return out
+end

@@ -1,0 +1,94 @@
+-- spread_pop: the Go method that calls it (spread.go) says its KEYS,
+-- ARGV and replies.
+return function(KEYS, ARGV)
+  local batch = 500 -- users per batched command (unpack's stack limit)
+  local scfg_key   = KEYS[1]
+  local q_key      = KEYS[2]
+  local tok_key    = KEYS[3]
+  local active_key = KEYS[4]
+  local stats_key  = KEYS[5]
+  local mirror_key = KEYS[6]
+  local layout, fence, cutoff, head = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+  local n_tokens, n_leavers = tonumber(ARGV[5]), tonumber(ARGV[6])
+  local tokens_at, leavers_at = 7, 7 + n_tokens
+
+  local cfg = redis.call('HMGET', scfg_key, 'layout', 'fence', 'ttl_ms', 'first_use_ms', 'abandon_ms')
+  local refused = sub_refusal(cfg[1], layout)
+  if refused then return refused end
+  -- Only the tick that sealed this sub-shard last writes it.
+  if tonumber(cfg[2] or '0') ~= fence then
+    return {'STALE'}
+  end
+  local ttl_ms = math.floor(tonumber(cfg[3]))
+  local first_ms = math.min(math.floor(tonumber(cfg[4] or cfg[3])), ttl_ms)
+  local abandon_s = abandon_secs(cfg[5])
+  local now = now_ms()
+  local s = math.floor(now / 1000)
+
+  -- The other sub-shards' leavers count in positions here from now on;
+  -- those at or before the head matter no more.
+  for i = leavers_at, leavers_at + n_leavers - 1, batch do
+    local args = {}
+    for j = i, math.min(i + batch - 1, leavers_at + n_leavers - 1) do
+      args[#args + 1] = ARGV[j]
+      args[#args + 1] = ARGV[j]
+    end
+    redis.call('ZADD', mirror_key, unpack(args))
+  end
+  redis.call('HSET', scfg_key, 'head', head)
+  redis.call('ZREMRANGEBYSCORE', mirror_key, '-inf', head)
+
+  -- Pop every user up to the cutoff ticket: the merge picked them, in the
+  -- room's ticket order. One silent past abandon_after has gone: dropped,
+  -- counted, no token.
+  local out = {'OK', 0, 0, 0}
+  if n_tokens == 0 then
+    out[3] = redis.call('ZCARD', q_key)
+    out[4] = tonumber(redis.call('HGET', stats_key, 'admitted') or '0')
+    return out
+  end
+  local popped = redis.call('ZRANGEBYSCORE', q_key, '-inf', '(' .. (cutoff + 1), 'WITHSCORES', 'LIMIT', 0, n_tokens)
+  local users, tickets, skipped = {}, {}, 0
+  for i = 1, #popped, 2 do
+    local score = tonumber(popped[i + 1])
+    if is_gone(score, s, abandon_s) then
+      skipped = skipped + 1
+    else
+      users[#users + 1] = popped[i]
+      tickets[#tickets + 1] = math.floor(score)
+    end
+  end
+  for i = 1, #popped, 2 * batch do
+    local names = {}
+    for j = i, math.min(i + 2 * batch - 1, #popped), 2 do
+      names[#names + 1] = popped[j]
+    end
+    redis.call('ZREM', q_key, unpack(names))
+  end
+  if skipped > 0 then
+    redis.call('HINCRBY', stats_key, 'abandoned', skipped)
+  end
+
+  -- A new token lives until the first-use deadline unless its holder
+  -- confirms or claims it; then until the end of its TTL (admit's entry).
+  local expires_at = now + first_ms
+  local suffix = format_entry({token = '', state = 'new', lease = '', lease_until = now + ttl_ms, expires_at = expires_at})
+  local issued = 0
+  for from = 1, #users, batch do
+    local to = math.min(from + batch - 1, #users)
+    local entries, named = {}, {}
+    for i = from, to do
+      issued = issued + 1
+      entries[#entries + 1] = users[i]
+      entries[#entries + 1] = ARGV[tokens_at + issued - 1] .. suffix
+      named[#named + 1] = users[i]
+      out[#out + 1] = users[i]
+      out[#out + 1] = tickets[i]
+    end
+    issue_tokens(tok_key, entries)
+    redis.call('ZADD', active_key, expires_at, ' ' .. table.concat(named, ' '))
+  end
+  out[4] = redis.call('HINCRBY', stats_key, 'admitted', issued)
+  out[2], out[3] = skipped, redis.call('ZCARD', q_key)
+  return out
+end

@@ -1,0 +1,63 @@
+-- spread_status: the Go method that calls it (spread.go) says its KEYS,
+-- ARGV and replies.
+return function(KEYS, ARGV)
+  local scfg_key   = KEYS[1]
+  local q_key      = KEYS[2]
+  local tok_key    = KEYS[3]
+  local active_key = KEYS[4]
+  local stats_key  = KEYS[5]
+  local mirror_key = KEYS[6]
+  local left_key   = KEYS[7]
+  local layout = ARGV[1]
+
+  local cfg = redis.call('HMGET', scfg_key, 'layout', 'abandon_ms', 'head')
+  local refused = sub_refusal(cfg[1], layout)
+  if refused then return refused end
+  local abandon_s, head = abandon_secs(cfg[2]), tonumber(cfg[3] or '0')
+  local now = now_ms()
+  local s = math.floor(now / 1000)
+  local positions = spread_positions(mirror_key, head)
+  local out = {'OK'}
+  local gone = {} -- tickets gone in this call, for the caller to tell the other sub-shards
+  -- Most polls are of waiting users: their places come from one ZMSCORE
+  -- of all the call's users, their "seen" marks go in one ZADD XX; only a
+  -- user not queued reads its token.
+  local users = {unpack(ARGV, 2)}
+  local scores = redis.call('ZMSCORE', q_key, unpack(users))
+  local seen = {}
+  for j, user in ipairs(users) do
+    local st = {'NOT_IN_QUEUE'}
+    local score = scores[j]
+    if score then
+      score = tonumber(score)
+      local ticket = math.floor(score)
+      if is_gone(score, s, abandon_s) then
+        -- Silent past abandon_after: gone, as the admitter would find it.
+        redis.call('ZREM', q_key, user)
+        redis.call('HINCRBY', stats_key, 'abandoned', 1)
+        spread_gone(mirror_key, left_key, ticket)
+        gone[#gone + 1] = ticket
+      else
+        local fresh = queue_score(ticket, s)
+        if fresh ~= score then
+          seen[#seen + 1] = fresh
+          seen[#seen + 1] = user
+        end
+        st = positions(ticket)
+      end
+    else
+      local e = holder_sees(tok_key, active_key, user, now)
+      if e then
+        st = {'ADMITTED', e.token, time_left(e, now)}
+      end
+    end
+    out[#out + 1] = st
+  end
+  if #seen > 0 then
+    redis.call('ZADD', q_key, 'XX', unpack(seen))
+  end
+  for _, t in ipairs(gone) do
+    out[#out + 1] = t
+  end
+  return out
+end
