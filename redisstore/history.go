@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -31,9 +32,23 @@ const historyTTL = waitroom.HistoryWindow + waitroom.QuietHistoryEvery
 // ARGV[2] the entries a history keeps (waitroom.HistoryKeep)
 // ARGV[3] the history's TTL, ms
 //
-// Returns {"OK", samples recorded}. A room without settings gets none,
-// and one whose last entry is at the second or later keeps its history.
+// Returns {"OK", samples recorded, i…}: i, from 1, each room of the call
+// spread over shards, which it does not record (its users are on other
+// shards: recordSpread does). A room without settings gets none, and one
+// whose last entry is at the second or later keeps its history.
 var recordSamplesScript = newFunction("record_samples")
+
+// appendSampleScript appends a sample the Store made to a room's history.
+//
+// KEYS[1] hist
+// ARGV[1] the sample's second (unix)
+// ARGV[2] the entry, "second rate waiting live admitted"
+// ARGV[3] the entries a history keeps (waitroom.HistoryKeep)
+// ARGV[4] the history's TTL, ms
+//
+// Returns {"OK", 1} appended, {"OK", 0} a sample of that second or a
+// later one is there.
+var appendSampleScript = newFunction("append_sample")
 
 // RecordSamples appends a sample at now to each room's history. The rooms
 // of one slot go in one call (off Cluster, all of them), every call in
@@ -76,14 +91,50 @@ func (s *Store) RecordSamples(ctx context.Context, now time.Time, rooms []string
 		if err != nil {
 			return s.fail("record samples", needsFunctions(err))
 		}
-		for _, cmd := range cmds {
+		var spread []string
+		for g, cmd := range cmds {
 			r, ok := asReply(cmd.Val())
 			if !ok || r.code() != "OK" {
 				return s.unexpected(ctx, "record samples", cmd.Val())
 			}
+			for j := 2; j < len(r); j++ {
+				i, ok := r.int(j)
+				if !ok || i < 1 || int(i) > len(groups[g]) {
+					return s.unexpected(ctx, "record samples", cmd.Val())
+				}
+				spread = append(spread, rooms[groups[g][i-1]])
+			}
 		}
-		return nil
+		return s.recordSpread(ctx, now, spread)
 	}
+}
+
+// recordSpread records rooms spread over shards from the figures their
+// sub-shards sum to (Stats), one room after another: such rooms are few
+// and busy, so a second's calls for each cost little beside their ticks.
+func (s *Store) recordSpread(ctx context.Context, now time.Time, rooms []string) error {
+	var errs []error
+	for _, room := range rooms {
+		cfg, err := s.RoomConfig(ctx, room)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		st, err := s.Stats(ctx, room)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		entry := strconv.FormatInt(now.Unix(), 10) + " " + strconv.FormatFloat(cfg.Rate, 'g', -1, 64) + " " +
+			strconv.FormatInt(st.Waiting, 10) + " " + strconv.FormatInt(st.Active, 10) + " " + strconv.FormatInt(st.Admitted, 10)
+		r, err := s.do(ctx, "record samples", appendSampleScript, []string{s.keys(room).hist},
+			now.Unix(), entry, waitroom.HistoryKeep, historyTTL.Milliseconds())
+		if err == nil && r.code() != "OK" {
+			err = s.unexpected(ctx, "record samples", r)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // historyScript reads a room's samples after a second.

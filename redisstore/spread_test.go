@@ -110,6 +110,33 @@ func TestSpreadRoom(t *testing.T) {
 		require.Equal(t, int64(900), stats.Full)
 	})
 
+	// The dashboard's history of a spread room is what its sub-shards
+	// hold, recorded in the same batch as a plain room on the cluster;
+	// one second is recorded once however many admitters record it.
+	t.Run("HistoryFromTheSubShards", func(t *testing.T) {
+		spread, plain := testenv.Unique("spread-"), testenv.Unique("plain-")
+		_, err := s.CreateRoom(ctx, spread, waitroom.RoomConfig{Shards: 3, Rate: 7})
+		require.NoError(t, err)
+		_, err = s.CreateRoom(ctx, plain, waitroom.RoomConfig{Rate: 5})
+		require.NoError(t, err)
+		for i := range 30 {
+			_, err := s.Enter(ctx, spread, fmt.Sprintf("h%02d", i))
+			require.NoError(t, err)
+		}
+		_, err = s.Enter(ctx, plain, "p1")
+		require.NoError(t, err)
+		at := time.Unix(time.Now().Unix(), 0)
+		for _, st := range []*Store{s, peer} {
+			require.NoError(t, st.RecordSamples(ctx, at, []string{spread, plain}))
+		}
+		got, err := s.History(ctx, spread, at.Add(-time.Second))
+		require.NoError(t, err)
+		require.Equal(t, []waitroom.Sample{{At: at, Rate: 7, Waiting: 30}}, got)
+		got, err = s.History(ctx, plain, at.Add(-time.Second))
+		require.NoError(t, err)
+		require.Equal(t, []waitroom.Sample{{At: at, Rate: 5, Waiting: 1}}, got)
+	})
+
 	// A sub-shard's counters going back (its primary failed over to a
 	// replica that lacked the last writes) is a loss, reported under the
 	// sub-shard's tag.

@@ -12,6 +12,7 @@ return function(KEYS, ARGV)
 
   local now -- the Redis clock, read for the first room with tokens only
   local recorded = 0
+  local spread = {} -- the rooms spread over shards, by their place in KEYS
   for base = 0, #KEYS - keys_per_room, keys_per_room do
     local cfg_key    = KEYS[base + 1]
     local q_key      = KEYS[base + 2]
@@ -22,12 +23,20 @@ return function(KEYS, ARGV)
     local stats_key  = KEYS[base + 7]
     local hist_key   = KEYS[base + 8]
 
-    -- No settings: no room (or not yet), no sample.
-    local rate = redis.call('HGET', cfg_key, 'rate')
+    -- No settings: no room (or not yet), no sample. A room spread over
+    -- shards keeps its users on other shards: the Store records it from
+    -- its summed figures (append_sample), told by its place in the reply.
+    local c = redis.call('HMGET', cfg_key, 'rate', 'shards')
+    local rate = c[1]
+    if rate and tonumber(c[2] or '1') > 1 then
+      spread[#spread + 1] = base / keys_per_room + 1
+      rate = nil
+    end
     local last = rate and redis.call('LINDEX', hist_key, -1)
     local last_s = last and tonumber(string.match(last, '^%d+'))
     -- A second recorded already (by another admitter, in a handover) or a
-    -- later one: the history stays in time order, one sample a second.
+    -- later one: nothing to do (append_sample would refuse it), and no
+    -- figures to read.
     if rate and not (last_s and last_s >= at_s) then
       -- The figures as stats counts them; a room nobody is in (most
       -- rooms most of the time) costs one EXISTS for both.
@@ -43,13 +52,13 @@ return function(KEYS, ARGV)
       end
       local admitted = redis.call('HGET', stats_key, 'admitted') or '0'
       -- "second rate waiting live admitted": a few bytes a sample.
-      local n = redis.call('RPUSH', hist_key, at_s .. ' ' .. rate .. ' ' .. waiting .. ' ' .. live .. ' ' .. admitted)
-      if n > keep then
-        redis.call('LTRIM', hist_key, -keep, -1)
-      end
-      redis.call('PEXPIRE', hist_key, ttl_ms)
+      append_sample(hist_key, at_s, at_s .. ' ' .. rate .. ' ' .. waiting .. ' ' .. live .. ' ' .. admitted, keep, ttl_ms)
       recorded = recorded + 1
     end
   end
-  return {'OK', recorded}
+  local out = {'OK', recorded}
+  for _, i in ipairs(spread) do
+    out[#out + 1] = i
+  end
+  return out
 end
