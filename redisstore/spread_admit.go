@@ -80,6 +80,7 @@ var spreadPopScript = newFunction("spread_pop")
 // KEYS[3] fence
 // KEYS[4] seq
 // KEYS[5] stats
+// KEYS[6] out: the outbox, written when the room keeps one
 // ARGV[1] fence
 // ARGV[2] unused: users the tick took and did not admit
 // ARGV[3] waiting after the tick
@@ -92,7 +93,11 @@ var spreadPopScript = newFunction("spread_pop")
 //
 //	sub-shards' counters, summed
 //
-// The pace is measured as admitScript measures it, into the same bucket
+// ARGV[13…] the users admitted, in ticket order
+//
+// The admitted go to the room's outbox as user.admitted (the users the
+// sub-shards drop are told as counts: the relay finds them in the summed
+// counters), stale or not. The pace is measured as admitScript measures it, into the same bucket
 // fields, and the summed counters are mirrored into the room's stats hash
 // for statsScript's fold.
 //
@@ -289,8 +294,11 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 	madeUp := max(0, issued-regular)
 	onRate := min(issued, regular)
 	unused := regular - onRate
-	if cerr := s.call(ctx, s.client, spreadCommitScript, []string{k.cfg, k.bucket, k.fence, k.seq, k.stats},
-		fence, unused, waiting, noShows, madeUp, stable, elapsed, onRate, issued, skipped, left, leftAfter).Err(); cerr != nil {
+	args := []any{fence, unused, waiting, noShows, madeUp, stable, elapsed, onRate, issued, skipped, left, leftAfter}
+	for _, a := range sorted {
+		args = append(args, a.User)
+	}
+	if cerr := s.call(ctx, s.client, spreadCommitScript, []string{k.cfg, k.bucket, k.fence, k.seq, k.stats, k.out}, args...).Err(); cerr != nil {
 		err = errors.Join(err, s.fail("admit", cerr))
 	}
 	if onlyStale(err) {

@@ -137,6 +137,37 @@ func TestSpreadRoom(t *testing.T) {
 		require.Equal(t, []waitroom.Sample{{At: at, Rate: 5, Waiting: 1}}, got)
 	})
 
+	// A spread room keeping an outbox tells its admissions as user.admitted,
+	// in the order the merged heads admitted them.
+	t.Run("OutboxTellsTheAdmitted", func(t *testing.T) {
+		room := testenv.Unique("spread-")
+		_, err := s.CreateRoom(ctx, room, waitroom.RoomConfig{Shards: 3, Rate: 100})
+		require.NoError(t, err)
+		require.NoError(t, s.SetOutbox(ctx, room, true))
+		for i := range 40 {
+			_, err := s.Enter(ctx, room, fmt.Sprintf("o%02d", i))
+			require.NoError(t, err)
+		}
+		var admitted []string
+		for i := 0; len(admitted) < 40 && i < 200; i++ {
+			advance(t, s, 100*time.Millisecond)
+			got, err := s.Admit(ctx, room)
+			require.NoError(t, err)
+			for _, a := range got {
+				admitted = append(admitted, a.User)
+			}
+		}
+		require.Len(t, admitted, 40)
+		read, err := s.ReadOutbox(ctx, room, 100)
+		require.NoError(t, err)
+		var told []string
+		for _, e := range read.Entries {
+			require.Equal(t, waitroom.OutboxAdmitted, e.Type)
+			told = append(told, e.Users...)
+		}
+		require.Equal(t, admitted, told)
+	})
+
 	// A sub-shard's counters going back (its primary failed over to a
 	// replica that lacked the last writes) is a loss, reported under the
 	// sub-shard's tag.

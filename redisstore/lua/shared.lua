@@ -562,3 +562,34 @@ local function append_sample(hist_key, at_s, entry, keep, ttl_ms)
   redis.call('PEXPIRE', hist_key, ttl_ms)
   return true
 end
+
+-- tell writes one admission call's per-user events to the room's outbox:
+-- lists holds the users of OUTBOX_NO_SHOW, OUTBOX_EXPIRED,
+-- OUTBOX_ABANDONED and OUTBOX_ADMITTED, an entry of at most
+-- OUTBOX_MAX_USERS each, at now (ms). Bounded: past OUTBOX_MAX_ENTRIES the
+-- oldest go unrelayed, counted in the bucket's out_lost (which only
+-- grows) for the relay to report. The no-shows, expired and abandoned it
+-- names are counted in the bucket's named_* (which only grow), beside
+-- the stats' counters this call moves: the relay tells the rest (found
+-- by a late poll, a claim, a release or a pass) as counts.
+local outbox_types = {OUTBOX_NO_SHOW, OUTBOX_EXPIRED, OUTBOX_ABANDONED, OUTBOX_ADMITTED}
+local named_fields = {'named_no_shows', 'named_expired', 'named_abandoned'}
+local function tell(out_key, bucket_key, now, lists)
+  local wrote = false
+  for i, users in ipairs(lists) do
+    if named_fields[i] and #users > 0 then
+      redis.call('HINCRBY', bucket_key, named_fields[i], #users)
+    end
+    for from = 1, #users, OUTBOX_MAX_USERS do
+      redis.call('XADD', out_key, '*', 't', outbox_types[i], 'at', now, 'u',
+        table.concat(users, ' ', from, math.min(from + OUTBOX_MAX_USERS - 1, #users)))
+      wrote = true
+    end
+  end
+  if wrote then
+    local lost = redis.call('XTRIM', out_key, 'MAXLEN', OUTBOX_MAX_ENTRIES)
+    if lost > 0 then
+      redis.call('HINCRBY', bucket_key, 'out_lost', lost)
+    end
+  end
+end

@@ -9,6 +9,14 @@ return function(KEYS, ARGV)
   local no_shows, made_up, stable = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
   local elapsed_us, regular, issued = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
   local skipped, left, left_after = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
+  local out_key = KEYS[6]
+
+  -- The users this tick admitted (ARGV[13…], in ticket order) go to the
+  -- room's outbox when it keeps one, whether or not a later tick began:
+  -- they are admitted either way.
+  if #ARGV > 12 and redis.call('HGET', bucket_key, 'outbox') == '1' then
+    tell(out_key, bucket_key, now_ms(), {{}, {}, {}, {unpack(ARGV, 13)}})
+  end
 
   -- A later tick began meanwhile: it counted the bucket after this one
   -- took its share, so giving back now could admit the rate twice.
