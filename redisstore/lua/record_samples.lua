@@ -32,12 +32,7 @@ return function(KEYS, ARGV)
       spread[#spread + 1] = base / keys_per_room + 1
       rate = nil
     end
-    local last = rate and redis.call('LINDEX', hist_key, -1)
-    local last_s = last and tonumber(string.match(last, '^%d+'))
-    -- A second recorded already (by another admitter, in a handover) or a
-    -- later one: nothing to do (append_sample would refuse it), and no
-    -- figures to read.
-    if rate and not (last_s and last_s >= at_s) then
+    if rate and not recorded_since(hist_key, at_s) then
       -- The figures as stats counts them; a room nobody is in (most
       -- rooms most of the time) costs one EXISTS for both.
       local waiting, live = 0, 0
@@ -52,7 +47,7 @@ return function(KEYS, ARGV)
       end
       local admitted = redis.call('HGET', stats_key, 'admitted') or '0'
       -- "second rate waiting live admitted": a few bytes a sample.
-      append_sample(hist_key, at_s, at_s .. ' ' .. rate .. ' ' .. waiting .. ' ' .. live .. ' ' .. admitted, keep, ttl_ms)
+      push_sample(hist_key, at_s .. ' ' .. rate .. ' ' .. waiting .. ' ' .. live .. ' ' .. admitted, keep, ttl_ms)
       recorded = recorded + 1
     end
   end

@@ -545,22 +545,21 @@ local function each_user(users, out, named, fast, slow, flush, restart)
   flush()
 end
 
--- append_sample appends entry, a sample of second at_s, to a room's
--- history (history.go), unless a sample of that second or a later one is
--- there already (another admitter's, in a handover): the history stays
--- in time order, one sample a second, at most keep, gone ttl_ms after
--- the last. It reports whether it appended.
-local function append_sample(hist_key, at_s, entry, keep, ttl_ms)
-  local last = redis.call('LINDEX', hist_key, -1)
-  local last_s = last and tonumber(string.match(last, '^%d+'))
-  if last_s and last_s >= at_s then
-    return false
-  end
+-- recorded_since reports whether a room's history has a sample of second
+-- at_s or a later one (another admitter's, in a handover): then nothing
+-- is appended, so the history stays in time order, one sample a second.
+local function recorded_since(hist_key, at_s)
+  local last = redis.call('LINDEX', hist_key, -1) -- false: no history
+  return last ~= false and tonumber(string.match(last, '^%d+')) >= at_s
+end
+
+-- push_sample appends entry to a room's history (history.go), keeping at
+-- most keep, gone ttl_ms after the last.
+local function push_sample(hist_key, entry, keep, ttl_ms)
   if redis.call('RPUSH', hist_key, entry) > keep then
     redis.call('LTRIM', hist_key, -keep, -1)
   end
   redis.call('PEXPIRE', hist_key, ttl_ms)
-  return true
 end
 
 -- tell writes one admission call's per-user events to the room's outbox:
