@@ -520,6 +520,8 @@ func (s *proxyStack) shopGetsNoWaitroomCookie(t *testing.T) {
 		"shop_session=s1; waitroom_token=%s",
 		"waitroom_token=%s; shop_session=s1; cart=c2",
 		"cart=c2; waitroom_token=%s; shop_session=s1",
+		// Two of each, as a browser holding cookies for two paths sends.
+		"waitroom_token=%[1]s; cart=c2; waitroom_visitor=v2; shop_session=s1; waitroom_token=%[1]s",
 	} {
 		b := s.join(t)
 		s.shopMu.Lock()
@@ -541,6 +543,20 @@ func (s *proxyStack) shopGetsNoWaitroomCookie(t *testing.T) {
 			require.Contains(t, seen[0], "cart=c2", "%d: %q", i, seen[0])
 		}
 	}
+	// More copies than a browser sends: the token still never reaches
+	// the shop (nginx sends no cookie then, Caddy the shop's own).
+	b := s.join(t)
+	s.shopMu.Lock()
+	s.shopCookies = nil
+	s.shopMu.Unlock()
+	r := s.order(t, b, `{"product_id":"`+proxyProduct+`"}`, "Cookie",
+		strings.Repeat("waitroom_token="+b.token+"; ", 3)+"shop_session=s1")
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	s.shopMu.Lock()
+	defer s.shopMu.Unlock()
+	require.Len(t, s.shopCookies, 1)
+	require.NotContains(t, s.shopCookies[0], "waitroom_", "the shop got %q", s.shopCookies[0])
+	require.NotContains(t, s.shopCookies[0], b.token)
 }
 
 // refusals: the gate's 401 and 403 reach the buyer with the gate's code
