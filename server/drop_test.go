@@ -251,7 +251,10 @@ func TestDrawSettingsAfterPublication(t *testing.T) {
 func TestDrawServedFromCache(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	mem := memstore.New(memstore.Options{}) // the real clock: the server's cache counts on it
+	// One manual clock for the store and both caches: the bounds are
+	// counted on it, so the verdict never depends on the machine's speed.
+	clock := memstore.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	mem := memstore.New(memstore.Options{Now: clock.Now})
 	var reads atomic.Int64
 	store := &testenv.FaultStore{Store: mem}
 	store.SetFault(func(_ context.Context, method string) error {
@@ -261,14 +264,16 @@ func TestDrawServedFromCache(t *testing.T) {
 		return nil
 	})
 	room := servertest.UniqueRoom(t)
-	opensAt := time.Now().Add(2 * time.Second)
+	opensAt := clock.Now().Add(3 * time.Second)
 	_, err := mem.CreateRoom(ctx, room, waitroom.RoomConfig{Rate: 1, OpensAt: opensAt})
 	require.NoError(t, err)
 	_, err = mem.Enter(ctx, room, "early")
 	require.NoError(t, err)
 	var instances []string
 	for range 2 {
-		srv := httptest.NewServer(servertest.MustServer(t, server.Config{Store: store, DefaultRoom: room}))
+		s := servertest.MustServer(t, server.Config{Store: store, DefaultRoom: room, Now: clock.Now})
+		server.SetDrawClock(s, clock.Now)
+		srv := httptest.NewServer(s)
 		t.Cleanup(srv.Close)
 		instances = append(instances, srv.URL)
 	}
@@ -283,29 +288,24 @@ func TestDrawServedFromCache(t *testing.T) {
 		return body
 	}
 
+	// 200 GETs 10 ms apart: two seconds, so one read per instance and
+	// second.
 	const n = 200
-	began := time.Now()
 	for i := range n {
 		require.Equal(t, "pending", get(instances[i%2])["state"])
+		clock.Advance(10 * time.Millisecond)
 	}
-	// At most one read per instance per second it took, and one more each.
-	bound := 2 * (1 + int64(time.Since(began)/time.Second))
-	require.LessOrEqual(t, reads.Load(), bound, "%d GETs", n)
-	t.Logf("%d GETs on two instances before the opening: %d store reads in %s", n, reads.Load(), time.Since(began))
+	require.Equal(t, int64(2*2), reads.Load(), "%d GETs over 2 s", n)
 
 	// Read just before the opening, so that a record kept past it would
 	// be seen stale below.
-	time.Sleep(time.Until(opensAt.Add(-200 * time.Millisecond)))
+	clock.Advance(opensAt.Add(-200 * time.Millisecond).Sub(clock.Now()))
 	for _, base := range instances {
 		require.Equal(t, "pending", get(base)["state"])
 	}
-	time.Sleep(time.Until(opensAt))
-	for range 100 {
-		if _, err := mem.Admit(ctx, room); err != nil || mustDraw(t, mem, room).State == waitroom.DrawDone {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	clock.Advance(opensAt.Sub(clock.Now()))
+	_, err = mem.Admit(ctx, room)
+	require.NoError(t, err)
 	d := mustDraw(t, mem, room)
 	require.Equal(t, waitroom.DrawDone, d.State)
 	for _, base := range instances {
@@ -317,9 +317,9 @@ func TestDrawServedFromCache(t *testing.T) {
 	before := reads.Load()
 	for i := range n {
 		require.Equal(t, "done", get(instances[i%2])["state"])
+		clock.Advance(10 * time.Millisecond)
 	}
-	require.LessOrEqual(t, reads.Load()-before, int64(2), "the revealed record is kept")
-	t.Logf("%d GETs of the revealed record: %d store reads", n, reads.Load()-before)
+	require.Equal(t, int64(0), reads.Load()-before, "the revealed record is kept")
 }
 
 func mustDraw(t *testing.T, s waitroom.Store, room string) waitroom.Draw {

@@ -24,7 +24,9 @@ import (
 // a tampered export is caught, and so are bad arguments.
 func TestDrawVerify(t *testing.T) {
 	t.Parallel()
-	opens := time.Now().Add(4 * time.Second) // time for a loaded machine to start the server and enter all
+	// An hour ahead, brought forward once all have entered: however slow
+	// the machine, the early arrivals come before the opening.
+	opens := time.Now().Add(time.Hour)
 	m := startMain(t, []string{"--admin-token", testAdminToken, "--opens-at", opens.Format(time.RFC3339Nano), "--rate", "1"}, envOf())
 	base := "http://" + m.Addr()
 	env := envOf("WAITROOM_ADMIN_TOKEN", testAdminToken, "WAITROOM_ADMIN_URL", base)
@@ -37,6 +39,7 @@ func TestDrawVerify(t *testing.T) {
 	code, _, errOut := runCmd(t, env, "draw", "verify", "default")
 	require.Equal(t, exitFailure, code)
 	require.Contains(t, errOut, "DRAW_PENDING")
+	openSoon(t, env, "default")
 
 	eventually(t, 10*time.Second, "early-00 placed by the draw", func() bool {
 		return call(t, "GET", base+"/queue/position", "early-00", "")["state"] == "waiting"
@@ -177,5 +180,20 @@ func TestParseServeDropSettings(t *testing.T) {
 	} {
 		_, err := parseServe(bad, envOf())
 		require.Error(t, err, "%v", bad)
+	}
+}
+
+// openSoon brings room's opening forward to a moment from now, again if
+// the machine stalled long enough for that moment to pass on the way
+// (OPENS_AT_PAST).
+func openSoon(t *testing.T, env func(string) string, room string) {
+	t.Helper()
+	for {
+		at := time.Now().Add(500 * time.Millisecond).Format(time.RFC3339Nano)
+		code, _, errOut := runCmd(t, env, "admin", "rooms", "set", room, "--opens-at", at)
+		if code == exitOK {
+			return
+		}
+		require.Contains(t, errOut, "OPENS_AT_PAST")
 	}
 }
