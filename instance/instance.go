@@ -697,6 +697,10 @@ func (in *Instance) openStore(ctx context.Context) error {
 	if err := in.store.Ping(ctx); err != nil {
 		return fmt.Errorf("redis at %s: %w", RedactURL(in.Config.RedisURL), err)
 	}
+	if len(in.Config.CookieSecret) == 0 {
+		// Redis is shared and outlives the process; a random key is not.
+		in.Logger.Warn("no --cookie-secret on a Redis store: visitor cookies, return links and forward-auth holds signed here verify on this instance only, until it restarts; give every instance the same --cookie-secret")
+	}
 	return nil
 }
 

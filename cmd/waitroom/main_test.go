@@ -282,6 +282,12 @@ func TestServeEndToEndRedis(t *testing.T) {
 	startMainLogging(t, []string{"--rooms", "sale", "--max-queue", "7"}, env, logs)
 	require.Contains(t, logs.String(), "room exists with other settings")
 	require.Contains(t, logs.String(), "max_queue.live=100000 max_queue.flags=7")
+	require.Contains(t, logs.String(), "no --cookie-secret on a Redis store")
+
+	// With one, nothing to warn of.
+	logs = &testenv.LogBuffer{}
+	startMainLogging(t, []string{"--rooms", "sale", "--cookie-secret", strings.Repeat("k", 32)}, env, logs)
+	require.NotContains(t, logs.String(), "cookie-secret")
 }
 
 // testEndToEnd walks one user through the running command: enter, wait for
