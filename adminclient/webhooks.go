@@ -75,7 +75,8 @@ func orAll(list []string) string {
 }
 
 // WriteWebhookTable writes the endpoints, one a line; SECRETS counts the
-// secrets signing now (two while a rotation overlaps).
+// secrets signing now (two while a rotation overlaps), and those this
+// instance cannot open (sealed under another --cookie-secret).
 func WriteWebhookTable(w io.Writer, eps []webhook.EndpointView) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tURL\tROOMS\tEVENTS\tSECRETS\tFROM")
@@ -84,9 +85,23 @@ func WriteWebhookTable(w io.Writer, eps []webhook.EndpointView) error {
 		if e.Static {
 			from = "--webhook-url"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.URL, orAll(e.Rooms), orAll(e.Events), len(e.Secrets), from)
+		secrets := strconv.Itoa(len(e.Secrets))
+		if n := unreadable(e.Secrets); n > 0 {
+			secrets += fmt.Sprintf(" (%d unreadable)", n)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.URL, orAll(e.Rooms), orAll(e.Events), secrets, from)
 	}
 	return tw.Flush()
+}
+
+func unreadable(secrets []webhook.SecretView) int {
+	n := 0
+	for _, s := range secrets {
+		if s.Unreadable {
+			n++
+		}
+	}
+	return n
 }
 
 // WriteDeadTable writes dead letters, newest first as the server sends

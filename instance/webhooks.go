@@ -40,7 +40,13 @@ func (in *Instance) newWebhooks(store waitroom.Store) (*webhooks, error) {
 	}
 	var log webhook.Log = webhook.NewMemLog()
 	if rs, ok := store.(*redisstore.Store); ok {
-		log = webhook.NewRedisLog(rs.Client(), rs.Prefix())
+		rl := webhook.NewRedisLog(rs.Client(), rs.Prefix())
+		// Sealed under the cookie secret every instance shares; a random
+		// one would not open after a restart.
+		if len(in.Config.CookieSecret) > 0 {
+			rl.Secrets = webhook.NewSecretSealer(in.Config.CookieSecret)
+		}
+		log = rl
 	}
 	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "waitroom_webhook_deliveries_total",
 		Help: "Webhook messages this instance sent, by endpoint and outcome: delivered (2xx), failed (to be retried), dead (dead-lettered after the retry budget)."},

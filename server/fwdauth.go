@@ -1,13 +1,8 @@
 package server
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,6 +11,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom"
+	"github.com/waitroom/waitroom/internal/seal"
 	"github.com/waitroom/waitroom/jsonhttp"
 )
 
@@ -35,18 +31,15 @@ const (
 )
 
 // holdSealer turns a hold into the opaque id the shop settles with and
-// back: AES-GCM under a key derived from the cookie secret, so the id
+// back: sealed under a key derived from the cookie secret, so the id
 // neither reveals the entry token nor can be forged or altered, and
 // settling needs no store round trip beyond the settle itself. Every
 // instance given the same cookie secret opens the others' ids.
-type holdSealer struct{ aead cipher.AEAD }
+type holdSealer struct{ s *seal.Sealer } // nil: forward auth is off
 
 func newHoldSealer(secret []byte) holdSealer {
-	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte("waitroom hold id v1"))
-	block, _ := aes.NewCipher(mac.Sum(nil)) // a 32-byte key never fails
-	aead, _ := cipher.NewGCM(block)         // nor does the standard nonce size
-	return holdSealer{aead}
+	sealer := seal.New(secret, "waitroom hold id v1")
+	return holdSealer{&sealer}
 }
 
 // sealedHold is what a hold id carries: what Complete and Release need.
@@ -62,9 +55,7 @@ type sealedHold struct {
 
 func (s holdSealer) seal(h waitroom.Hold) string {
 	plain, _ := json.Marshal(sealedHold{h.Room, h.User, h.Token, h.Lease, h.LeaseFor, h.OneOrderPerUser, h.Units})
-	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(plain)+s.aead.Overhead())
-	_, _ = rand.Read(nonce)
-	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, plain, nil))
+	return s.s.Seal(plain, nil)
 }
 
 // open returns the hold id sealed, or errHoldInvalid for anything this
@@ -73,12 +64,7 @@ func (s holdSealer) open(id string) (waitroom.Hold, error) {
 	if len(id) > maxHoldID {
 		return waitroom.Hold{}, errHoldInvalid
 	}
-	raw, err := base64.RawURLEncoding.Strict().DecodeString(id) // one spelling per id
-	if err != nil || len(raw) < s.aead.NonceSize()+s.aead.Overhead() {
-		return waitroom.Hold{}, errHoldInvalid
-	}
-	nonce, box := raw[:s.aead.NonceSize()], raw[s.aead.NonceSize():]
-	plain, err := s.aead.Open(nil, nonce, box, nil)
+	plain, err := s.s.Open(id, nil)
 	if err != nil {
 		return waitroom.Hold{}, errHoldInvalid
 	}
@@ -141,7 +127,7 @@ func (s *Server) authRoom(r *http.Request) (string, error) {
 // built-in shop on --shop-addr) then refuses an order that did not come
 // through /gate/auth, even from a client that reaches it directly.
 func (s *Server) CheckHold(hold string, h http.Header) error {
-	if s.holds.aead == nil {
+	if s.holds.s == nil {
 		return errForwardAuthOff
 	}
 	held, err := s.holds.open(hold)

@@ -498,6 +498,11 @@ func compareNum(a, b string) int {
 	return strings.Compare(a, b)
 }
 
+// errNoSigningKey: none of an endpoint's secrets opens here. A message is
+// never sent unsigned; it waits, as for a receiver that is down, until
+// the secret is rotated.
+var errNoSigningKey = errors.New("webhook: no secret of this endpoint opens with this instance's --cookie-secret (changed since it was stored?); rotate the endpoint's secret")
+
 // attempt posts e to ep once, signed at now.
 func (d *Dispatcher) attempt(ctx context.Context, ep Endpoint, e Entry, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
@@ -510,7 +515,11 @@ func (d *Dispatcher) attempt(ctx context.Context, ep Endpoint, e Entry, now time
 	req.Header.Set("User-Agent", "waitroom-webhooks/1")
 	req.Header.Set("webhook-id", e.Event.ID)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set("webhook-signature", Sign(e.Event.ID, now, e.Body, ep.keys(now)))
+	keys := ep.keys(now)
+	if len(keys) == 0 {
+		return errNoSigningKey
+	}
+	req.Header.Set("webhook-signature", Sign(e.Event.ID, now, e.Body, keys))
 	resp, err := d.client().Do(req)
 	if err != nil {
 		return err

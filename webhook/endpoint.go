@@ -214,7 +214,8 @@ func (e Endpoint) Redacted() EndpointView {
 	v := EndpointView{ID: e.ID, URL: e.URL, Rooms: append([]string{}, e.Rooms...), Events: append([]string{}, e.Events...),
 		Static: e.Static, Created: e.Created, Secrets: []SecretView{}}
 	for _, s := range e.Secrets {
-		v.Secrets = append(v.Secrets, SecretView{Until: s.Until})
+		_, err := ParseSecret(s.Value)
+		v.Secrets = append(v.Secrets, SecretView{Until: s.Until, Unreadable: err != nil})
 	}
 	return v
 }
@@ -235,4 +236,7 @@ type EndpointView struct {
 // SecretView says how long a secret signs; never its value.
 type SecretView struct {
 	Until time.Time `json:"until,omitzero"`
+	// Unreadable: stored sealed under another key than this instance's
+	// (its --cookie-secret changed), so it signs nothing here.
+	Unreadable bool `json:"unreadable,omitempty"`
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/waitroom/waitroom/internal/testenv"
@@ -41,6 +42,14 @@ func eachLog(t *testing.T, f func(t *testing.T, log webhook.Log, c *clock)) {
 // redisLog is a RedisLog on the test Redis under a prefix of its own.
 func redisLog(t testing.TB) webhook.Log {
 	t.Helper()
+	client, prefix := testRedis(t)
+	return webhook.NewRedisLog(client, prefix)
+}
+
+// testRedis is a client of the test Redis and a prefix of its own,
+// deleted at the end.
+func testRedis(t testing.TB) (redis.UniversalClient, string) {
+	t.Helper()
 	client, err := redisstore.Open(testenv.RedisURL())
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +62,7 @@ func redisLog(t testing.TB) webhook.Log {
 	if err := client.Ping(t.Context()).Err(); err != nil {
 		t.Fatalf("Redis at %s (set REDIS_URL): %v", testenv.RedisURL(), err)
 	}
-	return webhook.NewRedisLog(client, prefix)
+	return client, prefix
 }
 
 // delivery is one request the receiver got.

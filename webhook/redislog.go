@@ -24,6 +24,10 @@ type RedisLog struct {
 	base   string
 	// Now is the clock of the streams' trimming; nil: time.Now.
 	Now func() time.Time
+	// Secrets, when set, seals the endpoints' signing secrets before they
+	// are stored (SecretSealer): whoever reads Redis cannot sign messages
+	// the shop would believe. Nil: kept as given.
+	Secrets *SecretSealer
 }
 
 // Retention is how long an entry stays in its stream: the retry budget
@@ -222,7 +226,7 @@ func (r *RedisLog) Consumers(ctx context.Context, id string, now time.Time, ttl 
 
 // PutEndpoint implements Log.
 func (r *RedisLog) PutEndpoint(ctx context.Context, e Endpoint) error {
-	b, err := json.Marshal(e)
+	b, err := json.Marshal(r.Secrets.sealAll(e))
 	if err != nil {
 		return err
 	}
@@ -241,7 +245,7 @@ func (r *RedisLog) Endpoints(ctx context.Context) ([]Endpoint, error) {
 		if err := json.Unmarshal([]byte(raw), &e); err != nil {
 			return nil, fmt.Errorf("webhook: endpoint %s: %w", id, err)
 		}
-		out = append(out, e)
+		out = append(out, r.Secrets.openAll(e))
 	}
 	sortEndpoints(out)
 	return out, nil

@@ -13,6 +13,8 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/redisstore"
 	"github.com/waitroom/waitroom/webhook"
 )
 
@@ -145,4 +147,46 @@ func TestAdminWebhooks(t *testing.T) {
 		require.Equal(t, exitUsage, code, "%v: %s", tc.args, errOut)
 		require.Contains(t, errOut, tc.want, tc.args)
 	}
+}
+
+// TestServeSealsWebhookSecrets: on Redis with --cookie-secret, an
+// endpoint made through the admin API is stored without its secret in
+// the clear; an instance with the same cookie secret reads it, one with
+// another says the secret is unreadable.
+func TestServeSealsWebhookSecrets(t *testing.T) {
+	t.Parallel()
+	env := redisEnv(t, "wrtest-hookseal")
+	start := func(cookieSecret string) func(string) string {
+		m := startMain(t, []string{"--admin-token", testAdminToken, "--cookie-secret", cookieSecret}, env)
+		return envOf("WAITROOM_ADMIN_TOKEN", testAdminToken, "WAITROOM_ADMIN_URL", "http://"+m.Addr())
+	}
+	admin := func(env func(string) string, args ...string) string {
+		t.Helper()
+		code, out, errOut := runCmd(t, env, append([]string{"admin"}, args...)...)
+		require.Equal(t, exitOK, code, "%v: %s", args, errOut)
+		return out
+	}
+	first := start(strings.Repeat("a", 32))
+	out := admin(first, "webhooks", "create", "--endpoint", "http://127.0.0.1:9/hooks")
+	secret := regexp.MustCompile(`whsec_\S+`).FindString(out)
+	require.NotEmpty(t, secret, out)
+
+	client, err := redisstore.Open(testenv.RedisURL())
+	require.NoError(t, err)
+	defer client.Close()
+	stored, err := client.HGetAll(t.Context(), env("WAITROOM_REDIS_PREFIX")+":{wh}:endpoints").Result()
+	require.NoError(t, err)
+	require.Len(t, stored, 1)
+	for _, raw := range stored {
+		require.NotContains(t, raw, "whsec_")
+		require.NotContains(t, raw, strings.TrimPrefix(secret, "whsec_"))
+	}
+
+	secrets := func(env func(string) string) string {
+		rows := strings.Split(strings.TrimSpace(admin(env, "webhooks", "list")), "\n")
+		require.Len(t, rows, 2, rows)
+		return strings.Join(strings.Fields(rows[1])[4:len(strings.Fields(rows[1]))-2], " ")
+	}
+	require.Equal(t, "1", secrets(start(strings.Repeat("a", 32))))
+	require.Equal(t, "1 (1 unreadable)", secrets(start(strings.Repeat("b", 32))))
 }
