@@ -208,6 +208,7 @@ func TestDashboardDeadLetters(t *testing.T) {
 			waitTrue(op, `document.querySelector('`+deadRow(older.ID)+`').dataset.state === "queued"`, "the row to say queued again")
 			require.Equal(t, webhook.TokenSpent+" of sale is queued again for "+shown+" (webhook-id "+older.EventID+").", op.Text("dead-status"))
 			require.Equal(t, "queued again", op.Eval(`document.querySelector('`+deadRow(older.ID)+` .act').textContent`))
+			require.Equal(t, "dead-title", op.Eval(`document.activeElement.id`), "the keyboard stays in the section")
 			require.Equal(t, []webhook.DeadLetter{newer}, rig.dead(), "the log took it off its dead letters")
 			rig.clock.Advance(time.Second)
 			rig.step()

@@ -460,6 +460,12 @@
     return tr;
   }
 
+  // keepFocusInDead: a row's button that went away took the keyboard's
+  // place with it; the section's heading keeps it where the operator was.
+  function keepFocusInDead() {
+    if (!document.activeElement || document.activeElement === document.body) $("dead-title").focus();
+  }
+
   async function redeliver(d, endpoint, tr) {
     const question = "Redeliver " + d.type + " of " + d.room + " to " + endpoint + "? It is sent again with the same webhook-id (" +
       d.event_id + "), retried for another 24 h, and leaves this list.";
@@ -474,6 +480,7 @@
       // The log took it off its dead letters: the next read drops the row.
       tr.dataset.state = "queued";
       act.textContent = "queued again";
+      keepFocusInDead();
       deadStatus(d.type + " of " + d.room + " is queued again for " + endpoint + " (webhook-id " + d.event_id + ").");
     } catch (e) {
       if (gen !== generation) return;
@@ -481,6 +488,7 @@
       if (e.code === "DEAD_LETTER_NOT_FOUND") {
         tr.dataset.state = "gone";
         act.textContent = "no longer dead";
+        keepFocusInDead();
         deadStatus("Not redelivered: " + e.message + " (" + e.code + "): somebody redelivered it already.");
         return;
       }
