@@ -22,7 +22,10 @@ import (
 // secret, so it loads without credentials; it asks for the admin token,
 // keeps it in the tab's session storage and sends it as the bearer of
 // every call: GET /admin/dashboard once a second for the figures, PATCH
-// /admin/rooms/{room} for the controls.
+// /admin/rooms/{room} for the controls, and the webhook routes (package
+// webhook, mounted beside it through Config.Routes) every ten seconds
+// for the dead letters, which it redelivers; without those routes (404
+// NOT_FOUND) it says webhooks are off.
 //
 // Every open dashboard reads the same samples: one sampler per Handler takes
 // at most one sample a second (the room list, then each room's settings

@@ -186,6 +186,10 @@ func TestDashboardBrowser(t *testing.T) {
 	op.Do(chromedp.WaitVisible(chromedp.CSS(card)))
 	require.Equal(t, servertest.AdminToken, op.Eval(`sessionStorage.getItem("waitroom.adminToken")`))
 	require.Equal(t, "open", op.Eval(`document.querySelector('`+card+` .state').textContent`))
+	// This server has no webhook routes: the dead letters' section says
+	// webhooks are off, not that something failed.
+	op.WaitText("dead-summary", "Webhooks are off on this server: there are no dead letters.")
+	require.Equal(t, "", op.Text("dead-status"))
 
 	// Filling: 60 arrivals every quarter second against 40 admissions a
 	// second.

@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/waitroom/waitroom"
 )
@@ -522,12 +524,43 @@ func (d *Dispatcher) attempt(ctx context.Context, ep Endpoint, e Entry, now time
 	req.Header.Set("webhook-signature", Sign(e.Event.ID, now, e.Body, keys))
 	resp, err := d.client().Do(req)
 	if err != nil {
+		// Not the URL again: the endpoint is known, and a token in its
+		// query would go into the dead letter and the logs.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			return fmt.Errorf("%s: %w", ue.Op, ue.Err)
+		}
 		return err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("answered %d", resp.StatusCode)
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil
 	}
-	return nil
+	// The start of what the receiver said tells the operator why (its
+	// "database down"), beside the status.
+	head := make([]byte, answerExcerpt+1)
+	n, _ := io.ReadFull(resp.Body, head)
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if said := excerpt(head[:min(n, answerExcerpt)], n > answerExcerpt); said != "" {
+		return fmt.Errorf("answered %d: %s", resp.StatusCode, said)
+	}
+	return fmt.Errorf("answered %d", resp.StatusCode)
+}
+
+// answerExcerpt bounds the bytes of a refusal's body kept in its error.
+const answerExcerpt = 200
+
+// excerpt is the start of a receiver's answer, b, as one line of valid
+// UTF-8 without control characters (it goes into a terminal's table and
+// the logs as it is), with "…" if the answer went on (cut).
+func excerpt(b []byte, cut bool) string {
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	if cut {
+		s = strings.TrimRight(s, "\uFFFD") // a rune split at the bound
+	}
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
+	if cut && s != "" {
+		s += "…"
+	}
+	return s
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -368,4 +371,54 @@ func TestTwoDispatchersShareTheWork(t *testing.T) {
 			t.Fatal("a room is watched by none or by both")
 		}
 	})
+}
+
+// A dead letter's last error says what the receiver answered, as one
+// bounded line with no control character, and never the endpoint's URL,
+// whose query may hold a token.
+func TestDeadLetterSaysWhatTheReceiverAnswered(t *testing.T) {
+	t.Parallel()
+	said := "<script>alert(1)</script>\r\n\tdatabase\x1b[31m down " + strings.Repeat("é", 200)
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, said)
+	}))
+	t.Cleanup(rc.Close)
+	refused := httptest.NewServer(http.NotFoundHandler())
+	refusedURL := refused.URL
+	refused.Close() // nothing listens there any more
+
+	for name, tc := range map[string]struct{ url, want string }{
+		"refusal":   {rc.URL + "/hook", "answered 503: <script>alert(1)</script> database [31m down " + strings.Repeat("é", 76) + "…"},
+		"no answer": {refusedURL + "/hook?token=not-for-the-log", "Post: dial tcp "},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			log, c := webhook.NewMemLog(), newClock()
+			ep, err := webhook.StaticEndpoint(tc.url, []string{webhook.NewSecret()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := &webhook.Dispatcher{Log: log, ID: "d1", Static: []webhook.Endpoint{ep}, Now: c.Now}
+			if err := d.Step(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := log.Append(t.Context(), []webhook.Entry{webhook.NewEntry(webhook.NewEvent(webhook.TokenSpent, "r-a", c.Now(), webhook.TokenData{User: "u1", Units: 1}), c.Now())}); err != nil {
+				t.Fatal(err)
+			}
+			c.Advance(time.Second)
+			stepUntil(t, d, c, webhook.MaxAge, 3, func() bool {
+				dead, err := log.Dead(t.Context(), 1)
+				return err == nil && len(dead) == 1
+			})
+			dead, err := log.Dead(t.Context(), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := dead[0].LastError
+			if !strings.HasPrefix(got, tc.want) || strings.Contains(got, "token=") || strings.ContainsFunc(got, func(r rune) bool { return r < ' ' }) {
+				t.Fatalf("last error %q, want it to start %q, one line, without the URL", got, tc.want)
+			}
+		})
+	}
 }

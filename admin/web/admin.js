@@ -11,6 +11,11 @@
   // Passes change only when an operator mints or revokes one, or one is
   // used: read them every ten seconds, not every second.
   const passesEveryMS = 10000;
+  // Webhook dead letters change when a delivery gives up after its 24 h or
+  // somebody redelivers one: read them as often as the passes, the newest
+  // deadShown (one more is asked for, to tell that more are kept).
+  const deadEveryMS = 10000;
+  const deadShown = 50;
   const $ = (id) => document.getElementById(id);
   // One way of writing numbers, times and dates on the whole screen: the
   // operator's browser's.
@@ -27,11 +32,14 @@
   let timer = 0;
   let generation = 0; // bumps on sign-out, so a poll in flight is dropped
   const rooms = new Map(); // name → card state
+  let deadAt = 0;
+  let deadIDs = ""; // the letters the table shows, in order
 
   function show(view) {
     document.body.dataset.view = view;
     $("login").hidden = view !== "login";
     $("rooms").hidden = view !== "rooms";
+    $("dead").hidden = view !== "rooms";
     $("logout").hidden = view !== "rooms";
   }
 
@@ -55,6 +63,7 @@
     if (!r.ok) {
       const e = new Error((data && data.error && data.error.message) || "HTTP " + r.status);
       e.code = data && data.error && data.error.code;
+      e.status = r.status;
       e.retryAfter = r.headers.get("Retry-After");
       throw e;
     }
@@ -69,6 +78,7 @@
     for (const room of rooms.values()) room.plot && room.plot.destroy();
     rooms.clear();
     $("rooms").replaceChildren();
+    clearDead();
     $("sampled").textContent = "";
     since = 0;
     banner("");
@@ -140,6 +150,7 @@
       updateCard(room, r, d.every_ms || 1000);
       if (Date.now() - room.passesAt >= passesEveryMS) loadPasses(room);
     }
+    if (Date.now() - deadAt >= deadEveryMS) loadDead();
     for (const [name, room] of rooms) {
       if (!seen.has(name)) {
         room.plot && room.plot.destroy();
@@ -344,6 +355,146 @@
       note(room, "Not done: " + e.message);
     }
     loadPasses(room);
+  }
+
+  // Webhook dead letters: the messages an endpoint did not take within
+  // their 24 h of retries (GET webhooks/dead, newest first), each
+  // redelivered from here after a confirmation. Everything in them comes
+  // from outside (a receiver's answer, the endpoint's URL, the room's
+  // users), so it goes in as text, never as markup.
+
+  function clearDead() {
+    deadAt = 0;
+    deadIDs = "";
+    $("dead-summary").textContent = "";
+    $("dead-status").textContent = "";
+    const table = $("dead").querySelector("table");
+    table.hidden = true;
+    table.tBodies[0].replaceChildren();
+  }
+
+  function deadStatus(text) {
+    // The same text again is not news: a live region set to it anew may
+    // be read out again.
+    if ($("dead-status").textContent !== text) $("dead-status").textContent = text;
+  }
+
+  // shownURL is an endpoint's URL as the table shows it: scheme, host and
+  // path, without a query (which may hold the receiver's token).
+  function shownURL(raw) {
+    try {
+      const u = new URL(raw);
+      return u.origin + u.pathname + (u.search ? "?…" : "");
+    } catch (_) {
+      return raw;
+    }
+  }
+
+  async function loadDead() {
+    deadAt = Date.now();
+    const gen = generation;
+    let dead, endpoints;
+    try {
+      [dead, endpoints] = await Promise.all([
+        api("GET", "webhooks/dead?limit=" + (deadShown + 1)).then((d) => d.dead || []),
+        api("GET", "webhooks").then((d) => d.endpoints || []),
+      ]);
+    } catch (e) {
+      if (gen !== generation) return;
+      if (e instanceof Refused) { signOut("The admin token was refused; sign in again."); return; }
+      if (e.status === 404 && e.code === "NOT_FOUND") {
+        // This server was built without webhooks: no routes for them.
+        clearDead();
+        $("dead-summary").textContent = "Webhooks are off on this server: there are no dead letters.";
+        return;
+      }
+      deadStatus("Cannot read the dead letters: " + e.message + (e.code ? " (" + e.code + ")" : "") + ". Retrying in 10 s.");
+      return;
+    }
+    if (gen !== generation) return;
+    if ($("dead-status").textContent.startsWith("Cannot read")) deadStatus("");
+    const more = dead.length > deadShown;
+    dead = dead.slice(0, deadShown);
+    $("dead-summary").textContent = dead.length === 0
+      ? "No dead letters: every webhook message was delivered or is still being retried."
+      : more
+        ? "The newest " + fmt.format(deadShown) + " dead letters; more are kept (waitroom admin webhooks dead --limit 1000 lists them)."
+        : fmt.format(dead.length) + (dead.length === 1 ? " dead letter." : " dead letters, newest first.");
+    const ids = dead.map((d) => d.id).join(" ");
+    if (ids === deadIDs) return; // unchanged: keep the rows, and the focus in them
+    deadIDs = ids;
+    const urls = new Map(endpoints.map((ep) => [ep.id, ep.url]));
+    const table = $("dead").querySelector("table");
+    table.hidden = dead.length === 0;
+    table.tBodies[0].replaceChildren(...dead.map((d) => deadRow(d, urls.get(d.endpoint))));
+  }
+
+  function deadRow(d, url) {
+    const tr = document.createElement("tr");
+    tr.dataset.dead = d.id;
+    const endpoint = url === undefined ? d.endpoint + " (removed)" : shownURL(url);
+    const cells = [d.type, d.room, endpoint, when(d.at), fmt.format(d.attempts), d.last_error];
+    const classes = ["", "", "endpoint", "", "num", "error"];
+    cells.forEach((text, i) => {
+      const td = document.createElement("td");
+      td.textContent = text;
+      if (classes[i]) td.className = classes[i];
+      if (i === 2) td.title = d.endpoint;
+      tr.append(td);
+    });
+    const td = document.createElement("td");
+    td.className = "act";
+    if (url === undefined) {
+      // Its consumer group went with it: a redelivery would reach nobody.
+      td.textContent = "endpoint removed";
+    } else {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.textContent = "Redeliver";
+      b.dataset.act = "redeliver";
+      b.setAttribute("aria-label", "Redeliver " + d.type + " of " + d.room + " to " + endpoint);
+      b.addEventListener("click", () => redeliver(d, endpoint, tr));
+      td.append(b);
+    }
+    tr.append(td);
+    return tr;
+  }
+
+  // keepFocusInDead: a row's button that went away took the keyboard's
+  // place with it; the section's heading keeps it where the operator was.
+  function keepFocusInDead() {
+    if (!document.activeElement || document.activeElement === document.body) $("dead-title").focus();
+  }
+
+  async function redeliver(d, endpoint, tr) {
+    const question = "Redeliver " + d.type + " of " + d.room + " to " + endpoint + "? It is sent again with the same webhook-id (" +
+      d.event_id + "), retried for another 24 h, and leaves this list.";
+    if (!(await confirmed(question, "Redeliver"))) return;
+    const gen = generation;
+    const act = tr.querySelector(".act");
+    const button = act.querySelector("button");
+    button.disabled = true; // one redelivery at a time
+    try {
+      await api("POST", "webhooks/dead/" + encodeURIComponent(d.id) + "/redeliver");
+      if (gen !== generation) return;
+      // The log took it off its dead letters: the next read drops the row.
+      tr.dataset.state = "queued";
+      act.textContent = "queued again";
+      keepFocusInDead();
+      deadStatus(d.type + " of " + d.room + " is queued again for " + endpoint + " (webhook-id " + d.event_id + ").");
+    } catch (e) {
+      if (gen !== generation) return;
+      if (e instanceof Refused) { signOut("The admin token was refused; sign in again."); return; }
+      if (e.code === "DEAD_LETTER_NOT_FOUND") {
+        tr.dataset.state = "gone";
+        act.textContent = "no longer dead";
+        keepFocusInDead();
+        deadStatus("Not redelivered: " + e.message + " (" + e.code + "): somebody redelivered it already.");
+        return;
+      }
+      button.disabled = false;
+      deadStatus("Not redelivered: " + e.message + (e.code ? " (" + e.code + ")" : "") + ". Try again.");
+    }
   }
 
   function note(room, text) {
