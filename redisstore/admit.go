@@ -132,29 +132,8 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 	w := s.watch(room)
 	at := w.marks()
 
-	// WAIT covers the writes of its own connection only, so the scripts
-	// and the WAIT share one connection to the room's primary.
-	k := s.keys(room)
-	conn := s.primaryConn(ctx, k.cfg)
-	defer func() {
-		if conn != nil {
-			_ = conn.Close() // back to the pool
-		}
-	}()
-	run := func(keys []string, tokens []any) (any, error) {
-		if conn != nil {
-			res, err := s.call(ctx, conn, admitScript, keys, tokens...).Result()
-			if !redirected(err) {
-				return res, err
-			}
-			// The slot moved (a failover or resharding): the script did
-			// not run; the cluster client follows the redirect, without
-			// WAIT.
-			_ = conn.Close()
-			conn = nil
-		}
-		return s.call(ctx, s.client, admitScript, keys, tokens...).Result()
-	}
+	primary := s.onPrimary(ctx, s.keys(room).cfg)
+	defer primary.close()
 
 	// Usually one call. A second when the call brought fewer tokens than
 	// the bucket allowed: none (MORE), or some (short), so that saving
@@ -163,7 +142,7 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 	n := s.tokensWanted(room)
 	for call := 0; ; call++ {
 		keys, tokens := s.admitArgs(room, n)
-		res, err := run(keys, tokens)
+		res, err := primary.call(ctx, admitScript, keys, tokens...)
 		if err != nil && len(admitted) > 0 {
 			break // the first call's admissions stand; the next tick retries
 		}
@@ -206,10 +185,51 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 		}
 		break
 	}
-	if len(admitted) > 0 && conn != nil && s.waitTimeout > 0 {
-		s.waitReplica(ctx, room, w, conn, len(admitted))
-	}
+	primary.waitReplica(ctx, room, w, len(admitted))
 	return admitted, nil
+}
+
+// primaryCaller runs functions on one connection to a key's primary, so
+// that a WAIT after them covers their writes (WAIT counts those of its own
+// connection only), and on the client when it offers no such connection
+// or the slot moved.
+type primaryCaller struct {
+	s    *Store
+	conn *redis.Conn // nil: the client's own routing, without WAIT
+}
+
+// onPrimary returns the caller of key's primary; the caller closes it.
+func (s *Store) onPrimary(ctx context.Context, key string) *primaryCaller {
+	return &primaryCaller{s: s, conn: s.primaryConn(ctx, key)}
+}
+
+// call runs f as Store.call does.
+func (p *primaryCaller) call(ctx context.Context, f *function, keys []string, args ...any) (any, error) {
+	if p.conn != nil {
+		res, err := p.s.call(ctx, p.conn, f, keys, args...).Result()
+		if !redirected(err) {
+			return res, err
+		}
+		// The slot moved (a failover or resharding): the script did not
+		// run; the cluster client follows the redirect, without WAIT.
+		p.close()
+	}
+	return p.s.call(ctx, p.s.client, f, keys, args...).Result()
+}
+
+// waitReplica waits, after calls that issued tokens, until a replica of
+// the primary has them (Store.waitReplica); name is what the log says.
+func (p *primaryCaller) waitReplica(ctx context.Context, name string, w *roomWatch, issued int) {
+	if issued > 0 && p.conn != nil && p.s.waitTimeout > 0 {
+		p.s.waitReplica(ctx, name, w, p.conn, issued)
+	}
+}
+
+func (p *primaryCaller) close() {
+	if p.conn != nil {
+		_ = p.conn.Close() // back to the pool
+		p.conn = nil
+	}
 }
 
 // admitHeader is how many elements precede the admissions in admitScript's
