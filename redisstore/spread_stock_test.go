@@ -246,6 +246,50 @@ func spreadPromises(t *testing.T, s, peer *Store) {
 	})
 }
 
+// spreadLostSalePush: an instance killed between a Complete and its
+// push to the other sub-shards: the sale is made and counted by the
+// admission at once (nobody more is admitted), a user on another
+// sub-shard is told no units are left and sold_out from the next tick
+// on, which tells every sub-shard the units sold.
+func spreadLostSalePush(t *testing.T, s *Store) {
+	ctx := t.Context()
+	room := testenv.Unique("spread-")
+	_, err := s.CreateRoom(ctx, room, waitroom.RoomConfig{Shards: 3, Rate: 1000, Stock: 1})
+	require.NoError(t, err)
+	l, err := s.layout(ctx, room)
+	require.NoError(t, err)
+	buyer, other := "p0", ""
+	for i := 1; other == ""; i++ {
+		if u := fmt.Sprintf("p%d", i); l.of(u) != l.of(buyer) {
+			other = u
+		}
+	}
+	for _, u := range []string{buyer, other} {
+		_, err := s.Enter(ctx, room, u)
+		require.NoError(t, err)
+	}
+	a := admitN(t, s, room, 1)[0]
+	require.Equal(t, buyer, a.User)
+	hold, err := s.Claim(ctx, room, a.User, a.Token)
+	require.NoError(t, err)
+	// The Complete's own call, and no push after it.
+	r, err := s.doCall(ctx, "complete", l.subs[l.of(buyer)].complete, a.User, a.Token, hold.Units)
+	require.NoError(t, err)
+	require.Equal(t, "OK", r.code())
+
+	st, err := s.Status(ctx, room, other)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.Status{State: waitroom.StateWaiting, Position: 1, FewLeft: true}, st,
+		"no unit left to reserve, sold out not known yet")
+	advance(t, s, 100*time.Millisecond)
+	got, err := s.Admit(ctx, room)
+	require.NoError(t, err)
+	require.Empty(t, got, "the sale is counted by the admission at once")
+	st, err = s.Status(ctx, room, other)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateSoldOut, st.State, "the tick told every sub-shard")
+}
+
 // abandonedTick is an admission tick of a spread room killed part way:
 // begun and every sub-shard sealed and read, then, when popOn is a
 // sub-shard, up to two users at its head admitted there within the stock

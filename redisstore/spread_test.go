@@ -209,6 +209,7 @@ func TestSpreadRoom(t *testing.T) {
 	})
 
 	t.Run("StockAndOneOrder", func(t *testing.T) { spreadPromises(t, s, peer) })
+	t.Run("LostSalePush", func(t *testing.T) { spreadLostSalePush(t, s) })
 
 	t.Run("EntersAtOnceThenAdmissionInTicketOrder", func(t *testing.T) {
 		const n = 600
