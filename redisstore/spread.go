@@ -324,14 +324,15 @@ func (s *Store) forgetLayout(room string) { s.layouts.m.Delete(room) }
 // KEYS[1] cfg (the room's)
 // KEYS[2] seq
 // KEYS[3] inflight
-// KEYS[4] bucket (w_waiting, w_seq: the room's size at the last tick)
+// KEYS[4] bucket (w_waiting, w_seq: the room's size at the last tick;
+// w_sold: its units sold then)
 // ARGV[1] layout id
 // ARGV[2] n: tickets wanted
 //
 // Returns {"OK", first ticket, taken at (ms, the control shard's clock),
 // granted, refusal}: the first granted of the n get tickets, the rest
-// none, and refusal ("QUEUE_FULL" or "ROOM_CLOSED") is what those without
-// a standing are told; {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
+// none, and refusal ("QUEUE_FULL", "ROOM_CLOSED" or "SOLD_OUT") is what
+// those without a standing are told; {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadTicketScript = newFunction("spread_ticket")
 
 // spreadDoneScript says the tickets of a call from first on are placed or
@@ -352,7 +353,7 @@ var spreadDoneScript = newFunction("spread_done")
 // ARGV[2]   the tickets' time, ms (the counter's clock)
 // ARGV[3]   what a user without a ticket and without a standing is told:
 //
-//	QUEUE_FULL (counted full) or ROOM_CLOSED
+//	QUEUE_FULL (counted full), ROOM_CLOSED or SOLD_OUT
 //
 // ARGV[4 ..] user, ticket (0: none), …
 //

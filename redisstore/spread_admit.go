@@ -104,7 +104,8 @@ var spreadPopScript = newFunction("spread_pop")
 //
 //	sub-shards' counters, summed
 //
-// ARGV[13…] the users admitted, in ticket order
+// ARGV[13] units sold over the sub-shards (as their heads read them)
+// ARGV[14…] the users admitted, in ticket order
 //
 // The admitted go to the room's outbox as user.admitted (the users the
 // sub-shards drop are told as counts: the relay finds them in the summed
@@ -336,7 +337,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 	madeUp := max(0, issued-regular)
 	onRate := min(issued, regular)
 	unused := regular - onRate
-	args := []any{fence, unused, waiting, noShows, madeUp, stable, elapsed, onRate, issued, skipped, left, leftAfter}
+	args := []any{fence, unused, waiting, noShows, madeUp, stable, elapsed, onRate, issued, skipped, left, leftAfter, sold}
 	for _, a := range sorted {
 		args = append(args, a.User)
 	}

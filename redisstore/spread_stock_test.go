@@ -234,6 +234,18 @@ func spreadPromises(t *testing.T, s, peer *Store) {
 		}
 		tick()
 		require.Len(t, admitted, stock+noShows, "sold out: nobody more")
+		// From the tick on, a refused entry takes no ticket (no gap).
+		seq := func() int64 {
+			n, err := s.client.Get(ctx, s.keys(room).seq).Int64()
+			require.NoError(t, err)
+			return n
+		}
+		was := seq()
+		for i, st := range stores {
+			_, err := st.Enter(ctx, room, fmt.Sprintf("late%d", i))
+			require.ErrorIs(t, err, waitroom.ErrSoldOut)
+		}
+		require.Equal(t, was, seq(), "no ticket for a sold-out room")
 
 		// A room that sold keeps its shards; a restock reopens it.
 		_, err = waitroom.ChangeRoom(ctx, s, room, func(c *waitroom.RoomConfig) error { c.Shards = 2; return nil })
