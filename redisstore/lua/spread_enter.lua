@@ -19,7 +19,7 @@ return function(KEYS, ARGV)
   local abandon_s = abandon_secs(cfg[2])
   local head = tonumber(cfg[3] or '0')
   local stock = tonumber(cfg[5] or '0')
-  -- Units sold and live over the whole room, read once a call (enter
+  -- Units sold and used over the whole room, read once a call (enter
   -- sells nothing and issues no token).
   local counts = spread_counts(stock, per_order(cfg[6]), stats_key, tok_key, units_key)
   local now = now_ms()

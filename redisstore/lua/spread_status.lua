@@ -17,7 +17,7 @@ return function(KEYS, ARGV)
   if refused then return refused end
   local abandon_s, head = abandon_secs(cfg[2]), tonumber(cfg[3] or '0')
   local stock = tonumber(cfg[5] or '0')
-  -- Units sold and live over the whole room, read once a call.
+  -- Units sold and used over the whole room, read once a call.
   local counts = spread_counts(stock, per_order(cfg[6]), stats_key, tok_key, units_key)
   local now = now_ms()
   local s = math.floor(now / 1000)
