@@ -14,9 +14,10 @@ const MaxShards = 16
 // SpreadRefusal says which of cfg's settings a room spread over shards
 // (Shards > 1) does not support, as an error with code SHARDS_UNSUPPORTED
 // naming them; nil when cfg is on one shard or uses none of them. They
-// need a count over the whole room at every ENTER or at the gate (stock,
-// one order per buyer), a second queue ahead of the first (a scheduled
-// opening's draw), or a way in beside the queue (passes, invite-only).
+// need a second queue ahead of the first (a scheduled opening's draw) or
+// a way in beside the queue (passes, invite-only). (Stock and one order
+// per buyer are kept on a spread room: only admission issues tokens, and
+// it counts every sub-shard; a buyer's orders are all on its own.)
 // A store that spreads rooms refuses them at CreateRoom and UpdateRoom
 // rather than ignore them.
 func SpreadRefusal(cfg RoomConfig) error {
@@ -28,8 +29,6 @@ func SpreadRefusal(cfg RoomConfig) error {
 		name string
 		on   bool
 	}{
-		{"stock", cfg.Stock > 0},
-		{"one_order_per_user", cfg.OneOrderPerUser},
 		{"opens_at", !cfg.OpensAt.IsZero()},
 		{"invite_only", cfg.InviteOnly},
 	} {

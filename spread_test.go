@@ -18,12 +18,14 @@ func TestSpreadRefusal(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, waitroom.SpreadRefusal(waitroom.RoomConfig{Shards: 1, Stock: 5, OneOrderPerUser: true}))
 	require.NoError(t, waitroom.SpreadRefusal(waitroom.RoomConfig{Shards: 3, MaxActive: 10, ClosesAt: time.Now()}))
+	require.NoError(t, waitroom.SpreadRefusal(waitroom.RoomConfig{Shards: 3, Stock: 5, UnitsPerOrder: 2, OneOrderPerUser: true}),
+		"stock and one order per buyer hold on a spread room")
 	err := waitroom.SpreadRefusal(waitroom.RoomConfig{Shards: 2, Stock: 5, OpensAt: time.Now(), InviteOnly: true, OneOrderPerUser: true})
 	require.ErrorIs(t, err, waitroom.ErrShardsUnsupported)
 	a := waitroom.Classify(err)
 	require.Equal(t, 400, a.Status)
 	require.Equal(t, "SHARDS_UNSUPPORTED", a.Code)
-	require.Equal(t, "shards 2 does not support stock, one_order_per_user, opens_at, invite_only", a.Message)
+	require.Equal(t, "shards 2 does not support opens_at, invite_only", a.Message)
 
 	require.NoError(t, waitroom.ShardsRefusal(waitroom.RoomConfig{Shards: 1}))
 	err = waitroom.ShardsRefusal(waitroom.RoomConfig{Shards: 4})

@@ -377,7 +377,8 @@ type roomSettings struct {
 	ShopName    *string `json:"shop_name"`
 	ProductName *string `json:"product_name"`
 	// Shards spreads the room over Redis Cluster shards (1..16; more than
-	// 1 on a Redis Cluster store only, and only while the room is empty).
+	// 1 on a Redis Cluster store only, and only while the room is empty
+	// and has sold nothing to nobody).
 	Shards *int `json:"shards"`
 }
 

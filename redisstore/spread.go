@@ -34,6 +34,12 @@ import (
 //	                         the head, of every sub-shard: positions subtract them
 //	wr:{ROOM#n}:left    list  this sub-shard's gone tickets not yet copied into
 //	                         every mirror (cfg left_base: how many were trimmed)
+//	wr:{ROOM#n}:buyers  set   this sub-shard's buyers (one order per buyer:
+//	                         a user's orders are all on its sub-shard)
+//	wr:{ROOM#n}:units   hash  s<i>, u<i>: units sold on sub-shard i (only
+//	                         grows) and used there (sold or reserved) after
+//	                         the last tick, as this one was told: its "sold
+//	                         out" and units left
 //
 // Enter takes two steps: a ticket from the control shard, then the
 // sub-shard's script; a ticket whose second step fails is a gap, never a
@@ -50,15 +56,15 @@ type spreadLayout struct {
 
 // subKeys are the keys of one sub-shard, all with its hash tag.
 type subKeys struct {
-	tag                                              string // the sub-shard's hash tag, ROOM#n: its name in the lost-write watch
-	cfg, q, tok, active, stats, buyers, mirror, left string
-	claim, complete, release, renew                  fcall
+	tag                                                     string // the sub-shard's hash tag, ROOM#n: its name in the lost-write watch
+	cfg, q, tok, active, stats, buyers, mirror, left, units string
+	claim, complete, release, renew                         fcall
 }
 
 func (s *Store) subKeys(tag string) *subKeys {
 	p := s.prefix + ":{" + tag + "}:"
 	k := &subKeys{tag: tag, cfg: p + "cfg", q: p + "q", tok: p + "tok", active: p + "active", stats: p + "stats",
-		buyers: p + "buyers", mirror: p + "mirror", left: p + "left"}
+		buyers: p + "buyers", mirror: p + "mirror", left: p + "left", units: p + "units"}
 	// The gate's functions are the room's own, on the sub-shard's keys.
 	k.claim = prepare(claimScript, k.cfg, k.tok, k.active, k.stats)
 	k.complete = prepare(completeScript, k.tok, k.active, k.stats, k.cfg, k.buyers)
@@ -69,7 +75,7 @@ func (s *Store) subKeys(tag string) *subKeys {
 
 // hot is the KEYS of spread_enter and spread_status, in their order.
 func (k *subKeys) hot() []string {
-	return []string{k.cfg, k.q, k.tok, k.active, k.stats, k.mirror, k.left}
+	return []string{k.cfg, k.q, k.tok, k.active, k.stats, k.mirror, k.left, k.buyers, k.units}
 }
 
 // of returns the sub-shard user lives in: always the same one, so one
@@ -223,9 +229,13 @@ func spreadSettings(cfg waitroom.RoomConfig, i int) []any {
 // KEYS[1] sub cfg
 // KEYS[2] sub q
 // KEYS[3] sub tok
+// KEYS[4] sub stats
+// KEYS[5] sub buyers
+// KEYS[6] sub units
 // ARGV[1] layout: the layout id written
 // ARGV[2] expected: the layout id the sub-shard may hold besides it ("" any)
-// ARGV[3] need_empty: "1" when it must hold nobody (a reshard)
+// ARGV[3] need_empty: "1" when it must hold nobody, no sale and no buyer
+// (a reshard; its units hash is cleared)
 // ARGV[4 ..] field, value, … (spreadSettings)
 //
 // Returns "OK", "ROOM_CHANGED" (another layout holds it) or
@@ -234,7 +244,7 @@ var spreadSyncScript = newFunction("spread_sync")
 
 func (s *Store) syncSub(ctx context.Context, k *subKeys, layout, expected string, needEmpty bool, fields []any) error {
 	args := append([]any{layout, expected, boolArg(needEmpty)}, fields...)
-	r, err := s.do(ctx, "sync shard", spreadSyncScript, []string{k.cfg, k.q, k.tok}, args...)
+	r, err := s.do(ctx, "sync shard", spreadSyncScript, []string{k.cfg, k.q, k.tok, k.stats, k.buyers, k.units}, args...)
 	if err != nil {
 		return err
 	}
@@ -314,14 +324,15 @@ func (s *Store) forgetLayout(room string) { s.layouts.m.Delete(room) }
 // KEYS[1] cfg (the room's)
 // KEYS[2] seq
 // KEYS[3] inflight
-// KEYS[4] bucket (w_waiting, w_seq: the room's size at the last tick)
+// KEYS[4] bucket (w_waiting, w_seq: the room's size at the last tick;
+// w_sold: its units sold then)
 // ARGV[1] layout id
 // ARGV[2] n: tickets wanted
 //
 // Returns {"OK", first ticket, taken at (ms, the control shard's clock),
 // granted, refusal}: the first granted of the n get tickets, the rest
-// none, and refusal ("QUEUE_FULL" or "ROOM_CLOSED") is what those without
-// a standing are told; {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
+// none, and refusal ("QUEUE_FULL", "ROOM_CLOSED" or "SOLD_OUT") is what
+// those without a standing are told; {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadTicketScript = newFunction("spread_ticket")
 
 // spreadDoneScript says the tickets of a call from first on are placed or
@@ -337,19 +348,22 @@ var spreadDoneScript = newFunction("spread_done")
 // answers the standing they have. The clock of the sub-shard judges a
 // ticket late (SpreadLate): the primaries' clocks must agree within it.
 //
-// KEYS      spread hot keys: cfg, q, tok, active, stats, mirror, left (the sub-shard's)
+// KEYS      spread hot keys: cfg, q, tok, active, stats, mirror, left, buyers, units (the sub-shard's)
 // ARGV[1]   layout id
 // ARGV[2]   the tickets' time, ms (the counter's clock)
 // ARGV[3]   what a user without a ticket and without a standing is told:
 //
-//	QUEUE_FULL (counted full) or ROOM_CLOSED
+//	QUEUE_FULL (counted full), ROOM_CLOSED or SOLD_OUT
 //
 // ARGV[4 ..] user, ticket (0: none), …
 //
 // Returns {"ROOM_NOT_FOUND"}, {"RESHARDED"} or {"OK", standing, …,
 // first, gone ticket, …}, a standing per user: position (a number:
-// waiting), {"ADMITTED", token, ms_left}, {"ROOM_CLOSED"},
-// {"QUEUE_FULL"} or {"LATE"} (the ticket is too old to place); first: 1
+// waiting), {"WAITING", position, units_left}, {"QUEUED_SOLD_OUT"},
+// {"ADMITTED", token, ms_left}, {"ALREADY_ORDERED"}, {"ROOM_CLOSED"},
+// {"SOLD_OUT"}, {"QUEUE_FULL"} or {"LATE"} (the ticket is too old to
+// place); the stock's answers count the units of the whole room as this
+// sub-shard knows them (spread.lua, told_units); first: 1
 // when the call placed the sub-shard's first users (the caller wakes the
 // admitter when the others are empty too); then the tickets the call
 // found gone (re-entries' and refused users' tickets, users abandoned),
@@ -363,8 +377,9 @@ var spreadEnterScript = newFunction("spread_enter")
 // ARGV[2 ..] users
 //
 // Returns {"ROOM_NOT_FOUND"}, {"RESHARDED"} or {"OK", standing, …, gone
-// ticket, …}: position, {"ADMITTED", token, ms_left} or {"NOT_IN_QUEUE"},
-// then the tickets of users it found abandoned.
+// ticket, …}: position, {"WAITING", position, units_left},
+// {"QUEUED_SOLD_OUT"}, {"ADMITTED", token, ms_left}, {"ALREADY_ORDERED"}
+// or {"NOT_IN_QUEUE"}, then the tickets of users it found abandoned.
 var spreadStatusScript = newFunction("spread_status")
 
 // SpreadLate is how old a ticket may be when its place is written; the
@@ -618,6 +633,38 @@ func (s *Store) pushGone(ctx context.Context, l *spreadLayout, from int, tickets
 	})
 }
 
+// spreadSoldScript tells a sub-shard the units sold on another.
+//
+// KEYS[1] sub units
+// ARGV[1] from: the index of the sub-shard that sold
+// ARGV[2] sold: the units sold there in all
+//
+// Returns "OK" (a lower figure than it knows changes nothing).
+var spreadSoldScript = newFunction("spread_sold")
+
+// pushSold tells every sub-shard of a spread room but user's own of the
+// units sold there now (sold), so that each says "sold out" and the
+// units left at once. Best effort: a push that fails is made by the next
+// admission tick (spread_pop), and the admission itself counts the units
+// of every sub-shard, so a lost push only delays what a waiting user is
+// told.
+func (s *Store) pushSold(ctx context.Context, room, user string, sold int64) {
+	l, err := s.layout(ctx, room)
+	if err != nil || l.shards <= 1 {
+		return
+	}
+	from := l.of(user)
+	_ = s.eachShard(l, func(i int, k *subKeys) error {
+		if i == from {
+			return nil
+		}
+		if err := s.call(ctx, s.client, spreadSoldScript, []string{k.units}, from, sold).Err(); err != nil {
+			s.log.WarnContext(ctx, "redisstore: a sub-shard counts a sale from the next tick on", "room", room, "err", err)
+		}
+		return nil
+	})
+}
+
 // gateCall is the gate's call (claim, complete, release, renew) of room
 // for user: on its sub-shard in a spread room; and the name its tokens
 // are watched under for lost writes (the room, or the sub-shard's tag).
@@ -724,11 +771,10 @@ func (s *Store) updateSpread(ctx context.Context, room string, from, to waitroom
 		return err
 	}
 	if old.shards == 1 {
-		// A plain room's tokens are in its own keys; none may be live.
-		if n, err := s.client.HLen(ctx, s.keys(room).tok).Result(); err != nil {
-			return s.fail("update room", err)
-		} else if n > 0 {
-			return waitroom.ErrShardsNotEmpty
+		// A plain room's tokens, sales and buyers are in its own keys;
+		// none may be there (spread_sync checks the same of a sub-shard).
+		if err := s.plainEmpty(ctx, room); err != nil {
+			return err
 		}
 	}
 	retired := next.id
@@ -752,6 +798,29 @@ func (s *Store) updateSpread(ctx context.Context, room string, from, to waitroom
 	}
 	if next.shards > 1 {
 		return s.syncSubs(ctx, next, to, retired, false)
+	}
+	return nil
+}
+
+// plainEmpty is nil when room's own keys hold no token, no unit sold and
+// no buyer: a reshard would leave them behind.
+func (s *Store) plainEmpty(ctx context.Context, room string) error {
+	k := s.keys(room)
+	var toks, buyers *redis.IntCmd
+	var sold *redis.SliceCmd
+	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		toks, buyers, sold = p.HLen(ctx, k.tok), p.Exists(ctx, k.buyers), p.HMGet(ctx, k.stats, "sold", "completed")
+		return nil
+	}); err != nil {
+		return s.fail("update room", err)
+	}
+	for _, v := range sold.Val() {
+		if n, _ := strconv.ParseInt(str(v), 10, 64); n > 0 {
+			return waitroom.ErrShardsNotEmpty
+		}
+	}
+	if toks.Val() > 0 || buyers.Val() > 0 {
+		return waitroom.ErrShardsNotEmpty
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 
@@ -22,8 +23,9 @@ import (
 //
 // Returns {"OK", fence, n (users it may admit, no-shows made up
 // included; 0 when paused), regular (of them, the rate's share), stable
-// ticket, now ms, elapsed µs since the last tick (-1: the first)},
-// {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
+// ticket, now ms, elapsed µs since the last tick (-1: the first), stock
+// (0: not tracked), units per order}, {"ROOM_NOT_FOUND"} or
+// {"RESHARDED"}.
 var spreadBeginScript = newFunction("spread_begin")
 
 // spreadHeadScript seals a sub-shard for a tick and reads its head.
@@ -35,6 +37,7 @@ var spreadBeginScript = newFunction("spread_begin")
 // KEYS[5] sub stats
 // KEYS[6] sub left
 // KEYS[7] sub mirror
+// KEYS[8] sub units
 // ARGV[1] layout id
 // ARGV[2] fence
 // ARGV[3] quota: head entries read, at most
@@ -45,9 +48,11 @@ var spreadBeginScript = newFunction("spread_begin")
 // waitroom.MaxSkipsPerAdmit), so they take no share of the tick.
 //
 // Returns {"OK", live tokens, waiting, left_base, no_shows, head,
-// skipped, left, left_after, entered, admitted, n_leavers, leaver
-// ticket × n_leavers, user, ticket, …} (entered and admitted only grow:
-// the lost-write watch of the sub-shard reads them),
+// skipped, left, left_after, entered, admitted, sold (units sold here),
+// told sold, told used (the other sub-shards' units as this one was
+// told: spread.lua, told_units), n_leavers, leaver ticket × n_leavers,
+// user, ticket, …} (entered and admitted only grow: the lost-write watch
+// of the sub-shard reads them),
 // {"STALE"} (a later tick sealed it), {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadHeadScript = newFunction("spread_head")
 
@@ -60,12 +65,18 @@ var spreadHeadScript = newFunction("spread_head")
 // KEYS[4] sub active
 // KEYS[5] sub stats
 // KEYS[6] sub mirror
+// KEYS[7] sub buyers (one order per buyer: a buyer popped gets no token)
+// KEYS[8] sub units
 // ARGV[1] layout id
 // ARGV[2] fence: the one the sub-shard was sealed with
 // ARGV[3] cutoff ticket
 // ARGV[4] head ticket to publish
 // ARGV[5] n_tokens, ARGV[6] n_leavers
-// ARGV[7 ..] tokens × n_tokens, then leaver tickets × n_leavers
+// ARGV[7] this sub-shard's index, ARGV[8] n_figures (0, or the shards)
+// ARGV[9 ..] tokens × n_tokens, then leaver tickets × n_leavers, then
+// sold, used × n_figures: every sub-shard's units sold, and sold or
+// reserved by its live tokens, after the tick, told into units (sold
+// kept when it knows more)
 //
 // Returns {"OK", skipped (abandoned), waiting, admitted (the counter
 // after), user, ticket, …},
@@ -93,7 +104,8 @@ var spreadPopScript = newFunction("spread_pop")
 //
 //	sub-shards' counters, summed
 //
-// ARGV[13…] the users admitted, in ticket order
+// ARGV[13] units sold over the sub-shards (as their heads read them)
+// ARGV[14…] the users admitted, in ticket order
 //
 // The admitted go to the room's outbox as user.admitted (the users the
 // sub-shards drop are told as counts: the relay finds them in the summed
@@ -109,6 +121,7 @@ type subHead struct {
 	live, waiting, base, noShows, head int64
 	skipped, left, leftAfter           int64
 	entered, admitted                  int64
+	sold, toldSold, toldUsed           int64
 	leavers                            []any
 	users                              []string
 	tickets                            []int64
@@ -137,21 +150,21 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 	default:
 		return nil, s.unexpected(ctx, "admit", r)
 	}
-	var v [6]int64 // fence, n, regular, stable, now, elapsed
+	var v [8]int64 // fence, n, regular, stable, now, elapsed, stock, per
 	for i := range v {
 		var ok bool
 		if v[i], ok = r.int(i + 1); !ok {
 			return nil, s.unexpected(ctx, "admit", r)
 		}
 	}
-	fence, n, regular, stable, elapsed := v[0], v[1], v[2], v[3], v[5]
+	fence, n, regular, stable, elapsed, stock, per := v[0], v[1], v[2], v[3], v[5], v[6], max(v[7], 1)
 
 	ts := s.spreadTrims(room)
 	heads := make([]*subHead, l.shards)
 	err = s.eachShard(l, func(i int, sk *subKeys) error {
 		w := s.watch(sk.tag)
 		at := w.marks()
-		r, err := s.spreadCall(ctx, "admit", spreadHeadScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.left, sk.mirror},
+		r, err := s.spreadCall(ctx, "admit", spreadHeadScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.left, sk.mirror, sk.units},
 			l.id, fence, cfg.TickQuota(), stable, ts.trimTo(i))
 		if err != nil {
 			return err
@@ -174,7 +187,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		return nil, err
 	}
 
-	var live, noShows, head, skipped, left, leftAfter int64
+	var live, noShows, head, skipped, left, leftAfter, sold int64
 	type entry struct {
 		user   string
 		ticket int64
@@ -187,31 +200,58 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		skipped += h.skipped
 		left += h.left
 		leftAfter += h.leftAfter
+		sold += h.sold
 		head = max(head, h.head)
 		for j, u := range h.users {
 			entries = append(entries, entry{u, h.tickets[j], i})
 		}
 	}
+	// The room's slots and units left, over every sub-shard: each was
+	// sealed before it was read, so its live tokens and units sold count
+	// every token an older tick issued or will issue there; only this
+	// tick issues more, and a Complete, a release or an expiry meanwhile
+	// never adds to what they reserve. So max_active and the stock hold
+	// over the room as on one shard.
+	roomLeft := int64(math.MaxInt64)
 	if cfg.MaxActive > 0 {
-		n = min(n, max(0, int64(cfg.MaxActive)-live))
+		roomLeft = max(0, int64(cfg.MaxActive)-live)
+	}
+	if stock > 0 {
+		roomLeft = min(roomLeft, waitroom.RoomConfig{Stock: int(stock), UnitsPerOrder: int(per)}.TokensLeft(sold, live))
 	}
 	slices.SortFunc(entries, func(a, b entry) int { return int(a.ticket - b.ticket) })
 	// Users at or before the head are owed: a tick that stopped part way
 	// (a later one sealed some sub-shards first) admitted up to its cutoff
 	// on the others and published it there, so they go now, before anyone
-	// behind them, on that tick's share of the bucket.
+	// behind them, on that tick's share of the bucket, within the slots
+	// and units left.
 	owed := int64(0)
 	for _, e := range entries {
 		if e.ticket <= head {
 			owed++
 		}
 	}
-	entries = entries[:min(int64(len(entries)), owed+n)]
+	entries = entries[:min(int64(len(entries)), owed+n, roomLeft)]
 	cutoff := head
 	count := make([]int, l.shards)
 	for _, e := range entries {
 		cutoff = max(cutoff, e.ticket)
 		count[e.shard]++
+	}
+
+	// With stock every sub-shard is told the others' units after this
+	// tick (used: sold, and reserved by the live tokens as read and this
+	// tick's), for its answers.
+	var figures []any
+	used := make([]int64, l.shards)
+	var allSold, allUsed int64
+	if stock > 0 {
+		for i, h := range heads {
+			used[i] = h.sold + (h.live+int64(count[i]))*per
+			figures = append(figures, h.sold, used[i])
+			allSold += h.sold
+			allUsed += used[i]
+		}
 	}
 
 	pops := make([][]waitroom.Admission, l.shards)
@@ -225,20 +265,23 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 				leavers = append(leavers, h.leavers...)
 			}
 		}
-		if count[i] == 0 && len(leavers) == 0 && cutoff == heads[i].head {
+		h := heads[i]
+		told := stock <= 0 || (h.toldSold >= allSold-h.sold && h.toldUsed == allUsed-used[i])
+		if count[i] == 0 && len(leavers) == 0 && cutoff == h.head && told {
 			mu.Lock()
-			waiting += heads[i].waiting
+			waiting += h.waiting
 			mu.Unlock()
 			return nil // nothing to write here this tick
 		}
-		args := []any{l.id, fence, cutoff, cutoff, count[i], len(leavers)}
+		args := []any{l.id, fence, cutoff, cutoff, count[i], len(leavers), i, len(figures) / 2}
 		for range count[i] {
 			args = append(args, waitroom.NewToken())
 		}
 		args = append(args, leavers...)
+		args = append(args, figures...)
 		w := s.watch(sk.tag)
 		at := w.marks()
-		r, err := s.spreadCall(ctx, "admit", spreadPopScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.mirror}, args...)
+		r, err := s.spreadCall(ctx, "admit", spreadPopScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.mirror, sk.buyers, sk.units}, args...)
 		if err != nil {
 			return err
 		}
@@ -254,7 +297,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 			if !ok1 || !ok2 {
 				return s.unexpected(ctx, "admit", r)
 			}
-			pops[i] = append(pops[i], waitroom.Admission{User: u, Token: args[6+(j-4)/2].(string)})
+			pops[i] = append(pops[i], waitroom.Admission{User: u, Token: args[8+(j-4)/2].(string)})
 			popTickets[i] = append(popTickets[i], t)
 		}
 		issuedHere := int64(len(pops[i]))
@@ -294,7 +337,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 	madeUp := max(0, issued-regular)
 	onRate := min(issued, regular)
 	unused := regular - onRate
-	args := []any{fence, unused, waiting, noShows, madeUp, stable, elapsed, onRate, issued, skipped, left, leftAfter}
+	args := []any{fence, unused, waiting, noShows, madeUp, stable, elapsed, onRate, issued, skipped, left, leftAfter, sold}
 	for _, a := range sorted {
 		args = append(args, a.User)
 	}
@@ -325,7 +368,7 @@ func (s *Store) eachShard(l *spreadLayout, fn func(i int, k *subKeys) error) err
 }
 
 func readHead(r reply) (*subHead, bool) {
-	var v [11]int64
+	var v [14]int64
 	for i := range v {
 		var ok bool
 		if v[i], ok = r.int(i + 1); !ok {
@@ -333,12 +376,12 @@ func readHead(r reply) (*subHead, bool) {
 		}
 	}
 	h := &subHead{live: v[0], waiting: v[1], base: v[2], noShows: v[3], head: v[4], skipped: v[5], left: v[6], leftAfter: v[7],
-		entered: v[8], admitted: v[9]}
-	at := 12 + int(v[10])
+		entered: v[8], admitted: v[9], sold: v[10], toldSold: v[11], toldUsed: v[12]}
+	at := 15 + int(v[13])
 	if at > len(r) || (len(r)-at)%2 != 0 {
 		return nil, false
 	}
-	h.leavers = r[12:at]
+	h.leavers = r[15:at]
 	for j := at; j < len(r); j += 2 {
 		u, ok1 := r.str(j)
 		t, ok2 := r.int(j + 1)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -108,4 +109,80 @@ func primariesCPU(b *testing.B, c *redis.ClusterClient) map[string]primaryCounts
 		return nil
 	}))
 	return out
+}
+
+// BenchmarkSpreadStock times what stock costs a spread room (K = 3 on a
+// 3-primary Cluster): an admission tick of 14 users (rate 140, one slice
+// apart), then a settle (Claim and Complete) of each admitted token, in a
+// room without stock and one with a stock it never runs out of, and
+// reports the CPU every primary's redis-server spent per tick
+// (redis-cpu-µs/tick) and per settle (redis-cpu-µs/settle), and the wall
+// time of each. The two run in turn, spreadRounds rounds, in one run.
+func BenchmarkSpreadStock(b *testing.B) {
+	c := redistest.StartCluster(b, redistest.ClusterOptions{Primaries: 3})
+	url := withQuery(c.URL(), suiteTimeouts)
+	for round := range spreadRounds {
+		for i := range 2 {
+			stock := []int{0, waitroom.MaxStock}[(i+round)%2]
+			b.Run(fmt.Sprintf("round=%d/stock=%t", round+1, stock > 0), func(b *testing.B) { spreadStockRound(b, url, stock) })
+		}
+	}
+}
+
+func spreadStockRound(b *testing.B, url string, stock int) {
+	ctx := context.Background()
+	s := New(openURL(b, url), Options{Prefix: randomPrefix()})
+	room := benchRoom(b, s, waitroom.RoomConfig{Shards: 3, Rate: 140, Stock: stock, MaxQueue: waitroom.MaxMaxQueue})
+	cluster := s.client.(*redis.ClusterClient)
+	users := 14 * b.N
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Go(func() {
+			for i := w; i < users; i += 64 {
+				if _, err := s.Enter(ctx, room, "u"+strconv.Itoa(i)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	advance(b, s, 100*time.Millisecond)
+	_, err := s.Admit(ctx, room) // the bucket's first tick starts it empty
+	require.NoError(b, err)
+
+	var admitted []waitroom.Admission
+	before := primariesCPU(b, cluster)
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		advance(b, s, 100*time.Millisecond)
+		got, err := s.Admit(ctx, room)
+		require.NoError(b, err)
+		admitted = append(admitted, got...)
+	}
+	tickWall := time.Since(start)
+	mid := primariesCPU(b, cluster)
+	start = time.Now()
+	for _, a := range admitted {
+		h, err := s.Claim(ctx, room, a.User, a.Token)
+		require.NoError(b, err)
+		require.NoError(b, s.Complete(ctx, h))
+	}
+	settleWall := time.Since(start)
+	b.StopTimer()
+	after := primariesCPU(b, cluster)
+	cpu := func(from, to map[string]primaryCounts) (total float64) {
+		for addr, a := range to {
+			total += a.cpu - from[addr].cpu
+		}
+		return total
+	}
+	b.ReportMetric(float64(len(admitted))/float64(b.N), "users/tick")
+	b.ReportMetric(cpu(before, mid)/float64(b.N), "redis-cpu-µs/tick")
+	b.ReportMetric(float64(tickWall.Microseconds())/float64(b.N), "wall-µs/tick")
+	if len(admitted) > 0 {
+		b.ReportMetric(cpu(mid, after)/float64(len(admitted)), "redis-cpu-µs/settle")
+		b.ReportMetric(float64(settleWall.Microseconds())/float64(len(admitted)), "wall-µs/settle")
+	}
 }

@@ -20,7 +20,8 @@ import (
 // two instances; every position is distinct, 1..n; admission goes in
 // ticket order, each user once, the rate's count exactly; the gate's
 // calls run on the user's sub-shard. Settings a spread room does not
-// support, and shards off Cluster, are refused with their codes.
+// support, and shards off Cluster, are refused with their codes; stock
+// and one order per buyer hold over the sub-shards under races.
 func TestSpreadRoom(t *testing.T) {
 	c := redistest.StartCluster(t, redistest.ClusterOptions{Primaries: 3})
 	url := withQuery(c.URL(), suiteTimeouts)
@@ -47,8 +48,7 @@ func TestSpreadRoom(t *testing.T) {
 
 	t.Run("Refusals", func(t *testing.T) {
 		for _, cfg := range []waitroom.RoomConfig{
-			{Shards: 3, Stock: 10}, {Shards: 3, OneOrderPerUser: true}, {Shards: 2, InviteOnly: true},
-			{Shards: 2, OpensAt: time.Now().Add(time.Hour)},
+			{Shards: 2, InviteOnly: true}, {Shards: 2, OpensAt: time.Now().Add(time.Hour)},
 		} {
 			_, err := s.CreateRoom(ctx, testenv.Unique("spread-"), cfg)
 			require.ErrorIs(t, err, waitroom.ErrShardsUnsupported)
@@ -207,6 +207,9 @@ func TestSpreadRoom(t *testing.T) {
 		defer mu.Unlock()
 		require.Equal(t, map[string]Loss{k.tag: {Tokens: n}}, lost)
 	})
+
+	t.Run("StockAndOneOrder", func(t *testing.T) { spreadPromises(t, s, peer) })
+	t.Run("LostSalePush", func(t *testing.T) { spreadLostSalePush(t, s) })
 
 	t.Run("EntersAtOnceThenAdmissionInTicketOrder", func(t *testing.T) {
 		const n = 600

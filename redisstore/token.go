@@ -77,8 +77,9 @@ func (s *Store) Claim(ctx context.Context, room, user, token string) (waitroom.H
 // ARGV[2] token
 // ARGV[3] units the order sold (the hold's)
 //
-// Returns "OK" (the entry is gone), "ENTRY_TOKEN_NOT_FOUND" or
-// "ENTRY_TOKEN_INVALID".
+// Returns {"OK", sold, tracked} (the entry is gone; sold: the units sold
+// in these keys now; tracked: 1 when the room tracks stock),
+// "ENTRY_TOKEN_NOT_FOUND" or "ENTRY_TOKEN_INVALID".
 var completeScript = newFunction("complete")
 
 // Complete spends the token: the order succeeded and sold h.Units. It does
@@ -95,11 +96,17 @@ func (s *Store) Complete(ctx context.Context, h waitroom.Hold) error {
 	if err != nil {
 		return err
 	}
-	if r.code() != "OK" {
+	sold, ok1 := r.int(1)
+	tracked, ok2 := r.int(2)
+	if r.code() != "OK" || !ok1 || !ok2 {
 		return s.unexpected(ctx, "complete", r)
 	}
 	// A spent token lost in a failover is not a lost token (lost.go).
 	s.watch(watched).spend(h.Token)
+	if tracked == 1 && watched != h.Room {
+		// A spread room's other sub-shards learn of the sale.
+		s.pushSold(context.WithoutCancel(ctx), h.Room, h.User, sold)
+	}
 	return nil
 }
 

@@ -23,7 +23,7 @@ func (h Harness) spread(cfg waitroom.RoomConfig) waitroom.RoomConfig {
 // refused by refusedWhenSpread's checks); cfg itself on one shard.
 func (h Harness) supported(cfg waitroom.RoomConfig) waitroom.RoomConfig {
 	if h.Shards > 1 {
-		cfg.Stock, cfg.OneOrderPerUser, cfg.InviteOnly, cfg.OpensAt = 0, false, false, time.Time{}
+		cfg.InviteOnly, cfg.OpensAt = false, time.Time{}
 	}
 	return cfg
 }
@@ -34,16 +34,8 @@ var refusedWhenSpread = func() map[string]func(t *testing.T, h Harness) {
 	setting := func(set func(c *waitroom.RoomConfig, h Harness)) func(t *testing.T, h Harness) {
 		return func(t *testing.T, h Harness) { requireSettingRefused(t, h, set) }
 	}
-	stock := setting(func(c *waitroom.RoomConfig, _ Harness) { c.Stock = 10 })
-	oneOrder := setting(func(c *waitroom.RoomConfig, _ Harness) { c.OneOrderPerUser = true })
 	opening := setting(func(c *waitroom.RoomConfig, h Harness) { c.OpensAt = h.now().Add(time.Hour) })
 	m := map[string]func(t *testing.T, h Harness){}
-	for _, name := range []string{"StockNoShowsGiveUnitsBack", "SoldOutHolderStillOrders", "UnitsLeft",
-		"StockHoldsUnderConcurrency", "UnitsPerOrderHoldUnderConcurrency", "UnconfirmedTokenGivesItsUnitBack",
-		"UnsettledHoldKeepsItsUnit", "UnitsPerOrder"} {
-		m[name] = stock
-	}
-	m["OneOrderPerUser"] = oneOrder
 	for _, name := range []string{"ScheduledOpening", "FirstUseWaitsForTheOpeningsFirstPolls", "ScheduledRoomRefusals",
 		"DrawSeedReplaced", "DrawSettingsLocked", "PassBeforeTheOpening"} {
 		m[name] = opening

@@ -23,10 +23,16 @@ return function(KEYS, ARGV)
   -- Units sold from what was counted so far (units_sold: before this
   -- counter, one per completed order), then the order counted.
   local c = redis.call('HMGET', stats_key, 'sold', 'completed')
-  redis.call('HSET', stats_key, 'sold', units_sold(c[1], c[2]) + sold_now)
+  local sold = units_sold(c[1], c[2]) + sold_now
+  redis.call('HSET', stats_key, 'sold', sold)
   redis.call('HINCRBY', stats_key, 'completed', 1)
-  if redis.call('HGET', cfg_key, 'one_order') == '1' then
+  local cfg = redis.call('HMGET', cfg_key, 'one_order', 'stock')
+  if cfg[1] == '1' then
     redis.call('SADD', buyers_key, user)
   end
-  return 'OK'
+  -- The units sold here now, and whether the stock is tracked: a spread
+  -- room's Complete tells its other sub-shards (spread.go, pushSold).
+  local tracked = 0
+  if tonumber(cfg[2] or '0') > 0 then tracked = 1 end
+  return {'OK', sold, tracked}
 end

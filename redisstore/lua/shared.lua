@@ -264,7 +264,8 @@ end
 -- counts keeps what it read for the rest of the call (a table the call
 -- makes with per, the room's per_order): an Enter or Status call sells no
 -- unit and issues or drops no token, so every user of its batch sees the
--- same counts, read once.
+-- same counts, read once. A spread room's call fills in sold and used
+-- (sold, and reserved by live tokens) of the whole room (spread_counts).
 local function units(stock, stats_key, tok_key, position, counts)
   if stock <= 0 then return false, -1 end
   if not counts.sold then
@@ -273,10 +274,10 @@ local function units(stock, stats_key, tok_key, position, counts)
   end
   if stock - counts.sold < counts.per then return true, -1 end
   if position == 0 then return false, -1 end
-  if not counts.live then
-    counts.live = live_tokens(tok_key)
+  if not counts.used then
+    counts.used = counts.sold + live_tokens(tok_key) * counts.per
   end
-  local left = math.max(0, stock - counts.sold - counts.live * counts.per)
+  local left = math.max(0, stock - counts.used)
   if left < position * counts.per then return false, left end
   return false, -1
 end

@@ -55,3 +55,39 @@ local function spread_positions(mirror_key, head)
     return math.max(1, ticket - head - gone)
   end
 end
+
+-- told_units: the units the other sub-shards sold and use (sold, and
+-- reserved by their live tokens), as this one was told (units_key: s<i>,
+-- sold on sub-shard i, pushed by each Complete there and by every tick;
+-- u<i>, used there after the last tick). Sold elsewhere only grows, so
+-- "sold out" is never said early. A Complete turns a reservation into a
+-- sale, so it leaves the used units as they were; only a tick adds to
+-- them, and it tells every sub-shard (an expired token's, gone between
+-- ticks, count until the next), so the units left are never said more
+-- than they are.
+local function told_units(units_key)
+  local sold, used = 0, 0
+  local told = redis.call('HGETALL', units_key)
+  for i = 1, #told, 2 do
+    if string.byte(told[i], 1) == 115 then -- 's'
+      sold = sold + tonumber(told[i + 1])
+    else
+      used = used + tonumber(told[i + 1])
+    end
+  end
+  return sold, used
+end
+
+-- spread_counts: the counts units() reads (shared.lua) for a sub-shard of
+-- a room with stock, over the whole room: its own units sold and used
+-- plus the others' (told_units). Without stock nothing is read.
+local function spread_counts(stock, per, stats_key, tok_key, units_key)
+  local counts = {per = per}
+  if stock <= 0 then return counts end
+  local c = redis.call('HMGET', stats_key, 'sold', 'completed')
+  local own_sold = units_sold(c[1], c[2])
+  local told_sold, told_used = told_units(units_key)
+  counts.sold = own_sold + told_sold
+  counts.used = math.max(counts.sold, own_sold + live_tokens(tok_key) * per + told_used)
+  return counts
+end

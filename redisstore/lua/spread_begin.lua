@@ -6,7 +6,7 @@ return function(KEYS, ARGV)
   local inflight_key, fence_key = KEYS[4], KEYS[5]
   local layout = ARGV[1]
 
-  local cfg = redis.call('HMGET', cfg_key, 'layout', 'state', 'rate', 'slice_ms', 'quota')
+  local cfg = redis.call('HMGET', cfg_key, 'layout', 'state', 'rate', 'slice_ms', 'quota', 'stock', 'units')
   local refused = control_refusal(cfg_key, cfg[1], layout)
   if refused then return refused end
   local state, rate = cfg[2], tonumber(cfg[3])
@@ -14,6 +14,9 @@ return function(KEYS, ARGV)
   local quota = tonumber(cfg[5])
   local now_us = clock_us()
   local now = math.floor(now_us / 1000)
+  -- The stock the tick admits against, read with its fence: a tick
+  -- that begins after a change of the stock counts with the new one.
+  local stock, per = tonumber(cfg[6] or '0'), per_order(cfg[7])
 
   -- This tick's fence: the sub-shards it seals refuse every older tick
   -- from then on (spread_head, spread_pop).
@@ -48,7 +51,7 @@ return function(KEYS, ARGV)
     -- Admit nobody and save nothing up, so resuming does not burst; the
     -- sub-shards are still read, for the room's size.
     redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', 0)
-    return {'OK', fence, 0, 0, stable, now, elapsed}
+    return {'OK', fence, 0, 0, stable, now, elapsed, stock, per}
   end
   local allow, extra = 0, 0
   if b[1] then
@@ -68,5 +71,5 @@ return function(KEYS, ARGV)
   -- back; a tick that dies gives nothing back (fewer, never more).
   local carry = math.min(allow - regular, slice_users + 1)
   redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry)
-  return {'OK', fence, n, regular, stable, now, elapsed}
+  return {'OK', fence, n, regular, stable, now, elapsed, stock, per}
 end

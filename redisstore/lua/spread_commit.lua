@@ -9,13 +9,14 @@ return function(KEYS, ARGV)
   local no_shows, made_up, stable = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
   local elapsed_us, regular, issued = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
   local skipped, left, left_after = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
+  local sold = tonumber(ARGV[13])
   local out_key = KEYS[6]
 
-  -- The users this tick admitted (ARGV[13…], in ticket order) go to the
+  -- The users this tick admitted (ARGV[14…], in ticket order) go to the
   -- room's outbox when it keeps one, whether or not a later tick began:
   -- they are admitted either way.
-  if #ARGV > 12 and redis.call('HGET', bucket_key, 'outbox') == '1' then
-    tell(out_key, bucket_key, now_ms(), {{}, {}, {}, {unpack(ARGV, 13)}})
+  if #ARGV > 13 and redis.call('HGET', bucket_key, 'outbox') == '1' then
+    tell(out_key, bucket_key, now_ms(), {{}, {}, {}, {unpack(ARGV, 14)}})
   end
 
   -- A later tick began meanwhile: it counted the bucket after this one
@@ -39,8 +40,10 @@ return function(KEYS, ARGV)
   if waiting == 0 then made = no_shows end
   -- The room's size for the ticket counter (spread_ticket): those waiting
   -- after the pops, and every ticket after the stable one.
+  -- And the units sold over the room (only grows: the ticket counter
+  -- refuses new places once they leave less than an order).
   local writes = {'carry', carry, 'no_shows', no_shows, 'made_up', math.min(made, no_shows),
-    'w_waiting', waiting, 'w_seq', stable}
+    'w_waiting', waiting, 'w_seq', stable, 'w_sold', sold}
 
   -- The pace, as admit measures it (waitroom.PaceSums), from the counters
   -- of every sub-shard, which the room's stats hash mirrors for Stats.

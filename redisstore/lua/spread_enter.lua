@@ -9,13 +9,19 @@ return function(KEYS, ARGV)
   local stats_key  = KEYS[5]
   local mirror_key = KEYS[6]
   local left_key   = KEYS[7]
+  local buyers_key = KEYS[8]
+  local units_key  = KEYS[9]
   local layout, issued_at, refusal = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 
-  local cfg = redis.call('HMGET', scfg_key, 'layout', 'abandon_ms', 'head')
+  local cfg = redis.call('HMGET', scfg_key, 'layout', 'abandon_ms', 'head', 'one_order', 'stock', 'units')
   local refused = sub_refusal(cfg[1], layout)
   if refused then return refused end
   local abandon_s = abandon_secs(cfg[2])
   local head = tonumber(cfg[3] or '0')
+  local stock = tonumber(cfg[5] or '0')
+  -- Units sold and used over the whole room, read once a call (enter
+  -- sells nothing and issues no token).
+  local counts = spread_counts(stock, per_order(cfg[6]), stats_key, tok_key, units_key)
   local now = now_ms()
   local s = math.floor(now / 1000)
   local positions = spread_positions(mirror_key, head)
@@ -33,14 +39,24 @@ return function(KEYS, ARGV)
   end
   local scores = redis.call('ZMSCORE', q_key, unpack(users))
   local entries = redis.call('HMGET', tok_key, unpack(users))
+  -- One order per buyer: a user's orders are all on its sub-shard, so
+  -- its buyers set is the room's for it.
+  local bought = {}
+  if cfg[4] == '1' then
+    bought = redis.call('SMISMEMBER', buyers_key, unpack(users))
+  end
   local seen = {} -- ZADD XX's score, user, …: the refreshes' "seen" marks
   local places = {} -- ZADD's score, user, …: the new places
   local full = 0
 
-  -- standing: a user's standing when it holds a live token or is queued
+  -- standing: a user's standing when it has ordered (one order per
+  -- buyer: whatever else it has), holds a live token or is queued
   -- (marked seen); nil otherwise. One silent past abandon_after has gone:
   -- it is counted, its ticket is gone, and it may queue anew.
   local function standing(j, user)
+    if bought[j] == 1 then
+      return {'ALREADY_ORDERED'}
+    end
     if entries[j] then
       local e = holder_sees(tok_key, active_key, user, now)
       if e then
@@ -63,18 +79,25 @@ return function(KEYS, ARGV)
       seen[#seen + 1] = fresh
       seen[#seen + 1] = user
     end
-    return positions(ticket)
+    return waiting_standing(positions(ticket), stock, stats_key, tok_key, counts)
   end
 
   -- Each user came with a ticket, or with none (0: the counter refused
   -- it, for refusal). A user with a standing keeps it, and its ticket is
-  -- gone; a ticket too late is gone too (the admitter may have passed
-  -- it: placing it would reorder); any other ticket is placed.
+  -- gone; so is the ticket of one refused (closed, then sold out: fewer
+  -- units unsold than an order takes, then full, as enter checks them),
+  -- and a ticket too late (the admitter may have passed it: placing it
+  -- would reorder); any other ticket is placed.
   local was_empty = redis.call('EXISTS', q_key) == 0
+  local sold_out = units(stock, stats_key, tok_key, 0, counts)
   for j, user in ipairs(users) do
     local ticket = tickets[j]
     local st = standing(j, user)
-    if not st and ticket == 0 then
+    if not st and ticket == 0 and refusal == 'ROOM_CLOSED' then
+      st = {refusal}
+    elseif not st and sold_out then
+      st = {'SOLD_OUT'}
+    elseif not st and ticket == 0 then
       st = {refusal}
       if refusal == 'QUEUE_FULL' then full = full + 1 end
     elseif not st and late then
@@ -88,7 +111,7 @@ return function(KEYS, ARGV)
     else
       places[#places + 1] = queue_score(ticket, s)
       places[#places + 1] = user
-      st = positions(ticket)
+      st = waiting_standing(positions(ticket), stock, stats_key, tok_key, counts)
     end
     out[#out + 1] = st
   end

@@ -10,6 +10,7 @@ return function(KEYS, ARGV)
   local stats_key  = KEYS[5]
   local left_key   = KEYS[6]
   local mirror_key = KEYS[7]
+  local units_key  = KEYS[8]
   local layout, fence, quota = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
   local stable, trim_to = tonumber(ARGV[4]), tonumber(ARGV[5])
 
@@ -80,10 +81,13 @@ return function(KEYS, ARGV)
   end
   local leavers = redis.call('LRANGE', left_key, 0, max_copy - 1)
 
-  local c = redis.call('HMGET', stats_key, 'no_shows', 'left', 'left_after', 'entered', 'admitted')
+  -- The units: sold here, and what this sub-shard was told of the
+  -- others (the tick tells it again when that is behind).
+  local c = redis.call('HMGET', stats_key, 'no_shows', 'left', 'left_after', 'entered', 'admitted', 'sold', 'completed')
+  local told_sold, told_used = told_units(units_key)
   local out = {'OK', live_tokens(tok_key), redis.call('ZCARD', q_key), base, tonumber(c[1] or '0'),
     tonumber(cfg[4] or '0'), skipped, tonumber(c[2] or '0'), tonumber(c[3] or '0'),
-    tonumber(c[4] or '0'), tonumber(c[5] or '0'), #leavers}
+    tonumber(c[4] or '0'), tonumber(c[5] or '0'), units_sold(c[6], c[7]), told_sold, told_used, #leavers}
   for i = 1, #leavers do
     out[#out + 1] = leavers[i]
   end

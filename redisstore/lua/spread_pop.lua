@@ -8,11 +8,16 @@ return function(KEYS, ARGV)
   local active_key = KEYS[4]
   local stats_key  = KEYS[5]
   local mirror_key = KEYS[6]
+  local buyers_key = KEYS[7]
+  local units_key  = KEYS[8]
   local layout, fence, cutoff, head = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local n_tokens, n_leavers = tonumber(ARGV[5]), tonumber(ARGV[6])
-  local tokens_at, leavers_at = 7, 7 + n_tokens
+  local self, n_figures = tonumber(ARGV[7]), tonumber(ARGV[8])
+  local tokens_at = 9
+  local leavers_at = tokens_at + n_tokens
+  local figures_at = leavers_at + n_leavers
 
-  local cfg = redis.call('HMGET', scfg_key, 'layout', 'fence', 'ttl_ms', 'first_use_ms', 'abandon_ms')
+  local cfg = redis.call('HMGET', scfg_key, 'layout', 'fence', 'ttl_ms', 'first_use_ms', 'abandon_ms', 'one_order')
   local refused = sub_refusal(cfg[1], layout)
   if refused then return refused end
   -- Only the tick that sealed this sub-shard last writes it.
@@ -38,6 +43,27 @@ return function(KEYS, ARGV)
   redis.call('HSET', scfg_key, 'head', head)
   redis.call('ZREMRANGEBYSCORE', mirror_key, '-inf', head)
 
+  -- The other sub-shards' units (stock): sold only grows (a Complete's
+  -- push may have told more already), used is this tick's.
+  if n_figures > 0 then
+    local sold_fields = {}
+    for i = 0, n_figures - 1 do
+      if i ~= self then
+        sold_fields[#sold_fields + 1] = 's' .. i
+      end
+    end
+    local known = redis.call('HMGET', units_key, unpack(sold_fields))
+    local writes, k = {}, 0
+    for i = 0, n_figures - 1 do
+      if i ~= self then
+        k = k + 1
+        local sold, used = tonumber(ARGV[figures_at + 2 * i]), tonumber(ARGV[figures_at + 2 * i + 1])
+        push_all(writes, 's' .. i, math.max(sold, tonumber(known[k] or '0')), 'u' .. i, used)
+      end
+    end
+    redis.call('HSET', units_key, unpack(writes))
+  end
+
   -- Pop every user up to the cutoff ticket: the merge picked them, in the
   -- room's ticket order. One silent past abandon_after has gone: dropped,
   -- counted, no token.
@@ -48,12 +74,25 @@ return function(KEYS, ARGV)
     return out
   end
   local popped = redis.call('ZRANGEBYSCORE', q_key, '-inf', '(' .. (cutoff + 1), 'WITHSCORES', 'LIMIT', 0, n_tokens)
+  -- No token for a user who ordered already (one order per buyer: queued
+  -- again by a failover that lost the admission, or while the setting
+  -- was off): it leaves the queue, as admit drops it.
+  local bought = {}
+  if cfg[6] == '1' then
+    for i = 1, #popped, 2 * batch do
+      local names = {}
+      for j = i, math.min(i + 2 * batch - 1, #popped), 2 do
+        names[#names + 1] = popped[j]
+      end
+      push_all(bought, unpack(redis.call('SMISMEMBER', buyers_key, unpack(names))))
+    end
+  end
   local users, tickets, skipped = {}, {}, 0
   for i = 1, #popped, 2 do
     local score = tonumber(popped[i + 1])
     if is_gone(score, s, abandon_s) then
       skipped = skipped + 1
-    else
+    elseif bought[(i + 1) / 2] ~= 1 then -- one who ordered leaves the queue, uncounted
       users[#users + 1] = popped[i]
       tickets[#tickets + 1] = math.floor(score)
     end

@@ -8,12 +8,17 @@ return function(KEYS, ARGV)
   local stats_key  = KEYS[5]
   local mirror_key = KEYS[6]
   local left_key   = KEYS[7]
+  local buyers_key = KEYS[8]
+  local units_key  = KEYS[9]
   local layout = ARGV[1]
 
-  local cfg = redis.call('HMGET', scfg_key, 'layout', 'abandon_ms', 'head')
+  local cfg = redis.call('HMGET', scfg_key, 'layout', 'abandon_ms', 'head', 'one_order', 'stock', 'units')
   local refused = sub_refusal(cfg[1], layout)
   if refused then return refused end
   local abandon_s, head = abandon_secs(cfg[2]), tonumber(cfg[3] or '0')
+  local stock = tonumber(cfg[5] or '0')
+  -- Units sold and used over the whole room, read once a call.
+  local counts = spread_counts(stock, per_order(cfg[6]), stats_key, tok_key, units_key)
   local now = now_ms()
   local s = math.floor(now / 1000)
   local positions = spread_positions(mirror_key, head)
@@ -24,11 +29,19 @@ return function(KEYS, ARGV)
   -- user not queued reads its token.
   local users = {unpack(ARGV, 2)}
   local scores = redis.call('ZMSCORE', q_key, unpack(users))
+  -- One order per buyer: a buyer is told so, whatever else it has (a
+  -- place it kept is dropped at the head, as admit drops it).
+  local bought = {}
+  if cfg[4] == '1' then
+    bought = redis.call('SMISMEMBER', buyers_key, unpack(users))
+  end
   local seen = {}
   for j, user in ipairs(users) do
     local st = {'NOT_IN_QUEUE'}
     local score = scores[j]
-    if score then
+    if bought[j] == 1 then
+      st = {'ALREADY_ORDERED'}
+    elseif score then
       score = tonumber(score)
       local ticket = math.floor(score)
       if is_gone(score, s, abandon_s) then
@@ -43,7 +56,7 @@ return function(KEYS, ARGV)
           seen[#seen + 1] = fresh
           seen[#seen + 1] = user
         end
-        st = positions(ticket)
+        st = waiting_standing(positions(ticket), stock, stats_key, tok_key, counts)
       end
     else
       local e = holder_sees(tok_key, active_key, user, now)

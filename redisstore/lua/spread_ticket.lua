@@ -4,7 +4,7 @@ return function(KEYS, ARGV)
   local cfg_key, seq_key, inflight_key, bucket_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
   local layout, n = ARGV[1], tonumber(ARGV[2])
 
-  local cfg = redis.call('HMGET', cfg_key, 'layout', 'max_queue', 'state', 'closes_at_ms')
+  local cfg = redis.call('HMGET', cfg_key, 'layout', 'max_queue', 'state', 'closes_at_ms', 'stock', 'units')
   local refused = control_refusal(cfg_key, cfg[1], layout)
   if refused then return refused end
   -- The room's size, never less than it is: those waiting at the last
@@ -16,8 +16,16 @@ return function(KEYS, ARGV)
   if refuses_entries(cfg[3], cfg[4], now) then
     return {'OK', 0, now, 0, 'ROOM_CLOSED'}
   end
+  local w = redis.call('HMGET', bucket_key, 'w_waiting', 'w_seq', 'w_sold')
+  -- Sold out at the last tick (units sold only grow, so never early; a
+  -- restock counts at once): no ticket, so a crowd at a sold-out room
+  -- leaves no gaps for the sub-shards to count. The sub-shards also
+  -- refuse a ticket once they know it sold out.
+  local stock = tonumber(cfg[5] or '0')
+  if stock > 0 and stock - tonumber(w[3] or '0') < per_order(cfg[6]) then
+    return {'OK', 0, now, 0, 'SOLD_OUT'}
+  end
   local seq = counter(seq_key)
-  local w = redis.call('HMGET', bucket_key, 'w_waiting', 'w_seq')
   local size = tonumber(w[1] or '0') + seq - tonumber(w[2] or '0')
   local granted = math.max(0, math.min(n, tonumber(cfg[2]) - size))
   if granted == 0 then
