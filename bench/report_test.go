@@ -59,15 +59,15 @@ func TestWriteWebhooks(t *testing.T) {
 	t.Parallel()
 	r := &Result{cfg: Config{Waiting: 10, Rate: 140}, webhooks: []webhookFigures{
 		{store: "memstore", enterOff: []float64{100, 200}, enterOn: []float64{110, 180}, statusOff: []float64{400, 0}, statusOn: []float64{200, 300},
-			attempts: []int64{2, 3}, admitted: 4, errors: 1, firstAttempt: 1500 * time.Millisecond},
+			attempts: []int64{2, 3}, admitted: 4, errorsOff: 1, errorsOn: 2, firstAttempt: 1500 * time.Millisecond},
 		{store: "redis", enterOn: []float64{50}, statusOn: []float64{60}, attempts: []int64{0}},
 	}}
 	var out strings.Builder
 	r.writeWebhooks(&out)
-	require.Contains(t, out.String(), "| memstore | 150 | 145 | **1.00** (0.90–1.10) | 200 | 250 | **0.50** (0.50–0.50) | 1 | 5 in the slices; 4 `user.admitted` in all; the first 1.5s after the start |")
+	require.Contains(t, out.String(), "| memstore | 150 | 145 | **1.00** (0.90–1.10) | 200 | 250 | **0.50** (0.50–0.50) | 1, 2 | 5 in the slices; 4 `user.admitted` in all; the first 1.5s after the start |")
 	require.Contains(t, out.String(), "| memstore | 1 | 100 | 110 | 1.10 | 400 | 200 | 0.50 | 2 |")
 	require.Contains(t, out.String(), "| memstore | 2 | 200 | 180 | 0.90 | 0 | 300 | n/a | 3 |")
-	require.Contains(t, out.String(), "| redis | – | 50 | n/a | – | 60 | n/a | 0 | 0 in the slices;")
+	require.Contains(t, out.String(), "| redis | – | 50 | n/a | – | 60 | n/a | 0, 0 | 0 in the slices;")
 	require.Contains(t, out.String(), "| redis | 1 | – | 50 | n/a | – | 60 | n/a | 0 |")
 
 	var none strings.Builder

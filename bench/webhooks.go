@@ -26,7 +26,8 @@ type webhookFigures struct {
 	// user.admitted, relayed from the rooms' outboxes.
 	attempts []int64
 	admitted int64
-	errors   int64
+	// errorsOff, errorsOn: non-2xx answers of each side.
+	errorsOff, errorsOn int64
 	// firstAttempt: from the webhooks' start to the receiver's first
 	// request, before the first slice.
 	firstAttempt time.Duration
@@ -124,7 +125,11 @@ func (b *Result) measureWebhooks(ctx context.Context, name string, store waitroo
 			if s.on {
 				f.attempts[round] += receiver.requests.Load() - before
 			}
-			f.errors += errs
+			if s.on {
+				f.errorsOn += errs
+			} else {
+				f.errorsOff += errs
+			}
 			*s.into = append(*s.into, n/b.cfg.Slice.Seconds())
 		}
 		b.progress("%s, webhooks round %d/%d (requests/s): enter off %s, on %.0f; status off %s, on %.0f; %d requests to the dead receiver",
@@ -254,16 +259,16 @@ func (b *Result) writeWebhooks(w io.Writer) {
 		"a loopback listener that reads each request and never answers, so every delivery waits out the dispatcher's timeout. "+
 		"Off: the same server with its webhooks' emitter, dispatcher and watcher stopped and the outboxes off. "+
 		"Requests/s, median over the rounds; a ratio is the median of the rounds' own ratios.\n\n", b.cfg.Waiting, b.cfg.Rate)
-	fmt.Fprintf(w, "| store | ENTER/s off | ENTER/s on | ENTER on ÷ off | STATUS/s off | STATUS/s on | STATUS on ÷ off | non-2xx | requests to the dead receiver |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| store | ENTER/s off | ENTER/s on | ENTER on ÷ off | STATUS/s off | STATUS/s on | STATUS on ÷ off | non-2xx off, on | requests to the dead receiver |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, f := range b.webhooks {
 		var sent int64
 		for _, n := range f.attempts {
 			sent += n
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %.0f | %s | %d | %d in the slices; %d `user.admitted` in all; the first %s after the start |\n", f.store,
+		fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %.0f | %s | %d, %d | %d in the slices; %d `user.admitted` in all; the first %s after the start |\n", f.store,
 			medianOrDash(f.enterOff), median(f.enterOn), spread(ratios(f.enterOn, f.enterOff), "**"),
 			medianOrDash(f.statusOff), median(f.statusOn), spread(ratios(f.statusOn, f.statusOff), "**"),
-			f.errors, sent, f.admitted, f.firstAttempt.Round(time.Millisecond))
+			f.errorsOff, f.errorsOn, sent, f.admitted, f.firstAttempt.Round(time.Millisecond))
 	}
 	fmt.Fprintf(w, "\nEvery round, in the order run (requests/s):\n\n")
 	fmt.Fprintf(w, "| store | round | ENTER off | ENTER on | on ÷ off | STATUS off | STATUS on | on ÷ off | requests to the dead receiver |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")

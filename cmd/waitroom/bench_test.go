@@ -50,7 +50,7 @@ func TestBenchWebhooks(t *testing.T) {
 	for _, store := range []string{"memstore", "redis"} {
 		// Both sides of both operations, both ratios, and what the
 		// receiver got: some request in the slices, user.admitted among all.
-		summary := regexp.MustCompile(`(?m)^\| ` + store + ` \| \d+ \| \d+ \| \*\*\d+\.\d\d\*\* \(\S+\) \| \d+ \| \d+ \| \*\*\d+\.\d\d\*\* \(\S+\) \| \d+ \| [1-9]\d* in the slices; [1-9]\d* ` + "`user.admitted`" + ` in all;`)
+		summary := regexp.MustCompile(`(?m)^\| ` + store + ` \| \d+ \| \d+ \| \*\*\d+\.\d\d\*\* \(\S+\) \| \d+ \| \d+ \| \*\*\d+\.\d\d\*\* \(\S+\) \| \d+, \d+ \| [1-9]\d* in the slices; [1-9]\d* ` + "`user.admitted`" + ` in all;`)
 		require.Regexp(t, summary, out, store)
 		for round := 1; round <= 2; round++ {
 			row := regexp.MustCompile(`(?m)^\| ` + store + ` \| ` + strconv.Itoa(round) + ` \| \d+ \| \d+ \| \d+\.\d\d \| \d+ \| \d+ \| \d+\.\d\d \| \d+ \|$`)
