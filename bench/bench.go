@@ -65,10 +65,15 @@ type Config struct {
 	Serve func(ctx context.Context, store waitroom.Store, routes map[string]http.Handler) (baseURL string, stop func(), err error)
 	// WebhooksOn measures, on each store, ENTER and STATUS on a server
 	// of their own (ServeWebhooks) whose admitter runs and whose
-	// webhooks tell every event of every room to a dead receiver;
+	// webhooks tell every event of every room to a receiver that never
+	// answers (or a slow one, SlowReceiver);
 	// WebhooksOff adds the same server with its webhooks stopped, in
 	// alternating slices of the same rounds. Neither: not measured.
 	WebhooksOn, WebhooksOff bool
+	// SlowReceiver, when > 0, makes the receiver a slow one that takes
+	// every message, answering after SlowReceiver; 0: a dead one that
+	// never answers.
+	SlowReceiver time.Duration
 	// ServeWebhooks, needed by WebhooksOn, starts a server as Serve does
 	// but with its admitter running and with webhooks telling
 	// receiverURL every event of every room. setWebhooks(ctx, false)

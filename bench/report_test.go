@@ -54,7 +54,7 @@ func TestWriteBaselineShardCapacity(t *testing.T) {
 
 // The webhook table gives each side's median and the medians of the
 // rounds' own ratios on ÷ off, then every round as run; a run of the
-// side "on" alone gives no ratio.
+// side "on" alone gives no ratio; the text names the receiver.
 func TestWriteWebhooks(t *testing.T) {
 	t.Parallel()
 	r := &Result{cfg: Config{Waiting: 10, Rate: 140}, webhooks: []webhookFigures{
@@ -69,6 +69,12 @@ func TestWriteWebhooks(t *testing.T) {
 	require.Contains(t, out.String(), "| memstore | 2 | 200 | 180 | 0.90 | 0 | 300 | n/a | 3 |")
 	require.Contains(t, out.String(), "| redis | – | 50 | n/a | – | 60 | n/a | 0, 0 | 0 in the slices;")
 	require.Contains(t, out.String(), "| redis | 1 | – | 50 | n/a | – | 60 | n/a | 0 |")
+
+	require.Contains(t, out.String(), "to a dead receiver, a loopback listener that reads each request and never answers")
+	r.cfg.SlowReceiver = 20 * time.Millisecond
+	var slow strings.Builder
+	r.writeWebhooks(&slow)
+	require.Contains(t, slow.String(), "to a slow receiver, a loopback listener that takes every message, answering 204 after 20ms.")
 
 	var none strings.Builder
 	(&Result{}).writeWebhooks(&none)

@@ -17,11 +17,11 @@ import (
 
 // webhookFigures are one store's slices with webhooks on and off:
 // requests per second of each side, one value per round, and what the
-// dead receiver was sent.
+// receiver was sent.
 type webhookFigures struct {
 	store                                  string
 	enterOff, enterOn, statusOff, statusOn []float64
-	// attempts: the requests the dead receiver got during each round's
+	// attempts: the requests the receiver got during each round's
 	// slices with webhooks on; admitted: how many of all it got were
 	// user.admitted, relayed from the rooms' outboxes.
 	attempts []int64
@@ -33,7 +33,7 @@ type webhookFigures struct {
 	firstAttempt time.Duration
 }
 
-// firstAttemptLimit bounds the wait for the dead receiver's first request:
+// firstAttemptLimit bounds the wait for the receiver's first request:
 // the admitter's first admissions reach it within a few seconds (the
 // watcher tells a second's admissions once that second is over).
 const firstAttemptLimit = 30 * time.Second
@@ -43,7 +43,8 @@ const firstAttemptLimit = 30 * time.Second
 // slices of the same rounds, on one server from cfg.ServeWebhooks: its
 // admitter runs (so the rooms' admissions write their outboxes while
 // the webhooks are on), and its webhooks tell every event of every room
-// to a dead receiver. Off stops them and turns the outboxes off.
+// to a receiver that never answers, or answers after cfg.SlowReceiver.
+// Off stops them and turns the outboxes off.
 func (b *Result) measureWebhooks(ctx context.Context, name string, store waitroom.Store) error {
 	if err := b.createRooms(ctx, name, store); err != nil {
 		return err
@@ -52,7 +53,7 @@ func (b *Result) measureWebhooks(ctx context.Context, name string, store waitroo
 	if err := fill(ctx, store, benchStatusRoom, "w", b.cfg.Waiting, b.cfg.Clients); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	receiver, err := newDeadReceiver()
+	receiver, err := newReceiver(b.cfg.SlowReceiver)
 	if err != nil {
 		return err
 	}
@@ -64,8 +65,7 @@ func (b *Result) measureWebhooks(ctx context.Context, name string, store waitroo
 	defer stop()
 
 	// The webhooks on until a delivery reaches the receiver: from then on
-	// every slice with them on has the dispatcher waiting on a receiver
-	// that never answers.
+	// every slice with them on has the dispatcher at work on it.
 	started := time.Now()
 	if err := setWebhooks(ctx, true); err != nil {
 		return fmt.Errorf("%s: starting the webhooks: %w", name, err)
@@ -74,7 +74,7 @@ func (b *Result) measureWebhooks(ctx context.Context, name string, store waitroo
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	f := webhookFigures{store: name, firstAttempt: time.Since(started)}
-	b.progress("%s, webhooks: the dead receiver's first request came %s after their start", name, f.firstAttempt.Round(time.Millisecond))
+	b.progress("%s, webhooks: the receiver's first request came %s after their start", name, f.firstAttempt.Round(time.Millisecond))
 
 	client := b.loadClient(1)
 	defer client.CloseIdleConnections()
@@ -132,7 +132,7 @@ func (b *Result) measureWebhooks(ctx context.Context, name string, store waitroo
 			}
 			*s.into = append(*s.into, n/b.cfg.Slice.Seconds())
 		}
-		b.progress("%s, webhooks round %d/%d (requests/s): enter off %s, on %.0f; status off %s, on %.0f; %d requests to the dead receiver",
+		b.progress("%s, webhooks round %d/%d (requests/s): enter off %s, on %.0f; status off %s, on %.0f; %d requests to the receiver",
 			name, round+1, b.cfg.Rounds, plainAt(f.enterOff, round), f.enterOn[round], plainAt(f.statusOff, round), f.statusOn[round], f.attempts[round])
 	}
 	f.admitted = receiver.admitted.Load()
@@ -147,16 +147,19 @@ func onOff(on bool) string {
 	return "off"
 }
 
-// deadReceiver is the worst webhook receiver for the dispatcher: a
-// loopback listener that accepts every connection, reads the request and
-// never answers. Each delivery holds its room's messages and a
-// connection for the dispatcher's whole attempt timeout before it counts
-// as failed; a refused port fails at once and is then left to the
-// backoff, which costs the dispatcher less.
-type deadReceiver struct {
+// receiver is the webhook endpoint of the measurement, on loopback.
+// With no delay it is the worst receiver for the dispatcher: it accepts
+// every connection, reads the request and never answers, so each
+// delivery holds its room's messages and a connection for the
+// dispatcher's whole attempt timeout before it counts as failed (a
+// refused port fails at once and is then left to the backoff, which
+// costs the dispatcher less). With a delay it is a slow receiver that
+// takes every message, answering 204 after the delay.
+type receiver struct {
 	ln       net.Listener
-	requests atomic.Int64 // requests read, none answered
-	admitted atomic.Int64 // of them, user.admitted: the outboxes' relay
+	delay    time.Duration // 0: never answers
+	requests atomic.Int64  // requests read
+	admitted atomic.Int64  // of them, user.admitted: the outboxes' relay
 	first    chan struct{}
 	once     sync.Once
 
@@ -166,19 +169,27 @@ type deadReceiver struct {
 	done   sync.WaitGroup
 }
 
-func newDeadReceiver() (*deadReceiver, error) {
+func newReceiver(delay time.Duration) (*receiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("the dead webhook receiver: %w", err)
+		return nil, fmt.Errorf("the webhook receiver: %w", err)
 	}
-	r := &deadReceiver{ln: ln, first: make(chan struct{}), conns: map[net.Conn]bool{}}
+	r := &receiver{ln: ln, delay: delay, first: make(chan struct{}), conns: map[net.Conn]bool{}}
 	r.done.Go(r.accept)
 	return r, nil
 }
 
-func (r *deadReceiver) url() string { return "http://" + r.ln.Addr().String() + "/hooks" }
+func (r *receiver) url() string { return "http://" + r.ln.Addr().String() + "/hooks" }
 
-func (r *deadReceiver) accept() {
+// receiverKind names the receiver answering after delay in the report.
+func receiverKind(delay time.Duration) string {
+	if delay == 0 {
+		return "a dead receiver, a loopback listener that reads each request and never answers, so every delivery waits out the dispatcher's timeout"
+	}
+	return fmt.Sprintf("a slow receiver, a loopback listener that takes every message, answering 204 after %s", delay)
+}
+
+func (r *receiver) accept() {
 	for {
 		c, err := r.ln.Accept()
 		if err != nil {
@@ -192,13 +203,13 @@ func (r *deadReceiver) accept() {
 		}
 		r.conns[c] = true
 		r.mu.Unlock()
-		r.done.Go(func() { r.hold(c) })
+		r.done.Go(func() { r.serve(c) })
 	}
 }
 
-// hold reads c's requests until the dispatcher gives up on it and closes
-// it; it never writes.
-func (r *deadReceiver) hold(c net.Conn) {
+// serve reads c's requests until the dispatcher closes it, answering
+// each after the delay, or never.
+func (r *receiver) serve(c net.Conn) {
 	defer func() {
 		r.mu.Lock()
 		delete(r.conns, c)
@@ -218,12 +229,19 @@ func (r *deadReceiver) hold(c net.Conn) {
 		}
 		r.requests.Add(1)
 		r.once.Do(func() { close(r.first) })
+		if r.delay == 0 {
+			continue // the next read waits until the dispatcher gives up
+		}
+		time.Sleep(r.delay) // the slow receiver under measure
+		if _, err := io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n"); err != nil {
+			return
+		}
 	}
 }
 
 // waitFirst waits until the receiver got its first request, at most
 // limit: the webhooks are not on if none comes.
-func (r *deadReceiver) waitFirst(ctx context.Context, limit time.Duration) error {
+func (r *receiver) waitFirst(ctx context.Context, limit time.Duration) error {
 	t := time.NewTimer(limit)
 	defer t.Stop()
 	select {
@@ -232,11 +250,11 @@ func (r *deadReceiver) waitFirst(ctx context.Context, limit time.Duration) error
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
-		return fmt.Errorf("the dead webhook receiver got no request within %s of the webhooks' start: they are not on", limit)
+		return fmt.Errorf("the webhook receiver got no request within %s of the webhooks' start: they are not on", limit)
 	}
 }
 
-func (r *deadReceiver) close() {
+func (r *receiver) close() {
 	_ = r.ln.Close()
 	r.mu.Lock()
 	r.closed = true
@@ -255,11 +273,10 @@ func (b *Result) writeWebhooks(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\n### ENTER and STATUS with webhooks on and off\n\n")
 	fmt.Fprintf(w, "Each store's own server and rooms (STATUS: %d waiting), its admitter running at the rooms' rate (%g/s). "+
-		"On: its webhooks tell every event of every room (`user.admitted` too, so the admissions write the rooms' outboxes) to a dead receiver, "+
-		"a loopback listener that reads each request and never answers, so every delivery waits out the dispatcher's timeout. "+
+		"On: its webhooks tell every event of every room (`user.admitted` too, so the admissions write the rooms' outboxes) to %s. "+
 		"Off: the same server with its webhooks' emitter, dispatcher and watcher stopped and the outboxes off. "+
-		"Requests/s, median over the rounds; a ratio is the median of the rounds' own ratios.\n\n", b.cfg.Waiting, b.cfg.Rate)
-	fmt.Fprintf(w, "| store | ENTER/s off | ENTER/s on | ENTER on ÷ off | STATUS/s off | STATUS/s on | STATUS on ÷ off | non-2xx off, on | requests to the dead receiver |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		"Requests/s, median over the rounds; a ratio is the median of the rounds' own ratios.\n\n", b.cfg.Waiting, b.cfg.Rate, receiverKind(b.cfg.SlowReceiver))
+	fmt.Fprintf(w, "| store | ENTER/s off | ENTER/s on | ENTER on ÷ off | STATUS/s off | STATUS/s on | STATUS on ÷ off | non-2xx off, on | requests to the receiver |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, f := range b.webhooks {
 		var sent int64
 		for _, n := range f.attempts {
@@ -271,7 +288,7 @@ func (b *Result) writeWebhooks(w io.Writer) {
 			f.errorsOff, f.errorsOn, sent, f.admitted, f.firstAttempt.Round(time.Millisecond))
 	}
 	fmt.Fprintf(w, "\nEvery round, in the order run (requests/s):\n\n")
-	fmt.Fprintf(w, "| store | round | ENTER off | ENTER on | on ÷ off | STATUS off | STATUS on | on ÷ off | requests to the dead receiver |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| store | round | ENTER off | ENTER on | on ÷ off | STATUS off | STATUS on | on ÷ off | requests to the receiver |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, f := range b.webhooks {
 		for i := range f.enterOn {
 			fmt.Fprintf(w, "| %s | %d | %s | %.0f | %s | %s | %.0f | %s | %d |\n", f.store, i+1,

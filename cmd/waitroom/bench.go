@@ -24,6 +24,7 @@ func benchSettings(c *bench.Config) []flagenv.Setting {
 		flagenv.Var("stores", "WAITROOM_BENCH_STORES", "memstore,redis", "list", "stores to measure: memstore, redis or both", nil),
 		flagenv.Var("autopipeline", "WAITROOM_BENCH_AUTOPIPELINE", "both", "on|off|both", "Redis hot path through go-redis's automatic pipelining (on), on the plain client (off), or both in alternating slices of one run", flagenv.Func(func(t string) error { return benchAutopipeline(c, t) })),
 		flagenv.Var("webhooks", "WAITROOM_BENCH_WEBHOOKS", "off", "off|on|both", "also measure ENTER and STATUS on each store's server and rooms of their own, admitter running, with webhooks telling every event to a dead receiver that never answers (on), or with them on and off in alternating slices of one run and the ratio on ÷ off (both); off: not measured, so a run takes what it took before the flag", flagenv.Func(func(t string) error { return benchWebhooks(c, t) })),
+		flagenv.Var("webhooks-receiver", "WAITROOM_BENCH_WEBHOOKS_RECEIVER", "dead", "dead|duration", "the receiver of --webhooks: dead (reads each request and never answers, so every delivery waits out the dispatcher's 10 s timeout), or a slow one that takes every message, answering after this long (1ms to 9s)", flagenv.Func(func(t string) error { return benchReceiver(c, t) })),
 		flagenv.Var("rounds", "WAITROOM_BENCH_ROUNDS", "10", "n", "rounds; each measures every side once, in a rotating order, so machine noise falls on all sides alike", flagenv.IntIn(&c.Rounds, 1, 1000)),
 		flagenv.Var("slice", "WAITROOM_BENCH_SLICE", "1s", "duration", "length of one measured slice", flagenv.DurationIn(&c.Slice, 10*time.Millisecond, time.Minute)),
 		flagenv.Var("clients", "WAITROOM_BENCH_CLIENTS", "32", "n", "concurrent keep-alive HTTP clients of the load generator", flagenv.IntIn(&c.Clients, 1, 10_000)),
@@ -126,6 +127,21 @@ func benchWebhooks(c *bench.Config, text string) error {
 		return nil
 	}
 	return errors.New("off, on or both")
+}
+
+// benchReceiver reads --webhooks-receiver: dead, or a slow receiver's
+// delay, below the dispatcher's attempt timeout so that it is taken.
+func benchReceiver(c *bench.Config, text string) error {
+	if text == "dead" {
+		c.SlowReceiver = 0
+		return nil
+	}
+	d, err := time.ParseDuration(text)
+	if err != nil || d < time.Millisecond || d > 9*time.Second {
+		return errors.New("dead, or how long the receiver takes to answer, 1ms to 9s")
+	}
+	c.SlowReceiver = d
+	return nil
 }
 
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/internal/testenv"
@@ -71,6 +72,10 @@ func TestBenchWebhooksSetting(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, c.WebhooksOn)
 	require.False(t, c.WebhooksOff)
+	require.Zero(t, c.SlowReceiver, "dead by default")
+	c, err = parseBench([]string{"--webhooks-receiver", "20ms"}, envOf())
+	require.NoError(t, err)
+	require.Equal(t, 20*time.Millisecond, c.SlowReceiver)
 	_, err = parseBench(nil, envOf("WAITROOM_BENCH_WEBHOOKS", "always"))
 	require.ErrorContains(t, err, `WAITROOM_BENCH_WEBHOOKS="always": off, on or both`)
 }
@@ -88,6 +93,10 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--webhooks", "sometimes"}, `--webhooks="sometimes": off, on or both`},
 		{[]string{"--webhooks", ""}, `--webhooks="": off, on or both`},
 		{[]string{"--webhooks", "ON"}, `--webhooks="ON": off, on or both`},
+		{[]string{"--webhooks-receiver", "slow"}, `--webhooks-receiver="slow": dead, or how long the receiver takes to answer, 1ms to 9s`},
+		{[]string{"--webhooks-receiver", "10s"}, `--webhooks-receiver="10s": dead, or how long`},
+		{[]string{"--webhooks-receiver", "0s"}, `--webhooks-receiver="0s": dead, or how long`},
+		{[]string{"--webhooks-receiver", "-5ms"}, `--webhooks-receiver="-5ms": dead, or how long`},
 		{[]string{"--idle-rooms", "5", "--idle-busy", "6"}, "at most --idle-rooms (5)"},
 		{[]string{"--idle-instances", "0"}, `--idle-instances="0": must be in [1, 100]`},
 		{[]string{"--idle-for", "10ms"}, "--idle-for"},
