@@ -2,9 +2,10 @@
 // in alternating short slices so that machine noise falls on every side
 // alike: the HTTP throughput of ENTER and STATUS against a trivial handler
 // in the same server, for memstore and Redis; the Redis time per call of
-// each script (INFO commandstats); the memory per waiting user; and the poll
-// load PollLoad asks of the server against the measured STATUS capacity.
-// Result.WriteMarkdown prints the tables of BENCHMARKS.md.
+// each script (INFO commandstats); the memory per waiting user; the poll
+// load PollLoad asks of the server against the measured STATUS capacity;
+// and, asked for, ENTER and STATUS with webhooks on (a dead receiver) and
+// off. Result.WriteMarkdown prints the tables of BENCHMARKS.md.
 package bench
 
 import (
@@ -62,6 +63,24 @@ type Config struct {
 	// its own, listening on loopback; it returns the base URL
 	// (http://host:port) and a function that stops the server.
 	Serve func(ctx context.Context, store waitroom.Store, routes map[string]http.Handler) (baseURL string, stop func(), err error)
+	// WebhooksOn measures, on each store, ENTER and STATUS on a server
+	// of their own (ServeWebhooks) whose admitter runs and whose
+	// webhooks tell every event of every room to a receiver that never
+	// answers (or a slow one, SlowReceiver);
+	// WebhooksOff adds the same server with its webhooks stopped, in
+	// alternating slices of the same rounds. Neither: not measured.
+	WebhooksOn, WebhooksOff bool
+	// SlowReceiver, when > 0, makes the receiver a slow one that takes
+	// every message, answering after SlowReceiver; 0: a dead one that
+	// never answers.
+	SlowReceiver time.Duration
+	// ServeWebhooks, needed by WebhooksOn, starts a server as Serve does
+	// but with its admitter running and with webhooks telling
+	// receiverURL every event of every room. setWebhooks(ctx, false)
+	// stops its webhooks (emitter, dispatcher, watcher) and turns the
+	// rooms' outboxes off, so that admissions write none; true starts
+	// them again.
+	ServeWebhooks func(ctx context.Context, store waitroom.Store, receiverURL string) (baseURL string, setWebhooks func(ctx context.Context, on bool) error, stop func(), err error)
 	// Progress receives a line per step; nil discards them.
 	Progress io.Writer
 }
@@ -73,6 +92,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if cfg.Serve == nil {
 		return nil, errors.New("bench: Config.Serve is required")
+	}
+	if cfg.WebhooksOn && cfg.ServeWebhooks == nil {
+		return nil, errors.New("bench: Config.ServeWebhooks is required with WebhooksOn")
 	}
 	b := &Result{cfg: cfg}
 	if err := b.run(ctx); err != nil {
@@ -141,6 +163,7 @@ type Result struct {
 	scriptsShared      bool // other clients ran scripts during the slices
 	idle               []idleFigure
 	baseline           []baselineFigure
+	webhooks           []webhookFigures
 }
 
 // httpFigures are one store's HTTP slices: requests per second of each
@@ -196,6 +219,11 @@ func (b *Result) run(ctx context.Context) error {
 			return err
 		}
 		runtime.KeepAlive(store)
+		if b.cfg.WebhooksOn {
+			if err := b.measureWebhooks(ctx, "memstore", memstore.New(memstore.Options{})); err != nil {
+				return err
+			}
+		}
 	}
 	if b.cfg.Redis {
 		if err := b.measureRedis(ctx); err != nil {
@@ -207,9 +235,7 @@ func (b *Result) run(ctx context.Context) error {
 }
 
 func (b *Result) measureRedis(ctx context.Context) error {
-	// Short, as a deployment's "wr" is: every script declares its keys,
-	// and Redis's cost per declared key grows with the key's length.
-	prefix := "wrb" + strings.ToLower(rand.Text()[:7])
+	prefix := benchPrefix()
 	// One Store per kind of client asked for, on one prefix: they share
 	// the rooms, and their slices alternate in one run.
 	var stores []namedStore
@@ -232,13 +258,7 @@ func (b *Result) measureRedis(ctx context.Context) error {
 		stores = append(stores, namedStore{name, store})
 		client = c
 	}
-	defer func() {
-		cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err := redisstore.DeletePrefix(cleanCtx, client, prefix); err != nil {
-			b.progress("deleting %s:* failed: %v", prefix, err)
-		}
-	}()
+	defer func() { b.deletePrefix(ctx, client, prefix) }()
 	info, err := client.Info(ctx, "server").Result()
 	if err != nil {
 		return fmt.Errorf("redis at %s: %w", redactURL(b.cfg.RedisURL), err)
@@ -260,10 +280,43 @@ func (b *Result) measureRedis(ctx context.Context) error {
 	if err := b.measureScripts(ctx, client, scripts); err != nil {
 		return err
 	}
+	// After the figures that poll the STATUS room: a user who has not
+	// polled for the room's abandon_after (5 min) is dropped at its next
+	// poll, and this takes a while.
+	if b.cfg.WebhooksOn {
+		if err := b.measureRedisWebhooks(ctx, stores[0]); err != nil {
+			return err
+		}
+	}
 	if b.cfg.IdleRooms > 0 {
 		return b.measureIdle(ctx, client, prefix+"-idle")
 	}
 	return nil
+}
+
+// measureRedisWebhooks is measureWebhooks on rooms and a webhook log of
+// their own, under a prefix of their own on st's client: so that st's
+// servers, which run webhooks with no endpoint, share none of their
+// dispatchers' leases.
+func (b *Result) measureRedisWebhooks(ctx context.Context, st namedStore) error {
+	client := st.store.(*redisstore.Store).Client()
+	prefix := benchPrefix()
+	defer b.deletePrefix(ctx, client, prefix)
+	return b.measureWebhooks(ctx, st.name, redisstore.New(client, redisstore.Options{Prefix: prefix}))
+}
+
+// benchPrefix is a fresh key prefix, short as a deployment's "wr" is:
+// every script declares its keys, and Redis's cost per declared key
+// grows with the key's length.
+func benchPrefix() string { return "wrb" + strings.ToLower(rand.Text()[:7]) }
+
+// deletePrefix deletes the keys under prefix, even when ctx is done.
+func (b *Result) deletePrefix(ctx context.Context, client redis.UniversalClient, prefix string) {
+	cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := redisstore.DeletePrefix(cleanCtx, client, prefix); err != nil {
+		b.progress("deleting %s:* failed: %v", prefix, err)
+	}
 }
 
 // roomMemory is what room's keys take in Redis (MEMORY USAGE of each,
@@ -318,11 +371,8 @@ const (
 // alternates with it in the same rounds.
 func (b *Result) measureStores(ctx context.Context, stores []namedStore, memory func() int64) error {
 	name := stores[0].name
-	big := waitroom.RoomConfig{Rate: b.cfg.Rate, MaxQueue: waitroom.MaxMaxQueue}
-	for _, room := range []string{benchEnterRoom, benchStatusRoom} {
-		if _, err := stores[0].store.CreateRoom(ctx, room, big); err != nil {
-			return fmt.Errorf("%s: creating room %s: %w", name, room, err)
-		}
+	if err := b.createRooms(ctx, name, stores[0].store); err != nil {
+		return err
 	}
 	b.progress("%s: filling %s with %d waiting users", name, benchStatusRoom, b.cfg.Waiting)
 	before := memory()
@@ -331,15 +381,8 @@ func (b *Result) measureStores(ctx context.Context, stores []namedStore, memory 
 	}
 	b.memory = append(b.memory, memoryFigure{store: name, users: b.cfg.Waiting, before: before, after: memory()})
 
-	transport := &http.Transport{
-		Proxy:               nil,
-		MaxIdleConns:        b.cfg.Clients * len(stores),
-		MaxIdleConnsPerHost: b.cfg.Clients,
-		MaxConnsPerHost:     b.cfg.Clients,
-		DisableCompression:  true,
-	}
-	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
+	client := b.loadClient(len(stores))
+	defer client.CloseIdleConnections()
 	var entered atomic.Int64
 	figs := make([]httpFigures, len(stores))
 	var trivial []float64
@@ -356,29 +399,16 @@ func (b *Result) measureStores(ctx context.Context, stores []namedStore, memory 
 		}
 		defer stop()
 
-		post := func(path, user string) (*http.Request, error) {
-			req, err := http.NewRequest(http.MethodPost, base+path, nil)
-			if err == nil {
-				req.Header.Set(waitroom.DefaultUserHeader, user)
-			}
-			return req, err
-		}
 		f := &figs[i]
 		f.store = st.name
 		if i == 0 {
-			sides = append(sides, benchSide{"trivial", &trivial, &f.errors, func() (*http.Request, error) { return post("/bench/trivial", "trivial") }})
+			sides = append(sides, benchSide{"trivial", &trivial, &f.errors, func() (*http.Request, error) {
+				return userRequest(http.MethodPost, base+"/bench/trivial", "trivial")
+			}})
 		}
 		sides = append(sides,
-			benchSide{st.name + " enter", &f.enter, &f.errors, func() (*http.Request, error) {
-				return post("/rooms/"+benchEnterRoom+"/enter", "e"+strconv.FormatInt(entered.Add(1), 10))
-			}},
-			benchSide{st.name + " status", &f.status, &f.errors, func() (*http.Request, error) {
-				req, err := http.NewRequest(http.MethodGet, base+"/rooms/"+benchStatusRoom+"/status", nil)
-				if err == nil {
-					req.Header.Set(waitroom.DefaultUserHeader, waitingUser("w", mrand.IntN(b.cfg.Waiting)))
-				}
-				return req, err
-			}})
+			benchSide{st.name + " enter", &f.enter, &f.errors, b.enterRequests(base, &entered)},
+			benchSide{st.name + " status", &f.status, &f.errors, b.statusRequests(base)})
 	}
 	// A short warm-up opens the connections and fills the caches.
 	for _, s := range sides {
@@ -408,6 +438,56 @@ func (b *Result) measureStores(ctx context.Context, stores []namedStore, memory 
 	}
 	b.http = append(b.http, figs...)
 	return nil
+}
+
+// createRooms creates the ENTER and STATUS rooms on store, at cfg.Rate
+// and with the largest queue.
+func (b *Result) createRooms(ctx context.Context, name string, store waitroom.Store) error {
+	big := waitroom.RoomConfig{Rate: b.cfg.Rate, MaxQueue: waitroom.MaxMaxQueue}
+	for _, room := range []string{benchEnterRoom, benchStatusRoom} {
+		if _, err := store.CreateRoom(ctx, room, big); err != nil {
+			return fmt.Errorf("%s: creating room %s: %w", name, room, err)
+		}
+	}
+	return nil
+}
+
+// loadClient is the load generator's HTTP client: cfg.Clients keep-alive
+// connections to each of hosts servers.
+func (b *Result) loadClient(hosts int) *http.Client {
+	transport := &http.Transport{
+		Proxy:               nil,
+		MaxIdleConns:        b.cfg.Clients * hosts,
+		MaxIdleConnsPerHost: b.cfg.Clients,
+		MaxConnsPerHost:     b.cfg.Clients,
+		DisableCompression:  true,
+	}
+	return &http.Client{Transport: transport, Timeout: 10 * time.Second}
+}
+
+// userRequest is a request to url as user.
+func userRequest(method, url, user string) (*http.Request, error) {
+	req, err := http.NewRequest(method, url, nil)
+	if err == nil {
+		req.Header.Set(waitroom.DefaultUserHeader, user)
+	}
+	return req, err
+}
+
+// enterRequests are the ENTER slices' requests to the server at base: a
+// new user each, numbered by entered.
+func (b *Result) enterRequests(base string, entered *atomic.Int64) func() (*http.Request, error) {
+	return func() (*http.Request, error) {
+		return userRequest(http.MethodPost, base+"/rooms/"+benchEnterRoom+"/enter", "e"+strconv.FormatInt(entered.Add(1), 10))
+	}
+}
+
+// statusRequests are the STATUS slices' requests to the server at base:
+// a poll by one of the STATUS room's waiting users, at random.
+func (b *Result) statusRequests(base string) func() (*http.Request, error) {
+	return func() (*http.Request, error) {
+		return userRequest(http.MethodGet, base+"/rooms/"+benchStatusRoom+"/status", waitingUser("w", mrand.IntN(b.cfg.Waiting)))
+	}
 }
 
 // benchSide is one kind of request the HTTP slices send.

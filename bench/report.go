@@ -111,6 +111,8 @@ func (b *Result) WriteMarkdown(w io.Writer) {
 		}
 	}
 
+	b.writeWebhooks(w)
+
 	fmt.Fprintf(w, "\n### Poll load at %d waiting against STATUS capacity\n\n", c.Waiting)
 	load := waitroom.PollLoad(int64(c.Waiting), c.Rate)
 	fmt.Fprintf(w, "| store | PollLoad(%d, %g/s) | STATUS capacity | share (≤ 0.5) |\n|---|---:|---:|---:|\n", c.Waiting, c.Rate)

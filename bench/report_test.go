@@ -51,3 +51,32 @@ func TestWriteBaselineShardCapacity(t *testing.T) {
 	require.Contains(t, out.String(), "Users per admit call, hot: room 14.0, baseline 14.0.")
 	require.NotContains(t, out.String(), "Users per admit call, cold", "the cold admit measured no users here")
 }
+
+// The webhook table gives each side's median and the medians of the
+// rounds' own ratios on ÷ off, then every round as run; a run of the
+// side "on" alone gives no ratio; the text names the receiver.
+func TestWriteWebhooks(t *testing.T) {
+	t.Parallel()
+	r := &Result{cfg: Config{Waiting: 10, Rate: 140}, webhooks: []webhookFigures{
+		{store: "memstore", enterOff: []float64{100, 200}, enterOn: []float64{110, 180}, statusOff: []float64{400, 0}, statusOn: []float64{200, 300},
+			attempts: []int64{2, 3}, admitted: 4, errorsOff: 1, errorsOn: 2, firstAttempt: 1500 * time.Millisecond},
+		{store: "redis", enterOn: []float64{50}, statusOn: []float64{60}, attempts: []int64{0}},
+	}}
+	var out strings.Builder
+	r.writeWebhooks(&out)
+	require.Contains(t, out.String(), "| memstore | 150 | 145 | **1.00** (0.90–1.10) | 200 | 250 | **0.50** (0.50–0.50) | 1, 2 | 5 in the slices; 4 `user.admitted` in all; the first 1.5s after the start |")
+	require.Contains(t, out.String(), "| memstore | 1 | 100 | 110 | 1.10 | 400 | 200 | 0.50 | 2 |")
+	require.Contains(t, out.String(), "| memstore | 2 | 200 | 180 | 0.90 | 0 | 300 | n/a | 3 |")
+	require.Contains(t, out.String(), "| redis | – | 50 | n/a | – | 60 | n/a | 0, 0 | 0 in the slices;")
+	require.Contains(t, out.String(), "| redis | 1 | – | 50 | n/a | – | 60 | n/a | 0 |")
+
+	require.Contains(t, out.String(), "to a dead receiver, a loopback listener that reads each request and never answers")
+	r.cfg.SlowReceiver = 20 * time.Millisecond
+	var slow strings.Builder
+	r.writeWebhooks(&slow)
+	require.Contains(t, slow.String(), "to a slow receiver, a loopback listener that takes every message, answering 204 after 20ms.")
+
+	var none strings.Builder
+	(&Result{}).writeWebhooks(&none)
+	require.Empty(t, none.String(), "no webhook table without the measurement")
+}

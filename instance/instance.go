@@ -556,6 +556,21 @@ func ServeStore(ctx context.Context, cfg Config, store waitroom.Store, routes ma
 // back; a second call does nothing.
 func (in *Instance) StartAdmitting() { in.startAdmit() }
 
+// SetWebhooks stops the webhooks (on false): their emitter, dispatcher
+// and watcher end as at Close, and every room's outbox is turned off, so
+// that admissions write none; on true starts them again as Run did,
+// marking the outboxes first. A benchmark measures one server with and
+// without them in turns; serve never calls it.
+func (in *Instance) SetWebhooks(ctx context.Context, on bool) error {
+	if in.hooks == nil {
+		return errors.New("instance: SetWebhooks before Run")
+	}
+	if on {
+		return in.hooks.run(ctx, in.store)
+	}
+	return in.hooks.pause(ctx, in.store)
+}
+
 // Addr is the address the server listens on: with port 0, the port picked.
 func (in *Instance) Addr() string {
 	if in.listener == nil {

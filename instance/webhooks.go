@@ -23,8 +23,10 @@ type webhooks struct {
 	dispatcher *webhook.Dispatcher
 	watcher    *webhook.Watcher
 	admin      *webhook.Admin
-	stop       context.CancelFunc
-	done       sync.WaitGroup
+
+	mu   sync.Mutex // start, stop and close, one at a time
+	stop context.CancelFunc
+	done sync.WaitGroup
 }
 
 // newWebhooks builds the machinery on store's Redis, or in process; the
@@ -92,8 +94,20 @@ func (w *webhooks) routes(admin map[string]http.Handler) {
 // admissions are told too; a log or store that does not answer leaves
 // that to the watcher's first ticks.
 func (w *webhooks) start(ctx context.Context, store waitroom.Store) {
-	ctx, w.stop = context.WithCancel(context.WithoutCancel(ctx))
-	w.watcher.Store = store
+	if err := w.run(ctx, store); err != nil {
+		w.watcher.Logger.Warn("marking the rooms' webhook outboxes at start failed; the watcher marks them within seconds", "err", err)
+	}
+}
+
+// run is start, saying whether the marking failed; while they run
+// already it only marks.
+func (w *webhooks) run(ctx context.Context, store waitroom.Store) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	running := w.stop != nil
+	if !running {
+		w.watcher.Store = store
+	}
 	mctx, cancel := context.WithTimeout(ctx, markTimeout)
 	defer cancel()
 	err := w.dispatcher.LoadEndpoints(mctx)
@@ -104,12 +118,27 @@ func (w *webhooks) start(ctx context.Context, store waitroom.Store) {
 	if err == nil {
 		err = w.watcher.Mark(mctx, rooms...)
 	}
-	if err != nil {
-		w.watcher.Logger.Warn("marking the rooms' webhook outboxes at start failed; the watcher marks them within seconds", "err", err)
+	if !running {
+		ctx, w.stop = context.WithCancel(context.WithoutCancel(ctx))
+		w.done.Go(func() { _ = w.emitter.Run(ctx) })
+		w.done.Go(func() { _ = w.dispatcher.Run(ctx) })
+		w.done.Go(func() { _ = w.watcher.Run(ctx) })
 	}
-	w.done.Go(func() { _ = w.emitter.Run(ctx) })
-	w.done.Go(func() { _ = w.dispatcher.Run(ctx) })
-	w.done.Go(func() { _ = w.watcher.Run(ctx) })
+	return err
+}
+
+// pause stops them as close does, then turns every room's outbox off:
+// the instance goes on as one whose webhooks know no endpoint, without
+// even their idle reads, until run starts them again.
+func (w *webhooks) pause(ctx context.Context, store waitroom.Store) error {
+	w.close()
+	ctx, cancel := context.WithTimeout(ctx, markTimeout)
+	defer cancel()
+	rooms, err := store.Rooms(ctx)
+	if err != nil {
+		return err
+	}
+	return w.watcher.Unmark(ctx, rooms...)
 }
 
 // markTimeout bounds start's marking of the rooms' outboxes.
@@ -130,8 +159,11 @@ func (w *webhooks) roomChanged(room string, from, to waitroom.RoomConfig, create
 
 // close stops them; the emitter appends what it holds first.
 func (w *webhooks) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.stop != nil {
 		w.stop()
 		w.done.Wait()
+		w.stop = nil
 	}
 }

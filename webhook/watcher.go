@@ -252,14 +252,26 @@ func (w *Watcher) relay(ctx context.Context, outbox waitroom.OutboxStore, room s
 // its admitter does, and for one the operator creates, before anyone is
 // queued there. Until then a room's admissions would write nothing.
 func (w *Watcher) Mark(ctx context.Context, rooms ...string) error {
+	active := w.Emitter.Active == nil || w.Emitter.Active()
+	return w.setOutboxes(ctx, rooms, func(room string) bool { return active && w.wantsOutbox(room) })
+}
+
+// Unmark turns the outbox of each of rooms off, whatever the endpoints
+// want: for an instance whose webhooks stop while its admitter goes on
+// (a benchmark's side without them), whose admissions then cost what
+// they cost with no endpoint.
+func (w *Watcher) Unmark(ctx context.Context, rooms ...string) error {
+	return w.setOutboxes(ctx, rooms, func(string) bool { return false })
+}
+
+func (w *Watcher) setOutboxes(ctx context.Context, rooms []string, on func(room string) bool) error {
 	outbox, ok := outboxOf(w.Store)
 	if !ok {
 		return nil
 	}
-	active := w.Emitter.Active == nil || w.Emitter.Active()
 	var errs []error
 	for _, room := range rooms {
-		errs = append(errs, outbox.SetOutbox(ctx, room, active && w.wantsOutbox(room)))
+		errs = append(errs, outbox.SetOutbox(ctx, room, on(room)))
 	}
 	return errors.Join(errs...)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/bench"
 	"github.com/waitroom/waitroom/instance"
 	"github.com/waitroom/waitroom/internal/flagenv"
+	"github.com/waitroom/waitroom/webhook"
 )
 
 // benchSettings are bench's settings, read into c.
@@ -22,6 +23,8 @@ func benchSettings(c *bench.Config) []flagenv.Setting {
 		flagenv.Var("redis-url", "REDIS_URL", "redis://127.0.0.1:6379/0", "url", "Redis to measure (loopback only); its keys go under a fresh prefix, deleted afterwards. A Redis serving nobody else gives clean per-script and memory figures", flagenv.Text(&c.RedisURL)),
 		flagenv.Var("stores", "WAITROOM_BENCH_STORES", "memstore,redis", "list", "stores to measure: memstore, redis or both", nil),
 		flagenv.Var("autopipeline", "WAITROOM_BENCH_AUTOPIPELINE", "both", "on|off|both", "Redis hot path through go-redis's automatic pipelining (on), on the plain client (off), or both in alternating slices of one run", flagenv.Func(func(t string) error { return benchAutopipeline(c, t) })),
+		flagenv.Var("webhooks", "WAITROOM_BENCH_WEBHOOKS", "off", "off|on|both", "also measure ENTER and STATUS on each store's server and rooms of their own, admitter running, with webhooks telling every event to a dead receiver that never answers (on), or with them on and off in alternating slices of one run and the ratio on ÷ off (both); off: not measured, so a run takes what it took before the flag", flagenv.Func(func(t string) error { return benchWebhooks(c, t) })),
+		flagenv.Var("webhooks-receiver", "WAITROOM_BENCH_WEBHOOKS_RECEIVER", "dead", "dead|duration", "the receiver of --webhooks: dead (reads each request and never answers, so every delivery waits out the dispatcher's 10 s timeout), or a slow one that takes every message, answering after this long (1ms to 9s)", flagenv.Func(func(t string) error { return benchReceiver(c, t) })),
 		flagenv.Var("rounds", "WAITROOM_BENCH_ROUNDS", "10", "n", "rounds; each measures every side once, in a rotating order, so machine noise falls on all sides alike", flagenv.IntIn(&c.Rounds, 1, 1000)),
 		flagenv.Var("slice", "WAITROOM_BENCH_SLICE", "1s", "duration", "length of one measured slice", flagenv.DurationIn(&c.Slice, 10*time.Millisecond, time.Minute)),
 		flagenv.Var("clients", "WAITROOM_BENCH_CLIENTS", "32", "n", "concurrent keep-alive HTTP clients of the load generator", flagenv.IntIn(&c.Clients, 1, 10_000)),
@@ -43,7 +46,8 @@ ENTER and STATUS against a trivial handler in the same server (real TCP on
 loopback, keep-alive clients in this process), for memstore and Redis; the
 Redis time per call of each script (INFO commandstats); the memory per
 waiting user; and the poll load PollLoad asks of the server against the
-measured STATUS capacity. It prints Markdown tables for BENCHMARKS.md.
+measured STATUS capacity; with --webhooks, ENTER and STATUS with webhooks
+on (a dead receiver) and off. It prints Markdown tables for BENCHMARKS.md.
 Every flag may instead be set by its environment variable; a flag wins.`
 
 func printBenchUsage(w io.Writer) {
@@ -115,12 +119,37 @@ func benchAutopipeline(c *bench.Config, text string) error {
 	return errors.New("on, off or both")
 }
 
+// benchWebhooks reads --webhooks: off, on or both.
+func benchWebhooks(c *bench.Config, text string) error {
+	switch text {
+	case "off", "on", "both":
+		c.WebhooksOn, c.WebhooksOff = text != "off", text == "both"
+		return nil
+	}
+	return errors.New("off, on or both")
+}
+
+// benchReceiver reads --webhooks-receiver: dead, or a slow receiver's
+// delay, below the dispatcher's attempt timeout so that it is taken.
+func benchReceiver(c *bench.Config, text string) error {
+	if text == "dead" {
+		c.SlowReceiver = 0
+		return nil
+	}
+	d, err := time.ParseDuration(text)
+	if err != nil || d < time.Millisecond || d > 9*time.Second {
+		return errors.New("dead, or how long the receiver takes to answer, 1ms to 9s")
+	}
+	c.SlowReceiver = d
+	return nil
+}
+
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	c, err := parseBench(args, getenv)
 	if err != nil {
 		return finish("bench", err, printBenchUsage, flagsHint, stdout, stderr)
 	}
-	c.Progress, c.Serve = stderr, serveBench
+	c.Progress, c.Serve, c.ServeWebhooks = stderr, serveBench, serveBenchWebhooks
 	res, err := bench.Run(ctx, c)
 	if err != nil {
 		fmt.Fprintf(stderr, "waitroom bench: %v\n", err)
@@ -138,4 +167,21 @@ func serveBench(ctx context.Context, store waitroom.Store, routes map[string]htt
 		return "", nil, err
 	}
 	return instance.ServeStore(ctx, cfg, store, routes)
+}
+
+// serveBenchWebhooks serves a benchmark's store as serve does, admitter
+// and all, with webhooks telling receiverURL every event of every room;
+// its setWebhooks stops and starts them.
+func serveBenchWebhooks(ctx context.Context, store waitroom.Store, receiverURL string) (string, func(context.Context, bool) error, func(), error) {
+	cfg, err := inprocConfig()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	cfg.WebhookURL, cfg.WebhookSecrets = receiverURL, []string{webhook.NewSecret()}
+	in := &instance.Instance{Config: cfg, Store: store}
+	if err := in.Run(ctx); err != nil {
+		_ = in.Close()
+		return "", nil, nil, err
+	}
+	return "http://" + in.Addr(), in.SetWebhooks, func() { _ = in.Close() }, nil
 }
