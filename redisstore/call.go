@@ -173,6 +173,11 @@ func (s *Store) do(ctx context.Context, op string, f *function, keys []string, a
 // doCall is do for a call already made up (prepare).
 func (s *Store) doCall(ctx context.Context, op string, c fcall, args ...any) (reply, error) {
 	res, err := s.run(ctx, c, args...)
+	return s.reply(ctx, op, res, err)
+}
+
+// reply reads what a call of op answered: its result res, or err.
+func (s *Store) reply(ctx context.Context, op string, res any, err error) (reply, error) {
 	if err != nil {
 		return nil, s.fail(op, err)
 	}

@@ -467,6 +467,18 @@ func (s *Store) usersCall(ctx context.Context, op string, f *function, k *subKey
 // errResharded.
 func (s *Store) spreadCall(ctx context.Context, op string, f *function, keys []string, args ...any) (reply, error) {
 	r, err := s.do(ctx, op, f, keys, args...)
+	return s.spreadCode(ctx, op, r, err)
+}
+
+// spreadReply is spreadCall's reading of a call run elsewhere (on a
+// primaryCaller): its result res and error err.
+func (s *Store) spreadReply(ctx context.Context, op string, res any, err error) (reply, error) {
+	r, err := s.reply(ctx, op, res, err)
+	return s.spreadCode(ctx, op, r, err)
+}
+
+// spreadCode reads the codes of a spread function's reply r.
+func (s *Store) spreadCode(ctx context.Context, op string, r reply, err error) (reply, error) {
 	if err != nil {
 		return nil, err
 	}

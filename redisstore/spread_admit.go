@@ -281,7 +281,12 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		args = append(args, figures...)
 		w := s.watch(sk.tag)
 		at := w.marks()
-		r, err := s.spreadCall(ctx, "admit", spreadPopScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.mirror, sk.buyers, sk.units}, args...)
+		// On one connection to the sub-shard's primary, so that the WAIT
+		// below covers the tokens it issues.
+		primary := s.onPrimary(ctx, sk.cfg)
+		defer primary.close()
+		res, err := primary.call(ctx, spreadPopScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.mirror, sk.buyers, sk.units}, args...)
+		r, err := s.spreadReply(ctx, "admit", res, err)
 		if err != nil {
 			return err
 		}
@@ -303,6 +308,8 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		issuedHere := int64(len(pops[i]))
 		w.issuedNow(admittedAfter-issuedHere+1, pops[i])
 		s.observe(ctx, sk.tag, w, at, reading{heads[i].entered, heads[i].entered}, &reading{admittedAfter - issuedHere, admittedAfter})
+		// The sub-shards wait at once: a tick waits for one replica round.
+		primary.waitReplica(ctx, sk.tag, w, len(pops[i]))
 		mu.Lock()
 		waiting += waitingHere
 		mu.Unlock()
