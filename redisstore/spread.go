@@ -285,6 +285,32 @@ func (s *Store) checkSpread(cfg waitroom.RoomConfig) error {
 	return waitroom.SpreadRefusal(cfg)
 }
 
+// repairSub writes again the settings of sub-shard i of room, found
+// without them (ROOM_NOT_FOUND from a room the caller knows): its
+// primary restarted without its data, or failed over to a replica that
+// never had them. Only while the room still has layout l (read afresh),
+// so a room deleted or resharded meanwhile is not given them back; and
+// spread_sync writes nothing over another layout's. Reports whether it
+// wrote them. What the sub-shard held is lost, and the lost-write watch
+// reports it.
+func (s *Store) repairSub(ctx context.Context, room string, l *spreadLayout, i int) bool {
+	s.forgetLayout(room)
+	now, err := s.layout(ctx, room)
+	if err != nil || now.id != l.id {
+		return false
+	}
+	cfg, err := s.RoomConfig(ctx, room)
+	if err != nil {
+		return false
+	}
+	if err := s.syncSub(ctx, l.subs[i], l.id, l.id, false, spreadSettings(cfg, i)); err != nil {
+		s.log.WarnContext(ctx, "redisstore: a sub-shard of a spread room lost its settings; writing them again failed", "room", room, "shard", l.subs[i].tag, "err", err)
+		return false
+	}
+	s.log.WarnContext(ctx, "redisstore: a sub-shard of a spread room had lost its settings (its primary restarted without its data); written again", "room", room, "shard", l.subs[i].tag)
+	return true
+}
+
 // syncSubs copies cfg into every sub-shard of l.
 func (s *Store) syncSubs(ctx context.Context, l *spreadLayout, cfg waitroom.RoomConfig, expected string, needEmpty bool) error {
 	errs := make([]error, len(l.subs))
@@ -537,6 +563,9 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 			args = append(args, users[i], ticketOf[i])
 		}
 		standings, rest, err := s.usersCall(ctx, "enter", spreadEnterScript, l.subs[g], args, len(idx), 1)
+		if errors.Is(err, waitroom.ErrRoomNotFound) && s.repairSub(ctx, room, l, g) {
+			standings, rest, err = s.usersCall(ctx, "enter", spreadEnterScript, l.subs[g], args, len(idx), 1)
+		}
 		if err != nil {
 			return err
 		}

@@ -166,6 +166,11 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		at := w.marks()
 		r, err := s.spreadCall(ctx, "admit", spreadHeadScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.left, sk.mirror, sk.units},
 			l.id, fence, cfg.TickQuota(), stable, ts.trimTo(i))
+		if errors.Is(err, waitroom.ErrRoomNotFound) {
+			// Its settings were lost: written again, the next tick
+			// admits there.
+			s.repairSub(ctx, room, l, i)
+		}
 		if err != nil {
 			return err
 		}
