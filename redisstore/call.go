@@ -202,7 +202,7 @@ var refusals = func() map[string]error {
 		waitroom.ErrQueueFull, waitroom.ErrSoldOut, waitroom.ErrAlreadyOrdered, waitroom.ErrNoFreeSlot,
 		waitroom.ErrTokenNotFound, waitroom.ErrTokenInvalid, waitroom.ErrTokenInUse,
 		waitroom.ErrPassInvalid, waitroom.ErrPassUsedUp, waitroom.ErrTooManyPasses,
-		waitroom.ErrDrawPublished, waitroom.ErrQueueNotEmpty, waitroom.ErrReturnLinkUsed,
+		waitroom.ErrDrawPublished, waitroom.ErrQueueNotEmpty, waitroom.ErrReturnLinkUsed, waitroom.ErrShardsNotEmpty,
 	} {
 		m[err.Code] = err
 	}

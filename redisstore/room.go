@@ -134,8 +134,10 @@ func (s *Store) UpdateRoom(ctx context.Context, room string, from, to waitroom.R
 }
 
 // updateControl is UpdateRoom on the room's own keys, with extra fields
-// written too; reshard refuses it, as a new opening time is, while anyone
-// waits in the room's own queue.
+// written too; reshard refuses it, in the same step, while anyone waits
+// in the room's own queue (as a new opening time is) or holds a token in
+// its own keys, or they hold a sale or a buyer: another layout would not
+// find them.
 func (s *Store) updateControl(ctx context.Context, room string, from, to waitroom.RoomConfig, extra []any, reshard bool) error {
 	expected := configArgs(from)
 	flag := func(b bool) int {
@@ -151,7 +153,11 @@ func (s *Store) updateControl(ctx context.Context, room string, from, to waitroo
 	args := append(append(append([]any{waitroom.NewToken(), orderChanged, openingSet, len(expected)}, expected...), configArgs(to)...), openingArgs(to, false)...)
 	args = append(args, extra...)
 	k := s.keys(room)
-	r, err := s.do(ctx, "update room", updateRoomScript, []string{k.cfg, k.ver, k.draw, k.q}, args...)
+	keys := []string{k.cfg, k.ver, k.draw, k.q}
+	if reshard {
+		keys = append(keys, k.tok, k.stats, k.buyers)
+	}
+	r, err := s.do(ctx, "update room", updateRoomScript, keys, args...)
 	if reshard && errors.Is(err, waitroom.ErrQueueNotEmpty) {
 		return waitroom.ErrShardsNotEmpty
 	}

@@ -790,8 +790,9 @@ func (s *Store) spreadWork(ctx context.Context, l *spreadLayout) (waitroom.Work,
 // anywhere in the room. The old sub-shards are retired first, each
 // checked empty in the same step, so a call with the old layout finds
 // RESHARDED from then on; then the room's own settings with the new
-// layout (the room's own queue checked empty in that step); then the new
-// sub-shards. A refusal gives the retired sub-shards their layout back.
+// layout (its own queue, tokens, sales and buyers checked empty in that
+// step); then the new sub-shards. A refusal gives the retired sub-shards
+// their layout back.
 func (s *Store) updateSpread(ctx context.Context, room string, from, to waitroom.RoomConfig) error {
 	s.forgetLayout(room)
 	old, err := s.layout(ctx, room)
@@ -810,13 +811,6 @@ func (s *Store) updateSpread(ctx context.Context, room string, from, to waitroom
 	fields, next, err := s.spreadFields(ctx, room, to)
 	if err != nil {
 		return err
-	}
-	if old.shards == 1 {
-		// A plain room's tokens, sales and buyers are in its own keys;
-		// none may be there (spread_sync checks the same of a sub-shard).
-		if err := s.plainEmpty(ctx, room); err != nil {
-			return err
-		}
 	}
 	retired := next.id
 	if retired == "" {
@@ -839,29 +833,6 @@ func (s *Store) updateSpread(ctx context.Context, room string, from, to waitroom
 	}
 	if next.shards > 1 {
 		return s.syncSubs(ctx, next, to, retired, false)
-	}
-	return nil
-}
-
-// plainEmpty is nil when room's own keys hold no token, no unit sold and
-// no buyer: a reshard would leave them behind.
-func (s *Store) plainEmpty(ctx context.Context, room string) error {
-	k := s.keys(room)
-	var toks, buyers *redis.IntCmd
-	var sold *redis.SliceCmd
-	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		toks, buyers, sold = p.HLen(ctx, k.tok), p.Exists(ctx, k.buyers), p.HMGet(ctx, k.stats, "sold", "completed")
-		return nil
-	}); err != nil {
-		return s.fail("update room", err)
-	}
-	for _, v := range sold.Val() {
-		if n, _ := strconv.ParseInt(str(v), 10, 64); n > 0 {
-			return waitroom.ErrShardsNotEmpty
-		}
-	}
-	if toks.Val() > 0 || buyers.Val() > 0 {
-		return waitroom.ErrShardsNotEmpty
 	}
 	return nil
 }

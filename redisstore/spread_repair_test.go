@@ -82,3 +82,46 @@ func TestSpreadSubShardLostSettings(t *testing.T) {
 	require.False(t, s.repairSub(ctx, room, stale, 0))
 	require.Zero(t, s.client.Exists(ctx, l.subs[0].cfg).Val())
 }
+
+// TestReshardChecksThePlainRoomInOneStep: spreading a room on one shard
+// is refused in the step that switches its layout while its own keys
+// hold a token, a sale or a buyer, so an admission between a check and
+// the switch cannot leave a token the new layout would not find. The
+// switch is called here as UpdateRoom calls it, with no check before.
+func TestReshardChecksThePlainRoomInOneStep(t *testing.T) {
+	c := redistest.StartCluster(t, redistest.ClusterOptions{Primaries: 3})
+	ctx := t.Context()
+	s := New(openURL(t, withQuery(c.URL(), suiteTimeouts)), Options{Prefix: randomPrefix()})
+	from := waitroom.RoomConfig{Rate: 1000, MaxQueue: 1000}.WithDefaults()
+	to := from
+	to.Shards = 3
+	for name, fill := range map[string]func(room string){
+		"token": func(room string) {
+			_, err := s.Enter(ctx, room, "holder")
+			require.NoError(t, err)
+			for tick := 0; ; tick++ {
+				require.Less(t, tick, 10)
+				advance(t, s, 100*time.Millisecond)
+				if got, err := s.Admit(ctx, room); err == nil && len(got) == 1 {
+					return
+				}
+			}
+		},
+		"sale":  func(room string) { require.NoError(t, s.client.HSet(ctx, s.keys(room).stats, "sold", 1).Err()) },
+		"buyer": func(room string) { require.NoError(t, s.client.SAdd(ctx, s.keys(room).buyers, "b").Err()) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			room := testenv.Unique("plain-")
+			_, err := s.CreateRoom(ctx, room, from)
+			require.NoError(t, err)
+			fill(room)
+			fields, _, err := s.spreadFields(ctx, room, to)
+			require.NoError(t, err)
+			err = s.updateControl(ctx, room, from, to, fields, true)
+			require.ErrorIs(t, err, waitroom.ErrShardsNotEmpty)
+			cfg, err := s.RoomConfig(ctx, room)
+			require.NoError(t, err)
+			require.Equal(t, 1, max(cfg.Shards, 1), "the room stays on one shard")
+		})
+	}
+}

@@ -32,6 +32,14 @@ return function(KEYS, ARGV)
   if opening_set and redis.call('ZCARD', q_key) > 0 then
     return 'QUEUE_NOT_EMPTY'
   end
+  -- A reshard (KEYS[5..7] given): a token, sale or buyer in the room's
+  -- own keys would be left behind by the new layout.
+  if #KEYS > 4 then
+    local c = redis.call('HMGET', KEYS[6], 'sold', 'completed')
+    if live_tokens(KEYS[5]) > 0 or units_sold(c[1], c[2]) > 0 or redis.call('EXISTS', KEYS[7]) == 1 then
+      return 'SHARDS_NOT_EMPTY'
+    end
+  end
   redis.call('HSET', cfg_key, unpack(ARGV, n + 2))
   -- A room made before its settings were kept a hash table becomes one.
   keep_hash_table(cfg_key)
