@@ -21,7 +21,9 @@ func TestOpenTakesOnlyWhatSealMade(t *testing.T) {
 		t.Fatal("two seals of one value are alike: the nonce is not fresh")
 	}
 	for name, open := range map[string]func() ([]byte, error){
-		"another secret":  func() ([]byte, error) { return seal.New([]byte(strings.Repeat("t", 32)), "purpose a").Open(sealed, []byte("bound")) },
+		"another secret": func() ([]byte, error) {
+			return seal.New([]byte(strings.Repeat("t", 32)), "purpose a").Open(sealed, []byte("bound"))
+		},
 		"another purpose": func() ([]byte, error) { return seal.New(secret, "purpose b").Open(sealed, []byte("bound")) },
 		"another binding": func() ([]byte, error) { return s.Open(sealed, []byte("other")) },
 		"no binding":      func() ([]byte, error) { return s.Open(sealed, nil) },
