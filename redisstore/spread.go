@@ -827,6 +827,9 @@ func (s *Store) updateSpread(ctx context.Context, room string, from, to waitroom
 	if err != nil {
 		return err
 	}
+	if err := s.spreadEarlyOverReshard(ctx, room, old); err != nil { // spread_draw.go
+		return err
+	}
 	retired := next.id
 	if retired == "" {
 		retired = waitroom.NewToken() // back to one shard: the sub-shards keep no layout

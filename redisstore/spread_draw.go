@@ -192,6 +192,11 @@ func (s *Store) spreadEnterEarly(ctx context.Context, room string, l *spreadLayo
 			next++
 		}
 	}
+	if ctx.Value(reenteredKey{}) != nil {
+		// Sealed on a sub-shard, yet the room's clock is before the
+		// opening (it was moved): no ticket and no pre; try again.
+		return fmt.Errorf("%w: redisstore enter: the room's opening moved meanwhile", waitroom.ErrStoreUnavailable)
+	}
 	var mu sync.Mutex
 	opened := make([][]int, l.shards)
 	err := s.eachSub(l, groups, func(g int, idx []int) error {
@@ -221,10 +226,13 @@ func (s *Store) spreadEnterEarly(ctx context.Context, room string, l *spreadLayo
 		return err
 	}
 	if slices.ContainsFunc(opened, func(idx []int) bool { return len(idx) > 0 }) {
-		return s.spreadEnter(ctx, room, l, users, opened, out)
+		return s.spreadEnter(context.WithValue(ctx, reenteredKey{}, true), room, l, users, opened, out)
 	}
 	return nil
 }
+
+// reenteredKey marks the ENTER of users whose pre was sealed: once.
+type reenteredKey struct{}
 
 // earlyCall runs an early arrivals' function on a sub-shard for n users
 // and splits its reply: their standings, then their arrival numbers.
@@ -545,6 +553,30 @@ func (s *Store) spreadOpeningOverQueue(ctx context.Context, l *spreadLayout, fro
 		if c.Val() > 0 {
 			return waitroom.ErrQueueNotEmpty
 		}
+	}
+	return nil
+}
+
+// spreadEarlyOverReshard refuses a reshard (ErrShardsNotEmpty) while
+// early arrivals wait for the room's draw, in its own pre (one shard) or
+// in its sub-shards' (not drawn yet): the new layout would not hold them.
+func (s *Store) spreadEarlyOverReshard(ctx context.Context, room string, l *spreadLayout) error {
+	if l.shards <= 1 {
+		n, err := s.client.Exists(ctx, s.keys(room).pre).Result()
+		if err != nil {
+			return s.fail("update room", err)
+		}
+		if n > 0 {
+			return waitroom.ErrShardsNotEmpty
+		}
+		return nil
+	}
+	early, err := s.spreadEarlyWaiting(ctx, l)
+	if err != nil {
+		return err
+	}
+	if early > 0 {
+		return waitroom.ErrShardsNotEmpty
 	}
 	return nil
 }

@@ -210,6 +210,29 @@ func TestSpreadDraw(t *testing.T) {
 		require.Equal(t, users[1:], admitted, "admitted in arrival order")
 	})
 
+	// Early arrivals keep a room's layout: resharding while they wait for
+	// the draw, on one shard or on several, is refused; once they left it
+	// is not.
+	t.Run("ReshardRefusedWhileEarlyArrivalsWait", func(t *testing.T) {
+		for _, from := range []int{1, 2} {
+			room := testenv.Unique("draw-")
+			_, err := s.CreateRoom(ctx, room, waitroom.RoomConfig{Shards: from, OpensAt: clockNow(t, s).Add(time.Hour)})
+			require.NoError(t, err)
+			st, err := s.Enter(ctx, room, "early")
+			require.NoError(t, err)
+			require.Equal(t, waitroom.StateScheduled, st.State)
+			reshard := func(c *waitroom.RoomConfig) error { c.Shards = 3; return nil }
+			_, err = waitroom.ChangeRoom(ctx, peer, room, reshard)
+			require.ErrorIs(t, err, waitroom.ErrShardsNotEmpty, "from %d shards", from)
+			require.NoError(t, s.Leave(ctx, room, "early"))
+			_, err = waitroom.ChangeRoom(ctx, peer, room, reshard)
+			require.NoError(t, err, "from %d shards", from)
+			st, err = s.Enter(ctx, room, "early")
+			require.NoError(t, err)
+			require.Equal(t, waitroom.StateScheduled, st.State, "scheduled on the new layout")
+		}
+	})
+
 	// max_queue holds for early arrivals: each sub-shard takes its share.
 	t.Run("QueueFullBeforeTheOpening", func(t *testing.T) {
 		room := testenv.Unique("draw-")
