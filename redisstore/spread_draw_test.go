@@ -167,6 +167,69 @@ func TestSpreadDraw(t *testing.T) {
 		require.Equal(t, append(queued, "late"), order)
 	})
 
+	// At the opening new arrivals and two admitters race, all on one
+	// signal: whoever seals and sets the counter first, the early
+	// arrivals are the draw's entrants, placed 1..P, and every new arrival
+	// queues behind them at a place of its own.
+	t.Run("OpeningRace", func(t *testing.T) {
+		const early, late = 300, 200
+		room := testenv.Unique("draw-")
+		opensIn := time.Second
+		_, err := s.CreateRoom(ctx, room, waitroom.RoomConfig{Shards: 3, Rate: 1, OpensAt: clockNow(t, s).Add(opensIn)})
+		require.NoError(t, err)
+		errs := atOnce(early, func(i int) error {
+			_, err := []*Store{s, peer}[i%2].Enter(ctx, room, fmt.Sprintf("a%03d", i))
+			return err
+		})
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		advance(t, s, opensIn+50*time.Millisecond)
+		type outcome struct {
+			st  waitroom.Status
+			err error
+		}
+		out := atOnce(late+2, func(i int) outcome {
+			who := []*Store{s, peer}[i%2]
+			if i >= late {
+				_, err := who.Admit(ctx, room)
+				return outcome{err: err}
+			}
+			st, err := who.Enter(ctx, room, fmt.Sprintf("b%03d", i))
+			return outcome{st, err}
+		})
+		latePlaces := map[int64]bool{}
+		for i, o := range out {
+			require.NoError(t, o.err)
+			if i < late {
+				require.Equal(t, waitroom.StateWaiting, o.st.State)
+				require.Greater(t, o.st.Position, int64(early), "behind every early arrival")
+				require.LessOrEqual(t, o.st.Position, int64(early+late))
+				require.False(t, latePlaces[o.st.Position], "place %d given twice", o.st.Position)
+				latePlaces[o.st.Position] = true
+			}
+		}
+		for range 100 {
+			if d, err := s.Draw(ctx, room); err == nil && d.State == waitroom.DrawDone {
+				break
+			}
+			_, err := peer.Admit(ctx, room)
+			require.NoError(t, err)
+			advance(t, s, 10*time.Millisecond)
+		}
+		d, err := s.Draw(ctx, room)
+		require.NoError(t, err)
+		require.Equal(t, waitroom.DrawDone, d.State)
+		require.Equal(t, int64(early), d.Entrants)
+		entrants, err := s.Entrants(ctx, room)
+		require.NoError(t, err)
+		for i, e := range entrants {
+			st, err := peer.Status(ctx, room, e.User)
+			require.NoError(t, err)
+			require.Equal(t, waitroom.Status{State: waitroom.StateWaiting, Position: int64(i + 1)}, st, e.User)
+		}
+	})
+
 	// fifo: the early arrivals' places are their arrival order across the
 	// sub-shards, told before the opening and kept by the draw.
 	t.Run("FIFOAcrossSubShards", func(t *testing.T) {
