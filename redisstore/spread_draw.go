@@ -199,6 +199,7 @@ func (s *Store) spreadEnterEarly(ctx context.Context, room string, l *spreadLayo
 	}
 	var mu sync.Mutex
 	opened := make([][]int, l.shards)
+	scores := make([][]any, l.shards)
 	err := s.eachSub(l, groups, func(g int, idx []int) error {
 		sk := l.subs[g]
 		dk := s.subDrawKeys(sk)
@@ -206,11 +207,12 @@ func (s *Store) spreadEnterEarly(ctx context.Context, room string, l *spreadLayo
 		for _, i := range idx {
 			args = append(args, users[i], number[i])
 		}
-		standings, scores, err := s.earlyCall(ctx, "enter", spreadDrawEnterScript,
+		standings, numbers, err := s.earlyCall(ctx, "enter", spreadDrawEnterScript,
 			[]string{sk.cfg, dk.pre, sk.q, sk.tok, sk.active, sk.stats, sk.mirror}, args, len(idx))
 		if err != nil {
 			return err
 		}
+		scores[g] = numbers
 		for j, i := range idx {
 			if sr, ok := asReply(standings[j]); ok && sr.code() == "OPENED" {
 				mu.Lock()
@@ -220,9 +222,14 @@ func (s *Store) spreadEnterEarly(ctx context.Context, room string, l *spreadLayo
 			}
 			out[i] = s.userStanding(ctx, "enter", standings[j])
 		}
-		return s.fifoPlaces(ctx, l, g, idx, scores, out)
+		return nil
 	})
 	if err != nil {
+		return err
+	}
+	// fifo: counted once every sub-shard has the batch's early arrivals,
+	// so one told its place counts those of the batch before it.
+	if err := s.eachSub(l, groups, func(g int, idx []int) error { return s.fifoPlaces(ctx, l, g, idx, scores[g], out) }); err != nil {
 		return err
 	}
 	if slices.ContainsFunc(opened, func(idx []int) bool { return len(idx) > 0 }) {
