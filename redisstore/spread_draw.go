@@ -49,7 +49,7 @@ func (s *Store) subDrawKeys(k *subKeys) subDrawKeys {
 
 // spreadDrawEnterScript places early arrivals in a sub-shard's pre.
 //
-// KEYS    sub cfg, sub pre, sub q, sub tok, sub active, sub stats, sub mirror
+// KEYS    the sub-shard's cfg, pre, q, tok, active, stats, mirror, buyers, units
 // ARGV[1] layout id
 // ARGV[2] opens_at ms (the room's)
 // ARGV[3 ..] user, arrival number, …
@@ -58,8 +58,9 @@ func (s *Store) subDrawKeys(k *subKeys) subDrawKeys {
 // score × n}: {"SCHEDULED", opens_in_ms, position} (fifo: the place
 // among this sub-shard's early arrivals; else 0), {"ADMITTED", token,
 // ms_left}, a position (queued before the room was scheduled),
-// {"ROOM_CLOSED"}, {"QUEUE_FULL"} (the sub-shard's share of max_queue)
-// or {"OPENED"} (its pre is sealed: the user takes a ticket); then each
+// {"ALREADY_ORDERED"}, {"ROOM_CLOSED"}, {"SOLD_OUT"}, {"QUEUE_FULL"} (the
+// sub-shard's share of max_queue) or {"OPENED"} (its pre is sealed: the
+// user takes a ticket); then each
 // user's arrival number in pre (0: none).
 var spreadDrawEnterScript = newFunction("spread_draw_enter")
 
@@ -208,7 +209,7 @@ func (s *Store) spreadEnterEarly(ctx context.Context, room string, l *spreadLayo
 			args = append(args, users[i], number[i])
 		}
 		standings, numbers, err := s.earlyCall(ctx, "enter", spreadDrawEnterScript,
-			[]string{sk.cfg, dk.pre, sk.q, sk.tok, sk.active, sk.stats, sk.mirror}, args, len(idx))
+			[]string{sk.cfg, dk.pre, sk.q, sk.tok, sk.active, sk.stats, sk.mirror, sk.buyers, sk.units}, args, len(idx))
 		if err != nil {
 			return err
 		}

@@ -296,6 +296,40 @@ func TestSpreadDraw(t *testing.T) {
 		}
 	})
 
+	// Before an opening a buyer (one order per buyer) takes no place, nor
+	// does anyone in a sold-out room; a restock lets them wait again.
+	t.Run("EarlyArrivalsOfASale", func(t *testing.T) {
+		room := testenv.Unique("draw-")
+		_, err := s.CreateRoom(ctx, room, waitroom.RoomConfig{Shards: 3, Rate: 1000, Stock: 1, OneOrderPerUser: true})
+		require.NoError(t, err)
+		_, err = s.Enter(ctx, room, "buyer")
+		require.NoError(t, err)
+		var got []waitroom.Admission
+		for i := 0; len(got) == 0 && i < 100; i++ {
+			advance(t, s, 100*time.Millisecond)
+			got, err = s.Admit(ctx, room)
+			require.NoError(t, err)
+		}
+		require.Len(t, got, 1)
+		h, err := s.Claim(ctx, room, "buyer", got[0].Token)
+		require.NoError(t, err)
+		require.NoError(t, s.Complete(ctx, h))
+		_, err = waitroom.ChangeRoom(ctx, s, room, func(c *waitroom.RoomConfig) error {
+			c.OpensAt = clockNow(t, s).Add(time.Hour)
+			return nil
+		})
+		require.NoError(t, err)
+		_, err = peer.Enter(ctx, room, "buyer")
+		require.ErrorIs(t, err, waitroom.ErrAlreadyOrdered)
+		_, err = peer.Enter(ctx, room, "other")
+		require.ErrorIs(t, err, waitroom.ErrSoldOut)
+		_, err = waitroom.ChangeRoom(ctx, s, room, func(c *waitroom.RoomConfig) error { c.Stock = 2; return nil })
+		require.NoError(t, err)
+		st, err := peer.Enter(ctx, room, "other")
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateScheduled, st.State, "restocked")
+	})
+
 	// max_queue holds for early arrivals: each sub-shard takes its share.
 	t.Run("QueueFullBeforeTheOpening", func(t *testing.T) {
 		room := testenv.Unique("draw-")

@@ -8,9 +8,12 @@ return function(KEYS, ARGV)
   local active_key = KEYS[5]
   local stats_key  = KEYS[6]
   local mirror_key = KEYS[7]
+  local buyers_key = KEYS[8]
+  local units_key  = KEYS[9]
   local layout, opens_at = ARGV[1], tonumber(ARGV[2])
 
-  local cfg = redis.call('HMGET', scfg_key, 'layout', 'state', 'closes_at_ms', 'cap', 'head', 'pre_sealed', 'prequeue')
+  local cfg = redis.call('HMGET', scfg_key, 'layout', 'state', 'closes_at_ms', 'cap', 'head', 'pre_sealed', 'prequeue',
+    'one_order', 'stock', 'units')
   local refused = sub_refusal(cfg[1], layout)
   if refused then return refused end
   local now = now_ms()
@@ -18,6 +21,9 @@ return function(KEYS, ARGV)
   local closed = refuses_entries(cfg[2], cfg[3], now)
   local cap = tonumber(cfg[4] or '0')
   local positions = spread_positions(mirror_key, tonumber(cfg[5] or '0'))
+  -- Nothing left to sell (a restock's room, as spread_enter reads it).
+  local stock = tonumber(cfg[9] or '0')
+  local sold_out = units(stock, stats_key, tok_key, 0, spread_counts(stock, per_order(cfg[10]), stats_key, tok_key, units_key))
   local size -- those waiting here, new places included; read at the first new place
   local out, scores, full = {'OK'}, {}, 0
   for i = 3, #ARGV, 2 do
@@ -27,7 +33,10 @@ return function(KEYS, ARGV)
     local early = tonumber(redis.call('ZSCORE', pre_key, user) or '0')
     local queued = redis.call('ZSCORE', q_key, user)
     local e = holder_sees(tok_key, active_key, user, now)
-    if early > 0 then
+    if cfg[8] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
+      -- One order per buyer: a buyer takes no place, whatever else it has.
+      st = {'ALREADY_ORDERED'}
+    elseif early > 0 then
       -- Already an early arrival: told the opening again.
       st, score = early_told(pre_key, opens_at, fifo, early, now), early
     elseif e then
@@ -40,6 +49,8 @@ return function(KEYS, ARGV)
       st = {'OPENED'}
     elseif closed then
       st = {'ROOM_CLOSED'}
+    elseif sold_out then
+      st = {'SOLD_OUT'}
     else
       size = size or redis.call('ZCARD', pre_key) + redis.call('ZCARD', q_key)
       if size >= cap then
