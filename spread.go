@@ -14,10 +14,11 @@ const MaxShards = 16
 // SpreadRefusal says which of cfg's settings a room spread over shards
 // (Shards > 1) does not support, as an error with code SHARDS_UNSUPPORTED
 // naming them; nil when cfg is on one shard or uses none of them. They
-// need a second queue ahead of the first (a scheduled opening's draw) or
-// a way in beside the queue (passes, invite-only). (Stock and one order
-// per buyer are kept on a spread room: only admission issues tokens, and
-// it counts every sub-shard; a buyer's orders are all on its own.)
+// need a way in beside the queue (passes, invite-only). (Stock and one
+// order per buyer are kept on a spread room: only admission issues
+// tokens, and it counts every sub-shard; a buyer's orders are all on its
+// own. So is a scheduled opening: its early arrivals wait in their
+// sub-shards, and the admitter draws them over all.)
 // A store that spreads rooms refuses them at CreateRoom and UpdateRoom
 // rather than ignore them.
 func SpreadRefusal(cfg RoomConfig) error {
@@ -29,7 +30,6 @@ func SpreadRefusal(cfg RoomConfig) error {
 		name string
 		on   bool
 	}{
-		{"opens_at", !cfg.OpensAt.IsZero()},
 		{"invite_only", cfg.InviteOnly},
 	} {
 		if f.on {

@@ -25,7 +25,7 @@ func TestSpreadRefusal(t *testing.T) {
 	a := waitroom.Classify(err)
 	require.Equal(t, 400, a.Status)
 	require.Equal(t, "SHARDS_UNSUPPORTED", a.Code)
-	require.Equal(t, "shards 2 does not support opens_at, invite_only", a.Message)
+	require.Equal(t, "shards 2 does not support invite_only", a.Message)
 
 	require.NoError(t, waitroom.ShardsRefusal(waitroom.RoomConfig{Shards: 1}))
 	err = waitroom.ShardsRefusal(waitroom.RoomConfig{Shards: 4})

@@ -105,36 +105,15 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 	defer cancel()
 	began := time.Now()
 	k := s.keys(room)
-	seed, commitment := newSeed()
-	r, err := s.do(ctx, "draw", drawBeginScript, []string{k.cfg, k.draw, k.pre},
-		s.id, drawLease.Milliseconds(), seed, commitment)
-	if err != nil {
+	d, code, err := s.beginDraw(ctx, room)
+	switch {
+	case err != nil:
 		return false, err
-	}
-	switch r.code() {
-	case "DRAW":
-	case "DONE":
+	case code == "DONE":
 		return true, nil
-	case "BUSY", "NOT_YET", "NO_DRAW":
+	case code != "DRAW":
 		return false, nil
-	default:
-		return false, s.unexpected(ctx, "draw", r)
 	}
-	seed, ok1 := r.str(1)
-	commitment, ok2 := r.str(2)
-	order, ok3 := r.str(3)
-	n, ok4 := r.int(4)
-	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return false, s.unexpected(ctx, "draw", r)
-	}
-	if commitment, err = s.keptCommitment(ctx, room, seed, commitment); err != nil {
-		return false, err
-	}
-	// A seed replaced after its commitment was published draws nothing.
-	if err := waitroom.CheckSeed(seed, commitment); err != nil {
-		return false, fmt.Errorf("redisstore draw of %q: %w", room, err)
-	}
-	order = string(waitroom.RoomConfig{PrequeueOrder: waitroom.PrequeueOrder(order)}.Order())
 
 	// The snapshot: nobody joins pre after the opening; leavers only turn
 	// negative, so reading by index sees every entrant once.
@@ -142,8 +121,8 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 		user string
 		seq  float64
 	}
-	arrivals := make([]arrival, 0, n)
-	for from := int64(0); from < n; from += drawReadSlice {
+	arrivals := make([]arrival, 0, d.n)
+	for from := int64(0); from < d.n; from += drawReadSlice {
 		zs, err := s.client.ZRangeWithScores(ctx, k.pre, from, from+drawReadSlice-1).Result()
 		if err != nil {
 			return false, s.fail("draw", err)
@@ -157,7 +136,7 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 	for i, a := range arrivals {
 		users[i] = a.user
 	}
-	placed, err := waitroom.DrawPlaces(waitroom.PrequeueOrder(order), seed, users)
+	placed, err := waitroom.DrawPlaces(d.order, d.seed, users)
 	if err != nil {
 		return false, fmt.Errorf("redisstore draw of %q: %w", room, err)
 	}
@@ -181,17 +160,70 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 			return false, s.unexpected(ctx, "draw", r)
 		}
 	}
-	digest, err := waitroom.DrawnDigest(seed, placed)
+	return s.publishDraw(ctx, room, d, placed, began)
+}
+
+// drawStart is a draw whose lock this Store took: its seed (checked
+// against the published commitment), the order recorded when the draw
+// began, and the entrants in the room's own pre.
+type drawStart struct {
+	seed  string
+	order waitroom.PrequeueOrder
+	n     int64
+}
+
+// beginDraw runs drawBeginScript for room; code is its reply's ("DRAW",
+// "DONE", "BUSY", "NOT_YET", "NO_DRAW"), the draw set when it is "DRAW".
+// A seed replaced after its commitment was published draws nothing:
+// ErrDrawSeedMismatch.
+func (s *Store) beginDraw(ctx context.Context, room string) (drawStart, string, error) {
+	k := s.keys(room)
+	seed, commitment := newSeed()
+	r, err := s.do(ctx, "draw", drawBeginScript, []string{k.cfg, k.draw, k.pre},
+		s.id, drawLease.Milliseconds(), seed, commitment)
+	if err != nil {
+		return drawStart{}, "", err
+	}
+	switch r.code() {
+	case "DRAW":
+	case "DONE", "BUSY", "NOT_YET", "NO_DRAW":
+		return drawStart{}, r.code(), nil
+	default:
+		return drawStart{}, "", s.unexpected(ctx, "draw", r)
+	}
+	seed, ok1 := r.str(1)
+	commitment, ok2 := r.str(2)
+	order, ok3 := r.str(3)
+	n, ok4 := r.int(4)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return drawStart{}, "", s.unexpected(ctx, "draw", r)
+	}
+	if commitment, err = s.keptCommitment(ctx, room, seed, commitment); err != nil {
+		return drawStart{}, "", err
+	}
+	if err := waitroom.CheckSeed(seed, commitment); err != nil {
+		return drawStart{}, "", fmt.Errorf("redisstore draw of %q: %w", room, err)
+	}
+	return drawStart{seed, waitroom.RoomConfig{PrequeueOrder: waitroom.PrequeueOrder(order)}.Order(), n}, "DRAW", nil
+}
+
+// publishDraw publishes the draw d whose places (in place order) are
+// written, and reports whether it is published: by this Store, or by
+// another that took the lock over (false: LOST).
+func (s *Store) publishDraw(ctx context.Context, room string, d drawStart, placed []string, began time.Time, logAttrs ...any) (bool, error) {
+	k := s.keys(room)
+	digest, err := waitroom.DrawnDigest(d.seed, placed)
 	if err != nil {
 		return false, fmt.Errorf("redisstore draw of %q: %w", room, err)
 	}
-	r, err = s.do(ctx, "draw", drawDoneScript, []string{k.draw, k.pre, k.ent}, s.id, time.Since(began).Milliseconds(), digest)
+	r, err := s.do(ctx, "draw", drawDoneScript, []string{k.draw, k.pre, k.ent}, s.id, time.Since(began).Milliseconds(), digest)
 	if err != nil {
 		return false, err
 	}
 	switch r.code() {
 	case "DONE":
-		s.log.InfoContext(ctx, "redisstore: the opening is drawn", "room", room, "order", order, "entrants", len(placed), "took", time.Since(began))
+		s.log.InfoContext(ctx, "redisstore: the opening is drawn",
+			append([]any{"room", room, "order", d.order, "entrants", len(placed), "took", time.Since(began)}, logAttrs...)...)
 		return true, nil
 	case "LOST":
 		return false, nil

@@ -35,7 +35,7 @@ import (
 var luaFiles embed.FS
 
 // libraryTop are the files every function sees the locals of.
-var libraryTop = []string{"constants.lua", "shared.lua", "draw.lua", "spread.lua"}
+var libraryTop = []string{"constants.lua", "shared.lua", "draw.lua", "spread.lua", "spread_draw.lua"}
 
 // luaFile is the code of lua/name; the files are embedded, so a missing
 // one is a bug of the build.

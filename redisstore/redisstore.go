@@ -184,6 +184,10 @@ type Store struct {
 	// spread room's last tick copied (spread.go, spread_admit.go).
 	layouts layoutCache
 	trims   sync.Map // room → *spreadTrim
+	drawn   sync.Map // room → layout id: spread rooms whose draw this Store saw published
+	// drawCut, nil but in tests, stops a spread room's drawer before
+	// chunk (from 0) of its places, as a process killed mid-draw stops.
+	drawCut func(chunk int) bool
 
 	// clock estimates the Redis clock for Admitters.
 	clock serverClock

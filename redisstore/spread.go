@@ -352,13 +352,17 @@ func (s *Store) forgetLayout(room string) { s.layouts.m.Delete(room) }
 // KEYS[3] inflight
 // KEYS[4] bucket (w_waiting, w_seq: the room's size at the last tick;
 // w_sold: its units sold then)
+// KEYS[5] draw (a scheduled opening's record: spread_draw.go)
 // ARGV[1] layout id
 // ARGV[2] n: tickets wanted
 //
 // Returns {"OK", first ticket, taken at (ms, the control shard's clock),
 // granted, refusal}: the first granted of the n get tickets, the rest
 // none, and refusal ("QUEUE_FULL", "ROOM_CLOSED" or "SOLD_OUT") is what
-// those without a standing are told; {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
+// those without a standing are told; {"ROOM_NOT_FOUND"} or {"RESHARDED"}; before a
+// scheduled opening {"SCHEDULED", now ms, opens_at ms, first arrival
+// number} (no ticket: n arrival numbers), from the opening until its draw
+// set the counter {"DRAWING"} (spreadTicket).
 var spreadTicketScript = newFunction("spread_ticket")
 
 // spreadDoneScript says the tickets of a call from first on are placed or
@@ -453,7 +457,7 @@ func (s *Store) spreadBatch(ctx context.Context, op *batchedOp, room string, l *
 				out[i] = s.userStanding(ctx, "status", standings[j])
 			}
 			s.pushGone(ctx, l, g, gone)
-			return nil
+			return s.spreadEarlyStatus(ctx, l, g, users, idx, out) // early arrivals (spread_draw.go)
 		})
 	}
 	for _, d := range dups {
@@ -530,9 +534,12 @@ func (s *Store) spreadEnter(ctx context.Context, room string, l *spreadLayout, u
 	for _, idx := range groups {
 		n += len(idx)
 	}
-	r, err := s.spreadCall(ctx, "ticket", spreadTicketScript, []string{k.cfg, k.seq, k.inflight, k.bucket}, l.id, n)
+	r, early, err := s.spreadTicket(ctx, room, l, n)
 	if err != nil {
 		return err
+	}
+	if early != nil { // before a scheduled opening (spread_draw.go)
+		return s.spreadEnterEarly(ctx, room, l, users, groups, out, early)
 	}
 	firstTicket, ok1 := r.int(1)
 	takenAt, ok2 := r.int(2)
@@ -635,6 +642,9 @@ func (s *Store) spreadLeave(ctx context.Context, room string, l *spreadLayout, u
 	}
 	g := l.of(user)
 	k := l.subs[g]
+	if err := s.spreadLeaveEarly(ctx, k, user); err != nil { // early arrivals (spread_draw.go)
+		return err
+	}
 	r, err := s.do(ctx, "leave", spreadLeaveScript, []string{k.q, k.stats, k.mirror, k.left}, user, seq)
 	if err != nil {
 		return err
@@ -757,7 +767,9 @@ func (s *Store) spreadStats(ctx context.Context, l *spreadLayout, control waitro
 		st.NoShows += n("no_shows")
 		st.Abandoned += n("abandoned")
 	}
-	return st, nil
+	early, err := s.spreadEarlyWaiting(ctx, l) // spread_draw.go
+	st.Waiting += early
+	return st, err
 }
 
 // spreadWork is Work for a spread room: what its sub-shards hold.
@@ -766,7 +778,7 @@ func (s *Store) spreadWork(ctx context.Context, l *spreadLayout) (waitroom.Work,
 	toks := make([]*redis.IntCmd, len(l.subs))
 	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range l.subs {
-			qs[i], toks[i] = p.Exists(ctx, k.q), p.Exists(ctx, k.tok)
+			qs[i], toks[i] = p.Exists(ctx, k.q, s.subDrawKeys(k).pre), p.Exists(ctx, k.tok) // pre: early arrivals (spread_draw.go)
 		}
 		return nil
 	}); err != nil {
@@ -800,6 +812,9 @@ func (s *Store) updateSpread(ctx context.Context, room string, from, to waitroom
 		return err
 	}
 	if from.Shards == to.Shards {
+		if err := s.spreadOpeningOverQueue(ctx, old, from, to); err != nil { // spread_draw.go
+			return err
+		}
 		if err := s.updateControl(ctx, room, from, to, nil, false); err != nil {
 			return err
 		}
@@ -810,6 +825,9 @@ func (s *Store) updateSpread(ctx context.Context, room string, from, to waitroom
 	}
 	fields, next, err := s.spreadFields(ctx, room, to)
 	if err != nil {
+		return err
+	}
+	if err := s.spreadEarlyOverReshard(ctx, room, old); err != nil { // spread_draw.go
 		return err
 	}
 	retired := next.id
@@ -890,6 +908,9 @@ func (s *Store) spreadBatched(ctx context.Context, op *batchedOp, room string, b
 func (s *Store) admitSpread(ctx context.Context, room string, l *spreadLayout) ([]waitroom.Admission, error) {
 	cfg, err := s.RoomConfig(ctx, room)
 	if err != nil {
+		return nil, err
+	}
+	if open, err := s.spreadDrawOpening(ctx, room, l, cfg); err != nil || !open { // spread_draw.go
 		return nil, err
 	}
 	got, err := s.spreadAdmit(ctx, room, l, cfg)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,25 +49,8 @@ func spreadEnters(b *testing.B, url string, callers, k int) {
 			room := benchRoom(b, stores[0], waitroom.RoomConfig{Shards: k, MaxQueue: waitroom.MaxMaxQueue})
 			cluster := stores[0].client.(*redis.ClusterClient)
 			before := primariesCPU(b, cluster)
-			var next atomic.Int64
 			b.ResetTimer()
-			var wg sync.WaitGroup
-			for w := range callers {
-				wg.Go(func() {
-					s := stores[w%2]
-					for {
-						i := next.Add(1)
-						if i > int64(b.N) {
-							return
-						}
-						if _, err := s.Enter(context.Background(), room, "u"+strconv.FormatInt(i, 10)); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
+			enterCrowd(b, stores, room, b.N, callers)
 			b.StopTimer()
 			after := primariesCPU(b, cluster)
 			var total, busiest, calls, inCalls float64

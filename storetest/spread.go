@@ -23,7 +23,7 @@ func (h Harness) spread(cfg waitroom.RoomConfig) waitroom.RoomConfig {
 // refused by refusedWhenSpread's checks); cfg itself on one shard.
 func (h Harness) supported(cfg waitroom.RoomConfig) waitroom.RoomConfig {
 	if h.Shards > 1 {
-		cfg.InviteOnly, cfg.OpensAt = false, time.Time{}
+		cfg.InviteOnly = false
 	}
 	return cfg
 }
@@ -31,16 +31,8 @@ func (h Harness) supported(cfg waitroom.RoomConfig) waitroom.RoomConfig {
 // refusedWhenSpread are the checks of what a spread room does not do,
 // each replaced on a spread harness by the check that it is refused.
 var refusedWhenSpread = func() map[string]func(t *testing.T, h Harness) {
-	setting := func(set func(c *waitroom.RoomConfig, h Harness)) func(t *testing.T, h Harness) {
-		return func(t *testing.T, h Harness) { requireSettingRefused(t, h, set) }
-	}
-	opening := setting(func(c *waitroom.RoomConfig, h Harness) { c.OpensAt = h.now().Add(time.Hour) })
 	m := map[string]func(t *testing.T, h Harness){}
-	for _, name := range []string{"ScheduledOpening", "FirstUseWaitsForTheOpeningsFirstPolls", "ScheduledRoomRefusals",
-		"DrawSeedReplaced", "DrawSettingsLocked", "PassBeforeTheOpening"} {
-		m[name] = opening
-	}
-	for _, name := range []string{"PassSkipsTheQueue", "PassRefusals", "PassCountsAgainstMaxActiveAndStock",
+	for _, name := range []string{"PassBeforeTheOpening", "PassSkipsTheQueue", "PassRefusals", "PassCountsAgainstMaxActiveAndStock",
 		"ConcurrentPassUses", "PassWaitsForAnUnsettledHold"} {
 		m[name] = requirePassesRefused
 	}

@@ -18,7 +18,7 @@ max_line_length = 160
 -- it too (a file named library, where none of this applies): there a
 -- helper no function calls is an unused local, and a name used before
 -- its definition an undefined global.
-local top = {'constants.lua', 'shared.lua', 'draw.lua', 'spread.lua'}
+local top = {'constants.lua', 'shared.lua', 'draw.lua', 'spread.lua', 'spread_draw.lua'}
 local shared = {}
 for _, file in ipairs(top) do
   local defined = {}

@@ -5,25 +5,6 @@ return function(KEYS, ARGV)
   local max_skips = MAX_SKIPS -- abandoned users skipped per call, at most
   local max_pace_step_s = MAX_PACE_STEP_S -- waitroom.MaxPaceStep
   local pace_fold_us = 1000000 -- the pace sums take a second's ticks at a time
-  local opening_spread_ms = OPENING_SPREAD_MS -- waitroom.OpeningSpread
-  local max_poll_ms = MAX_POLL_MS -- waitroom.MaxPoll
-  local opening_poll_ns = OPENING_POLL_NS -- the spread per early arrival: time.Second / waitroom.OpeningPolls
-
-  -- token_start: when a token issued now starts its clock (first-use
-  -- deadline and TTL), as waitroom.TokenStart: right after an opening, at the
-  -- end of the span over which the early arrivals (the draw's entrants) make
-  -- their first polls, since a drawn user learns of its token only then.
-  local function token_start(now, opens_at, draw_key)
-    if opens_at <= 0 or now < opens_at or now >= opens_at + max_poll_ms then
-      return now
-    end
-    local early = tonumber(redis.call('HGET', draw_key, 'entrants') or '0')
-    local span = math.min(max_poll_ms, math.max(opening_spread_ms, math.floor(early * opening_poll_ns / 1000000)))
-    if now < opens_at + span then
-      return opens_at + span
-    end
-    return now
-  end
 
   local cfg_key    = KEYS[1]
   local bucket_key = KEYS[2]
@@ -256,7 +237,7 @@ return function(KEYS, ARGV)
       -- confirms it or claims it; then until the end of its TTL, kept in
       -- lease_until meanwhile. Right after an opening both count from the
       -- end of the early arrivals' first polls (token_start).
-      local start = token_start(now, opens_at, draw_key)
+      local start = token_start(now, opens_at, tonumber(redis.call('HGET', draw_key, 'entrants') or '0'))
       local expires_at = start + first_ms
       local suffix = format_entry({token = '', state = 'new', lease = '', lease_until = start + ttl_ms, expires_at = expires_at})
       -- A buyer who asked to be told is not watching: its first-use

@@ -21,3 +21,22 @@ local function not_owner(draw_key, owner)
   end
   return nil
 end
+
+-- token_start: when a token issued now starts its clock (first-use
+-- deadline and TTL), as waitroom.TokenStart: right after an opening, at the
+-- end of the span over which the early arrivals (early: the draw's
+-- entrants) make their first polls, since a drawn user learns of its
+-- token only then.
+local function token_start(now, opens_at, early)
+  local max_poll_ms = MAX_POLL_MS -- waitroom.MaxPoll
+  if opens_at <= 0 or now < opens_at or now >= opens_at + max_poll_ms then
+    return now
+  end
+  -- OPENING_SPREAD_MS: waitroom.OpeningSpread; OPENING_POLL_NS: the spread
+  -- per early arrival, time.Second / waitroom.OpeningPolls.
+  local span = math.min(max_poll_ms, math.max(OPENING_SPREAD_MS, math.floor(early * OPENING_POLL_NS / 1000000)))
+  if now < opens_at + span then
+    return opens_at + span
+  end
+  return now
+end

@@ -110,8 +110,11 @@ return function(KEYS, ARGV)
 
   -- A new token lives until the first-use deadline unless its holder
   -- confirms or claims it; then until the end of its TTL (admit's entry).
-  local expires_at = now + first_ms
-  local suffix = format_entry({token = '', state = 'new', lease = '', lease_until = now + ttl_ms, expires_at = expires_at})
+  -- Right after an opening both count from the end of the early
+  -- arrivals' first polls (spread_token_start).
+  local start = spread_token_start(scfg_key, now)
+  local expires_at = start + first_ms
+  local suffix = format_entry({token = '', state = 'new', lease = '', lease_until = start + ttl_ms, expires_at = expires_at})
   local issued = 0
   for from = 1, #users, batch do
     local to = math.min(from + batch - 1, #users)

@@ -12,6 +12,10 @@ return function(KEYS, ARGV)
   -- found placed. So the room never holds more than max_queue; places
   -- freed since the last tick count from the next.
   local now = now_ms()
+  -- A scheduled opening: no ticket before it, none from it until the
+  -- draw set the counter past the early arrivals (spread_draw.lua).
+  local opening = spread_opening(cfg_key, KEYS[5], n, now)
+  if opening then return opening end
   -- A closed room hands out no ticket: nobody takes a new place.
   if refuses_entries(cfg[3], cfg[4], now) then
     return {'OK', 0, now, 0, 'ROOM_CLOSED'}
