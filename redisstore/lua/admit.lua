@@ -237,7 +237,9 @@ return function(KEYS, ARGV)
       -- confirms it or claims it; then until the end of its TTL, kept in
       -- lease_until meanwhile. Right after an opening both count from the
       -- end of the early arrivals' first polls (token_start).
-      local start = token_start(now, opens_at, tonumber(redis.call('HGET', draw_key, 'entrants') or '0'))
+      -- The entrants are read only right after an opening.
+      local early = after_opening(now, opens_at) and tonumber(redis.call('HGET', draw_key, 'entrants') or '0') or 0
+      local start = token_start(now, opens_at, early)
       local expires_at = start + first_ms
       local suffix = format_entry({token = '', state = 'new', lease = '', lease_until = start + ttl_ms, expires_at = expires_at})
       -- A buyer who asked to be told is not watching: its first-use

@@ -27,9 +27,15 @@ end
 -- end of the span over which the early arrivals (early: the draw's
 -- entrants) make their first polls, since a drawn user learns of its
 -- token only then.
+-- after_opening: whether now is in the span after an opening where
+-- token_start may start a token late (MAX_POLL_MS: waitroom.MaxPoll).
+local function after_opening(now, opens_at)
+  return opens_at > 0 and now >= opens_at and now < opens_at + MAX_POLL_MS
+end
+
 local function token_start(now, opens_at, early)
-  local max_poll_ms = MAX_POLL_MS -- waitroom.MaxPoll
-  if opens_at <= 0 or now < opens_at or now >= opens_at + max_poll_ms then
+  local max_poll_ms = MAX_POLL_MS
+  if not after_opening(now, opens_at) then
     return now
   end
   -- OPENING_SPREAD_MS: waitroom.OpeningSpread; OPENING_POLL_NS: the spread
