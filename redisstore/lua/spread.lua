@@ -91,3 +91,28 @@ local function spread_counts(stock, per, stats_key, tok_key, units_key)
   counts.used = math.max(counts.sold, own_sold + live_tokens(tok_key) * per + told_used)
   return counts
 end
+
+-- user_call_begin: what spread_enter and spread_status read first, once
+-- a call, of their sub-shard (both take the same KEYS): nil and the
+-- refusal when the caller's layout is not the sub-shard's; else the
+-- call's reading: the settings it needs, the clock, the positions, the
+-- units sold and used over the room (read once: neither call sells or
+-- issues), and bought[j] == 1 for each users[j] whose order completed
+-- under one order per buyer (a user's orders are all on its sub-shard, so
+-- its buyers set is the room's for it).
+local function user_call_begin(KEYS, layout, users)
+  local cfg = redis.call('HMGET', KEYS[1], 'layout', 'abandon_ms', 'head', 'one_order', 'stock', 'units')
+  local refused = sub_refusal(cfg[1], layout)
+  if refused then return nil, refused end
+  local head, stock = tonumber(cfg[3] or '0'), tonumber(cfg[5] or '0')
+  local now = now_ms()
+  local r = {
+    abandon_s = abandon_secs(cfg[2]), stock = stock, now = now, s = math.floor(now / 1000),
+    counts = spread_counts(stock, per_order(cfg[6]), KEYS[5], KEYS[3], KEYS[9]),
+    positions = spread_positions(KEYS[6], head), bought = {},
+  }
+  if cfg[4] == '1' then
+    r.bought = redis.call('SMISMEMBER', KEYS[8], unpack(users))
+  end
+  return r
+end

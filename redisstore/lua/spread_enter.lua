@@ -2,29 +2,23 @@
 -- ARGV and replies.
 return function(KEYS, ARGV)
   local late_ms = SPREAD_LATE_MS -- a ticket older than this is never placed
-  local scfg_key   = KEYS[1]
   local q_key      = KEYS[2]
   local tok_key    = KEYS[3]
   local active_key = KEYS[4]
   local stats_key  = KEYS[5]
   local mirror_key = KEYS[6]
   local left_key   = KEYS[7]
-  local buyers_key = KEYS[8]
-  local units_key  = KEYS[9]
   local layout, issued_at, refusal = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 
-  local cfg = redis.call('HMGET', scfg_key, 'layout', 'abandon_ms', 'head', 'one_order', 'stock', 'units')
-  local refused = sub_refusal(cfg[1], layout)
-  if refused then return refused end
-  local abandon_s = abandon_secs(cfg[2])
-  local head = tonumber(cfg[3] or '0')
-  local stock = tonumber(cfg[5] or '0')
-  -- Units sold and used over the whole room, read once a call (enter
-  -- sells nothing and issues no token).
-  local counts = spread_counts(stock, per_order(cfg[6]), stats_key, tok_key, units_key)
-  local now = now_ms()
-  local s = math.floor(now / 1000)
-  local positions = spread_positions(mirror_key, head)
+  local users, tickets = {}, {}
+  for i = 4, #ARGV, 2 do
+    users[#users + 1] = ARGV[i]
+    tickets[#tickets + 1] = tonumber(ARGV[i + 1])
+  end
+  local r, refused = user_call_begin(KEYS, layout, users)
+  if not r then return refused end
+  local abandon_s, stock, counts, now, s = r.abandon_s, r.stock, r.counts, r.now, r.s
+  local positions, bought = r.positions, r.bought
   local late = now > issued_at + late_ms
   local out = {'OK'}
   local gone = {} -- tickets gone in this call, for the caller to tell the other sub-shards
@@ -32,19 +26,8 @@ return function(KEYS, ARGV)
   -- The call's users read at once: their places and token entries. Most
   -- have neither (new) or only a place (a refresh); only a user with an
   -- entry, or one silent past abandon_after, goes the whole way.
-  local users, tickets = {}, {}
-  for i = 4, #ARGV, 2 do
-    users[#users + 1] = ARGV[i]
-    tickets[#tickets + 1] = tonumber(ARGV[i + 1])
-  end
   local scores = redis.call('ZMSCORE', q_key, unpack(users))
   local entries = redis.call('HMGET', tok_key, unpack(users))
-  -- One order per buyer: a user's orders are all on its sub-shard, so
-  -- its buyers set is the room's for it.
-  local bought = {}
-  if cfg[4] == '1' then
-    bought = redis.call('SMISMEMBER', buyers_key, unpack(users))
-  end
   local seen = {} -- ZADD XX's score, user, …: the refreshes' "seen" marks
   local places = {} -- ZADD's score, user, …: the new places
   local full = 0

@@ -1,40 +1,27 @@
 -- spread_status: the Go method that calls it (spread.go) says its KEYS,
 -- ARGV and replies.
 return function(KEYS, ARGV)
-  local scfg_key   = KEYS[1]
   local q_key      = KEYS[2]
   local tok_key    = KEYS[3]
   local active_key = KEYS[4]
   local stats_key  = KEYS[5]
   local mirror_key = KEYS[6]
   local left_key   = KEYS[7]
-  local buyers_key = KEYS[8]
-  local units_key  = KEYS[9]
   local layout = ARGV[1]
 
-  local cfg = redis.call('HMGET', scfg_key, 'layout', 'abandon_ms', 'head', 'one_order', 'stock', 'units')
-  local refused = sub_refusal(cfg[1], layout)
-  if refused then return refused end
-  local abandon_s, head = abandon_secs(cfg[2]), tonumber(cfg[3] or '0')
-  local stock = tonumber(cfg[5] or '0')
-  -- Units sold and used over the whole room, read once a call.
-  local counts = spread_counts(stock, per_order(cfg[6]), stats_key, tok_key, units_key)
-  local now = now_ms()
-  local s = math.floor(now / 1000)
-  local positions = spread_positions(mirror_key, head)
+  local users = {unpack(ARGV, 2)}
+  local r, refused = user_call_begin(KEYS, layout, users)
+  if not r then return refused end
+  local abandon_s, stock, counts, now, s = r.abandon_s, r.stock, r.counts, r.now, r.s
+  -- One order per buyer: a buyer is told so, whatever else it has (a
+  -- place it kept is dropped at the head, as admit drops it).
+  local positions, bought = r.positions, r.bought
   local out = {'OK'}
   local gone = {} -- tickets gone in this call, for the caller to tell the other sub-shards
   -- Most polls are of waiting users: their places come from one ZMSCORE
   -- of all the call's users, their "seen" marks go in one ZADD XX; only a
   -- user not queued reads its token.
-  local users = {unpack(ARGV, 2)}
   local scores = redis.call('ZMSCORE', q_key, unpack(users))
-  -- One order per buyer: a buyer is told so, whatever else it has (a
-  -- place it kept is dropped at the head, as admit drops it).
-  local bought = {}
-  if cfg[4] == '1' then
-    bought = redis.call('SMISMEMBER', buyers_key, unpack(users))
-  end
   local seen = {}
   for j, user in ipairs(users) do
     local st = {'NOT_IN_QUEUE'}
