@@ -397,6 +397,12 @@ func (s *Store) spreadDrawOpening(ctx context.Context, room string, l *spreadLay
 	}
 	users, err := s.spreadEntrants(ctx, l, entrants)
 	if err != nil {
+		// A rival that held the lock before this one published the draw
+		// meanwhile and dropped the snapshots: the opening is done.
+		if d, derr := s.Draw(ctx, room); derr == nil && d.State == waitroom.DrawDone {
+			s.drawn.Store(room, l.id)
+			return true, nil
+		}
 		return false, err
 	}
 	placed, err := waitroom.DrawPlaces(d.order, d.seed, users)
