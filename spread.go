@@ -65,7 +65,7 @@ func (r *spreadRefusal) As(target any) bool {
 }
 
 // SpreadUnsupported is ErrShardsUnsupported for a feature a spread room
-// does not offer (passes, notices), named by what.
+// does not offer (passes), named by what.
 func SpreadUnsupported(shards int, what string) error {
 	return &spreadRefusal{fmt.Sprintf("shards %d does not support %s", shards, what)}
 }

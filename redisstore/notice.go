@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -15,7 +16,11 @@ import (
 // hash only while the room's bucket marks that it may hold some, so a
 // room where nobody asked pays nothing for it. The token Admit issues to
 // such a user carries its link in its entry (lua/shared.lua): that it came
-// with a notice, and the return link's nonce once one was sent.
+// with a notice, and the return link's nonce once one was sent. In a room
+// spread over shards the hash, the place and the token are the user's
+// sub-shard's, so every call is one call there; the sub-shard's tick
+// reads the notices of the users it pops while the hash holds any
+// (spread_pop).
 
 var _ waitroom.NoticeStore = (*Store)(nil)
 
@@ -44,11 +49,15 @@ func (s *Store) SetNotice(ctx context.Context, room, user string, channels []byt
 	if err := waitroom.CheckUserID(user); err != nil {
 		return err
 	}
-	if err := s.refuseSpread(ctx, room, "notices"); err != nil {
-		return err
-	}
 	if len(channels) > waitroom.MaxNoticeBytes {
 		return waitroom.BadRequest("a notice request is at most 4 KiB")
+	}
+	l, sk, err := s.userSub(ctx, room, user)
+	if err != nil {
+		return err
+	}
+	if sk != nil {
+		return s.spreadSetNotice(ctx, room, l, sk, user, channels)
 	}
 	k := s.keys(room)
 	r, err := s.do(ctx, "set notice", setNoticeScript, []string{k.cfg, k.q, k.pre, k.drawn, k.draw, k.stats, k.notice, k.bucket}, user, channels)
@@ -60,6 +69,55 @@ func (s *Store) SetNotice(ctx context.Context, room, user string, channels []byt
 		return nil
 	case "NOT_IN_QUEUE":
 		return waitroom.ErrNotInQueue
+	}
+	return s.unexpected(ctx, "set notice", r)
+}
+
+// userSub is the sub-shard user lives in when room is spread over
+// shards (with the room's layout), nil when it is on one.
+func (s *Store) userSub(ctx context.Context, room, user string) (*spreadLayout, *subKeys, error) {
+	l, err := s.layout(ctx, room)
+	if err != nil || l.shards <= 1 {
+		return l, nil, err
+	}
+	return l, l.subs[l.of(user)], nil
+}
+
+// spreadSetNoticeScript keeps a queued user's channels in its sub-shard.
+//
+// KEYS[1] sub cfg
+// KEYS[2] sub q
+// KEYS[3] sub pre (early arrivals, spread_draw.go)
+// KEYS[4] sub stats
+// KEYS[5] sub notice
+// KEYS[6] sub mirror
+// KEYS[7] sub left
+// ARGV[1] layout id
+// ARGV[2] user
+// ARGV[3] channels; empty: forget them
+//
+// Returns {"OK"}, {"NOT_IN_QUEUE"}, {"NOT_IN_QUEUE", ticket} (silent too
+// long: dropped, counted abandoned, its ticket gone), {"ROOM_NOT_FOUND"}
+// or {"RESHARDED"}.
+var spreadSetNoticeScript = newFunction("spread_set_notice")
+
+func (s *Store) spreadSetNotice(ctx context.Context, room string, l *spreadLayout, sk *subKeys, user string, channels []byte) error {
+	r, err := s.do(ctx, "set notice", spreadSetNoticeScript,
+		[]string{sk.cfg, sk.q, s.subDrawKeys(sk).pre, sk.stats, sk.notice, sk.mirror, sk.left}, l.id, user, channels)
+	if err != nil {
+		return err
+	}
+	switch r.code() {
+	case "OK":
+		return nil
+	case "NOT_IN_QUEUE":
+		s.pushGone(ctx, l, l.of(user), r[1:])
+		return waitroom.ErrNotInQueue
+	case "RESHARDED":
+		// Resharded since this Store read the layout: the next call
+		// reads it again.
+		s.forgetLayout(room)
+		return fmt.Errorf("%w: redisstore set notice: the room is being resharded", waitroom.ErrStoreUnavailable)
 	}
 	return s.unexpected(ctx, "set notice", r)
 }
@@ -81,8 +139,13 @@ func (s *Store) Notice(ctx context.Context, room, user string) ([]byte, error) {
 	if err := waitroom.CheckUserID(user); err != nil {
 		return nil, err
 	}
-	k := s.keys(room)
-	r, err := s.do(ctx, "notice", noticeScript, []string{k.cfg, k.notice}, user)
+	cfg, notice := s.keys(room).cfg, s.keys(room).notice
+	if _, sk, err := s.userSub(ctx, room, user); err != nil {
+		return nil, err
+	} else if sk != nil {
+		cfg, notice = sk.cfg, sk.notice
+	}
+	r, err := s.do(ctx, "notice", noticeScript, []string{cfg, notice}, user)
 	if err != nil {
 		return nil, err
 	}
@@ -121,8 +184,11 @@ func (s *Store) Notified(ctx context.Context, room, user, nonce string) (time.Du
 	if nonce == "" || !validNonce(nonce) {
 		return 0, waitroom.BadRequest("a return link needs a nonce of at most 128 printable characters, without '|'")
 	}
-	k := s.keys(room)
-	r, err := s.do(ctx, "notified", notifiedScript, []string{k.cfg, k.tok, k.active}, user, nonce)
+	cfg, tok, active, err := s.tokenKeys(ctx, room, user)
+	if err != nil {
+		return 0, err
+	}
+	r, err := s.do(ctx, "notified", notifiedScript, []string{cfg, tok, active}, user, nonce)
 	if err != nil {
 		return 0, err
 	}
@@ -158,8 +224,11 @@ func (s *Store) UseReturnLink(ctx context.Context, room, user, nonce string) err
 	if nonce == "" || !validNonce(nonce) {
 		return waitroom.ErrReturnLinkUsed // no nonce this store keeps
 	}
-	k := s.keys(room)
-	r, err := s.do(ctx, "use return link", useReturnLinkScript, []string{k.tok, k.active}, user, nonce)
+	_, tok, active, err := s.tokenKeys(ctx, room, user)
+	if err != nil {
+		return err
+	}
+	r, err := s.do(ctx, "use return link", useReturnLinkScript, []string{tok, active}, user, nonce)
 	if err != nil {
 		return err
 	}
@@ -167,6 +236,20 @@ func (s *Store) UseReturnLink(ctx context.Context, room, user, nonce string) err
 		return s.unexpected(ctx, "use return link", r)
 	}
 	return nil
+}
+
+// tokenKeys are the settings and token keys user's token lives under:
+// the room's, or in a spread room its sub-shard's.
+func (s *Store) tokenKeys(ctx context.Context, room, user string) (cfg, tok, active string, err error) {
+	_, sk, err := s.userSub(ctx, room, user)
+	if err != nil {
+		return "", "", "", err
+	}
+	if sk != nil {
+		return sk.cfg, sk.tok, sk.active, nil
+	}
+	k := s.keys(room)
+	return k.cfg, k.tok, k.active, nil
 }
 
 // maxNonce bounds a return link's nonce (package notify's are 22

@@ -58,13 +58,14 @@ type spreadLayout struct {
 type subKeys struct {
 	tag                                                     string // the sub-shard's hash tag, ROOM#n: its name in the lost-write watch
 	cfg, q, tok, active, stats, buyers, mirror, left, units string
+	notice                                                  string // its users' notice requests (notice.go)
 	claim, complete, release, renew                         fcall
 }
 
 func (s *Store) subKeys(tag string) *subKeys {
 	p := s.prefix + ":{" + tag + "}:"
 	k := &subKeys{tag: tag, cfg: p + "cfg", q: p + "q", tok: p + "tok", active: p + "active", stats: p + "stats",
-		buyers: p + "buyers", mirror: p + "mirror", left: p + "left", units: p + "units"}
+		buyers: p + "buyers", mirror: p + "mirror", left: p + "left", units: p + "units", notice: p + "notice"}
 	// The gate's functions are the room's own, on the sub-shard's keys.
 	k.claim = prepare(claimScript, k.cfg, k.tok, k.active, k.stats)
 	k.complete = prepare(completeScript, k.tok, k.active, k.stats, k.cfg, k.buyers)
@@ -75,7 +76,7 @@ func (s *Store) subKeys(tag string) *subKeys {
 
 // hot is the KEYS of spread_enter and spread_status, in their order.
 func (k *subKeys) hot() []string {
-	return []string{k.cfg, k.q, k.tok, k.active, k.stats, k.mirror, k.left, k.buyers, k.units}
+	return []string{k.cfg, k.q, k.tok, k.active, k.stats, k.mirror, k.left, k.buyers, k.units, k.notice}
 }
 
 // of returns the sub-shard user lives in: always the same one, so one
@@ -378,7 +379,7 @@ var spreadDoneScript = newFunction("spread_done")
 // answers the standing they have. The clock of the sub-shard judges a
 // ticket late (SpreadLate): the primaries' clocks must agree within it.
 //
-// KEYS      spread hot keys: cfg, q, tok, active, stats, mirror, left, buyers, units (the sub-shard's)
+// KEYS      spread hot keys: cfg, q, tok, active, stats, mirror, left, buyers, units, notice (the sub-shard's)
 // ARGV[1]   layout id
 // ARGV[2]   the tickets' time, ms (the counter's clock)
 // ARGV[3]   what a user without a ticket and without a standing is told:
@@ -629,6 +630,7 @@ func (s *Store) wakeIfEmpty(ctx context.Context, l *spreadLayout, from int, wake
 // KEYS[2] sub stats
 // KEYS[3] sub mirror
 // KEYS[4] sub left
+// KEYS[5] sub notice: the user's notice request is forgotten
 // ARGV[1] user
 // ARGV[2] the room's ticket counter now (the arrivals after it: left_after)
 //
@@ -645,7 +647,7 @@ func (s *Store) spreadLeave(ctx context.Context, room string, l *spreadLayout, u
 	if err := s.spreadLeaveEarly(ctx, k, user); err != nil { // early arrivals (spread_draw.go)
 		return err
 	}
-	r, err := s.do(ctx, "leave", spreadLeaveScript, []string{k.q, k.stats, k.mirror, k.left}, user, seq)
+	r, err := s.do(ctx, "leave", spreadLeaveScript, []string{k.q, k.stats, k.mirror, k.left, k.notice}, user, seq)
 	if err != nil {
 		return err
 	}
@@ -922,7 +924,7 @@ func (s *Store) admitSpread(ctx context.Context, room string, l *spreadLayout) (
 }
 
 // refuseSpread is ErrShardsUnsupported for what a spread room does not
-// do (passes, notices): nil for a room on one shard.
+// do (passes): nil for a room on one shard.
 func (s *Store) refuseSpread(ctx context.Context, room, what string) error {
 	l, err := s.layout(ctx, room)
 	if err != nil {

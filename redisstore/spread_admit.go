@@ -38,13 +38,15 @@ var spreadBeginScript = newFunction("spread_begin")
 // KEYS[6] sub left
 // KEYS[7] sub mirror
 // KEYS[8] sub units
+// KEYS[9] sub notice
 // ARGV[1] layout id
 // ARGV[2] fence
 // ARGV[3] quota: head entries read, at most
 // ARGV[4] stable ticket: none after it is read
 // ARGV[5] trim_to: the leavers every mirror has (0: none known)
 //
-// Users silent past abandon_after at the head are dropped there (at most
+// Users silent past abandon_after at the head (past MaxNoticeSilence,
+// who asked to be told of their turn) are dropped there (at most
 // waitroom.MaxSkipsPerAdmit), so they take no share of the tick.
 //
 // Returns {"OK", live tokens, waiting, left_base, no_shows, head,
@@ -55,6 +57,11 @@ var spreadBeginScript = newFunction("spread_begin")
 // of the sub-shard reads them),
 // {"STALE"} (a later tick sealed it), {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadHeadScript = newFunction("spread_head")
+
+// headKeys are spread_head's KEYS, in their order.
+func (k *subKeys) headKeys() []string {
+	return []string{k.cfg, k.q, k.tok, k.active, k.stats, k.left, k.mirror, k.units, k.notice}
+}
 
 // spreadPopScript admits a sub-shard's users up to the tick's cutoff and
 // publishes the head and the other sub-shards' leavers into it.
@@ -67,6 +74,7 @@ var spreadHeadScript = newFunction("spread_head")
 // KEYS[6] sub mirror
 // KEYS[7] sub buyers (one order per buyer: a buyer popped gets no token)
 // KEYS[8] sub units
+// KEYS[9] sub notice: a popped user's request is handed back and forgotten
 // ARGV[1] layout id
 // ARGV[2] fence: the one the sub-shard was sealed with
 // ARGV[3] cutoff ticket
@@ -79,9 +87,14 @@ var spreadHeadScript = newFunction("spread_head")
 // kept when it knows more)
 //
 // Returns {"OK", skipped (abandoned), waiting, admitted (the counter
-// after), user, ticket, …},
+// after), user, ticket, notice (its channels; empty: none), …},
 // {"STALE"}, {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadPopScript = newFunction("spread_pop")
+
+// popKeys are spread_pop's KEYS, in their order.
+func (k *subKeys) popKeys() []string {
+	return []string{k.cfg, k.q, k.tok, k.active, k.stats, k.mirror, k.buyers, k.units, k.notice}
+}
 
 // spreadCommitScript ends a tick: what it took of the bucket and did not
 // admit goes back, unless a later tick began meanwhile.
@@ -164,7 +177,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 	err = s.eachShard(l, func(i int, sk *subKeys) error {
 		w := s.watch(sk.tag)
 		at := w.marks()
-		r, err := s.spreadCall(ctx, "admit", spreadHeadScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.left, sk.mirror, sk.units},
+		r, err := s.spreadCall(ctx, "admit", spreadHeadScript, sk.headKeys(),
 			l.id, fence, cfg.TickQuota(), stable, ts.trimTo(i))
 		if errors.Is(err, waitroom.ErrRoomNotFound) {
 			// Its settings were lost: written again, the next tick
@@ -290,7 +303,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		// below covers the tokens it issues.
 		primary := s.onPrimary(ctx, sk.cfg)
 		defer primary.close()
-		res, err := primary.call(ctx, spreadPopScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.mirror, sk.buyers, sk.units}, args...)
+		res, err := primary.call(ctx, spreadPopScript, sk.popKeys(), args...)
 		r, err := s.spreadReply(ctx, "admit", res, err)
 		if err != nil {
 			return err
@@ -298,16 +311,21 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		_, ok1 := r.int(1)
 		waitingHere, ok2 := r.int(2)
 		admittedAfter, ok3 := r.int(3)
-		if !ok1 || !ok2 || !ok3 || (len(r)-4)%2 != 0 {
+		if !ok1 || !ok2 || !ok3 || (len(r)-4)%3 != 0 {
 			return s.unexpected(ctx, "admit", r)
 		}
-		for j := 4; j < len(r); j += 2 {
+		for j := 4; j < len(r); j += 3 {
 			u, ok1 := r.str(j)
 			t, ok2 := r.int(j + 1)
-			if !ok1 || !ok2 {
+			notice, ok3 := r.str(j + 2)
+			if !ok1 || !ok2 || !ok3 {
 				return s.unexpected(ctx, "admit", r)
 			}
-			pops[i] = append(pops[i], waitroom.Admission{User: u, Token: args[8+(j-4)/2].(string)})
+			a := waitroom.Admission{User: u, Token: args[8+(j-4)/3].(string)}
+			if notice != "" {
+				a.Notice = []byte(notice)
+			}
+			pops[i] = append(pops[i], a)
 			popTickets[i] = append(popTickets[i], t)
 		}
 		issuedHere := int64(len(pops[i]))

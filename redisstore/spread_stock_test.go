@@ -319,7 +319,7 @@ func abandonedTick(ctx context.Context, t *testing.T, s *Store, room string, l *
 	stable, _ := r.int(4)
 	heads := make([]*subHead, l.shards)
 	for i, sk := range l.subs {
-		r, err := s.spreadCall(ctx, "admit", spreadHeadScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.left, sk.mirror, sk.units},
+		r, err := s.spreadCall(ctx, "admit", spreadHeadScript, sk.headKeys(),
 			l.id, fence, cfg.TickQuota(), stable, 0)
 		require.NoError(t, err)
 		h, ok := readHead(r)
@@ -344,12 +344,12 @@ func abandonedTick(ctx context.Context, t *testing.T, s *Store, room string, l *
 	for range n {
 		args = append(args, waitroom.NewToken())
 	}
-	r, err = s.spreadCall(ctx, "admit", spreadPopScript, []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.mirror, sk.buyers, sk.units}, args...)
+	r, err = s.spreadCall(ctx, "admit", spreadPopScript, sk.popKeys(), args...)
 	require.NoError(t, err)
 	var out []waitroom.Admission
-	for j := 4; j < len(r); j += 2 {
+	for j := 4; j < len(r); j += 3 { // user, ticket, notice
 		u, _ := r.str(j)
-		out = append(out, waitroom.Admission{User: u, Token: args[8+(j-4)/2].(string)})
+		out = append(out, waitroom.Admission{User: u, Token: args[8+(j-4)/3].(string)})
 	}
 	return out
 }

@@ -64,7 +64,7 @@ func TestSpreadRoom(t *testing.T) {
 		_, err = s.CreateRoom(ctx, room, waitroom.RoomConfig{Shards: 2})
 		require.NoError(t, err)
 		require.ErrorIs(t, s.CreatePass(ctx, room, waitroom.Pass{ID: waitroom.NewToken(), Uses: 1, Left: 1, ExpiresAt: time.Now().Add(time.Hour)}), waitroom.ErrShardsUnsupported)
-		require.ErrorIs(t, s.SetNotice(ctx, room, "waiter", []byte(`{}`)), waitroom.ErrShardsUnsupported, "notices")
+		require.ErrorIs(t, s.SetNotice(ctx, room, "waiter", []byte(`{}`)), waitroom.ErrNotInQueue, "notices are kept, for the queued")
 		// Resharding while someone waits is refused; once empty it is not.
 		_, err = s.Enter(ctx, room, "waiter")
 		require.NoError(t, err)
@@ -307,15 +307,18 @@ func atOnce[T any](n int, fn func(i int) T) []T {
 }
 
 // TestSpreadStore: the conformance suite on rooms spread over 3 shards of
-// a 3-primary Cluster; what a spread room refuses, the suite checks it
-// refuses.
+// a 3-primary Cluster, and the notices' suite; what a spread room
+// refuses, the suite checks it refuses.
 func TestSpreadStore(t *testing.T) {
 	// Not parallel with other top-level tests: see heavyTests.
 	c := redistest.StartCluster(t, redistest.ClusterOptions{Primaries: 3})
 	harness := storeHarness(c.URL())
-	storetest.Run(t, func(t *testing.T) storetest.Harness {
+	spread := func(t *testing.T) storetest.Harness {
 		h := harness(t)
 		h.Shards = 3
 		return h
-	})
+	}
+	storetest.Run(t, spread)
+	t.Run("Notices", func(t *testing.T) { storetest.RunNotices(t, spread) })
+	t.Run("NoticesOfEarlyArrivals", func(t *testing.T) { testSpreadEarlyNotices(t, harness(t).Store.(*Store)) })
 }

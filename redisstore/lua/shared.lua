@@ -380,22 +380,33 @@ local function notice_silence(abandon_s)
   return math.max(abandon_s, MAX_NOTICE_SILENCE_S)
 end
 
+-- has_gone: whether a queued user with this score has left for silence
+-- at second s: silent past abandon_s and, when it asked to be told of its
+-- turn (its notice kept in notice_key), past notice_silence; such a
+-- user's notice is forgotten. Only a user silent past abandon_s costs a
+-- read of the notices.
+local function has_gone(notice_key, user, score, s, abandon_s)
+  if not is_gone(score, s, abandon_s) then
+    return false
+  end
+  local asked = redis.call('HEXISTS', notice_key, user) == 1
+  if asked and not is_gone(score, s, notice_silence(abandon_s)) then
+    return false
+  end
+  if asked then
+    redis.call('HDEL', notice_key, user)
+  end
+  return true
+end
+
 -- mark_seen: a queued user (in key, with score) marked seen at second s,
--- or, silent past abandon_s (and, when it asked to be told of its turn,
--- its notice kept in notice_key, past notice_silence), dropped: out of
--- key, its notice forgotten, counted abandoned. Only a user silent past
--- abandon_s costs a read of the notices. Returns whether it still waits.
+-- or, gone for silence (has_gone), dropped: out of key, counted
+-- abandoned. Returns whether it still waits.
 local function mark_seen(key, notice_key, stats_key, user, score, s, abandon_s)
-  if is_gone(score, s, abandon_s) then
-    local asked = redis.call('HEXISTS', notice_key, user) == 1
-    if not asked or is_gone(score, s, notice_silence(abandon_s)) then
-      redis.call('ZREM', key, user)
-      redis.call('HINCRBY', stats_key, 'abandoned', 1)
-      if asked then
-        redis.call('HDEL', notice_key, user)
-      end
-      return false
-    end
+  if has_gone(notice_key, user, score, s, abandon_s) then
+    redis.call('ZREM', key, user)
+    redis.call('HINCRBY', stats_key, 'abandoned', 1)
+    return false
   end
   local fresh = queue_score(math.floor(score), s)
   if fresh ~= score then

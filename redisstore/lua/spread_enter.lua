@@ -34,7 +34,7 @@ return function(KEYS, ARGV)
 
   -- standing: a user's standing when it has ordered (one order per
   -- buyer: whatever else it has), holds a live token or is queued
-  -- (marked seen); nil otherwise. One silent past abandon_after has gone:
+  -- (marked seen); nil otherwise. One silent too long has gone (has_gone):
   -- it is counted, its ticket is gone, and it may queue anew.
   local function standing(j, user)
     if bought[j] == 1 then
@@ -50,7 +50,7 @@ return function(KEYS, ARGV)
     if not score then return nil end
     score = tonumber(score)
     local ticket = math.floor(score)
-    if is_gone(score, s, abandon_s) then
+    if has_gone(KEYS[10], user, score, s, abandon_s) then
       redis.call('ZREM', q_key, user)
       redis.call('HINCRBY', stats_key, 'abandoned', 1)
       spread_gone(mirror_key, left_key, ticket)

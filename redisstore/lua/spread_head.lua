@@ -11,6 +11,7 @@ return function(KEYS, ARGV)
   local left_key   = KEYS[6]
   local mirror_key = KEYS[7]
   local units_key  = KEYS[8]
+  local notice_key = KEYS[9]
   local layout, fence, quota = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
   local stable, trim_to = tonumber(ARGV[4]), tonumber(ARGV[5])
 
@@ -45,7 +46,7 @@ return function(KEYS, ARGV)
 
   -- The head of this sub-queue up to the last stable ticket: scores are
   -- ticket + a fraction (queue_score), so below stable + 1. Users silent
-  -- past abandon_after have gone: dropped, counted, their tickets gone,
+  -- too long (has_gone) have gone: dropped, counted, their tickets gone,
   -- so they take no share of the tick (at most max_skips a tick).
   local abandon_s, s = abandon_secs(cfg[5]), math.floor(now / 1000)
   local heads, skipped = {}, 0
@@ -55,7 +56,7 @@ return function(KEYS, ARGV)
     local silent = {}
     for i = 1, #page, 2 do
       local score = tonumber(page[i + 1])
-      if is_gone(score, s, abandon_s) then
+      if has_gone(notice_key, page[i], score, s, abandon_s) then
         silent[#silent + 1] = page[i]
         spread_gone(mirror_key, left_key, math.floor(score))
       else

@@ -4,6 +4,7 @@ return function(KEYS, ARGV)
   local q_key, stats_key, mirror_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
   local user, seq = ARGV[1], tonumber(ARGV[2])
 
+  redis.call('HDEL', KEYS[5], user) -- no turn to tell of, early arrival or queued
   local score = redis.call('ZSCORE', q_key, user)
   if not score then
     return {'OK'}

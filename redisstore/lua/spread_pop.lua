@@ -10,6 +10,7 @@ return function(KEYS, ARGV)
   local mirror_key = KEYS[6]
   local buyers_key = KEYS[7]
   local units_key  = KEYS[8]
+  local notice_key = KEYS[9]
   local layout, fence, cutoff, head = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local n_tokens, n_leavers = tonumber(ARGV[5]), tonumber(ARGV[6])
   local self, n_figures = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -17,7 +18,8 @@ return function(KEYS, ARGV)
   local leavers_at = tokens_at + n_tokens
   local figures_at = leavers_at + n_leavers
 
-  local cfg = redis.call('HMGET', scfg_key, 'layout', 'fence', 'ttl_ms', 'first_use_ms', 'abandon_ms', 'one_order')
+  local cfg = redis.call('HMGET', scfg_key, 'layout', 'fence', 'ttl_ms', 'first_use_ms', 'abandon_ms', 'one_order',
+    'notified_first_use_ms')
   local refused = sub_refusal(cfg[1], layout)
   if refused then return refused end
   -- Only the tick that sealed this sub-shard last writes it.
@@ -87,22 +89,38 @@ return function(KEYS, ARGV)
       push_all(bought, unpack(redis.call('SMISMEMBER', buyers_key, unpack(names))))
     end
   end
-  local users, tickets, skipped = {}, {}, 0
-  for i = 1, #popped, 2 do
-    local score = tonumber(popped[i + 1])
-    if is_gone(score, s, abandon_s) then
-      skipped = skipped + 1
-    elseif bought[(i + 1) / 2] ~= 1 then -- one who ordered leaves the queue, uncounted
-      users[#users + 1] = popped[i]
-      tickets[#tickets + 1] = math.floor(score)
-    end
-  end
+  -- Users who asked to be told of their turn (NoticeStore): their
+  -- notices, read only while the sub-shard keeps any; each popped user's
+  -- is forgotten, whatever its turn brings, and an admitted user's comes
+  -- back with its admission. Such a user may be silent for longer
+  -- (notice_silence).
+  local kept = {}
+  local notices = redis.call('EXISTS', notice_key) == 1
   for i = 1, #popped, 2 * batch do
     local names = {}
     for j = i, math.min(i + 2 * batch - 1, #popped), 2 do
       names[#names + 1] = popped[j]
     end
     redis.call('ZREM', q_key, unpack(names))
+    if notices then
+      push_all(kept, unpack(redis.call('HMGET', notice_key, unpack(names))))
+      redis.call('HDEL', notice_key, unpack(names))
+    end
+  end
+  local users, tickets, asked, skipped = {}, {}, {}, 0
+  for i = 1, #popped, 2 do
+    local score, channels = tonumber(popped[i + 1]), kept[(i + 1) / 2]
+    local limit = abandon_s
+    if channels then
+      limit = notice_silence(abandon_s)
+    end
+    if is_gone(score, s, limit) then
+      skipped = skipped + 1
+    elseif bought[(i + 1) / 2] ~= 1 then -- one who ordered leaves the queue, uncounted
+      users[#users + 1] = popped[i]
+      tickets[#tickets + 1] = math.floor(score)
+      asked[#users] = channels or false
+    end
   end
   if skipped > 0 then
     redis.call('HINCRBY', stats_key, 'abandoned', skipped)
@@ -115,20 +133,35 @@ return function(KEYS, ARGV)
   local start = spread_token_start(scfg_key, now)
   local expires_at = start + first_ms
   local suffix = format_entry({token = '', state = 'new', lease = '', lease_until = start + ttl_ms, expires_at = expires_at})
+  -- A buyer who asked to be told is not watching: its first-use deadline
+  -- runs from the notice (notified), notified_first_use_within at most
+  -- meanwhile, in an entry with its link and an active entry of its own,
+  -- as admit issues it.
+  local told_ms = math.min(math.floor(tonumber(cfg[7] or math.min(DEFAULT_NOTIFIED_FIRST_USE_MS, ttl_ms))), ttl_ms)
   local issued = 0
   for from = 1, #users, batch do
     local to = math.min(from + batch - 1, #users)
     local entries, named = {}, {}
     for i = from, to do
       issued = issued + 1
+      local token = ARGV[tokens_at + issued - 1]
       entries[#entries + 1] = users[i]
-      entries[#entries + 1] = ARGV[tokens_at + issued - 1] .. suffix
-      named[#named + 1] = users[i]
+      if asked[i] then
+        local e = {token = token, state = 'new', lease = '', lease_until = start + ttl_ms, expires_at = start + told_ms, link = 'n'}
+        entries[#entries + 1] = format_entry(e)
+        redis.call('ZADD', active_key, e.expires_at, users[i])
+      else
+        entries[#entries + 1] = token .. suffix
+        named[#named + 1] = users[i]
+      end
       out[#out + 1] = users[i]
       out[#out + 1] = tickets[i]
+      out[#out + 1] = asked[i] or ''
     end
     issue_tokens(tok_key, entries)
-    redis.call('ZADD', active_key, expires_at, ' ' .. table.concat(named, ' '))
+    if #named > 0 then
+      redis.call('ZADD', active_key, expires_at, ' ' .. table.concat(named, ' '))
+    end
   end
   out[4] = redis.call('HINCRBY', stats_key, 'admitted', issued)
   out[2], out[3] = skipped, redis.call('ZCARD', q_key)

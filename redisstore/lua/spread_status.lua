@@ -31,8 +31,9 @@ return function(KEYS, ARGV)
     elseif score then
       score = tonumber(score)
       local ticket = math.floor(score)
-      if is_gone(score, s, abandon_s) then
-        -- Silent past abandon_after: gone, as the admitter would find it.
+      if has_gone(KEYS[10], user, score, s, abandon_s) then
+        -- Silent past abandon_after (past notice_silence, who asked to be
+        -- told of its turn): gone, as the admitter would find it.
         redis.call('ZREM', q_key, user)
         redis.call('HINCRBY', stats_key, 'abandoned', 1)
         spread_gone(mirror_key, left_key, ticket)
