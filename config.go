@@ -161,8 +161,8 @@ type RoomConfig struct {
 	Page string
 	// Shards spreads the room's queue and tokens over this many Redis
 	// Cluster shards, 1 to MaxShards (spread.go); 1: one hash tag, one
-	// shard. Only a Redis Cluster store takes more than 1, and not with
-	// every setting (SpreadRefusal).
+	// shard. Only a Redis Cluster store takes more than 1
+	// (ShardsRefusal).
 	Shards int
 }
 

@@ -45,7 +45,6 @@ var (
 	ErrTooManyPasses = &Error{"TOO_MANY_PASSES", "the room keeps too many passes; revoke some first", http.StatusConflict}
 	// A room spread over shards (spread.go).
 	ErrShardsNeedCluster = &Error{"SHARDS_NEED_CLUSTER", "shards above 1 need a Redis Cluster store", http.StatusBadRequest}
-	ErrShardsUnsupported = &Error{"SHARDS_UNSUPPORTED", "this setting is not supported on a room spread over shards", http.StatusBadRequest}
 	ErrShardsNotEmpty    = &Error{"SHARDS_NOT_EMPTY", "shards cannot change while anyone waits or holds a token in the room", http.StatusConflict}
 	ErrBadRequest        = &Error{"BAD_REQUEST", "bad request", http.StatusBadRequest}
 	ErrStoreUnavailable  = &Error{"STORE_UNAVAILABLE", "the waiting room store is unavailable", http.StatusServiceUnavailable}

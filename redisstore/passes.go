@@ -2,9 +2,13 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/waitroom/waitroom"
@@ -34,9 +38,6 @@ func (s *Store) CreatePass(ctx context.Context, room string, p waitroom.Pass) er
 		return err
 	}
 	if err := p.Validate(); err != nil {
-		return err
-	}
-	if err := s.refuseSpread(ctx, room, "passes"); err != nil {
 		return err
 	}
 	k := s.keys(room)
@@ -180,8 +181,10 @@ func (s *Store) EnterWithPass(ctx context.Context, room, user, id string) (waitr
 	if err := waitroom.CheckUserID(user); err != nil {
 		return waitroom.Status{}, err
 	}
-	if err := s.refuseSpread(ctx, room, "passes"); err != nil {
+	if l, err := s.layout(ctx, room); err != nil {
 		return waitroom.Status{}, err
+	} else if l.shards > 1 {
+		return s.spreadEnterWithPass(ctx, room, l, user, id)
 	}
 	k := s.keys(room)
 	r, err := s.do(ctx, "enter with pass", enterWithPassScript, []string{k.cfg, k.q, k.tok, k.active, k.stats, k.buyers, k.passes, k.pre, k.drawn, k.draw, k.notice},
@@ -195,4 +198,198 @@ func (s *Store) EnterWithPass(ctx context.Context, room, user, id string) (waitr
 		return waitroom.Status{}, s.unexpected(ctx, "enter with pass", r)
 	}
 	return st, nil
+}
+
+// A pass on a room spread over shards: the pass lives on the room's own
+// shard, the user's token on its sub-shard, and max_active and the stock
+// are the room's over every sub-shard, so a use is one fenced step, as a
+// tick (spreadAdmit): begin (a lock, so uses go one at a time, and a
+// fence), seal and count every sub-shard, check the user's standing on
+// its sub-shard, take the use on the room's shard (pass, closed room,
+// slots and units, refused as on one shard), issue the token on the
+// sub-shard under the fence, end (the lock given up; the use given back
+// when no token came of it). A tick that begins meanwhile makes the use
+// stale: it starts again.
+
+// passLease bounds how long a pass use holds the room's pass lock: far
+// more than its few calls take, so a use that dies holds up others only
+// that long.
+const passLease = 2 * time.Second
+
+// spreadPassBeginScript locks a spread room's pass uses and takes a fence.
+//
+// KEYS[1] cfg
+// KEYS[2] fence
+// KEYS[3] passlock
+// ARGV[1] layout id
+// ARGV[2] owner: this use's own id
+// ARGV[3] lease ms
+//
+// Returns {"OK", fence}, {"BUSY"} (another use holds the lock),
+// {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
+var spreadPassBeginScript = newFunction("spread_pass_begin")
+
+// spreadPassIssueScript reads the user's standing on its sub-shard and,
+// with issue, lets it in with a token under the fence.
+//
+// KEYS    sub cfg, q, tok, active, stats, buyers, pre, notice, mirror, left
+// ARGV[1] layout id
+// ARGV[2] fence
+// ARGV[3] user
+// ARGV[4] a fresh token
+// ARGV[5] issue: "1" issue it, "0" only read the standing
+//
+// Returns {"OK"} (no issue: it may have a token), {"ADMITTED", token,
+// ms_left} (its live token, or the one issued; issued, then the ticket it
+// left in the queue, if any), {"ALREADY_ORDERED"}, {"TOKEN_IN_USE"},
+// {"STALE"}, {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
+var spreadPassIssueScript = newFunction("spread_pass_issue")
+
+// spreadPassTakeScript takes a use of a pass for a spread room's user.
+//
+// KEYS[1] cfg
+// KEYS[2] passes
+// KEYS[3] fence
+// ARGV[1] fence
+// ARGV[2] pass id
+// ARGV[3] live tokens over the sub-shards, ARGV[4] units sold over them
+//
+// Returns {"OK"}, {"PASS_INVALID"}, {"PASS_USED_UP"}, {"ROOM_CLOSED"},
+// {"SOLD_OUT"}, {"NO_FREE_SLOT"} or {"STALE"} (a tick began since).
+var spreadPassTakeScript = newFunction("spread_pass_take")
+
+// spreadPassEndScript ends a pass use.
+//
+// KEYS[1] passlock
+// KEYS[2] passes
+// ARGV[1] owner
+// ARGV[2] the pass id whose use goes back ("" none)
+//
+// Returns "OK".
+var spreadPassEndScript = newFunction("spread_pass_end")
+
+// spreadEnterWithPass is EnterWithPass on a spread room.
+func (s *Store) spreadEnterWithPass(ctx context.Context, room string, l *spreadLayout, user, id string) (waitroom.Status, error) {
+	k := s.keys(room)
+	owner := waitroom.NewToken()
+	wait := time.Millisecond
+	for {
+		st, err := s.spreadPassUse(ctx, room, l, k, owner, user, id)
+		switch {
+		case errors.Is(err, errPassBusy):
+			// Another use holds the lock: a few milliseconds at most.
+		case errors.Is(err, errStale):
+			// A tick began meanwhile: begin again.
+		case errors.Is(err, errResharded):
+			s.forgetLayout(room)
+			return waitroom.Status{}, fmt.Errorf("%w: redisstore enter with pass: the room is being resharded", waitroom.ErrStoreUnavailable)
+		default:
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return waitroom.Status{}, s.fail("enter with pass", ctx.Err())
+		case <-time.After(wait + rand.N(wait)):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+}
+
+// errPassBusy: another pass use holds the room's lock.
+var errPassBusy = errors.New("redisstore: another pass use holds the lock")
+
+// spreadPassUse is one try of spreadEnterWithPass.
+func (s *Store) spreadPassUse(ctx context.Context, room string, l *spreadLayout, k *roomKeys, owner, user, id string) (waitroom.Status, error) {
+	r, err := s.do(ctx, "enter with pass", spreadPassBeginScript, []string{k.cfg, k.fence, k.passLock}, l.id, owner, passLease.Milliseconds())
+	if err != nil {
+		return waitroom.Status{}, err
+	}
+	switch r.code() {
+	case "BUSY":
+		return waitroom.Status{}, errPassBusy
+	case "RESHARDED":
+		return waitroom.Status{}, errResharded
+	}
+	fence, ok := r.int(1)
+	if r.code() != "OK" || !ok {
+		return waitroom.Status{}, s.unexpected(ctx, "enter with pass", r)
+	}
+	giveBack := ""
+	defer func() {
+		// With a context of its own: the use's end is owed even when the
+		// caller gave up (else the lock holds for its lease).
+		end, cancel := context.WithTimeout(context.WithoutCancel(ctx), passLease)
+		defer cancel()
+		_ = s.call(end, s.client, spreadPassEndScript, []string{k.passLock, k.passes}, owner, giveBack).Err()
+	}()
+
+	// Every sub-shard sealed under the fence, its expired tokens cleaned
+	// up, its live tokens and units sold read (spread_head, no head).
+	var live, sold atomic.Int64
+	if err := s.eachShard(l, func(_ int, sk *subKeys) error {
+		r, err := s.spreadCall(ctx, "enter with pass", spreadHeadScript, sk.headKeys(), l.id, fence, 0, 0, 0)
+		if err != nil {
+			return err
+		}
+		h, ok := readHead(r)
+		if !ok {
+			return s.unexpected(ctx, "enter with pass", r)
+		}
+		live.Add(h.live)
+		sold.Add(h.sold)
+		return nil
+	}); err != nil {
+		return waitroom.Status{}, err
+	}
+
+	g := l.of(user)
+	sk := l.subs[g]
+	issue := func(issue bool) (reply, error) {
+		keys := []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.buyers, s.subDrawKeys(sk).pre, sk.notice, sk.mirror, sk.left}
+		return s.do(ctx, "enter with pass", spreadPassIssueScript, keys, l.id, fence, user, waitroom.NewToken(), boolArg(issue))
+	}
+	r, err = issue(false)
+	if err != nil {
+		return waitroom.Status{}, err
+	}
+	if r.code() != "OK" {
+		return s.passStanding(ctx, r)
+	}
+	r, err = s.do(ctx, "enter with pass", spreadPassTakeScript, []string{k.cfg, k.passes, k.fence}, fence, id, live.Load(), sold.Load())
+	if err != nil {
+		return waitroom.Status{}, err
+	}
+	if r.code() != "OK" {
+		return s.passStanding(ctx, r)
+	}
+	r, err = issue(true)
+	if err != nil {
+		// The token may or may not have been issued: the use stays taken,
+		// so the pass never lets in more than it was made for.
+		return waitroom.Status{}, err
+	}
+	if r.code() != "ADMITTED" {
+		giveBack = id // no token came of the use: a tick sealed the sub-shard since
+	}
+	if r.code() == "ADMITTED" && len(r) > 3 {
+		s.pushGone(ctx, l, g, r[3:])
+		r = r[:3]
+	}
+	return s.passStanding(ctx, r)
+}
+
+// passStanding reads a pass use's answer: ADMITTED is the standing,
+// STALE errStale, RESHARDED errResharded; the refusals are do's errors.
+func (s *Store) passStanding(ctx context.Context, r reply) (waitroom.Status, error) {
+	switch r.code() {
+	case "STALE":
+		return waitroom.Status{}, errStale
+	case "RESHARDED":
+		return waitroom.Status{}, errResharded
+	case "ADMITTED":
+		if st, _, ok := standing(r); ok {
+			return st, nil
+		}
+	}
+	return waitroom.Status{}, s.unexpected(ctx, "enter with pass", r)
 }

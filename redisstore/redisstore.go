@@ -188,6 +188,9 @@ type Store struct {
 	// drawCut, nil but in tests, stops a spread room's drawer before
 	// chunk (from 0) of its places, as a process killed mid-draw stops.
 	drawCut func(chunk int) bool
+	// tickCut, nil but in tests, runs in a spread room's tick between
+	// reading the sub-shards' heads and popping them.
+	tickCut func()
 
 	// clock estimates the Redis clock for Admitters.
 	clock serverClock
@@ -241,7 +244,7 @@ type roomKeys struct {
 	cfg, ver, q, seq, tok, active, bucket, stats, buyers, passes string
 	pre, drawn, ent, places, draw, page, notice, hist            string
 	out                                                          string // the outbox (outbox.go)
-	inflight, fence                                              string // a spread room's (spread.go)
+	inflight, fence, passLock                                    string // a spread room's (spread.go, passes.go)
 	// The calls of the hot path, their KEYS bound and command lines made
 	// once: Enter and Status (one KEYS order for both), the gate's claim,
 	// complete, release and renew.
@@ -282,6 +285,7 @@ func (s *Store) keys(room string) *roomKeys {
 		hist:     p + "hist",
 		inflight: p + "inflight",
 		fence:    p + "fence",
+		passLock: p + "passlock",
 	}
 	// enter and status take the same KEYS, in one order.
 	hot := []string{k.cfg, k.q, k.seq, k.tok, k.stats, k.active, k.buyers, k.pre, k.drawn, k.draw, k.notice}

@@ -277,13 +277,12 @@ func (s *Store) spreadFields(ctx context.Context, room string, cfg waitroom.Room
 	return []any{"shards", strconv.Itoa(cfg.Shards), "tags", strings.Join(tags, " "), "layout", l.id}, l, nil
 }
 
-// checkSpread refuses shards above 1 off Cluster and with the settings a
-// spread room does not support.
+// checkSpread refuses shards above 1 off Cluster.
 func (s *Store) checkSpread(cfg waitroom.RoomConfig) error {
 	if _, ok := s.client.(*redis.ClusterClient); !ok {
 		return waitroom.ShardsRefusal(cfg)
 	}
-	return waitroom.SpreadRefusal(cfg)
+	return nil
 }
 
 // repairSub writes again the settings of sub-shard i of room, found
@@ -359,7 +358,7 @@ func (s *Store) forgetLayout(room string) { s.layouts.m.Delete(room) }
 //
 // Returns {"OK", first ticket, taken at (ms, the control shard's clock),
 // granted, refusal}: the first granted of the n get tickets, the rest
-// none, and refusal ("QUEUE_FULL", "ROOM_CLOSED" or "SOLD_OUT") is what
+// none, and refusal ("QUEUE_FULL", "ROOM_CLOSED", "INVITE_ONLY" or "SOLD_OUT") is what
 // those without a standing are told; {"ROOM_NOT_FOUND"} or {"RESHARDED"}; before a
 // scheduled opening {"SCHEDULED", now ms, opens_at ms, first arrival
 // number} (no ticket: n arrival numbers), from the opening until its draw
@@ -384,7 +383,7 @@ var spreadDoneScript = newFunction("spread_done")
 // ARGV[2]   the tickets' time, ms (the counter's clock)
 // ARGV[3]   what a user without a ticket and without a standing is told:
 //
-//	QUEUE_FULL (counted full), ROOM_CLOSED or SOLD_OUT
+//	QUEUE_FULL (counted full), ROOM_CLOSED, INVITE_ONLY or SOLD_OUT
 //
 // ARGV[4 ..] user, ticket (0: none), …
 //
@@ -921,19 +920,6 @@ func (s *Store) admitSpread(ctx context.Context, room string, l *spreadLayout) (
 		return nil, fmt.Errorf("%w: redisstore admit: the room is being resharded", waitroom.ErrStoreUnavailable)
 	}
 	return got, err
-}
-
-// refuseSpread is ErrShardsUnsupported for what a spread room does not
-// do (passes): nil for a room on one shard.
-func (s *Store) refuseSpread(ctx context.Context, room, what string) error {
-	l, err := s.layout(ctx, room)
-	if err != nil {
-		return err
-	}
-	if l.shards > 1 {
-		return waitroom.SpreadUnsupported(l.shards, what)
-	}
-	return nil
 }
 
 // workSpread sets work for the spread rooms among rooms (their own keys

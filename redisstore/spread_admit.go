@@ -272,6 +272,9 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		}
 	}
 
+	if s.tickCut != nil {
+		s.tickCut()
+	}
 	pops := make([][]waitroom.Admission, l.shards)
 	popTickets := make([][]int64, l.shards)
 	var waiting int64

@@ -47,13 +47,6 @@ func TestSpreadRoom(t *testing.T) {
 	})
 
 	t.Run("Refusals", func(t *testing.T) {
-		for _, cfg := range []waitroom.RoomConfig{
-			{Shards: 2, InviteOnly: true},
-		} {
-			_, err := s.CreateRoom(ctx, testenv.Unique("spread-"), cfg)
-			require.ErrorIs(t, err, waitroom.ErrShardsUnsupported)
-			require.Equal(t, "SHARDS_UNSUPPORTED", waitroom.ErrorCode(err))
-		}
 		_, err := s.CreateRoom(ctx, testenv.Unique("spread-"), waitroom.RoomConfig{Shards: 17})
 		require.ErrorIs(t, err, waitroom.ErrBadRequest)
 		plain := newStore(t)
@@ -63,7 +56,6 @@ func TestSpreadRoom(t *testing.T) {
 		room := testenv.Unique("spread-")
 		_, err = s.CreateRoom(ctx, room, waitroom.RoomConfig{Shards: 2})
 		require.NoError(t, err)
-		require.ErrorIs(t, s.CreatePass(ctx, room, waitroom.Pass{ID: waitroom.NewToken(), Uses: 1, Left: 1, ExpiresAt: time.Now().Add(time.Hour)}), waitroom.ErrShardsUnsupported)
 		require.ErrorIs(t, s.SetNotice(ctx, room, "waiter", []byte(`{}`)), waitroom.ErrNotInQueue, "notices are kept, for the queued")
 		// Resharding while someone waits is refused; once empty it is not.
 		_, err = s.Enter(ctx, room, "waiter")
@@ -321,4 +313,12 @@ func TestSpreadStore(t *testing.T) {
 	storetest.Run(t, spread)
 	t.Run("Notices", func(t *testing.T) { storetest.RunNotices(t, spread) })
 	t.Run("NoticesOfEarlyArrivals", func(t *testing.T) { testSpreadEarlyNotices(t, harness(t).Store.(*Store)) })
+	t.Run("PassesRaceTheTicks", func(t *testing.T) {
+		h := harness(t)
+		testSpreadPassesRaceTheTicks(t, h.Store.(*Store), h.Peer(t).(*Store))
+	})
+	t.Run("PassStalesATick", func(t *testing.T) {
+		h := harness(t)
+		testSpreadPassStalesATick(t, h.Store.(*Store), h.Peer(t).(*Store))
+	})
 }

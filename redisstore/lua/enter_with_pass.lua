@@ -15,60 +15,35 @@ return function(KEYS, ARGV)
   local max_active = tonumber(cfg[3])
   local stock      = tonumber(cfg[4] or '0')
   local first_ms   = math.min(math.floor(tonumber(cfg[6] or cfg[2])), ttl_ms)
-  if cfg[5] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
-    return {'ALREADY_ORDERED'}
-  end
-
-  -- A live token: the user keeps it, and the pass keeps its use.
   local now = now_ms()
-  local e = holder_sees(tok_key, active_key, user, now)
-  if e then
-    return {'ADMITTED', e.token, time_left(e, now)}
-  end
-  -- An order holds the user's expired token and may yet complete it: a new
-  -- token now would reserve a second unit while the first may be sold.
-  local old = parse_entry(redis.call('HGET', tok_key, user))
-  if old and unsettled(old, now) then
-    return {'TOKEN_IN_USE'}
+  local st, old = pass_holder_standing(tok_key, active_key, buyers_key, cfg[5] == '1', user, now)
+  if st then
+    return st
   end
 
-  -- The pass: n|uses|left|expires_ms|revoked.
-  local v = redis.call('HGET', passes_key, id)
-  if not v then
-    return {'PASS_INVALID'}
-  end
-  local created, uses, left, expires_ms, revoked = string.match(v, '^(%d+)|(%d+)|(%d+)|(%d+)|([01])$')
-  if not created or revoked == '1' or tonumber(expires_ms) <= now then
-    return {'PASS_INVALID'}
-  end
-  left = tonumber(left)
-  if left <= 0 then
-    return {'PASS_USED_UP'}
+  local pass, refused = read_pass(passes_key, id, now)
+  if not pass then
+    return {refused}
   end
   if refuses_entries(state, cfg[7], now) then
     return {'ROOM_CLOSED'}
   end
 
   -- Counted like any token: within max_active and the stock.
-  local live = live_tokens(tok_key)
+  local live, sold = live_tokens(tok_key), 0
   if stock > 0 then
     local c = redis.call('HMGET', stats_key, 'sold', 'completed')
-    local sold, per = units_sold(c[1], c[2]), per_order(cfg[8])
-    if stock - sold < per then
-      return {'SOLD_OUT'}
-    end
-    if tokens_left(stock, sold, live, per) == 0 then
-      return {'NO_FREE_SLOT'}
-    end
+    sold = units_sold(c[1], c[2])
   end
-  if max_active > 0 and live >= max_active then
-    return {'NO_FREE_SLOT'}
+  local full = no_free_slot(stock, sold, live, per_order(cfg[8]), max_active)
+  if full then
+    return {full}
   end
 
   -- One use; out of the queue, and out of the draw's line for an early
   -- arrival; a token as Admit issues one, already told
   -- to its holder by this answer ('shown'): the next look confirms it.
-  redis.call('HSET', passes_key, id, string.format('%s|%s|%d|%s|0', created, uses, left - 1, expires_ms))
+  use_pass(passes_key, id, pass, -1)
   redis.call('ZREM', q_key, user)
   out_of_draw(pre_key, drawn_key, draw_key, user)
   redis.call('HDEL', notice_key, user) -- no turn to tell of: it is let in now

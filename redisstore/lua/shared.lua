@@ -537,6 +537,78 @@ local function out_of_draw(pre_key, drawn_key, draw_key, user)
   end
 end
 
+-- parse_pass: the pass id of passes_key ("n|uses|left|expires_ms|revoked")
+-- as {created, uses, left, expires_ms, revoked}; nil when there is none.
+local function parse_pass(passes_key, id)
+  local v = redis.call('HGET', passes_key, id)
+  local created, uses, left, expires_ms, revoked = string.match(v or '', '^(%d+)|(%d+)|(%d+)|(%d+)|([01])$')
+  if not created then
+    return nil
+  end
+  return {created = created, uses = tonumber(uses), left = tonumber(left), expires_ms = expires_ms, revoked = revoked}
+end
+
+-- pass_holder_standing: what a user who comes with a pass has already,
+-- which the pass does not change: ALREADY_ORDERED (one_order: a buyer),
+-- its live token (ADMITTED: the pass keeps its use), TOKEN_IN_USE (an
+-- order holds its expired token and may yet complete it: a new token
+-- would reserve a second unit while the first may be sold); nil and the
+-- user's old entry, if any, when the pass may let it in.
+local function pass_holder_standing(tok_key, active_key, buyers_key, one_order, user, now)
+  if one_order and redis.call('SISMEMBER', buyers_key, user) == 1 then
+    return {'ALREADY_ORDERED'}
+  end
+  local e = holder_sees(tok_key, active_key, user, now)
+  if e then
+    return {'ADMITTED', e.token, time_left(e, now)}
+  end
+  local old = parse_entry(redis.call('HGET', tok_key, user))
+  if old and unsettled(old, now) then
+    return {'TOKEN_IN_USE'}
+  end
+  return nil, old
+end
+
+-- read_pass: the pass id (parse_pass) to use at now; nil and
+-- PASS_INVALID when it is unknown, revoked or expired, PASS_USED_UP when
+-- no use is left.
+local function read_pass(passes_key, id, now)
+  local p = parse_pass(passes_key, id)
+  if not p or p.revoked == '1' or tonumber(p.expires_ms) <= now then
+    return nil, 'PASS_INVALID'
+  end
+  if p.left <= 0 then
+    return nil, 'PASS_USED_UP'
+  end
+  return p
+end
+
+-- use_pass writes pass p (parse_pass) back with by more uses left (-1:
+-- one taken; 1: one given back), never more than it was made with.
+local function use_pass(passes_key, id, p, by)
+  local left = math.max(0, math.min(p.uses, p.left + by))
+  redis.call('HSET', passes_key, id, string.format('%s|%d|%d|%s|%s', p.created, p.uses, left, p.expires_ms, p.revoked))
+end
+
+-- no_free_slot: why a pass's token may not be issued now with live
+-- tokens and the units sold (stock: per units an order): SOLD_OUT when
+-- fewer units are unsold than an order takes, NO_FREE_SLOT when the live
+-- tokens hold max_active or every unsold unit; nil when it may.
+local function no_free_slot(stock, sold, live, per, max_active)
+  if stock > 0 then
+    if stock - sold < per then
+      return 'SOLD_OUT'
+    end
+    if tokens_left(stock, sold, live, per) == 0 then
+      return 'NO_FREE_SLOT'
+    end
+  end
+  if max_active > 0 and live >= max_active then
+    return 'NO_FREE_SLOT'
+  end
+  return nil
+end
+
 -- each_user answers a batch of users (enter, status): user i's standing,
 -- in out[i + 3], is fast's, or where fast has none (nil), slow's, which
 -- first writes what the fast ones gathered (flush) and after which the

@@ -26,6 +26,24 @@ local function spread_opening(cfg_key, draw_key, n, now)
   return {'SCHEDULED', now, opens_at, last - n + 1}
 end
 
+-- spread_leave_pre: user, leaving or let in with a pass, gives up its
+-- early arrival in pre: before the opening the entry goes; once the
+-- draw's snapshot is sealed the leaver keeps its count (and its place in
+-- the record) but is not queued (spread_draw_place); once drawn, pre is
+-- done with.
+local function spread_leave_pre(scfg_key, pre_key, user)
+  local s = redis.call('ZSCORE', pre_key, user)
+  local c = redis.call('HMGET', scfg_key, 'drawn', 'pre_sealed')
+  if not s or c[1] == '1' then
+    return
+  end
+  if c[2] ~= '1' then
+    redis.call('ZREM', pre_key, user)
+  elseif tonumber(s) > 0 then
+    redis.call('ZADD', pre_key, -tonumber(s), user)
+  end
+end
+
 -- spread_token_start: when a token a spread room's sub-shard issues now
 -- starts its clock: token_start with the opening and entrants the
 -- sub-shard's cfg keeps.

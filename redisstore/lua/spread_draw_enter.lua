@@ -13,7 +13,7 @@ return function(KEYS, ARGV)
   local layout, opens_at = ARGV[1], tonumber(ARGV[2])
 
   local cfg = redis.call('HMGET', scfg_key, 'layout', 'state', 'closes_at_ms', 'cap', 'head', 'pre_sealed', 'prequeue',
-    'one_order', 'stock', 'units')
+    'one_order', 'stock', 'units', 'invite_only')
   local refused = sub_refusal(cfg[1], layout)
   if refused then return refused end
   local now = now_ms()
@@ -49,6 +49,8 @@ return function(KEYS, ARGV)
       st = {'OPENED'}
     elseif closed then
       st = {'ROOM_CLOSED'}
+    elseif cfg[11] == '1' then
+      st = {'INVITE_ONLY'} -- pass holders only
     elseif sold_out then
       st = {'SOLD_OUT'}
     else

@@ -76,7 +76,7 @@ return function(KEYS, ARGV)
   for j, user in ipairs(users) do
     local ticket = tickets[j]
     local st = standing(j, user)
-    if not st and ticket == 0 and refusal == 'ROOM_CLOSED' then
+    if not st and ticket == 0 and (refusal == 'ROOM_CLOSED' or refusal == 'INVITE_ONLY') then
       st = {refusal}
     elseif not st and sold_out then
       st = {'SOLD_OUT'}

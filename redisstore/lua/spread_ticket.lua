@@ -4,7 +4,7 @@ return function(KEYS, ARGV)
   local cfg_key, seq_key, inflight_key, bucket_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
   local layout, n = ARGV[1], tonumber(ARGV[2])
 
-  local cfg = redis.call('HMGET', cfg_key, 'layout', 'max_queue', 'state', 'closes_at_ms', 'stock', 'units')
+  local cfg = redis.call('HMGET', cfg_key, 'layout', 'max_queue', 'state', 'closes_at_ms', 'stock', 'units', 'invite_only')
   local refused = control_refusal(cfg_key, cfg[1], layout)
   if refused then return refused end
   -- The room's size, never less than it is: those waiting at the last
@@ -19,6 +19,10 @@ return function(KEYS, ARGV)
   -- A closed room hands out no ticket: nobody takes a new place.
   if refuses_entries(cfg[3], cfg[4], now) then
     return {'OK', 0, now, 0, 'ROOM_CLOSED'}
+  end
+  -- Nor does an invite-only one: it takes pass holders only.
+  if cfg[7] == '1' then
+    return {'OK', 0, now, 0, 'INVITE_ONLY'}
   end
   local w = redis.call('HMGET', bucket_key, 'w_waiting', 'w_seq', 'w_sold')
   -- Sold out at the last tick (units sold only grow, so never early; a
