@@ -181,6 +181,11 @@ func TestDashboardDeadLetters(t *testing.T) {
 			require.Equal(t, "undefined", op.Eval(`String(window.pwned)`))
 			require.NotContains(t, op.Eval(`document.body.innerText`), "not-for-the-screen", "the endpoint's query is not shown")
 			op.Screenshot("admin-08-dead-letters-" + name)
+			// On a phone (where Screenshot leaves the tab) each letter is a
+			// block of labelled lines: nothing to scroll sideways to.
+			require.Equal(t, "true", op.Eval(`(() => { const d = document.querySelector(".dead-list"); return String(d.scrollWidth <= d.clientWidth) })()`),
+				"the dead letters fit a phone's width")
+			require.Equal(t, "Endpoint", op.Eval(`getComputedStyle(document.querySelector('`+deadRow(older.ID)+` td.endpoint'), "::before").content.replace(/^"|:? ?"$/g, "")`))
 
 			// Cancelled: nothing happens.
 			redeliver := deadRow(older.ID) + ` [data-act="redeliver"]`

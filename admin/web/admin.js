@@ -429,20 +429,31 @@
     table.tBodies[0].replaceChildren(...dead.map((d) => deadRow(d, urls.get(d.endpoint))));
   }
 
+  // deadLabels: the table's column names, from its header (one place
+  // for the words).
+  function deadLabels() {
+    return Array.from($("dead").querySelectorAll("thead th"), (th) => th.textContent);
+  }
+
   function deadRow(d, url) {
     const tr = document.createElement("tr");
     tr.dataset.dead = d.id;
     const endpoint = url === undefined ? d.endpoint + " (removed)" : shownURL(url);
+    tr.setAttribute("role", "row");
     const cells = [d.type, d.room, endpoint, when(d.at), fmt.format(d.attempts), d.last_error];
     const classes = ["", "", "endpoint", "", "num", "error"];
+    const labels = deadLabels();
     cells.forEach((text, i) => {
       const td = document.createElement("td");
       td.textContent = text;
+      td.setAttribute("role", "cell");
+      td.dataset.label = labels[i]; // shown before it on a phone (admin.css)
       if (classes[i]) td.className = classes[i];
       if (i === 2) td.title = d.endpoint;
       tr.append(td);
     });
     const td = document.createElement("td");
+    td.setAttribute("role", "cell");
     td.className = "act";
     if (url === undefined) {
       // Its consumer group went with it: a redelivery would reach nobody.
