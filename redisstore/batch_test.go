@@ -212,7 +212,7 @@ func TestConcurrentEntersShareCalls(t *testing.T) {
 	ctx := t.Context()
 	c := newClient(t)
 	calls := &fcallCounter{name: enterScript.Name()}
-	c.AddHook(calls)
+	c.AddHook(cmdHook(calls.count))
 	s := New(c, Options{Prefix: testPrefix(t, c)})
 	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100, MaxQueue: 100_000})
 
@@ -221,7 +221,7 @@ func TestConcurrentEntersShareCalls(t *testing.T) {
 
 	// Their polls share calls too, and each finds its own place.
 	polls := &fcallCounter{name: statusScript.Name()}
-	c.AddHook(polls)
+	c.AddHook(cmdHook(polls.count))
 	got := make([]int64, n)
 	testenv.AtOnce(n, func(i int) {
 		st, err := s.Status(ctx, room, fmt.Sprintf("u%d", i))
@@ -241,7 +241,7 @@ func TestConcurrentEntersShareCalls(t *testing.T) {
 func TestRoomsBeyondTheKeyCacheShareCalls(t *testing.T) {
 	c := newClient(t)
 	calls := &fcallCounter{name: enterScript.Name()}
-	c.AddHook(calls)
+	c.AddHook(cmdHook(calls.count))
 	s := New(c, Options{Prefix: testPrefix(t, c)})
 	for i := range maxCachedRooms {
 		s.keys(fmt.Sprintf("cached-%d", i))
@@ -290,7 +290,7 @@ func TestEnterGivenUpBeforeSentDoesNotEnter(t *testing.T) {
 	require.EqualValues(t, 1, st.Position, "the line works on")
 }
 
-// fcallCounter counts the FCALLs of one function, alone or in pipelines.
+// fcallCounter counts the FCALLs of one function (its count, as a cmdHook).
 type fcallCounter struct {
 	name string
 	n    atomic.Int64
@@ -302,17 +302,21 @@ func (c *fcallCounter) count(cmd redis.Cmder) {
 	}
 }
 
-func (c *fcallCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *fcallCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+// cmdHook is a client hook that calls its function with every command
+// the client sends, alone or in a pipeline.
+type cmdHook func(redis.Cmder)
+
+func (h cmdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h cmdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.count(cmd)
+		h(cmd)
 		return next(ctx, cmd)
 	}
 }
-func (c *fcallCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			c.count(cmd)
+			h(cmd)
 		}
 		return next(ctx, cmds)
 	}

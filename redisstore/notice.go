@@ -103,7 +103,7 @@ var spreadSetNoticeScript = newFunction("spread_set_notice")
 
 func (s *Store) spreadSetNotice(ctx context.Context, room string, l *spreadLayout, sk *subKeys, user string, channels []byte) error {
 	r, err := s.do(ctx, "set notice", spreadSetNoticeScript,
-		[]string{sk.cfg, sk.q, s.subDrawKeys(sk).pre, sk.stats, sk.notice, sk.mirror, sk.left}, l.id, user, channels)
+		[]string{sk.cfg, sk.q, sk.pre, sk.stats, sk.notice, sk.mirror, sk.left}, l.id, user, channels)
 	if err != nil {
 		return err
 	}

@@ -345,7 +345,7 @@ func (s *Store) spreadPassUse(ctx context.Context, room string, l *spreadLayout,
 	g := l.of(user)
 	sk := l.subs[g]
 	issue := func(issue bool) (reply, error) {
-		keys := []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.buyers, s.subDrawKeys(sk).pre, sk.notice, sk.mirror, sk.left}
+		keys := []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.buyers, sk.pre, sk.notice, sk.mirror, sk.left}
 		return s.do(ctx, "enter with pass", spreadPassIssueScript, keys, l.id, fence, user, waitroom.NewToken(), boolArg(issue))
 	}
 	r, err = issue(false)

@@ -56,16 +56,16 @@ type spreadLayout struct {
 
 // subKeys are the keys of one sub-shard, all with its hash tag.
 type subKeys struct {
-	tag                                                     string // the sub-shard's hash tag, ROOM#n: its name in the lost-write watch
-	cfg, q, tok, active, stats, buyers, mirror, left, units string
-	notice                                                  string // its users' notice requests (notice.go)
-	claim, complete, release, renew                         fcall
+	tag                                                          string // the sub-shard's hash tag, ROOM#n: its name in the lost-write watch
+	cfg, q, tok, active, stats, buyers, mirror, left, units, pre string // pre: early arrivals (spread_draw.go)
+	notice                                                       string // its users' notice requests (notice.go)
+	claim, complete, release, renew                              fcall
 }
 
 func (s *Store) subKeys(tag string) *subKeys {
 	p := s.prefix + ":{" + tag + "}:"
 	k := &subKeys{tag: tag, cfg: p + "cfg", q: p + "q", tok: p + "tok", active: p + "active", stats: p + "stats",
-		buyers: p + "buyers", mirror: p + "mirror", left: p + "left", units: p + "units", notice: p + "notice"}
+		buyers: p + "buyers", mirror: p + "mirror", left: p + "left", units: p + "units", notice: p + "notice", pre: p + "pre"}
 	// The gate's functions are the room's own, on the sub-shard's keys.
 	k.claim = prepare(claimScript, k.cfg, k.tok, k.active, k.stats)
 	k.complete = prepare(completeScript, k.tok, k.active, k.stats, k.cfg, k.buyers)
@@ -76,7 +76,7 @@ func (s *Store) subKeys(tag string) *subKeys {
 
 // hot is the KEYS of spread_enter and spread_status, in their order.
 func (k *subKeys) hot() []string {
-	return []string{k.cfg, k.q, k.tok, k.active, k.stats, k.mirror, k.left, k.buyers, k.units, k.notice}
+	return []string{k.cfg, k.q, k.tok, k.active, k.stats, k.mirror, k.left, k.buyers, k.units, k.notice, k.pre}
 }
 
 // of returns the sub-shard user lives in: always the same one, so one
@@ -378,7 +378,7 @@ var spreadDoneScript = newFunction("spread_done")
 // answers the standing they have. The clock of the sub-shard judges a
 // ticket late (SpreadLate): the primaries' clocks must agree within it.
 //
-// KEYS      spread hot keys: cfg, q, tok, active, stats, mirror, left, buyers, units, notice (the sub-shard's)
+// KEYS      spread hot keys: cfg, q, tok, active, stats, mirror, left, buyers, units, notice, pre (the sub-shard's)
 // ARGV[1]   layout id
 // ARGV[2]   the tickets' time, ms (the counter's clock)
 // ARGV[3]   what a user without a ticket and without a standing is told:
@@ -400,7 +400,9 @@ var spreadDoneScript = newFunction("spread_done")
 // which the caller tells the other sub-shards (pushGone).
 var spreadEnterScript = newFunction("spread_enter")
 
-// spreadStatusScript reads users' standings in a sub-shard, as statusScript.
+// spreadStatusScript reads users' standings in a sub-shard, as statusScript,
+// early arrivals of a scheduled opening (its pre) included: one call
+// whatever the user is.
 //
 // KEYS    spread hot keys
 // ARGV[1] layout id
@@ -408,7 +410,9 @@ var spreadEnterScript = newFunction("spread_enter")
 //
 // Returns {"ROOM_NOT_FOUND"}, {"RESHARDED"} or {"OK", standing, …, gone
 // ticket, …}: position, {"WAITING", position, units_left},
-// {"QUEUED_SOLD_OUT"}, {"ADMITTED", token, ms_left}, {"ALREADY_ORDERED"}
+// {"QUEUED_SOLD_OUT"}, {"ADMITTED", token, ms_left}, {"ALREADY_ORDERED"},
+// {"SCHEDULED", opens_in_ms, position, arrival number} (an early arrival;
+// position: fifo's place among this sub-shard's early arrivals, else 0)
 // or {"NOT_IN_QUEUE"}, then the tickets of users it found abandoned.
 var spreadStatusScript = newFunction("spread_status")
 
@@ -453,11 +457,14 @@ func (s *Store) spreadBatch(ctx context.Context, op *batchedOp, room string, l *
 			if err != nil {
 				return err
 			}
+			arrivals := make([]any, len(idx))
 			for j, i := range idx {
-				out[i] = s.userStanding(ctx, "status", standings[j])
+				var standing any
+				standing, arrivals[j] = earlyStatus(standings[j]) // early arrivals (spread_draw.go)
+				out[i] = s.userStanding(ctx, "status", standing)
 			}
 			s.pushGone(ctx, l, g, gone)
-			return s.spreadEarlyStatus(ctx, l, g, users, idx, out) // early arrivals (spread_draw.go)
+			return s.fifoPlaces(ctx, l, g, idx, arrivals, out)
 		})
 	}
 	for _, d := range dups {
@@ -624,12 +631,16 @@ func (s *Store) wakeIfEmpty(ctx context.Context, l *spreadLayout, from int, wake
 }
 
 // spreadLeaveScript takes a user out of its sub-queue; its ticket is gone.
+// An early arrival of a scheduled opening gives its entry up (before the
+// seal it goes; after it its score turns negative: spread_draw.go).
 //
 // KEYS[1] sub q
 // KEYS[2] sub stats
 // KEYS[3] sub mirror
 // KEYS[4] sub left
 // KEYS[5] sub notice: the user's notice request is forgotten
+// KEYS[6] sub cfg
+// KEYS[7] sub pre
 // ARGV[1] user
 // ARGV[2] the room's ticket counter now (the arrivals after it: left_after)
 //
@@ -643,10 +654,7 @@ func (s *Store) spreadLeave(ctx context.Context, room string, l *spreadLayout, u
 	}
 	g := l.of(user)
 	k := l.subs[g]
-	if err := s.spreadLeaveEarly(ctx, k, user); err != nil { // early arrivals (spread_draw.go)
-		return err
-	}
-	r, err := s.do(ctx, "leave", spreadLeaveScript, []string{k.q, k.stats, k.mirror, k.left, k.notice}, user, seq)
+	r, err := s.do(ctx, "leave", spreadLeaveScript, []string{k.q, k.stats, k.mirror, k.left, k.notice, k.cfg, k.pre}, user, seq)
 	if err != nil {
 		return err
 	}
@@ -779,7 +787,7 @@ func (s *Store) spreadWork(ctx context.Context, l *spreadLayout) (waitroom.Work,
 	toks := make([]*redis.IntCmd, len(l.subs))
 	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range l.subs {
-			qs[i], toks[i] = p.Exists(ctx, k.q, s.subDrawKeys(k).pre), p.Exists(ctx, k.tok) // pre: early arrivals (spread_draw.go)
+			qs[i], toks[i] = p.Exists(ctx, k.q, k.pre), p.Exists(ctx, k.tok) // pre: early arrivals (spread_draw.go)
 		}
 		return nil
 	}); err != nil {

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -40,13 +39,6 @@ import (
 // read again (the sealed pre only changes sign), the places are the same,
 // and writing them again changes nothing.
 
-// subDrawKeys are a sub-shard's keys of the opening, beside subKeys.
-type subDrawKeys struct{ pre string }
-
-func (s *Store) subDrawKeys(k *subKeys) subDrawKeys {
-	return subDrawKeys{pre: s.prefix + ":{" + k.tag + "}:pre"}
-}
-
 // spreadDrawEnterScript places early arrivals in a sub-shard's pre.
 //
 // KEYS    the sub-shard's cfg, pre, q, tok, active, stats, mirror, buyers, units
@@ -63,27 +55,6 @@ func (s *Store) subDrawKeys(k *subKeys) subDrawKeys {
 // user takes a ticket); then each
 // user's arrival number in pre (0: none).
 var spreadDrawEnterScript = newFunction("spread_draw_enter")
-
-// spreadDrawStatusScript reads the standing of users a sub-shard's
-// queue does not hold: early arrivals are told the opening.
-//
-// KEYS    sub cfg, sub pre
-// ARGV[1] layout id
-// ARGV[2 ..] users
-//
-// Returns {"OK", standing × n, score × n}: {"SCHEDULED", opens_in_ms,
-// position} or {"NOT_IN_QUEUE"}, then each arrival number (0: none);
-// {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
-var spreadDrawStatusScript = newFunction("spread_draw_status", "no-writes")
-
-// spreadDrawLeaveScript takes an early arrival out of its sub-shard's
-// pre: before the seal the entry goes, after it its score turns negative.
-//
-// KEYS    sub cfg, sub pre
-// ARGV[1] user
-//
-// Returns "OK".
-var spreadDrawLeaveScript = newFunction("spread_draw_leave")
 
 // spreadDrawSealScript seals a sub-shard's pre for the draw.
 //
@@ -136,7 +107,7 @@ var spreadDrawDoneScript = newFunction("spread_draw_done")
 // Early arrivals' calls are of the request path: through the automatic
 // pipeliner, as the rest of a spread room's ENTER and STATUS.
 func init() {
-	for _, f := range []*function{spreadDrawEnterScript, spreadDrawStatusScript, spreadDrawLeaveScript} {
+	for _, f := range []*function{spreadDrawEnterScript} {
 		hotPath[f] = true
 	}
 }
@@ -203,13 +174,12 @@ func (s *Store) spreadEnterEarly(ctx context.Context, room string, l *spreadLayo
 	scores := make([][]any, l.shards)
 	err := s.eachSub(l, groups, func(g int, idx []int) error {
 		sk := l.subs[g]
-		dk := s.subDrawKeys(sk)
 		args := []any{l.id, opensAt}
 		for _, i := range idx {
 			args = append(args, users[i], number[i])
 		}
 		standings, numbers, err := s.earlyCall(ctx, "enter", spreadDrawEnterScript,
-			[]string{sk.cfg, dk.pre, sk.q, sk.tok, sk.active, sk.stats, sk.mirror, sk.buyers, sk.units}, args, len(idx))
+			[]string{sk.cfg, sk.pre, sk.q, sk.tok, sk.active, sk.stats, sk.mirror, sk.buyers, sk.units}, args, len(idx))
 		if err != nil {
 			return err
 		}
@@ -273,7 +243,7 @@ func (s *Store) fifoPlaces(ctx context.Context, l *spreadLayout, g int, idx []in
 		for n, j := range need {
 			for h, sk := range l.subs {
 				if h != g {
-					counts[n] = append(counts[n], p.ZCount(ctx, s.subDrawKeys(sk).pre, "(0", fmt.Sprint(scores[j])))
+					counts[n] = append(counts[n], p.ZCount(ctx, sk.pre, "(0", fmt.Sprint(scores[j])))
 				}
 			}
 		}
@@ -289,40 +259,16 @@ func (s *Store) fifoPlaces(ctx context.Context, l *spreadLayout, g int, idx []in
 	return nil
 }
 
-// spreadEarlyStatus answers, among sub-shard g's users of a Status batch
-// (idx), those its queue does not hold (NOT_IN_QUEUE): an early arrival
-// is told the opening.
-func (s *Store) spreadEarlyStatus(ctx context.Context, l *spreadLayout, g int, users []string, idx []int, out []userResult) error {
-	var ask []int
-	for _, i := range idx {
-		if errors.Is(out[i].err, waitroom.ErrNotInQueue) {
-			ask = append(ask, i)
-		}
+// earlyStatus takes the arrival number off sub-shard g's standing of
+// an early arrival in a Status batch ({"SCHEDULED", opens_in_ms,
+// position, arrival}, spread_status) into scores, so a fifo room's
+// place can count the other sub-shards' early arrivals before it.
+func earlyStatus(standing any) (any, int64) {
+	if r, ok := asReply(standing); ok && r.code() == "SCHEDULED" && len(r) == 4 {
+		arrival, _ := r.int(3)
+		return []any(r[:3]), arrival
 	}
-	if len(ask) == 0 {
-		return nil
-	}
-	sk := l.subs[g]
-	args := []any{l.id}
-	for _, i := range ask {
-		args = append(args, users[i])
-	}
-	standings, scores, err := s.earlyCall(ctx, "status", spreadDrawStatusScript, []string{sk.cfg, s.subDrawKeys(sk).pre}, args, len(ask))
-	if err != nil {
-		return err
-	}
-	for j, i := range ask {
-		out[i] = s.userStanding(ctx, "status", standings[j])
-	}
-	return s.fifoPlaces(ctx, l, g, ask, scores, out)
-}
-
-// spreadLeaveEarly takes user out of its sub-shard's pre.
-func (s *Store) spreadLeaveEarly(ctx context.Context, sk *subKeys, user string) error {
-	if err := s.call(ctx, s.client, spreadDrawLeaveScript, []string{sk.cfg, s.subDrawKeys(sk).pre}, user).Err(); err != nil {
-		return s.fail("leave", err)
-	}
-	return nil
+	return standing, 0
 }
 
 // spreadOpen seals every sub-shard's pre and sets the ticket counter past
@@ -332,7 +278,7 @@ func (s *Store) spreadLeaveEarly(ctx context.Context, sk *subKeys, user string) 
 func (s *Store) spreadOpen(ctx context.Context, room string, l *spreadLayout) (base, entrants int64, err error) {
 	counts := make([]int64, l.shards)
 	if err := s.eachShard(l, func(i int, sk *subKeys) error {
-		r, err := s.spreadCall(ctx, "draw", spreadDrawSealScript, []string{sk.cfg, s.subDrawKeys(sk).pre}, l.id)
+		r, err := s.spreadCall(ctx, "draw", spreadDrawSealScript, []string{sk.cfg, sk.pre}, l.id)
 		if err != nil {
 			return err
 		}
@@ -419,7 +365,7 @@ func (s *Store) spreadDrawOpening(ctx context.Context, room string, l *spreadLay
 		}
 	}
 	if err := s.eachShard(l, func(_ int, sk *subKeys) error {
-		_, err := s.spreadCall(ctx, "draw", spreadDrawDoneScript, []string{sk.cfg, s.subDrawKeys(sk).pre}, l.id, entrants)
+		_, err := s.spreadCall(ctx, "draw", spreadDrawDoneScript, []string{sk.cfg, sk.pre}, l.id, entrants)
 		return err
 	}); err != nil {
 		return false, err
@@ -428,7 +374,7 @@ func (s *Store) spreadDrawOpening(ctx context.Context, room string, l *spreadLay
 	if done {
 		s.drawn.Store(room, l.id)
 		// The snapshots are read no more (they expire anyway).
-		_ = s.eachShard(l, func(_ int, sk *subKeys) error { return s.client.Del(ctx, s.subDrawKeys(sk).pre).Err() })
+		_ = s.eachShard(l, func(_ int, sk *subKeys) error { return s.client.Del(ctx, sk.pre).Err() })
 	}
 	return done, err
 }
@@ -442,7 +388,7 @@ func (s *Store) spreadEntrants(ctx context.Context, l *spreadLayout, entrants in
 	}
 	read := make([][]arrival, l.shards)
 	if err := s.eachShard(l, func(i int, sk *subKeys) error {
-		pre := s.subDrawKeys(sk).pre
+		pre := sk.pre
 		for from := int64(0); ; from += drawReadSlice {
 			zs, err := s.client.ZRangeWithScores(ctx, pre, from, from+drawReadSlice-1).Result()
 			if err != nil {
@@ -499,8 +445,7 @@ func (s *Store) spreadDrawChunk(ctx context.Context, room string, l *spreadLayou
 		if len(groups[g]) == 0 {
 			return nil
 		}
-		dk := s.subDrawKeys(sk)
-		r, err := s.do(ctx, "draw", spreadDrawPlaceScript, []string{sk.cfg, dk.pre, sk.q, sk.mirror, sk.left},
+		r, err := s.do(ctx, "draw", spreadDrawPlaceScript, []string{sk.cfg, sk.pre, sk.q, sk.mirror, sk.left},
 			append([]any{l.id}, groups[g]...)...)
 		if err != nil {
 			return err
@@ -527,7 +472,7 @@ func (s *Store) spreadEarlyWaiting(ctx context.Context, l *spreadLayout) (int64,
 	subs := make([]sub, len(l.subs))
 	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, sk := range l.subs {
-			subs[i] = sub{p.ZCard(ctx, s.subDrawKeys(sk).pre), p.HMGet(ctx, sk.cfg, "drawn", "placed")}
+			subs[i] = sub{p.ZCard(ctx, sk.pre), p.HMGet(ctx, sk.cfg, "drawn", "placed")}
 		}
 		return nil
 	}); err != nil {

@@ -352,4 +352,65 @@ func TestSpreadDraw(t *testing.T) {
 		require.Equal(t, 70, full)
 		require.Equal(t, int64(70), stats.Full)
 	})
+
+	// A STATUS and a Leave are one call on the user's sub-shard, whatever
+	// the user is (queued, an early arrival, neither) and whether or not
+	// the room has a scheduled opening: the early arrivals' pre is read
+	// in that call.
+	t.Run("StatusAndLeaveOneCallOnTheSubShard", func(t *testing.T) {
+		rec := &tagCalls{}
+		client := openURL(t, url)
+		client.AddHook(cmdHook(rec.record))
+		counted := New(client, Options{Prefix: prefix})
+		for _, scheduled := range []bool{false, true} {
+			cfg := waitroom.RoomConfig{Shards: 3, Rate: 1000}
+			if scheduled {
+				cfg.OpensAt = clockNow(t, s).Add(time.Hour)
+			}
+			room := testenv.Unique("calls-")
+			_, err := s.CreateRoom(ctx, room, cfg)
+			require.NoError(t, err)
+			l, err := counted.layout(ctx, room)
+			require.NoError(t, err)
+			want := waitroom.StateWaiting
+			if scheduled {
+				want = waitroom.StateScheduled
+			}
+			st, err := s.Enter(ctx, room, "here")
+			require.NoError(t, err)
+			require.Equal(t, want, st.State)
+			// only is what fn sent to user's sub-shard, once it checked
+			// that fn sent nothing to the other sub-shards.
+			only := func(user string, fn func()) []string {
+				t.Helper()
+				calls := rec.during(fn)
+				for i, k := range l.subs {
+					if i != l.of(user) {
+						require.Empty(t, calls[k.tag], "scheduled %v: %s's call sent nothing to another sub-shard", scheduled, user)
+					}
+				}
+				return calls[l.subs[l.of(user)].tag]
+			}
+			one := []string{"fcall " + spreadStatusScript.Name()}
+			require.Equal(t, one, only("nobody", func() {
+				_, err := counted.Status(ctx, room, "nobody")
+				require.ErrorIs(t, err, waitroom.ErrNotInQueue)
+			}), "scheduled %v: a STATUS of a user not in the room", scheduled)
+			require.Equal(t, one, only("here", func() {
+				st, err := counted.Status(ctx, room, "here")
+				require.NoError(t, err)
+				require.Equal(t, want, st.State)
+			}), "scheduled %v: a STATUS of a user in the room", scheduled)
+			leave := []string{"fcall " + spreadLeaveScript.Name()}
+			require.Equal(t, leave, only("nobody", func() { require.NoError(t, counted.Leave(ctx, room, "nobody")) }),
+				"scheduled %v: a Leave of a user not in the room", scheduled)
+			require.Equal(t, leave, rec.during(func() { require.NoError(t, counted.Leave(ctx, room, "here")) })[l.subs[l.of("here")].tag],
+				"scheduled %v: a Leave of a user in the room", scheduled)
+			_, err = counted.Status(ctx, room, "here")
+			require.ErrorIs(t, err, waitroom.ErrNotInQueue, "scheduled %v: left", scheduled)
+			stats, err := s.Stats(ctx, room)
+			require.NoError(t, err)
+			require.Zero(t, stats.Waiting, "scheduled %v", scheduled)
+		}
+	})
 }

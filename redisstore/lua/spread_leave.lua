@@ -2,9 +2,12 @@
 -- ARGV and replies.
 return function(KEYS, ARGV)
   local q_key, stats_key, mirror_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+  local scfg_key, pre_key = KEYS[6], KEYS[7]
   local user, seq = ARGV[1], tonumber(ARGV[2])
 
   redis.call('HDEL', KEYS[5], user) -- no turn to tell of, early arrival or queued
+  -- An early arrival of a scheduled opening gives up its entry.
+  spread_leave_pre(scfg_key, pre_key, user)
   local score = redis.call('ZSCORE', q_key, user)
   if not score then
     return {'OK'}

@@ -7,6 +7,7 @@ return function(KEYS, ARGV)
   local stats_key  = KEYS[5]
   local mirror_key = KEYS[6]
   local left_key   = KEYS[7]
+  local scfg_key, pre_key = KEYS[1], KEYS[11]
   local layout = ARGV[1]
 
   local users = {unpack(ARGV, 2)}
@@ -23,6 +24,22 @@ return function(KEYS, ARGV)
   -- user not queued reads its token.
   local scores = redis.call('ZMSCORE', q_key, unpack(users))
   local seen = {}
+  -- early_of: a user's arrival number among the early arrivals of a
+  -- scheduled opening (0: none), read for the users neither queued nor
+  -- holding a token, in this call: one ZMSCORE of pre, none once the
+  -- draw is written (pre then holds nobody waiting: its users are queued).
+  local early, opening
+  local function early_of(j)
+    if not early then
+      local c = redis.call('HMGET', scfg_key, 'drawn', 'opens_at_ms', 'prequeue')
+      opening = {opens_at = tonumber(c[2] or '0'), fifo = c[3] == 'fifo'}
+      early = {}
+      if c[1] ~= '1' then
+        early = redis.call('ZMSCORE', pre_key, unpack(users))
+      end
+    end
+    return tonumber(early[j] or '0')
+  end
   for j, user in ipairs(users) do
     local st = {'NOT_IN_QUEUE'}
     local score = scores[j]
@@ -48,8 +65,14 @@ return function(KEYS, ARGV)
       end
     else
       local e = holder_sees(tok_key, active_key, user, now)
+      local arrival = (not e) and early_of(j) or 0
       if e then
         st = {'ADMITTED', e.token, time_left(e, now)}
+      elseif arrival > 0 then
+        -- An early arrival: told the opening, with its arrival number
+        -- (fifo: the caller counts the other sub-shards' before it).
+        st = early_told(pre_key, opening.opens_at, opening.fifo, arrival, now)
+        st[4] = arrival
       end
     end
     out[#out + 1] = st
