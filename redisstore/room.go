@@ -96,18 +96,23 @@ func (s *Store) seedDraw(ctx context.Context, room string, cfg waitroom.RoomConf
 // KEYS[2] ver
 // KEYS[3] draw
 // KEYS[4] q
+// KEYS[5] seq
+// KEYS[6..8] tok, stats, buyers: a reshard's (updateControl)
 // ARGV[1] the settings' new version (RoomVersions)
 // ARGV[2] order_changed: "1" when the new settings place early arrivals
 //
 //	in another order
 //
 // ARGV[3] opening_set: "1" when they set a new opening time
-// ARGV[4] n: how many of the following values are the expected settings
-// ARGV[5 .. n+4]   field, value, … the settings the caller read (configArgs)
-// ARGV[n+5 ..]     field, value, … the new settings (configArgs, openingArgs)
+// ARGV[4] tickets: "" or, for a spread room's new opening time, the
+// ticket counter its sub-queues were found empty at (spread_settled)
+// ARGV[5] n: how many of the following values are the expected settings
+// ARGV[6 .. n+5]   field, value, … the settings the caller read (configArgs)
+// ARGV[n+6 ..]     field, value, … the new settings (configArgs, openingArgs)
 //
-// Returns "OK", "ROOM_CHANGED", "ROOM_NOT_FOUND", "DRAW_PUBLISHED" or
-// "QUEUE_NOT_EMPTY" (nothing written).
+// Returns "OK", "ROOM_CHANGED", "ROOM_NOT_FOUND", "DRAW_PUBLISHED",
+// "QUEUE_NOT_EMPTY" or "TICKETED" (the counter moved past tickets; nothing
+// written).
 var updateRoomScript = newFunction("update_room")
 
 // UpdateRoom replaces the live settings of an existing room with to if
@@ -130,15 +135,16 @@ func (s *Store) UpdateRoom(ctx context.Context, room string, from, to waitroom.R
 	if _, cluster := s.client.(*redis.ClusterClient); cluster {
 		return s.updateSpread(ctx, room, from, to)
 	}
-	return s.updateControl(ctx, room, from, to, nil, false)
+	return s.updateControl(ctx, room, from, to, nil, false, "")
 }
 
 // updateControl is UpdateRoom on the room's own keys, with extra fields
 // written too; reshard refuses it, in the same step, while anyone waits
 // in the room's own queue (as a new opening time is) or holds a token in
 // its own keys, or they hold a sale or a buyer: another layout would not
-// find them.
-func (s *Store) updateControl(ctx context.Context, room string, from, to waitroom.RoomConfig, extra []any, reshard bool) error {
+// find them. tickets (not "") refuses it with errTicketed once the ticket
+// counter moved past it (spreadOpeningOverQueue).
+func (s *Store) updateControl(ctx context.Context, room string, from, to waitroom.RoomConfig, extra []any, reshard bool, tickets string) error {
 	expected := configArgs(from)
 	flag := func(b bool) int {
 		if b {
@@ -150,10 +156,10 @@ func (s *Store) updateControl(ctx context.Context, room string, from, to waitroo
 	// say what the update changes.
 	orderChanged := flag(to.Order() != from.Order())
 	openingSet := flag(reshard || !to.OpensAt.IsZero() && !to.OpensAt.Equal(from.OpensAt))
-	args := append(append(append([]any{waitroom.NewToken(), orderChanged, openingSet, len(expected)}, expected...), configArgs(to)...), openingArgs(to, false)...)
+	args := append(append(append([]any{waitroom.NewToken(), orderChanged, openingSet, tickets, len(expected)}, expected...), configArgs(to)...), openingArgs(to, false)...)
 	args = append(args, extra...)
 	k := s.keys(room)
-	keys := []string{k.cfg, k.ver, k.draw, k.q}
+	keys := []string{k.cfg, k.ver, k.draw, k.q, k.seq}
 	if reshard {
 		keys = append(keys, k.tok, k.stats, k.buyers)
 	}
@@ -164,7 +170,11 @@ func (s *Store) updateControl(ctx context.Context, room string, from, to waitroo
 	if err != nil {
 		return err
 	}
-	if r.code() != "OK" {
+	switch r.code() {
+	case "OK":
+	case "TICKETED":
+		return errTicketed
+	default:
 		return s.unexpected(ctx, "update room", r)
 	}
 	return s.seedDraw(ctx, room, to)

@@ -821,10 +821,7 @@ func (s *Store) updateSpread(ctx context.Context, room string, from, to waitroom
 		return err
 	}
 	if from.Shards == to.Shards {
-		if err := s.spreadOpeningOverQueue(ctx, old, from, to); err != nil { // spread_draw.go
-			return err
-		}
-		if err := s.updateControl(ctx, room, from, to, nil, false); err != nil {
+		if err := s.updateOpening(ctx, room, old, from, to); err != nil { // spread_draw.go
 			return err
 		}
 		if old.shards > 1 {
@@ -850,7 +847,7 @@ func (s *Store) updateSpread(ctx context.Context, room string, from, to waitroom
 			return err
 		}
 	}
-	err = s.updateControl(ctx, room, from, to, fields, true)
+	err = s.updateControl(ctx, room, from, to, fields, true, "")
 	s.forgetLayout(room)
 	if err != nil {
 		if old.shards > 1 {

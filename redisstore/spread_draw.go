@@ -2,9 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -491,13 +493,63 @@ func (s *Store) spreadEarlyWaiting(ctx context.Context, l *spreadLayout) (int64,
 	return n, nil
 }
 
-// spreadOpeningOverQueue refuses an opening time newly set on a spread
-// room while anyone waits in its sub-shards (ErrQueueNotEmpty), as
-// update_room refuses it on one shard. Checked before the update: an
-// ENTER between the two keeps its place ahead of the early arrivals.
-func (s *Store) spreadOpeningOverQueue(ctx context.Context, l *spreadLayout, from, to waitroom.RoomConfig) error {
+// spreadSettledScript reads a spread room's ticket counter when no ticket
+// is in flight: every ticket handed out so far is placed in its
+// sub-queue, or never will be.
+//
+// KEYS[1] seq
+// KEYS[2] inflight
+//
+// Returns {"OK", ticket counter} or {"IN_FLIGHT"}.
+var spreadSettledScript = newFunction("spread_settled", "no-writes")
+
+// errTicketed: an update of a spread room's opening met a ticket handed
+// out since it found every sub-queue empty.
+var errTicketed = errors.New("redisstore: a ticket was handed out meanwhile")
+
+// updateOpening is updateControl for a spread room whose layout stays.
+// A new opening time is refused while anyone waits in its sub-queues
+// (ErrQueueNotEmpty), as update_room refuses it on one shard, and in
+// one step with the write: the sub-queues are read empty after the
+// ticket counter was read with no ticket in flight, and update_room
+// writes only while the counter is still there, so no ticket of before
+// the opening is placed after it, ahead of the early arrivals. One that
+// met a ticket meanwhile looks again, twice.
+func (s *Store) updateOpening(ctx context.Context, room string, l *spreadLayout, from, to waitroom.RoomConfig) error {
 	if l.shards <= 1 || to.OpensAt.IsZero() || to.OpensAt.Equal(from.OpensAt) {
-		return nil
+		return s.updateControl(ctx, room, from, to, nil, false, "")
+	}
+	for try := 0; ; try++ {
+		tickets, err := s.spreadQueuesEmpty(ctx, room, l)
+		if err == nil {
+			err = s.updateControl(ctx, room, from, to, nil, false, tickets)
+		}
+		if errors.Is(err, errTicketed) && try < 2 {
+			continue
+		}
+		if errors.Is(err, errTicketed) {
+			return waitroom.ErrQueueNotEmpty
+		}
+		return err
+	}
+}
+
+// spreadQueuesEmpty returns the ticket counter of room when no ticket is
+// in flight and, read after it, every sub-queue of l is empty;
+// ErrQueueNotEmpty when one is not, errTicketed when a ticket is in
+// flight.
+func (s *Store) spreadQueuesEmpty(ctx context.Context, room string, l *spreadLayout) (string, error) {
+	k := s.keys(room)
+	r, err := s.do(ctx, "update room", spreadSettledScript, []string{k.seq, k.inflight})
+	if err != nil {
+		return "", err
+	}
+	if r.code() == "IN_FLIGHT" {
+		return "", errTicketed
+	}
+	seq, ok := r.int(1)
+	if r.code() != "OK" || !ok {
+		return "", s.unexpected(ctx, "update room", r)
 	}
 	qs := make([]*redis.IntCmd, len(l.subs))
 	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -506,14 +558,14 @@ func (s *Store) spreadOpeningOverQueue(ctx context.Context, l *spreadLayout, fro
 		}
 		return nil
 	}); err != nil {
-		return s.fail("update room", err)
+		return "", s.fail("update room", err)
 	}
 	for _, c := range qs {
 		if c.Val() > 0 {
-			return waitroom.ErrQueueNotEmpty
+			return "", waitroom.ErrQueueNotEmpty
 		}
 	}
-	return nil
+	return strconv.FormatInt(seq, 10), nil
 }
 
 // spreadEarlyOverReshard refuses a reshard (ErrShardsNotEmpty) while

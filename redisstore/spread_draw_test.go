@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -209,17 +210,7 @@ func TestSpreadDraw(t *testing.T) {
 				latePlaces[o.st.Position] = true
 			}
 		}
-		for range 100 {
-			if d, err := s.Draw(ctx, room); err == nil && d.State == waitroom.DrawDone {
-				break
-			}
-			_, err := peer.Admit(ctx, room)
-			require.NoError(t, err)
-			advance(t, s, 10*time.Millisecond)
-		}
-		d, err := s.Draw(ctx, room)
-		require.NoError(t, err)
-		require.Equal(t, waitroom.DrawDone, d.State)
+		d := drawDone(t, s, peer, room)
 		require.Equal(t, int64(early), d.Entrants)
 		entrants, err := s.Entrants(ctx, room)
 		require.NoError(t, err)
@@ -413,4 +404,93 @@ func TestSpreadDraw(t *testing.T) {
 			require.Zero(t, stats.Waiting, "scheduled %v", scheduled)
 		}
 	})
+
+	// An opening set while users enter, all on one signal: either it is
+	// refused (QUEUE_NOT_EMPTY) and every entrant waits with a ticket, or
+	// it is set and every entrant is an early arrival, drawn at the
+	// opening. Never some of each: a ticket handed out before the opening
+	// and placed after it would stand ahead of the draw.
+	t.Run("OpeningSetWhileUsersEnter", func(t *testing.T) {
+		const rounds, callers, each = 15, 8, 6
+		outcomes := map[string]int{}
+		for round := range rounds {
+			room := testenv.Unique("opening-")
+			_, err := s.CreateRoom(ctx, room, waitroom.RoomConfig{Shards: 3, Rate: 1000})
+			require.NoError(t, err)
+			from := testenv.RoomConfig(t, s, room)
+			to := from
+			opensIn := time.Second
+			to.OpensAt = clockNow(t, s).Add(opensIn)
+			errs := atOnce(callers+1, func(i int) error {
+				if i == callers {
+					return s.UpdateRoom(ctx, room, from, to)
+				}
+				// The entrants start a few calls later from round to
+				// round, so the update meets them at every step of its own.
+				for range round % 5 {
+					if _, err := peer.Status(ctx, room, "nobody"); !errors.Is(err, waitroom.ErrNotInQueue) {
+						return fmt.Errorf("a status before entering: %v", err)
+					}
+				}
+				for j := range each {
+					st, err := []*Store{s, peer}[i%2].Enter(ctx, room, fmt.Sprintf("u%d-%d", i, j))
+					if err != nil {
+						return err
+					}
+					if st.State != waitroom.StateWaiting && st.State != waitroom.StateScheduled {
+						return fmt.Errorf("entered: %s", st.State)
+					}
+				}
+				return nil
+			})
+			for _, err := range errs[:callers] {
+				require.NoError(t, err)
+			}
+			set := errs[callers] == nil
+			if !set {
+				require.ErrorIs(t, errs[callers], waitroom.ErrQueueNotEmpty)
+			}
+			states := map[waitroom.State]int{}
+			for i := range callers {
+				for j := range each {
+					st, err := peer.Status(ctx, room, fmt.Sprintf("u%d-%d", i, j))
+					require.NoError(t, err)
+					states[st.State]++
+				}
+			}
+			want := map[waitroom.State]int{waitroom.StateWaiting: callers * each}
+			if set {
+				want = map[waitroom.State]int{waitroom.StateScheduled: callers * each}
+			}
+			require.Equal(t, want, states, "round %d: the opening set %v", round, set)
+			require.Equal(t, set, !testenv.RoomConfig(t, s, room).OpensAt.IsZero(), "round %d", round)
+			outcomes[fmt.Sprint("set ", set)]++
+			if !set {
+				continue
+			}
+			advance(t, s, opensIn+50*time.Millisecond)
+			d := drawDone(t, s, peer, room)
+			require.Equal(t, int64(callers*each), d.Entrants, "round %d: every entrant drawn", round)
+		}
+		t.Logf("outcomes over %d rounds: %v", rounds, outcomes)
+	})
+}
+
+// drawDone has admitter ticks make room's draw, once its opening came,
+// and returns the published draw.
+func drawDone(t *testing.T, s, admitter *Store, room string) waitroom.Draw {
+	t.Helper()
+	ctx := t.Context()
+	for range 100 {
+		if d, err := s.Draw(ctx, room); err == nil && d.State == waitroom.DrawDone {
+			break
+		}
+		_, err := admitter.Admit(ctx, room)
+		require.NoError(t, err)
+		advance(t, s, 10*time.Millisecond)
+	}
+	d, err := s.Draw(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.DrawDone, d.State)
+	return d
 }

@@ -117,7 +117,7 @@ func TestReshardChecksThePlainRoomInOneStep(t *testing.T) {
 			fill(room)
 			fields, _, err := s.spreadFields(ctx, room, to)
 			require.NoError(t, err)
-			err = s.updateControl(ctx, room, from, to, fields, true)
+			err = s.updateControl(ctx, room, from, to, fields, true, "")
 			require.ErrorIs(t, err, waitroom.ErrShardsNotEmpty)
 			cfg, err := s.RoomConfig(ctx, room)
 			require.NoError(t, err)
