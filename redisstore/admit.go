@@ -185,7 +185,7 @@ func (s *Store) Admit(ctx context.Context, room string) ([]waitroom.Admission, e
 		}
 		break
 	}
-	primary.waitReplica(ctx, room, w, len(admitted))
+	primary.waitReplica(ctx, room, w, "issued tokens", len(admitted))
 	return admitted, nil
 }
 
@@ -217,11 +217,12 @@ func (p *primaryCaller) call(ctx context.Context, f *function, keys []string, ar
 	return p.s.call(ctx, p.s.client, f, keys, args...).Result()
 }
 
-// waitReplica waits, after calls that issued tokens, until a replica of
-// the primary has them (Store.waitReplica); name is what the log says.
-func (p *primaryCaller) waitReplica(ctx context.Context, name string, w *roomWatch, issued int) {
-	if issued > 0 && p.conn != nil && p.s.waitTimeout > 0 {
-		p.s.waitReplica(ctx, name, w, p.conn, issued)
+// waitReplica waits, after calls that wrote n things users are told of
+// (what: "issued tokens", "drawn places"), until a replica of the
+// primary has them (Store.waitReplica); name is what the log says.
+func (p *primaryCaller) waitReplica(ctx context.Context, name string, w *roomWatch, what string, n int) {
+	if n > 0 && p.conn != nil && p.s.waitTimeout > 0 {
+		p.s.waitReplica(ctx, name, w, p.conn, what, n)
 	}
 }
 
@@ -300,7 +301,7 @@ func redirected(err error) bool {
 // waitReplica waits until one replica has the writes conn made, when the
 // primary has replicas, and warns once per run of failures when none has
 // them in time, or when a primary that had replicas has none connected.
-func (s *Store) waitReplica(ctx context.Context, room string, w *roomWatch, conn *redis.Conn, issued int) {
+func (s *Store) waitReplica(ctx context.Context, room string, w *roomWatch, conn *redis.Conn, what string, n int) {
 	replicas := s.replicasOf(ctx, w, conn)
 	w.mu.Lock()
 	had := w.hadReplicas
@@ -324,10 +325,10 @@ func (s *Store) waitReplica(ctx context.Context, room string, w *roomWatch, conn
 	w.mu.Unlock()
 	switch {
 	case !ok && !was:
-		s.log.WarnContext(ctx, "redisstore: issued tokens are not on a replica yet; a failover now would lose them",
-			"room", room, "tokens", issued, "replicas_connected", replicas, "wait", s.waitTimeout, "acked", acked, "err", err)
+		s.log.WarnContext(ctx, "redisstore: "+what+" are not on a replica yet; a failover now would lose them",
+			"room", room, "count", n, "replicas_connected", replicas, "wait", s.waitTimeout, "acked", acked, "err", err)
 	case ok && was:
-		s.log.InfoContext(ctx, "redisstore: a replica acknowledges issued tokens again", "room", room)
+		s.log.InfoContext(ctx, "redisstore: a replica acknowledges "+what+" again", "room", room)
 	}
 }
 

@@ -335,7 +335,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		w.issuedNow(admittedAfter-issuedHere+1, pops[i])
 		s.observe(ctx, sk.tag, w, at, reading{heads[i].entered, heads[i].entered}, &reading{admittedAfter - issuedHere, admittedAfter})
 		// The sub-shards wait at once: a tick waits for one replica round.
-		primary.waitReplica(ctx, sk.tag, w, len(pops[i]))
+		primary.waitReplica(ctx, sk.tag, w, "issued tokens", len(pops[i]))
 		mu.Lock()
 		waiting += waitingHere
 		mu.Unlock()

@@ -419,7 +419,9 @@ func (s *Store) spreadEntrants(ctx context.Context, l *spreadLayout, entrants in
 }
 
 // spreadDrawChunk writes one chunk of places (users at places from+1 …,
-// tickets base+from+1 …): the record, then each sub-shard's tickets. It
+// tickets base+from+1 …): the record, then each sub-shard's tickets,
+// each followed by WAIT 1 on its primary when it has replicas, as the
+// tick's tokens are, so a failover takes back no drawn place. It
 // returns "" to go on, or "DONE" or "LOST" (the record's answer: the draw
 // is published, or another owner holds the lock).
 func (s *Store) spreadDrawChunk(ctx context.Context, room string, l *spreadLayout, users []string, from int, base int64) (string, error) {
@@ -447,8 +449,13 @@ func (s *Store) spreadDrawChunk(ctx context.Context, room string, l *spreadLayou
 		if len(groups[g]) == 0 {
 			return nil
 		}
-		r, err := s.do(ctx, "draw", spreadDrawPlaceScript, []string{sk.cfg, sk.pre, sk.q, sk.mirror, sk.left},
+		// On one connection to the sub-shard's primary, so that the WAIT
+		// below covers the places, as the tick's pops are covered.
+		primary := s.onPrimary(ctx, sk.cfg)
+		defer primary.close()
+		res, err := primary.call(ctx, spreadDrawPlaceScript, []string{sk.cfg, sk.pre, sk.q, sk.mirror, sk.left},
 			append([]any{l.id}, groups[g]...)...)
+		r, err := s.reply(ctx, "draw", res, err)
 		if err != nil {
 			return err
 		}
@@ -458,6 +465,8 @@ func (s *Store) spreadDrawChunk(ctx context.Context, room string, l *spreadLayou
 		if r, err = s.spreadCode(ctx, "draw", r, nil); err != nil {
 			return err
 		}
+		// The sub-shards wait at once: a chunk waits for one replica round.
+		primary.waitReplica(ctx, sk.tag, s.watch(sk.tag), "drawn places", len(groups[g])/2)
 		s.pushGone(ctx, l, g, r[1:])
 		return nil
 	})

@@ -29,15 +29,37 @@ func BenchmarkSpreadDraw(b *testing.B) {
 	for round := range spreadRounds {
 		for i := range 2 {
 			k := []int{1, 3}[(i+round)%2]
-			b.Run(fmt.Sprintf("round=%d/shards=%d", round+1, k), func(b *testing.B) { spreadDraw(b, url, k, *spreadDrawEntrants) })
+			b.Run(fmt.Sprintf("round=%d/shards=%d", round+1, k), func(b *testing.B) { spreadDraw(b, url, k, *spreadDrawEntrants, 0) })
 		}
 	}
 }
 
-// spreadDraw is one round of BenchmarkSpreadDraw.
-func spreadDraw(b *testing.B, url string, k, n int) {
+// BenchmarkSpreadDrawWait times the draw as BenchmarkSpreadDraw does, on
+// 3 shards of a 3-primary Cluster with a replica each: with the WAIT
+// after each chunk's places on each sub-shard (Options.WaitTimeout's
+// default) and without (negative), in turn, spreadRounds rounds in one
+// run.
+func BenchmarkSpreadDrawWait(b *testing.B) {
+	c := redistest.StartCluster(b, redistest.ClusterOptions{Primaries: 3, ReplicasPerPrimary: 1})
+	url := withQuery(c.URL(), suiteTimeouts)
+	for round := range spreadRounds {
+		for i := range 2 {
+			wait := (i+round)%2 == 0
+			timeout := time.Duration(-1) // no WAIT
+			if wait {
+				timeout = DefaultWaitTimeout
+			}
+			b.Run(fmt.Sprintf("round=%d/wait=%t", round+1, wait), func(b *testing.B) { spreadDraw(b, url, 3, *spreadDrawEntrants, timeout) })
+		}
+	}
+}
+
+// spreadDraw is one round of BenchmarkSpreadDraw, its stores' WAIT
+// bounded by wait (Options.WaitTimeout).
+func spreadDraw(b *testing.B, url string, k, n int, wait time.Duration) {
 	prefix := randomPrefix()
-	stores := []*Store{New(openURL(b, url), Options{Prefix: prefix}), New(openURL(b, url), Options{Prefix: prefix})}
+	opts := Options{Prefix: prefix, WaitTimeout: wait}
+	stores := []*Store{New(openURL(b, url), opts), New(openURL(b, url), opts)}
 	b.StopTimer()
 	for range b.N {
 		opensIn := time.Hour
