@@ -341,6 +341,43 @@ func TestAdmitWaitsForTheReplicasItKnows(t *testing.T) {
 	require.Contains(t, logged.String(), "issued tokens are not on a replica yet")
 }
 
+// TestDrawWaitsForTheReplica: a scheduled room's draw writes its places
+// in chunks on one connection to the primary and WAITs once for a
+// replica after the last, before it publishes the draw: by the time Admit
+// returns the replica holds every place. The room is paused, so the tick
+// after the draw issues no token and waits for nothing more.
+func TestDrawWaitsForTheReplica(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	primary := redistest.StartServer(t)
+	host, port, err := net.SplitHostPort(primary.Addr)
+	require.NoError(t, err)
+	replica := redistest.StartServer(t, "--replicaof", host, port)
+	pc := primary.Client()
+	require.NoError(t, redistest.WaitReplicated(ctx, pc, "probe", 1))
+	s := New(openURL(t, primary.URL()), Options{Prefix: randomPrefix(), WaitTimeout: 5 * time.Second})
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 200, State: waitroom.RoomPaused, OpensAt: clockNow(t, s).Add(time.Hour)})
+	const n = drawChunk + 200 // two chunks
+	for _, err := range atOnce(n, func(i int) error {
+		_, err := s.Enter(ctx, room, fmt.Sprintf("e%04d", i))
+		return err
+	}) {
+		require.NoError(t, err)
+	}
+	require.NoError(t, pc.ConfigResetStat(ctx).Err())
+	advance(t, s, time.Hour+50*time.Millisecond)
+	_, err = s.Admit(ctx, room)
+	require.NoError(t, err)
+	d, err := s.Draw(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.DrawDone, d.State)
+
+	stats, err := CommandStats(ctx, pc)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), stats["wait"].Calls, "one WAIT for the draw's places")
+	require.Equal(t, int64(n), replica.Client().ZCard(ctx, s.keys(room).drawn).Val(), "every place on the replica")
+}
+
 // twoAtATimeRoom is a room of 100 queued users that admits two a call
 // (rate unbounded, quota 2), its bucket started by a first Admit, which
 // issues nothing and so waits for no replica.

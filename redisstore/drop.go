@@ -141,12 +141,18 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 		return false, fmt.Errorf("redisstore draw of %q: %w", room, err)
 	}
 
+	// On one connection to the room's primary, so that one WAIT after
+	// the last chunk covers every place: none is told before the draw is
+	// published, and by then a replica holds them all, as Admit's tokens.
+	primary := s.onPrimary(ctx, k.cfg)
+	defer primary.close()
 	for from := 0; from < len(placed); from += drawChunk {
 		args := []any{s.id, drawLease.Milliseconds()}
 		for i := from; i < min(from+drawChunk, len(placed)); i++ {
 			args = append(args, placed[i], i+1)
 		}
-		r, err := s.do(ctx, "draw", drawChunkScript, []string{k.draw, k.pre, k.drawn, k.places}, args...)
+		res, err := primary.call(ctx, drawChunkScript, []string{k.draw, k.pre, k.drawn, k.places}, args...)
+		r, err := s.reply(ctx, "draw", res, err)
 		if err != nil {
 			return false, err
 		}
@@ -160,6 +166,7 @@ func (s *Store) drawOpening(ctx context.Context, room string) (bool, error) {
 			return false, s.unexpected(ctx, "draw", r)
 		}
 	}
+	primary.waitReplica(ctx, room, s.watch(room), "drawn places", len(placed))
 	return s.publishDraw(ctx, room, d, placed, began)
 }
 
