@@ -41,8 +41,7 @@ type Harness struct {
 	// machine.
 	Now func() time.Time
 	// Shards, above 1, spreads every room the suite makes over that many
-	// shards (RoomConfig.Shards); a check of what a spread room refuses
-	// asserts the refusal instead (spread.go).
+	// shards (RoomConfig.Shards) unless it names its own (spread.go).
 	Shards int
 }
 
