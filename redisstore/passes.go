@@ -203,13 +203,17 @@ func (s *Store) EnterWithPass(ctx context.Context, room, user, id string) (waitr
 // A pass on a room spread over shards: the pass lives on the room's own
 // shard, the user's token on its sub-shard, and max_active and the stock
 // are the room's over every sub-shard, so a use is one fenced step, as a
-// tick (spreadAdmit): begin (a lock, so uses go one at a time, and a
-// fence), seal and count every sub-shard, check the user's standing on
-// its sub-shard, take the use on the room's shard (pass, closed room,
-// slots and units, refused as on one shard), issue the token on the
-// sub-shard under the fence, end (the lock given up; the use given back
-// when no token came of it). A tick that begins meanwhile makes the use
-// stale: it starts again.
+// tick (spreadAdmit): the user's standing on its sub-shard (a token it
+// holds comes back, the pass unused); begin (the pass, the room's state
+// and a full room's recent refusal checked before anything is sealed; a
+// tick under way waited for; a lock, so uses go one at a time; a fence);
+// seal and count every sub-shard; the user's standing again, under the
+// fence; take the use on the room's shard (slots and units over the
+// room, refused as on one shard); issue the token on the sub-shard under
+// the fence; end (the lock given up; the use given back when no token
+// came of it). A tick that begins meanwhile makes the use stale: it
+// starts again. So uses at a rate no pass allows (spent, revoked, at a
+// closed or full room) cost a call each and never stall admission.
 
 // passLease bounds how long a pass use holds the room's pass lock: far
 // more than its few calls take, so a use that dies holds up others only
@@ -221,11 +225,18 @@ const passLease = 2 * time.Second
 // KEYS[1] cfg
 // KEYS[2] fence
 // KEYS[3] passlock
+// KEYS[4] bucket: the tick under way (tick_fence, tick_at, tick_done:
+// spread_begin, spread_commit), a full room's last refusal
+// (pass_refused, pass_refused_until: spread_pass_take)
+// KEYS[5] passes
 // ARGV[1] layout id
 // ARGV[2] owner: this use's own id
 // ARGV[3] lease ms
+// ARGV[4] pass id
 //
-// Returns {"OK", fence}, {"BUSY"} (another use holds the lock),
+// Returns {"OK", fence}, {"BUSY"} (another use holds the lock, or a tick
+// is under way), {"PASS_INVALID"}, {"PASS_USED_UP"}, {"ROOM_CLOSED"},
+// {"SOLD_OUT"} or {"NO_FREE_SLOT"} (found so a moment ago),
 // {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadPassBeginScript = newFunction("spread_pass_begin")
 
@@ -250,6 +261,8 @@ var spreadPassIssueScript = newFunction("spread_pass_issue")
 // KEYS[1] cfg
 // KEYS[2] passes
 // KEYS[3] fence
+// KEYS[4] bucket: a refusal for lack of slots or units is kept there
+// 100 ms for the next uses (pass_refused, pass_refused_until)
 // ARGV[1] fence
 // ARGV[2] pass id
 // ARGV[3] live tokens over the sub-shards, ARGV[4] units sold over them
@@ -277,7 +290,8 @@ func (s *Store) spreadEnterWithPass(ctx context.Context, room string, l *spreadL
 		st, err := s.spreadPassUse(ctx, room, l, k, owner, user, id)
 		switch {
 		case errors.Is(err, errPassBusy):
-			// Another use holds the lock: a few milliseconds at most.
+			// Another use holds the lock, or a tick is under way: a few
+			// milliseconds at most.
 		case errors.Is(err, errStale):
 			// A tick began meanwhile: begin again.
 		case errors.Is(err, errResharded):
@@ -295,17 +309,38 @@ func (s *Store) spreadEnterWithPass(ctx context.Context, room string, l *spreadL
 	}
 }
 
-// errPassBusy: another pass use holds the room's lock.
-var errPassBusy = errors.New("redisstore: another pass use holds the lock")
+// errPassBusy: another pass use holds the room's lock, or a tick is
+// under way.
+var errPassBusy = errors.New("redisstore: another pass use or a tick is under way")
 
 // spreadPassUse is one try of spreadEnterWithPass.
 func (s *Store) spreadPassUse(ctx context.Context, room string, l *spreadLayout, k *roomKeys, owner, user, id string) (waitroom.Status, error) {
-	r, err := s.do(ctx, "enter with pass", spreadPassBeginScript, []string{k.cfg, k.fence, k.passLock}, l.id, owner, passLease.Milliseconds())
+	g := l.of(user)
+	sk := l.subs[g]
+	issue := func(fence int64, issue bool) (reply, error) {
+		keys := []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.buyers, sk.pre, sk.notice, sk.mirror, sk.left}
+		return s.do(ctx, "enter with pass", spreadPassIssueScript, keys, l.id, fence, user, waitroom.NewToken(), boolArg(issue))
+	}
+	// The standing the pass does not change, read before anything is
+	// sealed (and again under the fence, below).
+	r, err := issue(0, false)
+	if err != nil {
+		return waitroom.Status{}, err
+	}
+	if r.code() != "OK" {
+		return s.passStanding(ctx, r)
+	}
+
+	r, err = s.do(ctx, "enter with pass", spreadPassBeginScript, []string{k.cfg, k.fence, k.passLock, k.bucket, k.passes},
+		l.id, owner, passLease.Milliseconds(), id)
 	if err != nil {
 		return waitroom.Status{}, err
 	}
 	switch r.code() {
 	case "BUSY":
+		if s.passBusy != nil {
+			s.passBusy()
+		}
 		return waitroom.Status{}, errPassBusy
 	case "RESHARDED":
 		return waitroom.Status{}, errResharded
@@ -341,28 +376,25 @@ func (s *Store) spreadPassUse(ctx context.Context, room string, l *spreadLayout,
 	}); err != nil {
 		return waitroom.Status{}, err
 	}
+	if s.passCut != nil {
+		s.passCut()
+	}
 
-	g := l.of(user)
-	sk := l.subs[g]
-	issue := func(issue bool) (reply, error) {
-		keys := []string{sk.cfg, sk.q, sk.tok, sk.active, sk.stats, sk.buyers, sk.pre, sk.notice, sk.mirror, sk.left}
-		return s.do(ctx, "enter with pass", spreadPassIssueScript, keys, l.id, fence, user, waitroom.NewToken(), boolArg(issue))
-	}
-	r, err = issue(false)
+	r, err = issue(fence, false)
 	if err != nil {
 		return waitroom.Status{}, err
 	}
 	if r.code() != "OK" {
 		return s.passStanding(ctx, r)
 	}
-	r, err = s.do(ctx, "enter with pass", spreadPassTakeScript, []string{k.cfg, k.passes, k.fence}, fence, id, live.Load(), sold.Load())
+	r, err = s.do(ctx, "enter with pass", spreadPassTakeScript, []string{k.cfg, k.passes, k.fence, k.bucket}, fence, id, live.Load(), sold.Load())
 	if err != nil {
 		return waitroom.Status{}, err
 	}
 	if r.code() != "OK" {
 		return s.passStanding(ctx, r)
 	}
-	r, err = issue(true)
+	r, err = issue(fence, true)
 	if err != nil {
 		// The token may or may not have been issued: the use stays taken,
 		// so the pass never lets in more than it was made for.

@@ -189,8 +189,10 @@ type Store struct {
 	// chunk (from 0) of its places, as a process killed mid-draw stops.
 	drawCut func(chunk int) bool
 	// tickCut, nil but in tests, runs in a spread room's tick between
-	// reading the sub-shards' heads and popping them.
-	tickCut func()
+	// reading the sub-shards' heads and popping them; passCut in a pass
+	// use on a spread room after it sealed the sub-shards, passBusy when
+	// such a use is told to wait.
+	tickCut, passCut, passBusy func()
 
 	// clock estimates the Redis clock for Admitters.
 	clock serverClock

@@ -317,8 +317,13 @@ func TestSpreadStore(t *testing.T) {
 		h := harness(t)
 		testSpreadPassesRaceTheTicks(t, h.Store.(*Store), h.Peer(t).(*Store))
 	})
-	t.Run("PassStalesATick", func(t *testing.T) {
+	t.Run("PassWaitsForATick", func(t *testing.T) {
 		h := harness(t)
-		testSpreadPassStalesATick(t, h.Store.(*Store), h.Peer(t).(*Store))
+		testSpreadPassWaitsForATick(t, h.Store.(*Store), h.Peer(t).(*Store))
 	})
+	t.Run("TickStalesAPass", func(t *testing.T) {
+		h := harness(t)
+		testSpreadTickStalesAPass(t, h.Store.(*Store), h.Peer(t).(*Store))
+	})
+	t.Run("PassRefusedBeforeSealing", func(t *testing.T) { testSpreadPassRefusedBeforeSealing(t, harness(t).Store.(*Store)) })
 }

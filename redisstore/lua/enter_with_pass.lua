@@ -21,12 +21,9 @@ return function(KEYS, ARGV)
     return st
   end
 
-  local pass, refused = read_pass(passes_key, id, now)
+  local pass, refused = read_pass(passes_key, id, state, cfg[7], now)
   if not pass then
     return {refused}
-  end
-  if refuses_entries(state, cfg[7], now) then
-    return {'ROOM_CLOSED'}
   end
 
   -- Counted like any token: within max_active and the stock.

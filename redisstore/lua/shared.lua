@@ -569,16 +569,20 @@ local function pass_holder_standing(tok_key, active_key, buyers_key, one_order, 
   return nil, old
 end
 
--- read_pass: the pass id (parse_pass) to use at now; nil and
--- PASS_INVALID when it is unknown, revoked or expired, PASS_USED_UP when
--- no use is left.
-local function read_pass(passes_key, id, now)
+-- read_pass: the pass id (parse_pass) to use at now in a room in state
+-- (closing at closes_at_ms); nil and PASS_INVALID when it is unknown,
+-- revoked or expired, PASS_USED_UP when no use is left, ROOM_CLOSED when
+-- the room takes nobody in.
+local function read_pass(passes_key, id, state, closes_at_ms, now)
   local p = parse_pass(passes_key, id)
   if not p or p.revoked == '1' or tonumber(p.expires_ms) <= now then
     return nil, 'PASS_INVALID'
   end
   if p.left <= 0 then
     return nil, 'PASS_USED_UP'
+  end
+  if refuses_entries(state, closes_at_ms, now) then
+    return nil, 'ROOM_CLOSED'
   end
   return p
 end

@@ -50,7 +50,7 @@ return function(KEYS, ARGV)
   if state == 'paused' then
     -- Admit nobody and save nothing up, so resuming does not burst; the
     -- sub-shards are still read, for the room's size.
-    redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', 0)
+    redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', 0, 'tick_fence', fence, 'tick_at', now)
     return {'OK', fence, 0, 0, stable, now, elapsed, stock, per}
   end
   local allow, extra = 0, 0
@@ -70,6 +70,8 @@ return function(KEYS, ARGV)
   -- only what accrued since. What it does not admit, spread_commit gives
   -- back; a tick that dies gives nothing back (fewer, never more).
   local carry = math.min(allow - regular, slice_users + 1)
-  redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry)
+  -- The tick under way (tick_fence, tick_at; spread_commit marks it
+  -- done): a pass use waits for it rather than make it stale.
+  redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry, 'tick_fence', fence, 'tick_at', now)
   return {'OK', fence, n, regular, stable, now, elapsed, stock, per}
 end

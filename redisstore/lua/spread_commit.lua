@@ -19,6 +19,8 @@ return function(KEYS, ARGV)
     tell(out_key, bucket_key, now_ms(), {{}, {}, {}, {unpack(ARGV, 14)}})
   end
 
+  -- Done: a pass use need not wait for it any more (spread_pass_begin).
+  redis.call('HSET', bucket_key, 'tick_done', fence)
   -- A later tick began meanwhile: it counted the bucket after this one
   -- took its share, so giving back now could admit the rate twice.
   if counter(fence_key) ~= fence then
