@@ -34,7 +34,8 @@ type GuardOptions struct {
 // handlers, the gate, the admitter, the keeper and the rate tuner. Around
 // each call of the store it guards it
 //
-//   - bounds the call by Timeout, and turns a call that ran out of it (not
+//   - bounds the call by Timeout (Enter and Status of a WaitBounder
+//     bound themselves, given it), and turns a call that ran out of it (not
 //     out of the caller's own deadline) into ErrStoreUnavailable: the one
 //     place that decides a timeout means the store is down;
 //   - re-creates a room the store lost and tries the call once more, when
@@ -50,6 +51,7 @@ type GuardOptions struct {
 // compile.
 type GuardedStore struct {
 	store   Store
+	bounder WaitBounder // store, when it bounds its Enter and Status itself
 	timeout time.Duration
 	log     *slog.Logger
 	keeper  *RoomKeeper
@@ -67,6 +69,7 @@ var _ Store = (*GuardedStore)(nil)
 // Guard returns store guarded by o. Its Keeper works on the guarded store.
 func Guard(store Store, o GuardOptions) *GuardedStore {
 	g := &GuardedStore{store: store, timeout: o.Timeout, log: o.Logger}
+	g.bounder, _ = store.(WaitBounder)
 	if g.timeout <= 0 {
 		g.timeout = DefaultStoreTimeout
 	}
@@ -121,8 +124,48 @@ func guarded[T any](ctx context.Context, g *GuardedStore, room string, call func
 	if room != "" && g.keeper.retry(bounded, room, err) {
 		v, err = call(bounded)
 	}
-	if err != nil && ctx.Err() == nil && errors.Is(bounded.Err(), context.DeadlineExceeded) &&
-		!errors.Is(err, ErrStoreUnavailable) {
+	timedOut := ctx.Err() == nil && errors.Is(bounded.Err(), context.DeadlineExceeded)
+	return v, g.settle(ctx, epoch, timedOut, err)
+}
+
+// WaitBounder is a Store whose Enter and Status bound their callers' wait
+// themselves, for less than a context and a timer per call: redisstore's
+// callers that share one call share one timer. These two are the crowd's
+// calls, thousands a second; a context.WithTimeout per request was a
+// tenth of what serve spent on an ENTER besides net/http's own work.
+type WaitBounder interface {
+	// EnterWithin and StatusWithin are Enter and Status whose wait for
+	// the answer ends within d with an error that wraps
+	// context.DeadlineExceeded, or with ctx; d ≤ 0 leaves it to ctx.
+	EnterWithin(ctx context.Context, room, user string, d time.Duration) (Status, error)
+	StatusWithin(ctx context.Context, room, user string, d time.Duration) (Status, error)
+}
+
+// guardedWithin is guarded for a call that bounds its own wait by the
+// duration it is given (WaitBounder): Timeout, or what is left of it.
+func guardedWithin[T any](ctx context.Context, g *GuardedStore, room string, call func(context.Context, time.Duration) (T, error)) (T, error) {
+	epoch := g.outage.begin()
+	start := time.Now()
+	v, err := call(ctx, g.timeout)
+	if room != "" && errors.Is(err, ErrRoomNotFound) {
+		// The store lost the room (rare): the keeper's restore and the
+		// call again get what is left of the one bound, as in guarded.
+		deadline := start.Add(g.timeout)
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		if g.keeper.retry(rctx, room, err) {
+			v, err = call(rctx, time.Until(deadline))
+		}
+	}
+	timedOut := ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
+	return v, g.settle(ctx, epoch, timedOut, err)
+}
+
+// settle ends a guarded call with its error err: a call that ran out of
+// Timeout (timedOut; not out of the caller's own deadline) is
+// ErrStoreUnavailable, and the outage watch hears of it.
+func (g *GuardedStore) settle(ctx context.Context, epoch uint64, timedOut bool, err error) error {
+	if err != nil && timedOut && !errors.Is(err, ErrStoreUnavailable) {
 		err = fmt.Errorf("%w: no answer within %s: %w", ErrStoreUnavailable, g.timeout, err)
 	}
 	if errors.Is(err, ErrDrawSeedMismatch) {
@@ -130,7 +173,7 @@ func guarded[T any](ctx context.Context, g *GuardedStore, room string, call func
 		g.log.ErrorContext(ctx, "the draw's seed does not match its published commitment: the draw and its record are refused", "err", err)
 	}
 	g.outage.observe(ctx, g.log, epoch, err)
-	return v, err
+	return err
 }
 
 // DrawSeedMismatches is how many calls this process saw refused because a
@@ -174,10 +217,20 @@ func (g *GuardedStore) RoomVersions(ctx context.Context, rooms []string) ([]stri
 }
 
 func (g *GuardedStore) Enter(ctx context.Context, room, user string) (Status, error) {
+	if g.bounder != nil {
+		return guardedWithin(ctx, g, room, func(ctx context.Context, d time.Duration) (Status, error) {
+			return g.bounder.EnterWithin(ctx, room, user, d)
+		})
+	}
 	return guarded(ctx, g, room, func(ctx context.Context) (Status, error) { return g.store.Enter(ctx, room, user) })
 }
 
 func (g *GuardedStore) Status(ctx context.Context, room, user string) (Status, error) {
+	if g.bounder != nil {
+		return guardedWithin(ctx, g, room, func(ctx context.Context, d time.Duration) (Status, error) {
+			return g.bounder.StatusWithin(ctx, room, user, d)
+		})
+	}
 	return guarded(ctx, g, room, func(ctx context.Context) (Status, error) { return g.store.Status(ctx, room, user) })
 }
 

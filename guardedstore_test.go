@@ -306,3 +306,91 @@ func TestGuardedStorePassesWakes(t *testing.T) {
 		}
 	})
 }
+
+// boundedHang is a WaitBounder whose Enter and Status hang until the
+// bound they are given, as redisstore's do on a Redis that stopped
+// answering, and record each bound; its first call, with lostFirst, finds
+// the room gone after lostAfter instead.
+type boundedHang struct {
+	waitroom.Store
+	lostFirst bool
+	lostAfter time.Duration
+	mu        sync.Mutex
+	bounds    []time.Duration
+}
+
+func (b *boundedHang) EnterWithin(ctx context.Context, _, _ string, d time.Duration) (waitroom.Status, error) {
+	return b.wait(ctx, d)
+}
+
+func (b *boundedHang) StatusWithin(ctx context.Context, _, _ string, d time.Duration) (waitroom.Status, error) {
+	return b.wait(ctx, d)
+}
+
+func (b *boundedHang) wait(ctx context.Context, d time.Duration) (waitroom.Status, error) {
+	b.mu.Lock()
+	b.bounds = append(b.bounds, d)
+	lost := b.lostFirst && len(b.bounds) == 1
+	b.mu.Unlock()
+	if lost {
+		time.Sleep(b.lostAfter)
+		return waitroom.Status{}, waitroom.ErrRoomNotFound
+	}
+	select {
+	case <-ctx.Done():
+		return waitroom.Status{}, ctx.Err()
+	case <-time.After(d):
+		return waitroom.Status{}, fmt.Errorf("no answer: %w", context.DeadlineExceeded)
+	}
+}
+
+func (b *boundedHang) given() []time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]time.Duration(nil), b.bounds...)
+}
+
+// TestGuardedStoreGivesAWaitBounderItsTimeout: Enter and Status of a store
+// that bounds its own waits get the guard's timeout instead of a context
+// bounded by it, and running out of it is ErrStoreUnavailable, as in
+// guarded calls; the caller's own earlier deadline is the caller's; a lost
+// room's restore and second call get only what is left of the one bound.
+func TestGuardedStoreGivesAWaitBounderItsTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	calls := map[string]func(s waitroom.Store, ctx context.Context) error{
+		"Enter":  func(s waitroom.Store, ctx context.Context) error { _, err := s.Enter(ctx, "sale", "u1"); return err },
+		"Status": func(s waitroom.Store, ctx context.Context) error { _, err := s.Status(ctx, "sale", "u1"); return err },
+	}
+	for name, call := range calls {
+		synctest.Test(t, func(t *testing.T) {
+			inner := &boundedHang{Store: memstore.New(memstore.Options{})}
+			g := waitroom.Guard(inner, waitroom.GuardOptions{Timeout: timeout})
+			start := time.Now()
+			err := call(g, t.Context())
+			require.ErrorIs(t, err, waitroom.ErrStoreUnavailable, name)
+			require.ErrorIs(t, err, context.DeadlineExceeded, name)
+			require.Equal(t, timeout, time.Since(start), name)
+			require.Equal(t, []time.Duration{timeout}, inner.given(), name)
+			require.True(t, g.Down(), name)
+
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			err = call(g, ctx)
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded, name)
+			require.NotErrorIs(t, err, waitroom.ErrStoreUnavailable, "%s: the caller's deadline, not the store's fault", name)
+		})
+		synctest.Test(t, func(t *testing.T) {
+			inner := &boundedHang{Store: memstore.New(memstore.Options{}), lostFirst: true, lostAfter: 100 * time.Millisecond}
+			g := waitroom.Guard(inner, waitroom.GuardOptions{Timeout: timeout,
+				Rooms: map[string]waitroom.RoomConfig{"sale": waitroom.RoomConfig{Rate: 50}.WithDefaults()}})
+			start := time.Now()
+			err := call(g, t.Context())
+			require.ErrorIs(t, err, waitroom.ErrStoreUnavailable, name)
+			require.Equal(t, timeout, time.Since(start), "%s: one bound over both calls", name)
+			require.Equal(t, []time.Duration{timeout, timeout - 100*time.Millisecond}, inner.given(), name)
+			_, err = inner.RoomConfig(t.Context(), "sale")
+			require.NoError(t, err, "%s: the keeper re-created the room", name)
+		})
+	}
+}

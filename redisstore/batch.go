@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/waitroom/waitroom"
 )
@@ -69,6 +70,35 @@ type userBatch struct {
 	results []userResult
 	err     error // the call's own failure, every user's
 	done    chan struct{}
+	// The bound its callers' waits share (EnterWithin, StatusWithin): one
+	// timer a call, not one a caller. expired closes within after opened;
+	// nil when within is 0, no bound of its own.
+	within  time.Duration
+	opened  time.Time
+	expired chan struct{}
+	timer   *time.Timer
+}
+
+// batchJoinable is the share of its bound for which a batch takes
+// callers: a caller after it opens the next batch, so that every caller
+// waits at least (batchJoinable-1)/batchJoinable of its bound, never
+// more than all of it. Calls take a millisecond or so against a bound of
+// a second: only a stalled call behind it leaves a batch open that long.
+const batchJoinable = 8
+
+// openBatch makes a batch whose callers wait at most within (none: 0).
+func openBatch(within time.Duration, now time.Time) *userBatch {
+	b := &userBatch{done: make(chan struct{}), within: within}
+	if within > 0 {
+		b.opened, b.expired = now, make(chan struct{})
+		b.timer = time.AfterFunc(within, func() { close(b.expired) })
+	}
+	return b
+}
+
+// joinable reports whether a caller bound by within may join b now.
+func (b *userBatch) joinable(within time.Duration, now time.Time) bool {
+	return b.within == within && (within <= 0 || now.Sub(b.opened) < within/batchJoinable)
 }
 
 type userResult struct {
@@ -77,8 +107,8 @@ type userResult struct {
 }
 
 // batched runs op for user in room: it joins the room's open batch and
-// waits for its result, or for ctx.
-func (s *Store) batched(ctx context.Context, op *batchedOp, room, user string) (waitroom.Status, error) {
+// waits for its result, for ctx, or at most within (when > 0).
+func (s *Store) batched(ctx context.Context, op *batchedOp, room, user string, within time.Duration) (waitroom.Status, error) {
 	if err := checkRoom(room); err != nil {
 		return waitroom.Status{}, err
 	}
@@ -86,12 +116,16 @@ func (s *Store) batched(ctx context.Context, op *batchedOp, room, user string) (
 		return waitroom.Status{}, s.fail(op.name, err)
 	}
 	k := s.keys(room)
+	var now time.Time
+	if within > 0 {
+		now = time.Now()
+	}
 	l := s.line(op, room) // locked
 	var b *userBatch
-	if n := len(l.waiting); n > 0 && len(l.waiting[n-1].users) < maxBatch*s.cachedShards(room) {
+	if n := len(l.waiting); n > 0 && len(l.waiting[n-1].users) < maxBatch*s.cachedShards(room) && l.waiting[n-1].joinable(within, now) {
 		b = l.waiting[n-1]
 	} else {
-		b = &userBatch{done: make(chan struct{})}
+		b = openBatch(within, now)
 		l.waiting = append(l.waiting, b)
 	}
 	i := len(b.users)
@@ -109,18 +143,36 @@ func (s *Store) batched(ctx context.Context, op *batchedOp, room, user string) (
 	}
 	select {
 	case <-b.done:
-		if b.err != nil {
-			return waitroom.Status{}, b.err
-		}
-		return b.results[i].st, b.results[i].err
+		return b.result(i)
 	case <-ctx.Done():
-		l.mu.Lock()
-		if !b.sent {
-			b.gaveUp[i] = true // not sent yet: the call leaves this user out
-		}
-		l.mu.Unlock()
+		s.giveUp(l, b, i)
 		return waitroom.Status{}, s.fail(op.name, ctx.Err())
+	case <-b.expired:
+		select {
+		case <-b.done: // the answer came as the bound ran out
+			return b.result(i)
+		default:
+		}
+		s.giveUp(l, b, i)
+		return waitroom.Status{}, s.fail(op.name, context.DeadlineExceeded)
 	}
+}
+
+// result is the i-th caller's answer of a done batch.
+func (b *userBatch) result(i int) (waitroom.Status, error) {
+	if b.err != nil {
+		return waitroom.Status{}, b.err
+	}
+	return b.results[i].st, b.results[i].err
+}
+
+// giveUp leaves b's i-th caller out of its call if not sent yet.
+func (s *Store) giveUp(l *callLine, b *userBatch, i int) {
+	l.mu.Lock()
+	if !b.sent {
+		b.gaveUp[i] = true
+	}
+	l.mu.Unlock()
 }
 
 // take removes the first waiting batch to send it; l.mu is held.
@@ -138,6 +190,9 @@ func (s *Store) sendBatches(ctx context.Context, op *batchedOp, room string, k *
 	for b != nil {
 		s.callBatch(ctx, op, room, k, b)
 		close(b.done)
+		if b.timer != nil {
+			b.timer.Stop()
+		}
 		l.mu.Lock()
 		b = nil
 		if len(l.waiting) > 0 {

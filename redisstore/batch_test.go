@@ -290,6 +290,54 @@ func TestEnterGivenUpBeforeSentDoesNotEnter(t *testing.T) {
 	require.EqualValues(t, 1, st.Position, "the line works on")
 }
 
+// Callers bound by EnterWithin share their batch's one timer: behind a
+// call that does not return, each caller's wait ends at the bound (the
+// context has no deadline of its own), every one as the store's fault
+// and none entered; a caller bound otherwise does not join their batch.
+func TestBoundedWaitsEndWithTheirBatch(t *testing.T) {
+	s := newStore(t)
+	room := newRoom(t, s, waitroom.RoomConfig{Rate: 100})
+	k := s.keys(room)
+	l := s.line(enterOp, room) // locked
+	l.busy = true              // a call in flight that does not return
+	l.mu.Unlock()
+	const n, bound = 50, 800 * time.Millisecond
+	errs := make([]error, n)
+	testenv.AtOnce(n, func(i int) {
+		_, errs[i] = s.EnterWithin(t.Context(), room, fmt.Sprintf("u%d", i), bound)
+	})
+	for i, err := range errs {
+		require.ErrorIs(t, err, waitroom.ErrStoreUnavailable, "u%d", i)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "u%d", i)
+	}
+	l.mu.Lock()
+	batches := len(l.waiting)
+	l.mu.Unlock()
+	require.Less(t, batches, n, "the callers shared batches, and their timers")
+	t.Logf("%d callers in %d batches", n, batches)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err := s.Enter(ctx, room, "unbounded")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	l.mu.Lock()
+	require.Len(t, l.waiting, batches+1, "a caller without the bound opened a batch of its own")
+	l.mu.Unlock()
+
+	// The line frees: the batches go without their users.
+	l.mu.Lock()
+	b := l.take()
+	l.mu.Unlock()
+	s.sendBatches(t.Context(), enterOp, room, k, l, b)
+	for i := range n {
+		_, err := s.Status(t.Context(), room, fmt.Sprintf("u%d", i))
+		require.ErrorIs(t, err, waitroom.ErrNotInQueue, "u%d", i)
+	}
+	st, err := s.EnterWithin(t.Context(), room, "next", bound)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Position, "the line works on")
+}
+
 // fcallCounter counts the FCALLs of one function (its count, as a cmdHook).
 type fcallCounter struct {
 	name string

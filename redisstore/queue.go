@@ -56,10 +56,16 @@ var enterScript = newFunction("enter")
 // Enter queues user, or returns the standing it already has: its own live
 // token, or its place. Concurrent Enters of a room share calls (batch.go).
 func (s *Store) Enter(ctx context.Context, room, user string) (waitroom.Status, error) {
+	return s.EnterWithin(ctx, room, user, 0)
+}
+
+// EnterWithin is Enter whose wait ends within d (waitroom.WaitBounder):
+// the callers that share a call share its timer.
+func (s *Store) EnterWithin(ctx context.Context, room, user string, d time.Duration) (waitroom.Status, error) {
 	if err := waitroom.CheckUserID(user); err != nil {
 		return waitroom.Status{}, err
 	}
-	return s.batched(ctx, enterOp, room, user)
+	return s.batched(ctx, enterOp, room, user, d)
 }
 
 var enterOp = &batchedOp{
@@ -139,7 +145,12 @@ var statusScript = newFunction("status")
 // Status returns the user's standing, or ErrNotInQueue. Concurrent Status
 // calls of a room share calls (batch.go).
 func (s *Store) Status(ctx context.Context, room, user string) (waitroom.Status, error) {
-	return s.batched(ctx, statusOp, room, user)
+	return s.StatusWithin(ctx, room, user, 0)
+}
+
+// StatusWithin is Status whose wait ends within d (waitroom.WaitBounder).
+func (s *Store) StatusWithin(ctx context.Context, room, user string, d time.Duration) (waitroom.Status, error) {
+	return s.batched(ctx, statusOp, room, user, d)
 }
 
 var statusOp = &batchedOp{

@@ -203,7 +203,10 @@ type Store struct {
 	loadMu sync.Mutex
 }
 
-var _ waitroom.Store = (*Store)(nil)
+var (
+	_ waitroom.Store       = (*Store)(nil)
+	_ waitroom.WaitBounder = (*Store)(nil)
+)
 
 // New returns a Store on client. A redis.UniversalClient lets the same Store
 // run on a single Redis, Sentinel or Cluster (see Open).
