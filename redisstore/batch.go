@@ -68,15 +68,16 @@ type userBatch struct {
 	gaveUp  []bool // its caller gave up before the call was sent: left out
 	sent    bool
 	results []userResult
-	err     error // the call's own failure, every user's
-	done    chan struct{}
+	err     error         // the call's own failure, every user's
+	done    chan struct{} // closed by finish
 	// The bound its callers' waits share (EnterWithin, StatusWithin): one
-	// timer a call, not one a caller. expired closes within after opened;
-	// nil when within is 0, no bound of its own.
-	within  time.Duration
-	opened  time.Time
-	expired chan struct{}
-	timer   *time.Timer
+	// timer a call, not one a caller, which finishes the wait late when
+	// it fires first. within is 0 for no bound of its own.
+	within   time.Duration
+	opened   time.Time
+	timer    *time.Timer
+	finished bool // l.mu
+	late     bool // the bound ran out before the answer came
 }
 
 // batchJoinable is the share of its bound for which a batch takes
@@ -86,12 +87,13 @@ type userBatch struct {
 // a second: only a stalled call behind it leaves a batch open that long.
 const batchJoinable = 8
 
-// openBatch makes a batch whose callers wait at most within (none: 0).
-func openBatch(within time.Duration, now time.Time) *userBatch {
+// openBatch makes a batch of l whose callers wait at most within (none:
+// 0).
+func (l *callLine) openBatch(within time.Duration, now time.Time) *userBatch {
 	b := &userBatch{done: make(chan struct{}), within: within}
 	if within > 0 {
-		b.opened, b.expired = now, make(chan struct{})
-		b.timer = time.AfterFunc(within, func() { close(b.expired) })
+		b.opened = now
+		b.timer = time.AfterFunc(within, func() { l.finish(b, true) })
 	}
 	return b
 }
@@ -99,6 +101,25 @@ func openBatch(within time.Duration, now time.Time) *userBatch {
 // joinable reports whether a caller bound by within may join b now.
 func (b *userBatch) joinable(within time.Duration, now time.Time) bool {
 	return b.within == within && (within <= 0 || now.Sub(b.opened) < within/batchJoinable)
+}
+
+// finish ends the wait of b's callers, once: its call answered, or
+// (late) its bound ran out first. One channel for both, so a caller
+// waits on two, not three (a select's cost grows with its cases); a
+// late batch not sent yet goes without its callers.
+func (l *callLine) finish(b *userBatch, late bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b.finished {
+		return
+	}
+	b.finished, b.late = true, late
+	if late && !b.sent {
+		for i := range b.gaveUp {
+			b.gaveUp[i] = true
+		}
+	}
+	close(b.done)
 }
 
 type userResult struct {
@@ -125,7 +146,7 @@ func (s *Store) batched(ctx context.Context, op *batchedOp, room, user string, w
 	if n := len(l.waiting); n > 0 && len(l.waiting[n-1].users) < maxBatch*s.cachedShards(room) && l.waiting[n-1].joinable(within, now) {
 		b = l.waiting[n-1]
 	} else {
-		b = openBatch(within, now)
+		b = l.openBatch(within, now)
 		l.waiting = append(l.waiting, b)
 	}
 	i := len(b.users)
@@ -143,36 +164,22 @@ func (s *Store) batched(ctx context.Context, op *batchedOp, room, user string, w
 	}
 	select {
 	case <-b.done:
-		return b.result(i)
-	case <-ctx.Done():
-		s.giveUp(l, b, i)
-		return waitroom.Status{}, s.fail(op.name, ctx.Err())
-	case <-b.expired:
-		select {
-		case <-b.done: // the answer came as the bound ran out
-			return b.result(i)
-		default:
+		switch {
+		case b.late:
+			// Only finish's fields: the call may still be writing its own.
+			return waitroom.Status{}, s.fail(op.name, context.DeadlineExceeded)
+		case b.err != nil:
+			return waitroom.Status{}, b.err
 		}
-		s.giveUp(l, b, i)
-		return waitroom.Status{}, s.fail(op.name, context.DeadlineExceeded)
+		return b.results[i].st, b.results[i].err
+	case <-ctx.Done():
+		l.mu.Lock()
+		if !b.sent {
+			b.gaveUp[i] = true // not sent yet: the call leaves this user out
+		}
+		l.mu.Unlock()
+		return waitroom.Status{}, s.fail(op.name, ctx.Err())
 	}
-}
-
-// result is the i-th caller's answer of a done batch.
-func (b *userBatch) result(i int) (waitroom.Status, error) {
-	if b.err != nil {
-		return waitroom.Status{}, b.err
-	}
-	return b.results[i].st, b.results[i].err
-}
-
-// giveUp leaves b's i-th caller out of its call if not sent yet.
-func (s *Store) giveUp(l *callLine, b *userBatch, i int) {
-	l.mu.Lock()
-	if !b.sent {
-		b.gaveUp[i] = true
-	}
-	l.mu.Unlock()
 }
 
 // take removes the first waiting batch to send it; l.mu is held.
@@ -189,10 +196,10 @@ func (l *callLine) take() *userBatch {
 func (s *Store) sendBatches(ctx context.Context, op *batchedOp, room string, k *roomKeys, l *callLine, b *userBatch) {
 	for b != nil {
 		s.callBatch(ctx, op, room, k, b)
-		close(b.done)
 		if b.timer != nil {
 			b.timer.Stop()
 		}
+		l.finish(b, false)
 		l.mu.Lock()
 		b = nil
 		if len(l.waiting) > 0 {
