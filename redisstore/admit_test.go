@@ -302,12 +302,8 @@ func TestCleanupBudgetCountsUsers(t *testing.T) {
 func TestAdmitWaitsForTheReplicasItKnows(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	primary := redistest.StartServer(t)
-	host, port, err := net.SplitHostPort(primary.Addr)
-	require.NoError(t, err)
-	replica := redistest.StartServer(t, "--replicaof", host, port)
+	primary, replica := primaryWithReplica(t)
 	pc := primary.Client()
-	require.NoError(t, redistest.WaitReplicated(ctx, pc, "probe", 1))
 
 	var logged bytes.Buffer
 	s := New(openURL(t, primary.URL()), Options{Prefix: randomPrefix(), WaitTimeout: time.Second, // a replica under -race answers in time
@@ -341,6 +337,17 @@ func TestAdmitWaitsForTheReplicasItKnows(t *testing.T) {
 	require.Contains(t, logged.String(), "issued tokens are not on a replica yet")
 }
 
+// primaryWithReplica starts a Redis and a replica of it, replicating.
+func primaryWithReplica(t *testing.T) (primary, replica *redistest.Server) {
+	t.Helper()
+	primary = redistest.StartServer(t)
+	host, port, err := net.SplitHostPort(primary.Addr)
+	require.NoError(t, err)
+	replica = redistest.StartServer(t, "--replicaof", host, port)
+	require.NoError(t, redistest.WaitReplicated(t.Context(), primary.Client(), "probe", 1))
+	return primary, replica
+}
+
 // TestDrawWaitsForTheReplica: a scheduled room's draw writes its places
 // in chunks on one connection to the primary and WAITs once for a
 // replica after the last, before it publishes the draw: by the time Admit
@@ -349,12 +356,8 @@ func TestAdmitWaitsForTheReplicasItKnows(t *testing.T) {
 func TestDrawWaitsForTheReplica(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	primary := redistest.StartServer(t)
-	host, port, err := net.SplitHostPort(primary.Addr)
-	require.NoError(t, err)
-	replica := redistest.StartServer(t, "--replicaof", host, port)
+	primary, replica := primaryWithReplica(t)
 	pc := primary.Client()
-	require.NoError(t, redistest.WaitReplicated(ctx, pc, "probe", 1))
 	s := New(openURL(t, primary.URL()), Options{Prefix: randomPrefix(), WaitTimeout: 5 * time.Second})
 	room := newRoom(t, s, waitroom.RoomConfig{Rate: 200, State: waitroom.RoomPaused, OpensAt: clockNow(t, s).Add(time.Hour)})
 	const n = drawChunk + 200 // two chunks
@@ -366,7 +369,7 @@ func TestDrawWaitsForTheReplica(t *testing.T) {
 	}
 	require.NoError(t, pc.ConfigResetStat(ctx).Err())
 	advance(t, s, time.Hour+50*time.Millisecond)
-	_, err = s.Admit(ctx, room)
+	_, err := s.Admit(ctx, room)
 	require.NoError(t, err)
 	d, err := s.Draw(ctx, room)
 	require.NoError(t, err)
