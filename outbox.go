@@ -30,8 +30,13 @@ const (
 // written by one admission call.
 type OutboxEntry struct {
 	// ID is the store's id of the entry, unique in the room and growing
-	// ("ms-n", as a Redis stream's).
+	// within its stream ("ms-n", as a Redis stream's, after "STREAM/" for
+	// a stream other than the room's own).
 	ID string
+	// Stream names the part of the outbox the entry is in: "" the room's
+	// own; a room spread over shards has one more per sub-shard, each
+	// written by its sub-shard's own steps, in order within itself only.
+	Stream string
 	// Type is one of the Outbox* types.
 	Type string
 	// At is when the store wrote it.
@@ -74,9 +79,11 @@ type OutboxStore interface {
 	// (it writes none and costs what it costs without one); what the
 	// outbox holds stays until trimmed.
 	SetOutbox(ctx context.Context, room string, on bool) error
-	// ReadOutbox returns up to count of room's oldest entries.
+	// ReadOutbox returns up to count of the oldest entries of each of
+	// room's streams (OutboxEntry.Stream), each stream's in its order.
 	ReadOutbox(ctx context.Context, room string, count int) (OutboxRead, error)
-	// TrimOutbox removes room's entries up to and including id.
+	// TrimOutbox removes the entries of id's stream up to and including
+	// id.
 	TrimOutbox(ctx context.Context, room, id string) error
 }
 

@@ -69,8 +69,12 @@ var readOutboxScript = newFunction("read_outbox", "no-writes")
 // maxOutboxRead bounds one ReadOutbox: an entry is at most ~130 KB.
 const maxOutboxRead = 1000
 
-// ReadOutbox returns up to count of room's oldest outbox entries
-// (waitroom.OutboxStore).
+// ReadOutbox returns up to count of the oldest entries of each of room's
+// outbox streams (waitroom.OutboxStore): the room's own, and in a room
+// spread over shards each sub-shard's (Stream its hash tag, ROOM#n),
+// whose own steps name whom its tick admits and drops. Lost and Named
+// are then the sub-shards' summed (a spread room's Stats are theirs), On
+// the room's.
 func (s *Store) ReadOutbox(ctx context.Context, room string, count int) (waitroom.OutboxRead, error) {
 	if err := checkRoom(room); err != nil {
 		return waitroom.OutboxRead{}, err
@@ -79,7 +83,39 @@ func (s *Store) ReadOutbox(ctx context.Context, room string, count int) (waitroo
 		return waitroom.OutboxRead{}, waitroom.BadRequest("an outbox read takes 1 to " + strconv.Itoa(maxOutboxRead) + " entries")
 	}
 	k := s.keys(room)
-	r, err := s.do(ctx, "read outbox", readOutboxScript, []string{k.cfg, k.bucket, k.out}, count)
+	read, err := s.readOutbox(ctx, "", k.cfg, k.bucket, k.out, count)
+	if err != nil {
+		return waitroom.OutboxRead{}, err
+	}
+	l, err := s.layout(ctx, room)
+	if err != nil || l.shards <= 1 {
+		return read, err
+	}
+	subs := make([]waitroom.OutboxRead, l.shards)
+	if err := s.eachShard(l, func(i int, sk *subKeys) error {
+		var err error
+		subs[i], err = s.readOutbox(ctx, sk.tag, sk.cfg, sk.stats, sk.out, count)
+		return err
+	}); err != nil {
+		return waitroom.OutboxRead{}, err
+	}
+	read.Named = waitroom.OutboxNamed{}
+	for _, sub := range subs {
+		read.Entries = append(read.Entries, sub.Entries...)
+		read.Lost += sub.Lost
+		read.Named.NoShows += sub.Named.NoShows
+		read.Named.Expired += sub.Named.Expired
+		read.Named.Abandoned += sub.Named.Abandoned
+	}
+	return read, nil
+}
+
+// readOutbox reads one outbox stream: out, beside cfg (the room's, or a
+// sub-shard's: ROOM_NOT_FOUND without it) and the hash of its counters
+// (the room's bucket, or the sub-shard's stats); stream names it in the
+// entries ("" the room's own).
+func (s *Store) readOutbox(ctx context.Context, stream, cfg, counters, out string, count int) (waitroom.OutboxRead, error) {
+	r, err := s.do(ctx, "read outbox", readOutboxScript, []string{cfg, counters, out}, count)
 	if err != nil {
 		return waitroom.OutboxRead{}, err
 	}
@@ -105,6 +141,9 @@ func (s *Store) ReadOutbox(ctx context.Context, room string, count int) (waitroo
 		if !ok {
 			return waitroom.OutboxRead{}, s.unexpected(ctx, "read outbox", r)
 		}
+		if stream != "" {
+			e.Stream, e.ID = stream, stream+"/"+e.ID
+		}
 		read.Entries = append(read.Entries, e)
 	}
 	return read, nil
@@ -127,13 +166,22 @@ func outboxEntry(v any) (waitroom.OutboxEntry, bool) {
 	return waitroom.OutboxEntry{ID: id, Type: typ, At: time.UnixMilli(ms).UTC(), Users: strings.Split(users, " ")}, true
 }
 
-// TrimOutbox removes room's outbox entries up to and including id
-// (waitroom.OutboxStore): XTRIM MINID with the id after it, so a trim
-// that comes late (another relay trimmed further meanwhile) removes
-// nothing it should not.
+// TrimOutbox removes the entries of id's outbox stream up to and
+// including id (waitroom.OutboxStore): XTRIM MINID with the id after it,
+// so a trim that comes late (another relay trimmed further meanwhile)
+// removes nothing it should not. An id of a sub-shard's stream names its
+// hash tag, ROOM#n, which must be room's.
 func (s *Store) TrimOutbox(ctx context.Context, room, id string) error {
 	if err := checkRoom(room); err != nil {
 		return err
+	}
+	key := s.keys(room).out
+	if tag, rest, ok := strings.Cut(id, "/"); ok {
+		n, found := strings.CutPrefix(tag, room+"#")
+		if _, err := strconv.ParseUint(n, 10, 32); !found || err != nil {
+			return waitroom.BadRequest("an outbox id is ms-n, or ROOM#n/ms-n for a sub-shard of the room")
+		}
+		key, id = s.prefix+":{"+tag+"}:out", rest
 	}
 	ms, seq, ok := strings.Cut(id, "-")
 	n, err1 := strconv.ParseUint(ms, 10, 64)
@@ -142,8 +190,7 @@ func (s *Store) TrimOutbox(ctx context.Context, room, id string) error {
 		return waitroom.BadRequest("an outbox id is ms-n")
 	}
 	next := strconv.FormatUint(n, 10) + "-" + strconv.FormatUint(m+1, 10)
-	err := s.client.XTrimMinID(ctx, s.keys(room).out, next).Err()
-	if err != nil {
+	if err := s.client.XTrimMinID(ctx, key, next).Err(); err != nil {
 		return s.fail("trim outbox", err)
 	}
 	return nil

@@ -362,7 +362,7 @@ func (s *Store) spreadPassUse(ctx context.Context, room string, l *spreadLayout,
 	// up, its live tokens and units sold read (spread_head, no head).
 	var live, sold atomic.Int64
 	if err := s.eachShard(l, func(_ int, sk *subKeys) error {
-		r, err := s.spreadCall(ctx, "enter with pass", spreadHeadScript, sk.headKeys(), l.id, fence, 0, 0, 0)
+		r, err := s.spreadCall(ctx, "enter with pass", spreadHeadScript, sk.headKeys(), l.id, fence, 0, 0, 0, "0") // what it cleans up is told as counts
 		if err != nil {
 			return err
 		}

@@ -59,13 +59,14 @@ type subKeys struct {
 	tag                                                          string // the sub-shard's hash tag, ROOM#n: its name in the lost-write watch
 	cfg, q, tok, active, stats, buyers, mirror, left, units, pre string // pre: early arrivals (spread_draw.go)
 	notice                                                       string // its users' notice requests (notice.go)
+	out                                                          string // its outbox (outbox.go)
 	claim, complete, release, renew                              fcall
 }
 
 func (s *Store) subKeys(tag string) *subKeys {
 	p := s.prefix + ":{" + tag + "}:"
 	k := &subKeys{tag: tag, cfg: p + "cfg", q: p + "q", tok: p + "tok", active: p + "active", stats: p + "stats",
-		buyers: p + "buyers", mirror: p + "mirror", left: p + "left", units: p + "units", notice: p + "notice", pre: p + "pre"}
+		buyers: p + "buyers", mirror: p + "mirror", left: p + "left", units: p + "units", notice: p + "notice", pre: p + "pre", out: p + "out"}
 	// The gate's functions are the room's own, on the sub-shard's keys.
 	k.claim = prepare(claimScript, k.cfg, k.tok, k.active, k.stats)
 	k.complete = prepare(completeScript, k.tok, k.active, k.stats, k.cfg, k.buyers)
@@ -233,6 +234,7 @@ func spreadSettings(cfg waitroom.RoomConfig, i int) []any {
 // KEYS[4] sub stats
 // KEYS[5] sub buyers
 // KEYS[6] sub units
+// KEYS[7] sub out (a reshard waits for its events to be relayed)
 // ARGV[1] layout: the layout id written
 // ARGV[2] expected: the layout id the sub-shard may hold besides it ("" any)
 // ARGV[3] need_empty: "1" when it must hold nobody, no sale and no buyer
@@ -245,7 +247,7 @@ var spreadSyncScript = newFunction("spread_sync")
 
 func (s *Store) syncSub(ctx context.Context, k *subKeys, layout, expected string, needEmpty bool, fields []any) error {
 	args := append([]any{layout, expected, boolArg(needEmpty)}, fields...)
-	r, err := s.do(ctx, "sync shard", spreadSyncScript, []string{k.cfg, k.q, k.tok, k.stats, k.buyers, k.units}, args...)
+	r, err := s.do(ctx, "sync shard", spreadSyncScript, []string{k.cfg, k.q, k.tok, k.stats, k.buyers, k.units, k.out}, args...)
 	if err != nil {
 		return err
 	}

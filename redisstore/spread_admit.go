@@ -24,8 +24,8 @@ import (
 // Returns {"OK", fence, n (users it may admit, no-shows made up
 // included; 0 when paused), regular (of them, the rate's share), stable
 // ticket, now ms, elapsed µs since the last tick (-1: the first), stock
-// (0: not tracked), units per order}, {"ROOM_NOT_FOUND"} or
-// {"RESHARDED"}.
+// (0: not tracked), units per order, events (1: the room's outbox is
+// on)}, {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadBeginScript = newFunction("spread_begin")
 
 // spreadHeadScript seals a sub-shard for a tick and reads its head.
@@ -39,11 +39,14 @@ var spreadBeginScript = newFunction("spread_begin")
 // KEYS[7] sub mirror
 // KEYS[8] sub units
 // KEYS[9] sub notice
+// KEYS[10] sub out: the sub-shard's outbox
 // ARGV[1] layout id
 // ARGV[2] fence
 // ARGV[3] quota: head entries read, at most
 // ARGV[4] stable ticket: none after it is read
 // ARGV[5] trim_to: the leavers every mirror has (0: none known)
+// ARGV[6] events: "1" names the no-shows, expired and abandoned it drops
+// in the sub-shard's outbox (outbox.go)
 //
 // Users silent past abandon_after at the head (past MaxNoticeSilence,
 // who asked to be told of their turn) are dropped there (at most
@@ -60,7 +63,7 @@ var spreadHeadScript = newFunction("spread_head")
 
 // headKeys are spread_head's KEYS, in their order.
 func (k *subKeys) headKeys() []string {
-	return []string{k.cfg, k.q, k.tok, k.active, k.stats, k.left, k.mirror, k.units, k.notice}
+	return []string{k.cfg, k.q, k.tok, k.active, k.stats, k.left, k.mirror, k.units, k.notice, k.out}
 }
 
 // spreadPopScript admits a sub-shard's users up to the tick's cutoff and
@@ -75,13 +78,16 @@ func (k *subKeys) headKeys() []string {
 // KEYS[7] sub buyers (one order per buyer: a buyer popped gets no token)
 // KEYS[8] sub units
 // KEYS[9] sub notice: a popped user's request is handed back and forgotten
+// KEYS[10] sub out: the sub-shard's outbox
 // ARGV[1] layout id
 // ARGV[2] fence: the one the sub-shard was sealed with
 // ARGV[3] cutoff ticket
 // ARGV[4] head ticket to publish
 // ARGV[5] n_tokens, ARGV[6] n_leavers
 // ARGV[7] this sub-shard's index, ARGV[8] n_figures (0, or the shards)
-// ARGV[9 ..] tokens × n_tokens, then leaver tickets × n_leavers, then
+// ARGV[9] events: "1" names the users it admits and skips in the
+// sub-shard's outbox
+// ARGV[10 ..] tokens × n_tokens, then leaver tickets × n_leavers, then
 // sold, used × n_figures: every sub-shard's units sold, and sold or
 // reserved by its live tokens, after the tick, told into units (sold
 // kept when it knows more)
@@ -91,9 +97,13 @@ func (k *subKeys) headKeys() []string {
 // {"STALE"}, {"ROOM_NOT_FOUND"} or {"RESHARDED"}.
 var spreadPopScript = newFunction("spread_pop")
 
+// spreadPopTokensAt is where spread_pop's ARGV (from 0) holds its first
+// token.
+const spreadPopTokensAt = 9
+
 // popKeys are spread_pop's KEYS, in their order.
 func (k *subKeys) popKeys() []string {
-	return []string{k.cfg, k.q, k.tok, k.active, k.stats, k.mirror, k.buyers, k.units, k.notice}
+	return []string{k.cfg, k.q, k.tok, k.active, k.stats, k.mirror, k.buyers, k.units, k.notice, k.out}
 }
 
 // spreadCommitScript ends a tick: what it took of the bucket and did not
@@ -104,7 +114,6 @@ func (k *subKeys) popKeys() []string {
 // KEYS[3] fence
 // KEYS[4] seq
 // KEYS[5] stats
-// KEYS[6] out: the outbox, written when the room keeps one
 // ARGV[1] fence
 // ARGV[2] unused: users the tick took and did not admit
 // ARGV[3] waiting after the tick
@@ -118,11 +127,9 @@ func (k *subKeys) popKeys() []string {
 //	sub-shards' counters, summed
 //
 // ARGV[13] units sold over the sub-shards (as their heads read them)
-// ARGV[14…] the users admitted, in ticket order
 //
-// The admitted go to the room's outbox as user.admitted (the users the
-// sub-shards drop are told as counts: the relay finds them in the summed
-// counters), stale or not. The pace is measured as admitScript measures it, into the same bucket
+// The users the tick admitted and dropped are in the sub-shards' own
+// outboxes already (spread_head, spread_pop). The pace is measured as admitScript measures it, into the same bucket
 // fields, and the summed counters are mirrored into the room's stats hash
 // for statsScript's fold.
 //
@@ -163,7 +170,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 	default:
 		return nil, s.unexpected(ctx, "admit", r)
 	}
-	var v [8]int64 // fence, n, regular, stable, now, elapsed, stock, per
+	var v [9]int64 // fence, n, regular, stable, now, elapsed, stock, per, events
 	for i := range v {
 		var ok bool
 		if v[i], ok = r.int(i + 1); !ok {
@@ -171,6 +178,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		}
 	}
 	fence, n, regular, stable, elapsed, stock, per := v[0], v[1], v[2], v[3], v[5], v[6], max(v[7], 1)
+	events := v[8] == 1
 
 	ts := s.spreadTrims(room)
 	heads := make([]*subHead, l.shards)
@@ -178,7 +186,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 		w := s.watch(sk.tag)
 		at := w.marks()
 		r, err := s.spreadCall(ctx, "admit", spreadHeadScript, sk.headKeys(),
-			l.id, fence, cfg.TickQuota(), stable, ts.trimTo(i))
+			l.id, fence, cfg.TickQuota(), stable, ts.trimTo(i), boolArg(events))
 		if errors.Is(err, waitroom.ErrRoomNotFound) {
 			// Its settings were lost: written again, the next tick
 			// admits there.
@@ -294,7 +302,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 			mu.Unlock()
 			return nil // nothing to write here this tick
 		}
-		args := []any{l.id, fence, cutoff, cutoff, count[i], len(leavers), i, len(figures) / 2}
+		args := []any{l.id, fence, cutoff, cutoff, count[i], len(leavers), i, len(figures) / 2, boolArg(events)}
 		for range count[i] {
 			args = append(args, waitroom.NewToken())
 		}
@@ -324,7 +332,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 			if !ok1 || !ok2 || !ok3 {
 				return s.unexpected(ctx, "admit", r)
 			}
-			a := waitroom.Admission{User: u, Token: args[8+(j-4)/3].(string)}
+			a := waitroom.Admission{User: u, Token: args[spreadPopTokensAt+(j-4)/3].(string)}
 			if notice != "" {
 				a.Notice = []byte(notice)
 			}
@@ -371,10 +379,7 @@ func (s *Store) spreadAdmit(ctx context.Context, room string, l *spreadLayout, c
 	onRate := min(issued, regular)
 	unused := regular - onRate
 	args := []any{fence, unused, waiting, noShows, madeUp, stable, elapsed, onRate, issued, skipped, left, leftAfter, sold}
-	for _, a := range sorted {
-		args = append(args, a.User)
-	}
-	if cerr := s.call(ctx, s.client, spreadCommitScript, []string{k.cfg, k.bucket, k.fence, k.seq, k.stats, k.out}, args...).Err(); cerr != nil {
+	if cerr := s.call(ctx, s.client, spreadCommitScript, []string{k.cfg, k.bucket, k.fence, k.seq, k.stats}, args...).Err(); cerr != nil {
 		err = errors.Join(err, s.fail("admit", cerr))
 	}
 	if onlyStale(err) {

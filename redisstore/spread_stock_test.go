@@ -340,7 +340,7 @@ func abandonedTick(ctx context.Context, t *testing.T, s *Store, room string, l *
 	}
 	cutoff := h.tickets[n-1]
 	sk := l.subs[popOn]
-	args := []any{l.id, fence, cutoff, cutoff, n, 0, popOn, 0}
+	args := []any{l.id, fence, cutoff, cutoff, n, 0, popOn, 0, "0"}
 	for range n {
 		args = append(args, waitroom.NewToken())
 	}
@@ -349,7 +349,7 @@ func abandonedTick(ctx context.Context, t *testing.T, s *Store, room string, l *
 	var out []waitroom.Admission
 	for j := 4; j < len(r); j += 3 { // user, ticket, notice
 		u, _ := r.str(j)
-		out = append(out, waitroom.Admission{User: u, Token: args[8+(j-4)/3].(string)})
+		out = append(out, waitroom.Admission{User: u, Token: args[spreadPopTokensAt+(j-4)/3].(string)})
 	}
 	return out
 }

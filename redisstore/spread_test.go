@@ -129,8 +129,11 @@ func TestSpreadRoom(t *testing.T) {
 		require.Equal(t, []waitroom.Sample{{At: at, Rate: 5, Waiting: 1}}, got)
 	})
 
-	// A spread room keeping an outbox tells its admissions as user.admitted,
-	// in the order the merged heads admitted them.
+	// A spread room keeping an outbox tells its admissions as user.admitted
+	// from each sub-shard's own stream, written in the pop's own step (an
+	// admitter killed before the tick's end loses none), each stream in
+	// the order the merged heads admitted its users; the room's own
+	// stream holds nothing.
 	t.Run("OutboxTellsTheAdmitted", func(t *testing.T) {
 		room := testenv.Unique("spread-")
 		_, err := s.CreateRoom(ctx, room, waitroom.RoomConfig{Shards: 3, Rate: 100})
@@ -152,12 +155,20 @@ func TestSpreadRoom(t *testing.T) {
 		require.Len(t, admitted, 40)
 		read, err := s.ReadOutbox(ctx, room, 100)
 		require.NoError(t, err)
-		var told []string
+		told := map[string][]string{}
 		for _, e := range read.Entries {
 			require.Equal(t, waitroom.OutboxAdmitted, e.Type)
-			told = append(told, e.Users...)
+			told[e.Stream] = append(told[e.Stream], e.Users...)
 		}
-		require.Equal(t, admitted, told)
+		l, err := s.layout(ctx, room)
+		require.NoError(t, err)
+		require.Zero(t, s.client.XLen(ctx, s.keys(room).out).Val(), "the room's own stream")
+		for i, sk := range l.subs {
+			want := slices.DeleteFunc(slices.Clone(admitted), func(u string) bool { return l.of(u) != i })
+			require.Equal(t, want, told[sk.tag], "%s's stream, in admission order", sk.tag)
+		}
+		require.ErrorIs(t, s.TrimOutbox(ctx, room, "other#1/1-0"), waitroom.ErrBadRequest, "another room's sub-shard")
+		require.ErrorIs(t, s.TrimOutbox(ctx, room, room+"#x/1-0"), waitroom.ErrBadRequest)
 	})
 
 	// A sub-shard's counters going back (its primary failed over to a
@@ -312,6 +323,7 @@ func TestSpreadStore(t *testing.T) {
 	}
 	storetest.Run(t, spread)
 	t.Run("Notices", func(t *testing.T) { storetest.RunNotices(t, spread) })
+	t.Run("Outbox", func(t *testing.T) { storetest.RunOutbox(t, spread) })
 	t.Run("NoticesOfEarlyArrivals", func(t *testing.T) { testSpreadEarlyNotices(t, harness(t).Store.(*Store)) })
 	t.Run("PassesRaceTheTicks", func(t *testing.T) {
 		h := harness(t)

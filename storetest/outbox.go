@@ -78,8 +78,10 @@ func testOutboxOffWritesNothing(t *testing.T, h Harness, o waitroom.OutboxStore)
 }
 
 // testOutboxKeepsAdmissionOrder: admissions over many calls are entries
-// of user.admitted whose users, in entry order, are the admission order;
-// ids grow; a trim through an entry leaves the ones after it.
+// of user.admitted whose users, in entry order, are the admission order
+// (of a spread room: within each sub-shard's stream, and all streams
+// together name everyone once); ids are unique; a trim through an entry
+// leaves the ones after it, and its stream's only.
 func testOutboxKeepsAdmissionOrder(t *testing.T, h Harness, o waitroom.OutboxStore) {
 	ctx := ctxFor(t)
 	room := newRoom(t, h, waitroom.RoomConfig{Rate: 200})
@@ -91,24 +93,55 @@ func testOutboxKeepsAdmissionOrder(t *testing.T, h Harness, o waitroom.OutboxSto
 	}
 	read := readOutbox(t, o, room)
 	require.Greater(t, len(read.Entries), 1, "several calls, several entries")
-	require.Equal(t, order, usersOf(read.Entries, waitroom.OutboxAdmitted))
-	ids := make([]string, len(read.Entries))
-	for i, e := range read.Entries {
+	streams := map[string][]waitroom.OutboxEntry{}
+	var names []string // the streams, in the order they come
+	var all []string
+	for _, e := range read.Entries {
 		require.Equal(t, waitroom.OutboxAdmitted, e.Type)
 		require.False(t, e.At.IsZero())
+		if streams[e.Stream] == nil {
+			names = append(names, e.Stream)
+		}
+		streams[e.Stream] = append(streams[e.Stream], e)
+	}
+	for _, name := range names {
+		users := usersOf(streams[name], waitroom.OutboxAdmitted)
+		in := map[string]bool{}
+		for _, u := range users {
+			in[u] = true
+		}
+		require.Equal(t, slices.DeleteFunc(slices.Clone(order), func(u string) bool { return !in[u] }), users,
+			"stream %q in admission order", name)
+		all = append(all, users...)
+	}
+	require.ElementsMatch(t, order, all, "everyone admitted named once")
+	if h.Shards > 1 {
+		require.Greater(t, len(names), 1, "a spread room's sub-shards name their own")
+	}
+	ids := make([]string, len(read.Entries))
+	for i, e := range read.Entries {
 		ids[i] = e.ID
 	}
-	require.Len(t, slices.Compact(slices.Clone(ids)), len(ids), "ids are unique")
+	slices.Sort(ids)
+	require.Len(t, slices.Compact(ids), len(read.Entries), "ids are unique")
 
-	cut := len(read.Entries) / 2
-	require.NoError(t, o.TrimOutbox(ctx, room, read.Entries[cut].ID))
+	first := streams[names[0]]
+	cut := len(first) / 2
+	require.NoError(t, o.TrimOutbox(ctx, room, first[cut].ID))
+	trimmed := map[string]bool{}
+	for _, e := range first[:cut+1] {
+		trimmed[e.ID] = true
+	}
 	rest := readOutbox(t, o, room)
-	require.Equal(t, read.Entries[cut+1:], rest.Entries)
+	require.Equal(t, slices.DeleteFunc(slices.Clone(read.Entries), func(e waitroom.OutboxEntry) bool { return trimmed[e.ID] }), rest.Entries)
 	// A late trim (another relay's, through an earlier entry) removes
 	// nothing more.
-	require.NoError(t, o.TrimOutbox(ctx, room, read.Entries[0].ID))
+	require.NoError(t, o.TrimOutbox(ctx, room, first[0].ID))
 	require.Equal(t, rest.Entries, readOutbox(t, o, room).Entries)
-	require.NoError(t, o.TrimOutbox(ctx, room, read.Entries[len(read.Entries)-1].ID))
+	for _, name := range names {
+		es := streams[name]
+		require.NoError(t, o.TrimOutbox(ctx, room, es[len(es)-1].ID))
+	}
 	require.Empty(t, readOutbox(t, o, room).Entries)
 }
 

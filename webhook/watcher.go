@@ -223,28 +223,60 @@ func (w *Watcher) relay(ctx context.Context, outbox waitroom.OutboxStore, room s
 			mark.drained = true
 			return named, read, nil
 		}
+		// Each stream (a spread room's sub-shards have one each) is told
+		// and trimmed on its own: an event groups one stream's entries, so
+		// its id never depends on how far another stream was trimmed.
 		now := nowOf(w.Now)
-		events, through := OutboxEvents(room, got.Entries, now, len(got.Entries) == relayBatch)
-		if len(events) == 0 {
-			return named, read, nil // the last second's entries may have company yet
+		var entries []Entry
+		var throughs []string
+		full, drained := false, true
+		for _, es := range byStream(got.Entries) {
+			cut := len(es) == relayBatch
+			events, through := OutboxEvents(room, es, now, cut)
+			for _, ev := range events {
+				entries = append(entries, NewEntry(ev, now))
+			}
+			if through != "" {
+				throughs = append(throughs, through)
+			}
+			full = full || cut
+			drained = drained && through == es[len(es)-1].ID
 		}
-		entries := make([]Entry, len(events))
-		for i, ev := range events {
-			entries[i] = NewEntry(ev, now)
+		if len(entries) == 0 {
+			return named, read, nil // the last second's entries may have company yet
 		}
 		if _, err := w.Log.AppendOnce(ctx, entries); err != nil {
 			return named, read, err
 		}
 		// A relay that dies here appends the same ids again: left out.
-		if err := outbox.TrimOutbox(ctx, room, through); err != nil {
-			return named, read, err
+		for _, through := range throughs {
+			if err := outbox.TrimOutbox(ctx, room, through); err != nil {
+				return named, read, err
+			}
 		}
-		if len(got.Entries) < relayBatch {
-			mark.drained = through == got.Entries[len(got.Entries)-1].ID
+		if !full {
+			mark.drained = drained
 			return named, read, nil
 		}
 	}
 	return named, read, nil
+}
+
+// byStream splits entries by their stream, each in its order, the
+// streams in the order they first come.
+func byStream(entries []waitroom.OutboxEntry) [][]waitroom.OutboxEntry {
+	var out [][]waitroom.OutboxEntry
+	at := map[string]int{}
+	for _, e := range entries {
+		i, ok := at[e.Stream]
+		if !ok {
+			i = len(out)
+			at[e.Stream] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], e)
+	}
+	return out
 }
 
 // Mark turns the outbox of each of rooms on or off as the endpoints

@@ -38,12 +38,15 @@ return function(KEYS, ARGV)
     end
   end
 
-  local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'no_shows', HASH_TABLE_FIELD)
+  local b = redis.call('HMGET', bucket_key, 'last_us', 'carry', 'made_up', 'no_shows', HASH_TABLE_FIELD, 'outbox')
   if not b[5] then
     keep_hash_table(bucket_key)
   end
   -- The time this tick measures the pace over; -1: the first tick.
   local elapsed = -1
+  -- The room's outbox is on: the sub-shards name whom the tick admits
+  -- and drops in their own (spread_head, spread_pop).
+  local events = b[6] == '1' and 1 or 0
   if b[1] then
     elapsed = math.max(0, now_us - tonumber(b[1]))
   end
@@ -51,7 +54,7 @@ return function(KEYS, ARGV)
     -- Admit nobody and save nothing up, so resuming does not burst; the
     -- sub-shards are still read, for the room's size.
     redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', 0, 'tick_fence', fence, 'tick_at', now)
-    return {'OK', fence, 0, 0, stable, now, elapsed, stock, per}
+    return {'OK', fence, 0, 0, stable, now, elapsed, stock, per, events}
   end
   local allow, extra = 0, 0
   if b[1] then
@@ -73,5 +76,5 @@ return function(KEYS, ARGV)
   -- The tick under way (tick_fence, tick_at; spread_commit marks it
   -- done): a pass use waits for it rather than make it stale.
   redis.call('HSET', bucket_key, 'last_us', now_us, 'carry', carry, 'tick_fence', fence, 'tick_at', now)
-  return {'OK', fence, n, regular, stable, now, elapsed, stock, per}
+  return {'OK', fence, n, regular, stable, now, elapsed, stock, per, events}
 end

@@ -10,14 +10,6 @@ return function(KEYS, ARGV)
   local elapsed_us, regular, issued = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
   local skipped, left, left_after = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
   local sold = tonumber(ARGV[13])
-  local out_key = KEYS[6]
-
-  -- The users this tick admitted (ARGV[14…], in ticket order) go to the
-  -- room's outbox when it keeps one, whether or not a later tick began:
-  -- they are admitted either way.
-  if #ARGV > 13 and redis.call('HGET', bucket_key, 'outbox') == '1' then
-    tell(out_key, bucket_key, now_ms(), {{}, {}, {}, {unpack(ARGV, 14)}})
-  end
 
   -- Done: a pass use need not wait for it any more (spread_pass_begin).
   redis.call('HSET', bucket_key, 'tick_done', fence)

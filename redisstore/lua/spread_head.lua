@@ -12,8 +12,10 @@ return function(KEYS, ARGV)
   local mirror_key = KEYS[7]
   local units_key  = KEYS[8]
   local notice_key = KEYS[9]
+  local out_key    = KEYS[10]
   local layout, fence, quota = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
   local stable, trim_to = tonumber(ARGV[4]), tonumber(ARGV[5])
+  local events = ARGV[6] == '1' -- the room's outbox is on: name what it drops
 
   local cfg = redis.call('HMGET', scfg_key, 'layout', 'fence', 'left_base', 'head', 'abandon_ms')
   local refused = sub_refusal(cfg[1], layout)
@@ -30,10 +32,14 @@ return function(KEYS, ARGV)
   -- what max_active checks; one never confirmed nor claimed is a no-show.
   local due, gone, gone_entries = due_tokens(tok_key, active_key, now, math.max(1000, 2 * quota))
   local no_shows = 0
+  local told_no_show, told_expired = {}, {}
   for i = 1, #gone_entries do
     local st = gone_entries[i].state
     if st == 'new' or st == 'shown' then
       no_shows = no_shows + 1
+      if events then told_no_show[#told_no_show + 1] = gone[i] end
+    elseif events then
+      told_expired[#told_expired + 1] = gone[i]
     end
   end
   drop_tokens(tok_key, active_key, gone, due)
@@ -49,7 +55,7 @@ return function(KEYS, ARGV)
   -- too long (has_gone) have gone: dropped, counted, their tickets gone,
   -- so they take no share of the tick (at most max_skips a tick).
   local abandon_s, s = abandon_secs(cfg[5]), math.floor(now / 1000)
-  local heads, skipped = {}, 0
+  local heads, skipped, told_abandoned = {}, 0, {}
   while #heads < 2 * quota and skipped < max_skips do
     local want = quota - #heads / 2
     local page = redis.call('ZRANGEBYSCORE', q_key, '-inf', '(' .. (stable + 1), 'WITHSCORES', 'LIMIT', #heads / 2, want)
@@ -67,9 +73,16 @@ return function(KEYS, ARGV)
     if #silent == 0 then break end
     redis.call('ZREM', q_key, unpack(silent))
     skipped = skipped + #silent
+    if events then push_all(told_abandoned, unpack(silent)) end
   end
   if skipped > 0 then
     redis.call('HINCRBY', stats_key, 'abandoned', skipped)
+  end
+  -- Named in the sub-shard's own outbox, in the step that counts them
+  -- (tell: its named counters beside its stats), so a relay's counts of
+  -- the unnamed stay exact and an admitter killed now loses none.
+  if events then
+    tell(out_key, stats_key, now, {told_no_show, told_expired, told_abandoned, {}})
   end
 
   -- The leavers every sub-shard has copied (the caller's last tick) leave

@@ -11,10 +11,12 @@ return function(KEYS, ARGV)
   local buyers_key = KEYS[7]
   local units_key  = KEYS[8]
   local notice_key = KEYS[9]
+  local out_key    = KEYS[10]
   local layout, fence, cutoff, head = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local n_tokens, n_leavers = tonumber(ARGV[5]), tonumber(ARGV[6])
   local self, n_figures = tonumber(ARGV[7]), tonumber(ARGV[8])
-  local tokens_at = 9
+  local events = ARGV[9] == '1' -- the room's outbox is on: name whom it admits and drops
+  local tokens_at = 10
   local leavers_at = tokens_at + n_tokens
   local figures_at = leavers_at + n_leavers
 
@@ -107,7 +109,7 @@ return function(KEYS, ARGV)
       redis.call('HDEL', notice_key, unpack(names))
     end
   end
-  local users, tickets, asked, skipped = {}, {}, {}, 0
+  local users, tickets, asked, skipped, told_abandoned = {}, {}, {}, 0, {}
   for i = 1, #popped, 2 do
     local score, channels = tonumber(popped[i + 1]), kept[(i + 1) / 2]
     local limit = abandon_s
@@ -116,6 +118,7 @@ return function(KEYS, ARGV)
     end
     if is_gone(score, s, limit) then
       skipped = skipped + 1
+      if events then told_abandoned[#told_abandoned + 1] = popped[i] end
     elseif bought[(i + 1) / 2] ~= 1 then -- one who ordered leaves the queue, uncounted
       users[#users + 1] = popped[i]
       tickets[#tickets + 1] = math.floor(score)
@@ -165,5 +168,10 @@ return function(KEYS, ARGV)
   end
   out[4] = redis.call('HINCRBY', stats_key, 'admitted', issued)
   out[2], out[3] = skipped, redis.call('ZCARD', q_key)
+  -- In the sub-shard's own outbox, in this step: an admitter killed after
+  -- it loses none of these users' events.
+  if events then
+    tell(out_key, stats_key, now, {{}, {}, told_abandoned, users})
+  end
   return out
 end

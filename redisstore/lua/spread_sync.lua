@@ -2,7 +2,7 @@
 -- ARGV and replies.
 return function(KEYS, ARGV)
   local scfg_key, q_key, tok_key = KEYS[1], KEYS[2], KEYS[3]
-  local stats_key, buyers_key, units_key = KEYS[4], KEYS[5], KEYS[6]
+  local stats_key, buyers_key, units_key, out_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
   local layout, expected, need_empty = ARGV[1], ARGV[2], ARGV[3] == '1'
 
   local stored = redis.call('HGET', scfg_key, 'layout')
@@ -13,11 +13,11 @@ return function(KEYS, ARGV)
   -- A sub-shard whose users would be left behind by a reshard refuses it;
   -- so does one that sold units or remembers buyers: in another layout
   -- its users live elsewhere, and the stock and one order per buyer would
-  -- forget them.
+  -- forget them; and one whose outbox still holds events to relay.
   if need_empty then
     local c = redis.call('HMGET', stats_key, 'sold', 'completed')
     if redis.call('ZCARD', q_key) > 0 or live_tokens(tok_key) > 0 or units_sold(c[1], c[2]) > 0
-      or redis.call('EXISTS', buyers_key) == 1 then
+      or redis.call('EXISTS', buyers_key) == 1 or redis.call('EXISTS', out_key) == 1 then
       return 'SHARDS_NOT_EMPTY'
     end
     -- What it was told of the other sub-shards is of the old layout.
