@@ -77,7 +77,7 @@ func (in *Instance) newWebhooks(store waitroom.Store) (*webhooks, error) {
 	return &webhooks{
 		log: log, emitter: em, dispatcher: d,
 		watcher: watcher,
-		admin:   &webhook.Admin{Log: log, Static: static, Logger: in.Logger},
+		admin:   &webhook.Admin{Log: log, Static: static, Logger: in.Logger, Changed: d.LoadEndpoints},
 	}, nil
 }
 

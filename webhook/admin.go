@@ -28,6 +28,22 @@ type Admin struct {
 	// Now is the clock of creation and rotation times; nil: time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Changed, when set, is called after an endpoint was created,
+	// rotated or deleted (the instance's Dispatcher.LoadEndpoints), so
+	// this instance signs with a new secret from its next delivery on,
+	// not from its next step.
+	Changed func(context.Context) error
+}
+
+// changed tells Changed; its failure is only logged: the endpoint is
+// stored, and the dispatcher's next step reads it anyway.
+func (a *Admin) changed(ctx context.Context) {
+	if a.Changed == nil {
+		return
+	}
+	if err := a.Changed(ctx); err != nil {
+		a.logger().WarnContext(ctx, "reloading the webhook endpoints after a change failed; the next step reads them", "err", err)
+	}
 }
 
 // Routes are Admin's ServeMux patterns and handlers.
@@ -140,6 +156,7 @@ func (a *Admin) create(w http.ResponseWriter, r *http.Request) error {
 	if err := a.Log.PutEndpoint(r.Context(), e); err != nil {
 		return err
 	}
+	a.changed(r.Context())
 	a.logger().InfoContext(r.Context(), "webhook endpoint created", "id", e.ID, "url", e.URL, "rooms", e.Rooms, "events", e.Events, "remote", r.RemoteAddr)
 	v := e.Redacted()
 	v.Secret = secret
@@ -180,6 +197,7 @@ func (a *Admin) remove(w http.ResponseWriter, r *http.Request) error {
 	if err := a.Log.RemoveGroup(r.Context(), id); err != nil {
 		a.logger().WarnContext(r.Context(), "removing a webhook endpoint's consumer groups failed", "id", id, "err", err)
 	}
+	a.changed(r.Context())
 	a.logger().InfoContext(r.Context(), "webhook endpoint deleted", "id", id, "remote", r.RemoteAddr)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -219,6 +237,7 @@ func (a *Admin) rotate(w http.ResponseWriter, r *http.Request) error {
 	if err := a.Log.PutEndpoint(r.Context(), e); err != nil {
 		return err
 	}
+	a.changed(r.Context())
 	a.logger().InfoContext(r.Context(), "webhook secret rotated", "id", e.ID, "overlap", overlap, "remote", r.RemoteAddr)
 	v := e.Redacted()
 	v.Secret = secret

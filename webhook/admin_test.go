@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -213,4 +214,65 @@ func TestRotationsKeepTheNewestSecrets(t *testing.T) {
 	if err := e.Check(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRotationSignsTheNextDelivery: a secret rotated through this
+// instance's admin API while its dispatcher is delivering (here while the
+// receiver holds the first message) signs the very next message with
+// both secrets, though the step that delivers it began before the
+// rotation: a receiver that takes the new secret at once never sees a
+// message without it.
+func TestRotationSignsTheNextDelivery(t *testing.T) {
+	t.Parallel()
+	eachLog(t, func(t *testing.T, log webhook.Log, c *clock) {
+		d := &webhook.Dispatcher{Log: log, ID: "d1", Now: c.Now}
+		admin := (&webhook.Admin{Log: log, Now: c.Now, Changed: d.LoadEndpoints}).Routes()
+		em := &webhook.Emitter{Log: log, Now: c.Now}
+		arrived, proceed := make(chan struct{}, 1), make(chan struct{})
+		var first sync.Once
+		rc := newReceiver(t, func(*http.Request, int) int {
+			first.Do(func() {
+				arrived <- struct{}{}
+				<-proceed
+			})
+			return http.StatusOK
+		})
+		code, body := adminCall(t, admin, "POST", "/admin/webhooks", `{"url":"`+rc.URL+`","events":["room.paused","room.resumed"],"rooms":["r-a"]}`)
+		if code != 201 {
+			t.Fatalf("create: %d %v", code, body)
+		}
+		id, old := body["id"].(string), body["secret"].(string)
+		em.Emit(webhook.RoomPaused, "r-a", webhook.RoomData{State: "paused"})
+		if err := em.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		stepped := make(chan error, 1)
+		go func() { stepped <- d.Step(t.Context()) }()
+		<-arrived // the first message is being delivered
+		code, body = adminCall(t, admin, "POST", "/admin/webhooks/"+id+"/rotate", `{"overlap_seconds":3600}`)
+		if code != 200 {
+			t.Fatalf("rotate: %d %v", code, body)
+		}
+		next := body["secret"].(string)
+		em.Emit(webhook.RoomResumed, "r-a", webhook.RoomData{State: "open"})
+		if err := em.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		close(proceed)
+		if err := <-stepped; err != nil {
+			t.Fatal(err)
+		}
+		got := rc.deliveries()
+		if len(got) != 2 || got[1].Event.Type != webhook.RoomResumed {
+			t.Fatalf("one step delivered %d messages, want paused then resumed", len(got))
+		}
+		if err := verify(t, old, got[0], true); err != nil {
+			t.Fatalf("the first message, before the rotation: %v", err)
+		}
+		for _, s := range []string{next, old} {
+			if err := verify(t, s, got[1], true); err != nil {
+				t.Fatalf("the next message, after the rotation: %v", err)
+			}
+		}
+	})
 }

@@ -327,10 +327,33 @@ func (d *Dispatcher) work(ctx context.Context, u *unit, ep Endpoint) {
 		}
 	}
 	for range maxRounds {
+		// The endpoint as known now: a secret rotated, or a filter
+		// changed, since the step began counts from this round on.
+		if fresh, ok := d.endpoint(ep.ID); ok {
+			ep = fresh
+		}
 		if !d.round(ctx, u, ep, d.now(), log) || ctx.Err() != nil {
 			return
 		}
 	}
+}
+
+// endpoint is the endpoint id as known now (Endpoints); false when it is
+// not known any more.
+func (d *Dispatcher) endpoint(id string) (Endpoint, bool) {
+	for _, e := range d.Static {
+		if e.ID == id {
+			return e, true
+		}
+	}
+	if eps := d.endpoints.Load(); eps != nil {
+		for _, e := range *eps {
+			if e.ID == id {
+				return e, true
+			}
+		}
+	}
+	return Endpoint{}, false
 }
 
 // round reads new entries into u's window and delivers each room's first
