@@ -35,15 +35,11 @@ return function(KEYS, ARGV)
   -- enter_slow: user's standing the whole way, one read at a time: any
   -- user enter_fast does not answer.
   local function enter_slow(user)
-    -- One order per user: a buyer takes no place, whatever else it has.
-    if cfg[4] == '1' and redis.call('SISMEMBER', buyers_key, user) == 1 then
-      return {'ALREADY_ORDERED'}
-    end
-
-    -- A live token: no second place in the queue; the user gets its own token.
-    local e = holder_sees(tok_key, active_key, user, now)
-    if e then
-      return {'ADMITTED', e.token, time_left(e, now)}
+    -- One order per user: a buyer takes no place; a live token: no
+    -- second place in the queue, the user gets its own token.
+    local held = held_standing(tok_key, active_key, buyers_key, cfg[4] == '1', user, now)
+    if held then
+      return held
     end
 
     -- An early arrival waits for the draw: told when the room opens.

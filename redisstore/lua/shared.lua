@@ -548,19 +548,30 @@ local function parse_pass(passes_key, id)
   return {created = created, uses = tonumber(uses), left = tonumber(left), expires_ms = expires_ms, revoked = revoked}
 end
 
--- pass_holder_standing: what a user who comes with a pass has already,
--- which the pass does not change: ALREADY_ORDERED (one_order: a buyer),
--- its live token (ADMITTED: the pass keeps its use), TOKEN_IN_USE (an
--- order holds its expired token and may yet complete it: a new token
--- would reserve a second unit while the first may be sold); nil and the
--- user's old entry, if any, when the pass may let it in.
-local function pass_holder_standing(tok_key, active_key, buyers_key, one_order, user, now)
+-- held_standing: what a user has that no new place or token changes:
+-- ALREADY_ORDERED (one_order: a buyer, whatever else it has), or its own
+-- live token (ADMITTED: it gets that one, not a second); nil otherwise.
+local function held_standing(tok_key, active_key, buyers_key, one_order, user, now)
   if one_order and redis.call('SISMEMBER', buyers_key, user) == 1 then
     return {'ALREADY_ORDERED'}
   end
   local e = holder_sees(tok_key, active_key, user, now)
   if e then
     return {'ADMITTED', e.token, time_left(e, now)}
+  end
+  return nil
+end
+
+-- pass_holder_standing: what a user who comes with a pass has already,
+-- which the pass does not change: held_standing (a live token: the pass
+-- keeps its use), or TOKEN_IN_USE (an order holds its expired token and
+-- may yet complete it: a new token would reserve a second unit while the
+-- first may be sold); nil and the user's old entry, if any, when the
+-- pass may let it in.
+local function pass_holder_standing(tok_key, active_key, buyers_key, one_order, user, now)
+  local held = held_standing(tok_key, active_key, buyers_key, one_order, user, now)
+  if held then
+    return held
   end
   local old = parse_entry(redis.call('HGET', tok_key, user))
   if old and unsettled(old, now) then

@@ -39,6 +39,15 @@ local function spread_gone(mirror_key, left_key, ticket)
   redis.call('RPUSH', left_key, ticket)
 end
 
+-- spread_abandon drops user, queued with ticket and found silent too long
+-- (has_gone) by its own call, as the admitter would: out of the queue,
+-- counted abandoned, its ticket gone (spread_gone).
+local function spread_abandon(q_key, stats_key, mirror_key, left_key, user, ticket)
+  redis.call('ZREM', q_key, user)
+  redis.call('HINCRBY', stats_key, 'abandoned', 1)
+  spread_gone(mirror_key, left_key, ticket)
+end
+
 -- spread_positions returns the place of a ticket in the whole room: the
 -- tickets after the head (all at or before it are admitted or gone),
 -- less those known gone between (mirror: read only when it holds any);

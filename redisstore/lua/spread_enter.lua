@@ -51,9 +51,7 @@ return function(KEYS, ARGV)
     score = tonumber(score)
     local ticket = math.floor(score)
     if has_gone(KEYS[10], user, score, s, abandon_s) then
-      redis.call('ZREM', q_key, user)
-      redis.call('HINCRBY', stats_key, 'abandoned', 1)
-      spread_gone(mirror_key, left_key, ticket)
+      spread_abandon(q_key, stats_key, mirror_key, left_key, user, ticket)
       gone[#gone + 1] = ticket
       return nil
     end

@@ -18,9 +18,7 @@ return function(KEYS, ARGV)
     local s = math.floor(now_ms() / 1000)
     local ticket = math.floor(score)
     if has_gone(notice_key, user, score, s, abandon_secs(cfg[2])) then
-      redis.call('ZREM', q_key, user)
-      redis.call('HINCRBY', stats_key, 'abandoned', 1)
-      spread_gone(mirror_key, left_key, ticket)
+      spread_abandon(q_key, stats_key, mirror_key, left_key, user, ticket)
       return {'NOT_IN_QUEUE', ticket}
     end
     local fresh = queue_score(ticket, s)
